@@ -1,0 +1,34 @@
+"""captcha_tasks: CAPTCHA solving at scale as a Celery application on Redis.
+
+``celery -A captcha_tasks worker`` finds :data:`app`.
+"""
+
+from __future__ import annotations
+
+from . import errors
+from .app import app
+from .errors import (
+    CaptchaTasksError,
+    InvalidTaskInput,
+    PermanentSolverError,
+    SolverError,
+    TransientSolverError,
+)
+from .settings import Settings, get_settings
+from .tasks import get_balance, ping
+from .version import __version__
+
+__all__ = [
+    "CaptchaTasksError",
+    "InvalidTaskInput",
+    "PermanentSolverError",
+    "Settings",
+    "SolverError",
+    "TransientSolverError",
+    "__version__",
+    "app",
+    "errors",
+    "get_balance",
+    "get_settings",
+    "ping",
+]

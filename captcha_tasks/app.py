@@ -1,0 +1,8 @@
+"""The Celery application: ``celery -A captcha_tasks worker`` finds ``captcha_tasks.app``."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+app = Celery("captcha_tasks", include=["captcha_tasks.tasks"])
+app.config_from_object("celeryconfig")

@@ -1,0 +1,44 @@
+"""Custom Celery Task base classes.
+
+Per-process resources (the solver client and its HTTP session) are built lazily
+on first use in the process that uses them, so prefork children never share a
+connection opened before the fork.
+"""
+
+from __future__ import annotations
+
+import os
+
+from celery import Task
+
+from .errors import TransientSolverError
+from .settings import Settings, get_settings
+from .solver import SolverClient
+
+__all__ = ["SolverTask"]
+
+
+class SolverTask(Task):  # type: ignore[misc]  # celery ships no type hints
+    """A task that talks to the solver provider."""
+
+    abstract = True
+    _solver: SolverClient | None = None
+    _solver_pid: int | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return get_settings()
+
+    @property
+    def solver(self) -> SolverClient:
+        if self._solver is None or self._solver_pid != os.getpid():
+            self._solver = SolverClient.from_settings(self.settings)
+            self._solver_pid = os.getpid()
+        return self._solver
+
+    def retry_transient(self, exc: TransientSolverError) -> Exception:
+        """``raise self.retry_transient(exc)``: retry after the error's own back-off
+        (scaled by ``CAPTCHA_TASKS_TIME_SCALE``), within the task's ``max_retries``."""
+        countdown = self.settings.scaled(exc.retry_after or 5.0)
+        result: Exception = self.retry(exc=exc, countdown=countdown)
+        return result

@@ -1,0 +1,185 @@
+"""The one exception hierarchy of captcha_tasks.
+
+::
+
+    CaptchaTasksError
+    ├── ConfigurationError            bad or missing settings (raised at start-up)
+    ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
+    └── SolverError                   anything the provider (or the way to it) answered
+        ├── TransientSolverError      worth retrying after ``retry_after`` seconds
+        │   ├── NoSlotAvailable       ERROR_NO_SLOT_AVAILABLE; ERROR_ZERO_BALANCE (CaptchaAI)
+        │   ├── ProviderUnavailable   ERROR_SERVER_ERROR, HTTP 5xx, HTML or unrecognised bodies
+        │   ├── SolverNetworkError    connection refused or reset, timeouts
+        │   ├── RateLimited           MAX_USER_TURN, ERROR: 1001..1005, IP_BANNED
+        │   └── ProxyRejected         ERROR_BAD_PROXY, ERROR_PROXY_CONNECTION_FAILED
+        └── PermanentSolverError      retrying the same request cannot help
+            ├── InvalidApiKey         ERROR_WRONG_USER_KEY, ERROR_KEY_DOES_NOT_EXIST
+            ├── InsufficientFunds     ERROR_ZERO_BALANCE (2Captcha)
+            ├── BadRequest            ERROR_PAGEURL, ERROR_GOOGLEKEY, ERROR_BAD_PARAMETERS, ...
+            ├── BadImage              ERROR_ZERO_CAPTCHA_FILESIZE, ERROR_UPLOAD, ...
+            ├── CaptchaUnsolvable     ERROR_CAPTCHA_UNSOLVABLE
+            ├── SolveTimeout          no answer before the solve's deadline
+            └── ClientError           ERROR_WRONG_CAPTCHA_ID, unknown ERROR_* codes, ...
+
+Every error carries ``code`` (the provider's code, e.g. ``"ERROR_NO_SLOT_AVAILABLE"``,
+``"HTTP_502"`` or ``"NETWORK"``) and transient ones a suggested ``retry_after`` in
+seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied).
+
+The constructor arguments are also ``self.args``: Celery's JSON result backend
+stores ``args`` and rebuilds the exception with ``cls(*args)`` on the caller's
+side, so ``AsyncResult.get()`` raises the same type with the same code.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadImage",
+    "BadRequest",
+    "CaptchaTasksError",
+    "CaptchaUnsolvable",
+    "ClientError",
+    "ConfigurationError",
+    "InsufficientFunds",
+    "InvalidApiKey",
+    "InvalidTaskInput",
+    "NoSlotAvailable",
+    "PermanentSolverError",
+    "ProviderUnavailable",
+    "ProxyRejected",
+    "RateLimited",
+    "SolveTimeout",
+    "SolverError",
+    "SolverNetworkError",
+    "TransientSolverError",
+]
+
+
+class CaptchaTasksError(Exception):
+    """Root of every error this package raises on purpose."""
+
+    #: Default code when none is given.
+    default_code: str | None = None
+    #: Whether retrying the same request later may succeed.
+    transient: bool = False
+    #: Suggested wait in seconds before a retry (unscaled); ``None`` for permanent errors.
+    default_retry_after: float | None = None
+
+    def __init__(
+        self, message: str = "", code: str | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message, code, retry_after)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+        self.retry_after = retry_after if retry_after is not None else self.default_retry_after
+
+    def __str__(self) -> str:
+        if self.code and self.code not in self.message:
+            return f"{self.code}: {self.message}" if self.message else self.code
+        return self.message or type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r})"
+
+
+class ConfigurationError(CaptchaTasksError):
+    """A setting is missing or malformed; raised when settings are read."""
+
+    default_code = "CONFIG"
+
+
+class InvalidTaskInput(CaptchaTasksError, ValueError):
+    """A task's arguments were rejected before anything was sent to the provider."""
+
+    default_code = "INVALID_INPUT"
+
+
+class SolverError(CaptchaTasksError):
+    """The provider refused or failed a request, or could not be reached."""
+
+
+class TransientSolverError(SolverError):
+    """Retry later: the same request may succeed after ``retry_after`` seconds."""
+
+    transient = True
+    default_retry_after = 5.0
+
+
+class NoSlotAvailable(TransientSolverError):
+    """Every thread of the plan is busy (or, for CaptchaAI, ERROR_ZERO_BALANCE)."""
+
+    default_code = "ERROR_NO_SLOT_AVAILABLE"
+    default_retry_after = 5.0
+
+
+class ProviderUnavailable(TransientSolverError):
+    """The provider answered with a server error, an HTML page or something unrecognised."""
+
+    default_code = "ERROR_SERVER_ERROR"
+    default_retry_after = 10.0
+
+
+class SolverNetworkError(TransientSolverError):
+    """The provider could not be reached or did not answer within the HTTP timeout."""
+
+    default_code = "NETWORK"
+    default_retry_after = 5.0
+
+
+class RateLimited(TransientSolverError):
+    """The provider throttles this account or address."""
+
+    default_code = "MAX_USER_TURN"
+    default_retry_after = 10.0
+
+
+class ProxyRejected(TransientSolverError):
+    """The provider could not use the proxy sent with the captcha: rotate it, then retry."""
+
+    default_code = "ERROR_BAD_PROXY"
+    default_retry_after = 5.0
+
+
+class PermanentSolverError(SolverError):
+    """Retrying the same request cannot succeed."""
+
+
+class InvalidApiKey(PermanentSolverError):
+    """The API key is wrong or has no plan."""
+
+    default_code = "ERROR_WRONG_USER_KEY"
+
+
+class InsufficientFunds(PermanentSolverError):
+    """The account has no funds (2Captcha's reading of ERROR_ZERO_BALANCE)."""
+
+    default_code = "ERROR_ZERO_BALANCE"
+
+
+class BadRequest(PermanentSolverError):
+    """The provider rejected the captcha's parameters (page URL, sitekey, ...)."""
+
+    default_code = "ERROR_BAD_PARAMETERS"
+
+
+class BadImage(PermanentSolverError):
+    """The provider rejected the image (empty, too big, wrong type)."""
+
+    default_code = "ERROR_IMAGE_TYPE_NOT_SUPPORTED"
+
+
+class CaptchaUnsolvable(PermanentSolverError):
+    """The provider's workers could not solve the captcha (after its one resubmit)."""
+
+    default_code = "ERROR_CAPTCHA_UNSOLVABLE"
+
+
+class SolveTimeout(PermanentSolverError):
+    """No answer arrived before the solve's deadline."""
+
+    default_code = "TIMEOUT"
+
+
+class ClientError(PermanentSolverError):
+    """The request itself was wrong (unknown captcha id, empty action, unknown code)."""
+
+    default_code = "ERROR_BAD_REQUEST"

@@ -1,0 +1,205 @@
+"""One typed settings object, read from the environment.
+
+The environment variable names are a public contract (see README, "Settings").
+``celeryconfig.py``, the solver client, the sandbox and the CLI all read the
+same :class:`Settings`; nothing else in the package reads ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import ssl
+from collections.abc import Mapping
+from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from .errors import ConfigurationError
+
+__all__ = ["PROVIDERS", "Provider", "Settings", "get_settings", "mask_url"]
+
+Provider = Literal["captchaai", "2captcha"]
+PROVIDERS: tuple[Provider, ...] = ("captchaai", "2captcha")
+
+#: The provider's API base URL when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
+DEFAULT_SOLVER_URL = "https://ocr.captchaai.com"
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+
+_API_KEY_RE = re.compile(r"^[A-Za-z0-9]{32}$")
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
+
+
+def mask_url(url: str) -> str:
+    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0`` (for logs and repr)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _check_redis_url(name: str, url: str) -> str:
+    scheme = urlsplit(url).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise ConfigurationError(
+            f"{name} must be a redis://, rediss:// or unix:// URL, got {mask_url(url)!r}"
+        )
+    return url
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything configurable, with defaults. Build it with :meth:`from_env`."""
+
+    #: ``CAPTCHAAI_API_KEY``: the provider key (32 letters and digits). Never logged.
+    api_key: str = dataclasses.field(default="", repr=False)
+    #: ``CAPTCHA_TASKS_SOLVER_URL``: base URL of the in.php/res.php API.
+    solver_url: str = DEFAULT_SOLVER_URL
+    #: ``CAPTCHA_TASKS_PROVIDER``: ``captchaai`` or ``2captcha``; decides what
+    #: ``ERROR_ZERO_BALANCE`` means. Default: ``2captcha`` when the solver URL's
+    #: host contains "2captcha", else ``captchaai``.
+    provider: Provider = "captchaai"
+    #: ``CAPTCHA_TASKS_REDIS_URL``: default for the three Redis URLs below.
+    redis_url: str = DEFAULT_REDIS_URL
+    #: ``CAPTCHA_TASKS_BROKER_URL``
+    broker_url: str = DEFAULT_REDIS_URL
+    #: ``CAPTCHA_TASKS_RESULT_BACKEND``
+    result_backend: str = DEFAULT_REDIS_URL
+    #: ``CAPTCHA_TASKS_STATE_URL``: shared state (budget, cookies, tokens, ...).
+    state_url: str = DEFAULT_REDIS_URL
+    #: ``CAPTCHA_TASKS_REDIS_CA_CERTS``: CA bundle to verify ``rediss://`` servers with
+    #: (default: the system's). Certificates are always verified.
+    redis_ca_certs: str | None = None
+    #: ``CAPTCHA_TASKS_THREADS``: the plan's thread budget (captchas in flight at once).
+    threads: int = 5
+    #: ``CAPTCHA_TASKS_TIME_SCALE``: multiplies every solver timing default.
+    time_scale: float = 1.0
+    #: ``CAPTCHA_TASKS_HTTP_TIMEOUT``: seconds for one HTTP call to the provider.
+    http_timeout: float = 30.0
+    #: ``CAPTCHA_TASKS_KEY_PREFIX``: prefix of every shared-state key in Redis.
+    key_prefix: str = "ct:"
+    #: ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``: largest image accepted (the stricter documented limit).
+    max_image_bytes: int = 100_000
+    #: ``CAPTCHA_TASKS_RESULT_EXPIRES``: seconds a solve result is kept in the backend.
+    result_expires: int = 86_400
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings from ``environ`` (default: ``os.environ``).
+
+        Raises :class:`ConfigurationError` naming the variable at fault.
+        """
+        env = os.environ if environ is None else environ
+
+        def text(name: str, default: str) -> str:
+            value = env.get(name, "").strip()
+            return value or default
+
+        def number(name: str, default: float, kind: type[int] | type[float], low: float) -> float:
+            raw = env.get(name, "").strip()
+            if not raw:
+                return default
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ConfigurationError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+            if not value >= low:  # also rejects NaN
+                raise ConfigurationError(f"{name} must be >= {low}, got {raw!r}")
+            return value
+
+        api_key = env.get("CAPTCHAAI_API_KEY", "").strip()
+        if api_key and not _API_KEY_RE.match(api_key):
+            raise ConfigurationError(
+                f"CAPTCHAAI_API_KEY must be 32 letters and digits (got {len(api_key)} characters)"
+            )
+
+        solver_url = text("CAPTCHA_TASKS_SOLVER_URL", DEFAULT_SOLVER_URL).rstrip("/")
+        parts = urlsplit(solver_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigurationError(
+                f"CAPTCHA_TASKS_SOLVER_URL must be an http(s) URL, got {solver_url!r}"
+            )
+
+        provider_raw = text(
+            "CAPTCHA_TASKS_PROVIDER",
+            "2captcha" if "2captcha" in (parts.hostname or "") else "captchaai",
+        ).lower()
+        if provider_raw not in PROVIDERS:
+            raise ConfigurationError(
+                f"CAPTCHA_TASKS_PROVIDER must be one of {', '.join(PROVIDERS)}, "
+                f"got {provider_raw!r}"
+            )
+        provider: Provider = "2captcha" if provider_raw == "2captcha" else "captchaai"
+
+        redis_url = _check_redis_url(
+            "CAPTCHA_TASKS_REDIS_URL", text("CAPTCHA_TASKS_REDIS_URL", DEFAULT_REDIS_URL)
+        )
+
+        def redis_override(name: str) -> str:
+            return _check_redis_url(name, text(name, redis_url))
+
+        key_prefix = text("CAPTCHA_TASKS_KEY_PREFIX", "ct:")
+        if not _PREFIX_RE.match(key_prefix):
+            raise ConfigurationError(
+                "CAPTCHA_TASKS_KEY_PREFIX must be 1-32 characters of letters, digits and _.:-"
+            )
+
+        return cls(
+            api_key=api_key,
+            solver_url=solver_url,
+            provider=provider,
+            redis_url=redis_url,
+            broker_url=redis_override("CAPTCHA_TASKS_BROKER_URL"),
+            result_backend=redis_override("CAPTCHA_TASKS_RESULT_BACKEND"),
+            state_url=redis_override("CAPTCHA_TASKS_STATE_URL"),
+            redis_ca_certs=text("CAPTCHA_TASKS_REDIS_CA_CERTS", "") or None,
+            threads=int(number("CAPTCHA_TASKS_THREADS", 5, int, 1)),
+            time_scale=float(number("CAPTCHA_TASKS_TIME_SCALE", 1.0, float, 0.001)),
+            http_timeout=float(number("CAPTCHA_TASKS_HTTP_TIMEOUT", 30.0, float, 0.1)),
+            key_prefix=key_prefix,
+            max_image_bytes=int(number("CAPTCHA_TASKS_MAX_IMAGE_BYTES", 100_000, int, 100)),
+            result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
+        )
+
+    def redis_ssl_options(self, url: str) -> dict[str, object] | None:
+        """SSL options for a ``rediss://`` URL (``None`` for plain ones): verify the
+        server certificate, against ``redis_ca_certs`` when set."""
+        if urlsplit(url).scheme != "rediss":
+            return None
+        options: dict[str, object] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+        if self.redis_ca_certs:
+            options["ssl_ca_certs"] = self.redis_ca_certs
+        return options
+
+    def scaled(self, seconds: float) -> float:
+        """A solver timing default (first-poll wait, interval, deadline) in this deployment."""
+        return seconds * self.time_scale
+
+    def require_api_key(self) -> str:
+        """The API key, or :class:`ConfigurationError` if it is not set."""
+        if not self.api_key:
+            raise ConfigurationError(
+                "CAPTCHAAI_API_KEY is not set: export your provider key, "
+                "or run `make run` to use the local sandbox"
+            )
+        return self.api_key
+
+    def describe(self) -> dict[str, object]:
+        """The settings as a dict with secrets masked (for logs, ``status`` and docs)."""
+        out = dataclasses.asdict(self)
+        out["api_key"] = "***" if self.api_key else ""
+        for name in ("redis_url", "broker_url", "result_backend", "state_url"):
+            out[name] = mask_url(str(out[name]))
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings.from_env()

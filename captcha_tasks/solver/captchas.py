@@ -1,0 +1,541 @@
+"""One frozen dataclass per captcha type, and the proxy sent along with one.
+
+Each checks its fields when built and again in :meth:`Captcha.validate` (which the
+client calls before every submit), raising :class:`~captcha_tasks.errors.InvalidTaskInput`
+that names the field, so garbage never reaches the provider (which bans accounts that
+send too many bad requests). :meth:`Captcha.to_params` gives the in.php parameters.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import ipaddress
+import math
+import os
+import re
+from typing import ClassVar, Literal, NoReturn, TypeVar
+from urllib.parse import urlsplit
+
+from ..errors import InvalidTaskInput
+
+__all__ = [
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "MAX_IMAGE_BYTES_CEILING",
+    "MIN_IMAGE_BYTES",
+    "AnyCaptcha",
+    "Captcha",
+    "CaptchaType",
+    "GeeTest",
+    "HCaptcha",
+    "Image",
+    "Proxy",
+    "ProxyType",
+    "RecaptchaV2",
+    "RecaptchaV3",
+    "Turnstile",
+]
+
+CaptchaType = Literal["recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha"]
+ProxyType = Literal["HTTP", "HTTPS", "SOCKS4", "SOCKS5"]
+
+#: The stricter of the documented image limits (100 kB vs 1 MB); ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``.
+DEFAULT_MAX_IMAGE_BYTES = 100_000
+#: The looser documented limit: what an :class:`Image` may hold before ``validate()``.
+MAX_IMAGE_BYTES_CEILING = 1_048_576
+#: Providers answer ERROR_ZERO_CAPTCHA_FILESIZE below this.
+MIN_IMAGE_BYTES = 100
+
+_RECAPTCHA_KEY = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
+_TURNSTILE_KEY = re.compile(r"^[0-9]x[A-Za-z0-9_-]{6,98}$")
+_HCAPTCHA_KEY = re.compile(r"^[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}$")
+_GT = re.compile(r"^[0-9a-fA-F]{32}$")
+_CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
+_HOSTNAME = re.compile(
+    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+_LANG = re.compile(r"^[a-z]{2}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
+_DATA_URL = re.compile(r"^data:image/[a-z+.-]+;base64,", re.I)
+_MAGIC = (
+    (b"\xff\xd8\xff", "jpg", "image/jpeg"),
+    (b"\x89PNG\r\n\x1a\n", "png", "image/png"),
+    (b"GIF87a", "gif", "image/gif"),
+    (b"GIF89a", "gif", "image/gif"),
+)
+_PROXY_TYPES: dict[str, ProxyType] = {
+    "HTTP": "HTTP", "HTTPS": "HTTPS", "SOCKS4": "SOCKS4", "SOCKS5": "SOCKS5", "SOCKS5H": "SOCKS5",
+}  # fmt: skip
+
+_C = TypeVar("_C", bound="Captcha")
+
+
+def _fail(where: str, problem: str) -> NoReturn:
+    raise InvalidTaskInput(f"{where}: {problem}")
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 40 else value[:37] + "...")
+
+
+def _text(where: str, value: object, *, max_len: int = 100, spaces: bool = False) -> str:
+    if not isinstance(value, str):
+        _fail(where, f"must be a string, got {type(value).__name__}")
+    if not value or value.isspace():
+        _fail(where, "must not be empty")
+    if _CONTROL.search(value):
+        _fail(where, "must not contain control characters")
+    if not spaces and any(c.isspace() for c in value):
+        _fail(where, f"must not contain whitespace: {_shown(value)}")
+    if len(value) > max_len:
+        _fail(where, f"must be at most {max_len} characters, got {len(value)}")
+    return value
+
+
+def _optional_text(where: str, value: object, *, max_len: int = 100, spaces: bool = False) -> None:
+    if value is not None:
+        _text(where, value, max_len=max_len, spaces=spaces)
+
+
+def _matching(where: str, value: object, pattern: re.Pattern[str], looks_like: str) -> str:
+    text = _text(where, value)
+    if not pattern.match(text):
+        _fail(where, f"{_shown(text)} does not look like {looks_like}")
+    return text
+
+
+def _page_url(where: str, value: object) -> str:
+    url = _text(where, value, max_len=2048)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  # raises ValueError for a malformed port
+    except ValueError:
+        _fail(where, f"{_shown(url)} is not a valid URL")
+    if parts.scheme.lower() not in ("http", "https"):
+        _fail(where, f"must be an http:// or https:// URL, got {_shown(url)}")
+    if not parts.hostname:
+        _fail(where, f"{_shown(url)} has no host")
+    return url
+
+
+def _flag(where: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    _fail(where, f"must be true or false, got {value!r}")
+
+
+def _int(where: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail(where, f"must be an integer, got {type(value).__name__}")
+    if not low <= value <= high:
+        _fail(where, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _hostname(where: str, value: object) -> str:
+    host = _text(where, value, max_len=253)
+    if "://" in host or "/" in host:
+        _fail(where, f"must be a hostname, not a URL: {_shown(host)}")
+    if not _HOSTNAME.match(host):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            _fail(where, f"{_shown(host)} is not a hostname or IP address")
+    return host
+
+
+def _compact(params: dict[str, str | None]) -> dict[str, str]:
+    return {name: value for name, value in params.items() if value is not None}
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)  # normalising a frozen dataclass in __post_init__
+
+
+class Captcha:
+    """Base of the captcha types: ``type``, ``validate()``, ``to_params()``, ``to_files()``."""
+
+    __slots__ = ()
+    type: ClassVar[CaptchaType]
+
+    def __post_init__(self) -> None:
+        self._check(MAX_IMAGE_BYTES_CEILING)
+
+    def validate(self: _C, *, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> _C:
+        """Check every field again (images against ``max_image_bytes``); returns ``self``."""
+        if isinstance(max_image_bytes, bool) or not isinstance(max_image_bytes, int):
+            raise TypeError("max_image_bytes must be an int")
+        self._check(max_image_bytes)
+        return self
+
+    def _check(self, max_image_bytes: int) -> None:
+        raise NotImplementedError
+
+    def to_params(self) -> dict[str, str]:
+        """The in.php parameters for this captcha (without ``key``, ``json``, proxy)."""
+        raise NotImplementedError
+
+    def to_files(self) -> dict[str, tuple[str, bytes, str]]:
+        """Multipart files to upload with the parameters (only images built from a file)."""
+        return {}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecaptchaV2(Captcha):
+    """reCAPTCHA v2 (checkbox or invisible), optionally Enterprise."""
+
+    type: ClassVar[Literal["recaptcha_v2"]] = "recaptcha_v2"
+    sitekey: str
+    pageurl: str
+    invisible: bool = False
+    enterprise: bool = False
+    data_s: str | None = None
+    cookies: str | None = dataclasses.field(default=None, repr=False)  # session secrets
+    user_agent: str | None = None
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching("RecaptchaV2.sitekey", self.sitekey, _RECAPTCHA_KEY, "a reCAPTCHA sitekey")
+        _page_url("RecaptchaV2.pageurl", self.pageurl)
+        _set(self, "invisible", _flag("RecaptchaV2.invisible", self.invisible))
+        _set(self, "enterprise", _flag("RecaptchaV2.enterprise", self.enterprise))
+        _optional_text("RecaptchaV2.data_s", self.data_s, max_len=4096)
+        _optional_text("RecaptchaV2.cookies", self.cookies, max_len=4096, spaces=True)
+        _optional_text("RecaptchaV2.user_agent", self.user_agent, max_len=512, spaces=True)
+
+    def to_params(self) -> dict[str, str]:
+        return _compact({
+            "method": "userrecaptcha",
+            "googlekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "invisible": "1" if self.invisible else None,
+            "enterprise": "1" if self.enterprise else None,
+            "data-s": self.data_s,
+            "cookies": self.cookies,
+            "userAgent": self.user_agent,
+        })  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RecaptchaV3(Captcha):
+    """reCAPTCHA v3: a score-based token for ``action``."""
+
+    type: ClassVar[Literal["recaptcha_v3"]] = "recaptcha_v3"
+    sitekey: str
+    pageurl: str
+    action: str = "verify"
+    min_score: float = 0.3
+    enterprise: bool = False
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching("RecaptchaV3.sitekey", self.sitekey, _RECAPTCHA_KEY, "a reCAPTCHA sitekey")
+        _page_url("RecaptchaV3.pageurl", self.pageurl)
+        _text("RecaptchaV3.action", self.action)
+        score = self.min_score
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            _fail("RecaptchaV3.min_score", f"must be a number, got {type(score).__name__}")
+        if not (math.isfinite(score) and 0 < score <= 1):
+            _fail("RecaptchaV3.min_score", f"must be in (0, 1] (typically 0.1-0.9), got {score}")
+        _set(self, "min_score", float(score))
+        _set(self, "enterprise", _flag("RecaptchaV3.enterprise", self.enterprise))
+
+    def to_params(self) -> dict[str, str]:
+        return _compact({
+            "method": "userrecaptcha",
+            "version": "v3",
+            "googlekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "action": self.action,
+            "min_score": f"{self.min_score:g}",
+            "enterprise": "1" if self.enterprise else None,
+        })  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Turnstile(Captcha):
+    """Cloudflare Turnstile; ``action`` and ``cdata`` when the widget sets them."""
+
+    type: ClassVar[Literal["turnstile"]] = "turnstile"
+    sitekey: str
+    pageurl: str
+    action: str | None = None
+    cdata: str | None = None
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching(
+            "Turnstile.sitekey", self.sitekey, _TURNSTILE_KEY, "a Turnstile sitekey (0x4AAA...)"
+        )
+        _page_url("Turnstile.pageurl", self.pageurl)
+        _optional_text("Turnstile.action", self.action)
+        _optional_text("Turnstile.cdata", self.cdata, max_len=255)
+
+    def to_params(self) -> dict[str, str]:
+        return _compact({
+            "method": "turnstile",
+            "sitekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "action": self.action,
+            "data": self.cdata,
+        })  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GeeTest(Captcha):
+    """GeeTest v3: ``gt`` is fixed per site, ``challenge`` is fresh for every page load."""
+
+    type: ClassVar[Literal["geetest"]] = "geetest"
+    gt: str
+    challenge: str
+    pageurl: str
+    api_server: str | None = None
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching("GeeTest.gt", self.gt, _GT, "a GeeTest gt (32 hex characters)")
+        _matching("GeeTest.challenge", self.challenge, _CHALLENGE, "a GeeTest challenge")
+        _page_url("GeeTest.pageurl", self.pageurl)
+        if self.api_server is not None:
+            _hostname("GeeTest.api_server", self.api_server)
+
+    def to_params(self) -> dict[str, str]:
+        return _compact({
+            "method": "geetest",
+            "gt": self.gt,
+            "challenge": self.challenge,
+            "pageurl": self.pageurl,
+            "api_server": self.api_server,
+        })  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HCaptcha(Captcha):
+    """hCaptcha (2Captcha; CaptchaAI's support is unclear)."""
+
+    type: ClassVar[Literal["hcaptcha"]] = "hcaptcha"
+    sitekey: str
+    pageurl: str
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching("HCaptcha.sitekey", self.sitekey, _HCAPTCHA_KEY, "an hCaptcha sitekey (a UUID)")
+        _page_url("HCaptcha.pageurl", self.pageurl)
+
+    def to_params(self) -> dict[str, str]:
+        return {"method": "hcaptcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Image(Captcha):
+    """A JPEG, PNG or GIF image with optional hints for the workers.
+
+    Sent as ``method=base64``, or as a multipart file (``method=post``) when
+    ``multipart`` is true (as :meth:`from_file` sets it).
+    """
+
+    type: ClassVar[Literal["image"]] = "image"
+    body: bytes = dataclasses.field(repr=False)
+    numeric: int | None = None
+    min_len: int | None = None
+    max_len: int | None = None
+    phrase: bool | None = None
+    regsense: bool | None = None
+    calc: bool | None = None
+    lang: str | None = None
+    textinstructions: str | None = None
+    multipart: bool = False
+
+    @classmethod
+    def from_base64(cls, data: str, **hints: object) -> Image:
+        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed)."""
+        if not isinstance(data, str):
+            _fail("Image.body", f"base64 must be a string, got {type(data).__name__}")
+        text = "".join(_DATA_URL.sub("", data.strip(), count=1).split())
+        if len(text) > (MAX_IMAGE_BYTES_CEILING * 4) // 3 + 4:
+            _fail("Image.body", f"base64 text of {len(text)} characters is too large")
+        if not text or len(text) % 4 or not _BASE64.match(text):
+            _fail("Image.body", "is not valid base64")
+        try:
+            body = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            _fail("Image.body", "is not valid base64")
+        return cls._with_hints(body, False, hints)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **hints: object) -> Image:
+        """From an image file, uploaded as multipart (``method=post``)."""
+        try:
+            with open(path, "rb") as file:
+                body = file.read(MAX_IMAGE_BYTES_CEILING + 1)
+        except OSError as exc:
+            _fail("Image.from_file", f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}")
+        return cls._with_hints(body, True, hints)
+
+    @classmethod
+    def _with_hints(cls, body: bytes, multipart: bool, hints: dict[str, object]) -> Image:
+        names = {f.name for f in dataclasses.fields(cls)} - {"body", "multipart"}
+        unknown = sorted(set(hints) - names)
+        if unknown:
+            _fail(
+                "Image", f"unknown hint(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}"
+            )
+        return cls(body, multipart=multipart, **hints)  # type: ignore[arg-type]
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """``(extension, mime type)`` from the magic bytes."""
+        for magic, extension, mime in _MAGIC:
+            if self.body.startswith(magic):
+                return extension, mime
+        _fail("Image.body", "is not a JPEG, PNG or GIF image (unknown magic bytes)")
+
+    def _check(self, max_image_bytes: int) -> None:
+        body = self.body
+        if isinstance(body, bytearray | memoryview):
+            body = bytes(body)
+            _set(self, "body", body)
+        if not isinstance(body, bytes):
+            _fail("Image.body", f"must be bytes, got {type(body).__name__}")
+        if not body:
+            _fail("Image.body", "is empty")
+        if len(body) < MIN_IMAGE_BYTES:
+            _fail("Image.body", f"is {len(body)} bytes; providers refuse images under 100 bytes")
+        if len(body) > max_image_bytes:
+            _fail("Image.body", f"is {len(body)} bytes, over the {max_image_bytes} byte limit")
+        self.kind  # noqa: B018  # raises for anything but JPEG, PNG and GIF
+        if self.numeric is not None:
+            _int("Image.numeric", self.numeric, 0, 4)
+        for name in ("min_len", "max_len"):
+            if getattr(self, name) is not None:
+                _int(f"Image.{name}", getattr(self, name), 0, 20)
+        if self.min_len and self.max_len and self.min_len > self.max_len:
+            _fail("Image.min_len", f"{self.min_len} is greater than max_len {self.max_len}")
+        for name in ("phrase", "regsense", "calc"):
+            if getattr(self, name) is not None:
+                _set(self, name, _flag(f"Image.{name}", getattr(self, name)))
+        if self.lang is not None:
+            lang = _text("Image.lang", self.lang, max_len=2).lower()
+            if not _LANG.match(lang):
+                _fail("Image.lang", f"must be a 2-letter language code, got {_shown(self.lang)}")
+            _set(self, "lang", lang)
+        _optional_text("Image.textinstructions", self.textinstructions, max_len=140, spaces=True)
+        _set(self, "multipart", _flag("Image.multipart", self.multipart))
+
+    def to_params(self) -> dict[str, str]:
+        params: dict[str, str | None] = (
+            {"method": "post"}
+            if self.multipart
+            else {"method": "base64", "body": base64.b64encode(self.body).decode("ascii")}
+        )
+        for name in ("numeric", "min_len", "max_len", "phrase", "regsense", "calc"):
+            value = getattr(self, name)
+            params[name] = None if value is None else str(int(value))
+        params.update(lang=self.lang, textinstructions=self.textinstructions)
+        return _compact(params)
+
+    def to_files(self) -> dict[str, tuple[str, bytes, str]]:
+        if not self.multipart:
+            return {}
+        extension, mime = self.kind
+        # A fixed name with the right extension: the provider checks it, and local
+        # file names have no business leaving the machine.
+        return {"file": (f"captcha.{extension}", self.body, mime)}
+
+    def __repr__(self) -> str:
+        hints = ", ".join(
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in dataclasses.fields(self)
+            if f.name != "body" and getattr(self, f.name) not in (None, False)
+        )
+        return f"Image(<{len(self.body)} bytes>{', ' if hints else ''}{hints})"
+
+
+AnyCaptcha = RecaptchaV2 | RecaptchaV3 | Turnstile | Image | GeeTest | HCaptcha
+
+
+@dataclasses.dataclass(frozen=True, slots=True, repr=False)
+class Proxy:
+    """A proxy the provider's workers use to load the page; the password never shows."""
+
+    host: str
+    port: int
+    type: ProxyType = "HTTP"
+    username: str | None = None
+    password: str | None = None
+
+    def __post_init__(self) -> None:
+        _hostname("Proxy.host", self.host)
+        _int("Proxy.port", self.port, 1, 65535)
+        kind = self.type.upper() if isinstance(self.type, str) else self.type
+        if kind not in _PROXY_TYPES:
+            _fail("Proxy.type", f"must be one of HTTP, HTTPS, SOCKS4, SOCKS5, got {self.type!r}")
+        _set(self, "type", _PROXY_TYPES[kind])
+        if (self.username is None) != (self.password is None):
+            _fail("Proxy", "username and password go together")
+        if self.username is not None:
+            user = _text("Proxy.username", self.username, max_len=128)
+            if ":" in user or "@" in user:
+                _fail("Proxy.username", "must not contain ':' or '@'")
+            # Only presence and shape are checked: the value must not end up in a message.
+            if not isinstance(self.password, str) or not self.password:
+                _fail("Proxy.password", "must be a non-empty string")
+            if len(self.password) > 256 or "@" in self.password:
+                _fail("Proxy.password", "must be at most 256 characters without '@'")
+            if _CONTROL.search(self.password) or any(c.isspace() for c in self.password):
+                _fail("Proxy.password", "must not contain whitespace or control characters")
+
+    @classmethod
+    def parse(cls, value: str, type: str | None = None) -> Proxy:
+        """``[scheme://][user:pass@]host:port`` or ``host:port:user:pass``.
+
+        ``type`` wins over the scheme (default HTTP). Messages never echo the input,
+        which may hold the password.
+        """
+        if not isinstance(value, str) or not value.strip():
+            _fail("Proxy", "must be a non-empty 'user:pass@host:port' string")
+        scheme, sep, rest = value.strip().partition("://")
+        if not sep:
+            scheme, rest = "", value.strip()
+        credentials, at, address = rest.rpartition("@")
+        user: str | None = None
+        password: str | None = None
+        fields = address.split(":")
+        if at:
+            user, colon, password = credentials.partition(":")
+            if not colon:
+                _fail("Proxy", "credentials must be 'user:password'")
+        elif len(fields) == 4 and fields[1].isdigit():  # the sellers' host:port:user:pass
+            address, user, password = f"{fields[0]}:{fields[1]}", fields[2], fields[3]
+        host, colon, port = address.rpartition(":")
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        if not colon or not port.isdigit() or len(port) > 5:
+            _fail("Proxy", "expected [user:pass@]host:port with a numeric port")
+        if not _HOSTNAME.match(host):
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                _fail("Proxy.host", "is not a hostname or IP address")
+        kind = type if type is not None else (scheme.upper() or "HTTP")
+        return cls(host, int(port), kind, user, password)  # type: ignore[arg-type]
+
+    @property
+    def address(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    def to_params(self) -> dict[str, str]:
+        """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
+        auth = f"{self.username}:{self.password}@" if self.username is not None else ""
+        return {"proxy": f"{auth}{self.address}", "proxytype": self.type}
+
+    def __str__(self) -> str:
+        auth = f"{self.username}:***@" if self.username is not None else ""
+        return f"{self.type.lower()}://{auth}{self.address}"
+
+    def __repr__(self) -> str:
+        masked = None if self.password is None else "***"
+        return (
+            f"Proxy(host={self.host!r}, port={self.port!r}, type={self.type!r}, "
+            f"username={self.username!r}, password={masked!r})"
+        )
