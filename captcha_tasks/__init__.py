@@ -15,7 +15,17 @@ from .errors import (
     TransientSolverError,
 )
 from .settings import Settings, get_settings
-from .tasks import get_balance, ping
+from .tasks import (
+    get_balance,
+    ping,
+    report_solution,
+    solve_geetest,
+    solve_hcaptcha,
+    solve_image,
+    solve_recaptcha_v2,
+    solve_recaptcha_v3,
+    solve_turnstile,
+)
 from .version import __version__
 
 __all__ = [
@@ -31,4 +41,11 @@ __all__ = [
     "get_balance",
     "get_settings",
     "ping",
+    "report_solution",
+    "solve_geetest",
+    "solve_hcaptcha",
+    "solve_image",
+    "solve_recaptcha_v2",
+    "solve_recaptcha_v3",
+    "solve_turnstile",
 ]

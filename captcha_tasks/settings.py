@@ -86,6 +86,15 @@ class Settings:
     key_prefix: str = "ct:"
     #: ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``: largest image accepted (the stricter documented limit).
     max_image_bytes: int = 100_000
+    #: ``CAPTCHA_TASKS_QUEUE_TIMEOUT``: seconds a solve may wait for a free thread
+    #: before it fails with SolveTimeout (not scaled: it is the operator's patience).
+    queue_timeout: float = 600.0
+    #: ``CAPTCHA_TASKS_BATCH_POLL``: ``auto`` polls every due captcha in one
+    #: ``res.php?action=get&ids=...`` request and falls back to one by one if the
+    #: provider refuses it; ``on`` never falls back; ``off`` polls one by one.
+    batch_poll: Literal["auto", "on", "off"] = "auto"
+    #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
+    engine_threads: int = 16
     #: ``CAPTCHA_TASKS_RESULT_EXPIRES``: seconds a solve result is kept in the backend.
     result_expires: int = 86_400
 
@@ -150,6 +159,12 @@ class Settings:
                 "CAPTCHA_TASKS_KEY_PREFIX must be 1-32 characters of letters, digits and _.:-"
             )
 
+        batch_poll = text("CAPTCHA_TASKS_BATCH_POLL", "auto").lower()
+        if batch_poll not in ("auto", "on", "off"):
+            raise ConfigurationError(
+                f"CAPTCHA_TASKS_BATCH_POLL must be auto, on or off, got {batch_poll!r}"
+            )
+
         return cls(
             api_key=api_key,
             solver_url=solver_url,
@@ -164,6 +179,9 @@ class Settings:
             http_timeout=float(number("CAPTCHA_TASKS_HTTP_TIMEOUT", 30.0, float, 0.1)),
             key_prefix=key_prefix,
             max_image_bytes=int(number("CAPTCHA_TASKS_MAX_IMAGE_BYTES", 100_000, int, 100)),
+            queue_timeout=float(number("CAPTCHA_TASKS_QUEUE_TIMEOUT", 600.0, float, 1.0)),
+            batch_poll=batch_poll,  # type: ignore[arg-type]  # checked above
+            engine_threads=int(number("CAPTCHA_TASKS_ENGINE_THREADS", 16, int, 1)),
             result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
         )
 

@@ -1,16 +1,179 @@
-"""Thin Celery tasks: arguments, retries and serialization here; logic in plain modules."""
+"""Thin Celery tasks: arguments, retries and serialization here; logic in plain modules.
+
+A solve task validates its arguments, records the request in Redis and returns
+without holding the worker: the worker's solve engine (:mod:`.engine_step`)
+submits it when the thread budget allows, polls it, and stores the result under
+the same task id, so ``AsyncResult.get()`` works as for any task.
+"""
 
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from celery.exceptions import Ignore
 
 from .app import app
 from .base import SolverTask
-from .errors import TransientSolverError
+from .errors import ClientError, InvalidTaskInput, TransientSolverError
+from .solver import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from .solving import admit
+from .state import Keys, state_redis
 from .version import worker_version
 
-__all__ = ["get_balance", "ping"]
+__all__ = [
+    "get_balance",
+    "ping",
+    "report_solution",
+    "solve_geetest",
+    "solve_hcaptcha",
+    "solve_image",
+    "solve_recaptcha_v2",
+    "solve_recaptcha_v3",
+    "solve_turnstile",
+]
+
+
+class SolveTask(SolverTask):
+    """Base of the solve tasks: validation at the edge, then admission."""
+
+    abstract = True
+    #: Invalid input is final: never retried.
+    max_retries = 0
+
+    def admit(self, build: Callable[[], Captcha]) -> None:
+        try:
+            captcha = build()
+        except TypeError as exc:  # wrong argument types or names reaching a constructor
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        # False for a redelivered message: its job is already queued, in flight or done.
+        admit(state_redis(self.settings), self.settings, self.request.id, captcha)
+        # The engine stores this task's result; this run records no state of its own.
+        raise Ignore()
+
+
+def _no_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise InvalidTaskInput(f"{task}: unknown option(s) {names}; allowed: {allowed}")
+
+
+@app.task(name="captcha_tasks.solve_recaptcha_v2", base=SolveTask, bind=True)
+def solve_recaptcha_v2(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    invisible: bool = False,
+    enterprise: bool = False,
+    data_s: str | None = None,
+    cookies: str | None = None,
+    user_agent: str | None = None,
+    **unknown: Any,
+) -> None:
+    """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
+    ``cookies``, ``user_agent``). Result: the token in ``solution``."""
+    _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent")
+    self.admit(
+        lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
+                            data_s=data_s, cookies=cookies, user_agent=user_agent)
+    )  # fmt: skip
+
+
+@app.task(name="captcha_tasks.solve_recaptcha_v3", base=SolveTask, bind=True)
+def solve_recaptcha_v3(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str = "verify",
+    min_score: float = 0.3,
+    enterprise: bool = False,
+    **unknown: Any,
+) -> None:
+    """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
+    _no_unknown(self.name, unknown, "action, min_score, enterprise")
+    self.admit(
+        lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
+                            enterprise=enterprise)
+    )  # fmt: skip
+
+
+@app.task(name="captcha_tasks.solve_turnstile", base=SolveTask, bind=True)
+def solve_turnstile(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str | None = None,
+    cdata: str | None = None,
+    **unknown: Any,
+) -> None:
+    """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``)."""
+    _no_unknown(self.name, unknown, "action, cdata")
+    self.admit(lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata))
+
+
+@app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
+def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> None:
+    """Read the text of an image (base64; jpg, png or gif). Hints: numeric, min_len,
+    max_len, phrase, regsense, calc, lang, textinstructions."""
+    allowed = {"numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
+               "textinstructions"}  # fmt: skip
+    _no_unknown(self.name, {k: v for k, v in hints.items() if k not in allowed},
+                ", ".join(sorted(allowed)))  # fmt: skip
+    if not isinstance(image_b64, str):
+        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
+    self.admit(lambda: Image.from_base64(image_b64, **hints))
+
+
+@app.task(name="captcha_tasks.solve_geetest", base=SolveTask, bind=True)
+def solve_geetest(
+    self: SolveTask,
+    gt: str,
+    challenge: str,
+    pageurl: str,
+    *,
+    api_server: str | None = None,
+    **unknown: Any,
+) -> None:
+    """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
+    geetest_seccode."""
+    _no_unknown(self.name, unknown, "api_server")
+    self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
+
+
+@app.task(name="captcha_tasks.solve_hcaptcha", base=SolveTask, bind=True)
+def solve_hcaptcha(self: SolveTask, sitekey: str, pageurl: str, **unknown: Any) -> None:
+    """Solve an hCaptcha (where the provider supports it)."""
+    _no_unknown(self.name, unknown, "(none)")
+    self.admit(lambda: HCaptcha(sitekey, pageurl))
+
+
+@app.task(name="captcha_tasks.report_solution", base=SolverTask, bind=True, max_retries=3)
+def report_solution(self: SolverTask, task_id: str, correct: bool = False) -> dict[str, Any]:
+    """Tell the provider whether the answer of solve task ``task_id`` worked
+    (``reportbad`` refunds wrong answers; reports older than ~15 min are refused)."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise InvalidTaskInput("report_solution: task_id must be a solve task's id")
+    client = state_redis(self.settings)
+    captcha_id = client.hget(Keys(self.settings.key_prefix).job(task_id), "captcha_id")
+    if not captcha_id:
+        raise ClientError(
+            f"report_solution: no captcha is known for task {task_id} (unknown, not "
+            "submitted yet, or older than the report window)",
+            "UNKNOWN_TASK",
+        )
+    try:
+        self.solver.report(str(captcha_id), correct=bool(correct))
+    except TransientSolverError as exc:
+        raise self.retry_transient(exc) from exc
+    return {
+        "task_id": task_id,
+        "captcha_id": str(captcha_id),
+        "reported": "good" if correct else "bad",
+    }
 
 
 @app.task(name="captcha_tasks.ping", bind=True)
@@ -23,12 +186,7 @@ def ping(self: Any) -> dict[str, Any]:
     }
 
 
-@app.task(
-    name="captcha_tasks.get_balance",
-    base=SolverTask,
-    bind=True,
-    max_retries=3,
-)
+@app.task(name="captcha_tasks.get_balance", base=SolverTask, bind=True, max_retries=3)
 def get_balance(self: SolverTask) -> dict[str, Any]:
     """The provider account's balance, as a string to keep its decimals exact."""
     try:

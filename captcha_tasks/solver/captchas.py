@@ -1,4 +1,4 @@
-"""One frozen dataclass per captcha type, and the proxy sent along with one.
+"""One frozen dataclass per captcha type.
 
 Each checks its fields when built and again in :meth:`Captcha.validate` (which the
 client calls before every submit), raising :class:`~captcha_tasks.errors.InvalidTaskInput`
@@ -11,14 +11,32 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import ipaddress
 import math
 import os
-import re
-from typing import ClassVar, Literal, NoReturn, TypeVar
-from urllib.parse import urlsplit
+from typing import ClassVar, Literal, TypeVar
 
-from ..errors import InvalidTaskInput
+from ._checks import (
+    _BASE64,
+    _CHALLENGE,
+    _DATA_URL,
+    _GT,
+    _HCAPTCHA_KEY,
+    _LANG,
+    _MAGIC,
+    _RECAPTCHA_KEY,
+    _TURNSTILE_KEY,
+    _fail,
+    _flag,
+    _hostname,
+    _int,
+    _matching,
+    _optional_text,
+    _page_url,
+    _set,
+    _shown,
+    _text,
+)
+from .proxy import Proxy, ProxyType
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
@@ -38,7 +56,6 @@ __all__ = [
 ]
 
 CaptchaType = Literal["recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha"]
-ProxyType = Literal["HTTP", "HTTPS", "SOCKS4", "SOCKS5"]
 
 #: The stricter of the documented image limits (100 kB vs 1 MB); ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``.
 DEFAULT_MAX_IMAGE_BYTES = 100_000
@@ -47,114 +64,11 @@ MAX_IMAGE_BYTES_CEILING = 1_048_576
 #: Providers answer ERROR_ZERO_CAPTCHA_FILESIZE below this.
 MIN_IMAGE_BYTES = 100
 
-_RECAPTCHA_KEY = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
-_TURNSTILE_KEY = re.compile(r"^[0-9]x[A-Za-z0-9_-]{6,98}$")
-_HCAPTCHA_KEY = re.compile(r"^[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}$")
-_GT = re.compile(r"^[0-9a-fA-F]{32}$")
-_CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
-_HOSTNAME = re.compile(
-    r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
-)
-_LANG = re.compile(r"^[a-z]{2}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
-_DATA_URL = re.compile(r"^data:image/[a-z+.-]+;base64,", re.I)
-_MAGIC = (
-    (b"\xff\xd8\xff", "jpg", "image/jpeg"),
-    (b"\x89PNG\r\n\x1a\n", "png", "image/png"),
-    (b"GIF87a", "gif", "image/gif"),
-    (b"GIF89a", "gif", "image/gif"),
-)
-_PROXY_TYPES: dict[str, ProxyType] = {
-    "HTTP": "HTTP", "HTTPS": "HTTPS", "SOCKS4": "SOCKS4", "SOCKS5": "SOCKS5", "SOCKS5H": "SOCKS5",
-}  # fmt: skip
-
 _C = TypeVar("_C", bound="Captcha")
-
-
-def _fail(where: str, problem: str) -> NoReturn:
-    raise InvalidTaskInput(f"{where}: {problem}")
-
-
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 40 else value[:37] + "...")
-
-
-def _text(where: str, value: object, *, max_len: int = 100, spaces: bool = False) -> str:
-    if not isinstance(value, str):
-        _fail(where, f"must be a string, got {type(value).__name__}")
-    if not value or value.isspace():
-        _fail(where, "must not be empty")
-    if _CONTROL.search(value):
-        _fail(where, "must not contain control characters")
-    if not spaces and any(c.isspace() for c in value):
-        _fail(where, f"must not contain whitespace: {_shown(value)}")
-    if len(value) > max_len:
-        _fail(where, f"must be at most {max_len} characters, got {len(value)}")
-    return value
-
-
-def _optional_text(where: str, value: object, *, max_len: int = 100, spaces: bool = False) -> None:
-    if value is not None:
-        _text(where, value, max_len=max_len, spaces=spaces)
-
-
-def _matching(where: str, value: object, pattern: re.Pattern[str], looks_like: str) -> str:
-    text = _text(where, value)
-    if not pattern.match(text):
-        _fail(where, f"{_shown(text)} does not look like {looks_like}")
-    return text
-
-
-def _page_url(where: str, value: object) -> str:
-    url = _text(where, value, max_len=2048)
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018  # raises ValueError for a malformed port
-    except ValueError:
-        _fail(where, f"{_shown(url)} is not a valid URL")
-    if parts.scheme.lower() not in ("http", "https"):
-        _fail(where, f"must be an http:// or https:// URL, got {_shown(url)}")
-    if not parts.hostname:
-        _fail(where, f"{_shown(url)} has no host")
-    return url
-
-
-def _flag(where: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    _fail(where, f"must be true or false, got {value!r}")
-
-
-def _int(where: str, value: object, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        _fail(where, f"must be an integer, got {type(value).__name__}")
-    if not low <= value <= high:
-        _fail(where, f"must be between {low} and {high}, got {value}")
-    return value
-
-
-def _hostname(where: str, value: object) -> str:
-    host = _text(where, value, max_len=253)
-    if "://" in host or "/" in host:
-        _fail(where, f"must be a hostname, not a URL: {_shown(host)}")
-    if not _HOSTNAME.match(host):
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            _fail(where, f"{_shown(host)} is not a hostname or IP address")
-    return host
 
 
 def _compact(params: dict[str, str | None]) -> dict[str, str]:
     return {name: value for name, value in params.items() if value is not None}
-
-
-def _set(obj: object, name: str, value: object) -> None:
-    object.__setattr__(obj, name, value)  # normalising a frozen dataclass in __post_init__
 
 
 class Captcha:
@@ -452,90 +366,3 @@ class Image(Captcha):
 
 
 AnyCaptcha = RecaptchaV2 | RecaptchaV3 | Turnstile | Image | GeeTest | HCaptcha
-
-
-@dataclasses.dataclass(frozen=True, slots=True, repr=False)
-class Proxy:
-    """A proxy the provider's workers use to load the page; the password never shows."""
-
-    host: str
-    port: int
-    type: ProxyType = "HTTP"
-    username: str | None = None
-    password: str | None = None
-
-    def __post_init__(self) -> None:
-        _hostname("Proxy.host", self.host)
-        _int("Proxy.port", self.port, 1, 65535)
-        kind = self.type.upper() if isinstance(self.type, str) else self.type
-        if kind not in _PROXY_TYPES:
-            _fail("Proxy.type", f"must be one of HTTP, HTTPS, SOCKS4, SOCKS5, got {self.type!r}")
-        _set(self, "type", _PROXY_TYPES[kind])
-        if (self.username is None) != (self.password is None):
-            _fail("Proxy", "username and password go together")
-        if self.username is not None:
-            user = _text("Proxy.username", self.username, max_len=128)
-            if ":" in user or "@" in user:
-                _fail("Proxy.username", "must not contain ':' or '@'")
-            # Only presence and shape are checked: the value must not end up in a message.
-            if not isinstance(self.password, str) or not self.password:
-                _fail("Proxy.password", "must be a non-empty string")
-            if len(self.password) > 256 or "@" in self.password:
-                _fail("Proxy.password", "must be at most 256 characters without '@'")
-            if _CONTROL.search(self.password) or any(c.isspace() for c in self.password):
-                _fail("Proxy.password", "must not contain whitespace or control characters")
-
-    @classmethod
-    def parse(cls, value: str, type: str | None = None) -> Proxy:
-        """``[scheme://][user:pass@]host:port`` or ``host:port:user:pass``.
-
-        ``type`` wins over the scheme (default HTTP). Messages never echo the input,
-        which may hold the password.
-        """
-        if not isinstance(value, str) or not value.strip():
-            _fail("Proxy", "must be a non-empty 'user:pass@host:port' string")
-        scheme, sep, rest = value.strip().partition("://")
-        if not sep:
-            scheme, rest = "", value.strip()
-        credentials, at, address = rest.rpartition("@")
-        user: str | None = None
-        password: str | None = None
-        fields = address.split(":")
-        if at:
-            user, colon, password = credentials.partition(":")
-            if not colon:
-                _fail("Proxy", "credentials must be 'user:password'")
-        elif len(fields) == 4 and fields[1].isdigit():  # the sellers' host:port:user:pass
-            address, user, password = f"{fields[0]}:{fields[1]}", fields[2], fields[3]
-        host, colon, port = address.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        if not colon or not port.isdigit() or len(port) > 5:
-            _fail("Proxy", "expected [user:pass@]host:port with a numeric port")
-        if not _HOSTNAME.match(host):
-            try:
-                ipaddress.ip_address(host)
-            except ValueError:
-                _fail("Proxy.host", "is not a hostname or IP address")
-        kind = type if type is not None else (scheme.upper() or "HTTP")
-        return cls(host, int(port), kind, user, password)  # type: ignore[arg-type]
-
-    @property
-    def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    def to_params(self) -> dict[str, str]:
-        """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
-        auth = f"{self.username}:{self.password}@" if self.username is not None else ""
-        return {"proxy": f"{auth}{self.address}", "proxytype": self.type}
-
-    def __str__(self) -> str:
-        auth = f"{self.username}:***@" if self.username is not None else ""
-        return f"{self.type.lower()}://{auth}{self.address}"
-
-    def __repr__(self) -> str:
-        masked = None if self.password is None else "***"
-        return (
-            f"Proxy(host={self.host!r}, port={self.port!r}, type={self.type!r}, "
-            f"username={self.username!r}, password={masked!r})"
-        )

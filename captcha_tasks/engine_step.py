@@ -1,0 +1,102 @@
+"""Runs the solve engine inside every ``celery worker`` (a worker bootstep).
+
+The engine writes each finished solve to the result backend under its task id and
+sends ``task-succeeded`` / ``task-failed`` events, so ``AsyncResult.get()``, Flower
+and event consumers see solves end as if the admitting execution had returned.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, ClassVar
+
+from celery import bootsteps, states
+from celery.app.base import Celery
+from kombu.utils.objects import cached_property
+
+from .errors import CaptchaTasksError
+from .settings import get_settings
+from .solver import SolverClient
+from .solving import Engine, Job
+from .state import state_redis
+
+__all__ = ["CeleryCompleter", "SolveEngineStep"]
+
+log = logging.getLogger(__name__)
+
+
+class CeleryCompleter:
+    """Stores a job's outcome under its task id and tells event consumers."""
+
+    def __init__(self, app: Celery, hostname: str) -> None:
+        self.app = app
+        self.hostname = hostname
+        self._local = threading.local()
+
+    @cached_property
+    def _events_enabled(self) -> bool:
+        return bool(self.app.conf.worker_send_task_events)
+
+    def _dispatcher(self) -> Any:
+        dispatcher = getattr(self._local, "dispatcher", None)
+        if dispatcher is None:
+            connection = self.app.connection_for_write()
+            dispatcher = self.app.events.Dispatcher(
+                connection, hostname=self.hostname, enabled=self._events_enabled
+            )
+            self._local.dispatcher = dispatcher
+        return dispatcher
+
+    def _send(self, event: str, **fields: Any) -> None:
+        if not self._events_enabled:
+            return
+        try:
+            self._dispatcher().send(event, **fields)
+        except Exception as exc:  # events are best effort; the result is what counts
+            log.warning("could not send %s event: %s", event, exc)
+            self._local.dispatcher = None
+
+    def succeed(self, job: Job, result: dict[str, Any]) -> None:
+        self.app.backend.store_result(job.task_id, result, states.SUCCESS)
+        shown = {k: v for k, v in result.items() if k != "solution"}
+        self._send("task-succeeded", uuid=job.task_id, result=repr(shown),
+                   runtime=result.get("solve_seconds"))  # fmt: skip
+
+    def fail(self, job: Job, error: CaptchaTasksError) -> None:
+        self.app.backend.mark_as_failure(job.task_id, error)
+        self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")
+
+
+class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
+    """Starts the engine once the worker's pool is up; stops it on shutdown."""
+
+    requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
+
+    def __init__(self, worker: Any, **kwargs: Any) -> None:
+        self.engine: Engine | None = None
+
+    def start(self, worker: Any) -> None:
+        settings = get_settings()
+        if not settings.api_key:
+            log.warning("CAPTCHAAI_API_KEY is not set: this worker will not solve captchas")
+            return
+        completer = CeleryCompleter(worker.app, worker.hostname)
+        self.engine = Engine(
+            settings,
+            state_redis(settings),
+            SolverClient.from_settings(settings),
+            completer,
+            name=f"engine@{worker.hostname}",
+        ).start()
+        log.info(
+            "solve engine started: %d threads budget, %d concurrent provider calls, batch polls %s",
+            settings.threads,
+            settings.engine_threads,
+            settings.batch_poll,
+        )
+
+    def stop(self, worker: Any) -> None:
+        if self.engine is not None:
+            self.engine.stop()
+            self.engine = None

@@ -1,0 +1,421 @@
+"""The solve engine: submits waiting jobs within the thread budget and polls them.
+
+One engine runs in each worker process (see :mod:`captcha_tasks.engine_step`); it
+holds no Celery worker slot. All its state is in Redis, so any engine can poll
+any job: a job whose engine dies is picked up by another once its claim expires,
+and a rolling restart loses nothing.
+
+A loop claims due work and hands provider calls to a small thread pool:
+
+- **acquire**: take free threads of the cluster-wide budget for the oldest waiting
+  jobs (one Lua script) and submit them;
+- **poll**: claim jobs whose next poll is due and ask the provider for all of them
+  in one request (``ids=``) where it takes that, else one by one;
+- a call that frees a thread (an answer, an error) immediately acquires and
+  submits the next waiting job in the same thread: no queue hop between a thread
+  freed at the provider and the next captcha sent to it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+import redis
+
+from ..errors import (
+    CaptchaTasksError,
+    CaptchaUnsolvable,
+    ClientError,
+    PermanentSolverError,
+    SolverError,
+    SolveTimeout,
+    TransientSolverError,
+)
+from ..settings import Settings
+from ..solver import Answer, SolverClient
+from ..state.keys import STRUCTURE_TTL, Keys
+from ..state.scripts import run
+from .jobs import Job, solve_result
+from .timing import MAX_POLLS_PER_CAPTCHA, POLL_INTERVAL, FirstPollLearner
+
+__all__ = ["Completer", "Engine", "EngineStats"]
+
+log = logging.getLogger(__name__)
+
+#: Most captcha ids in one ``ids=`` poll.
+BATCH_MAX = 50
+
+
+class Completer(Protocol):
+    """Where finished jobs go (the Celery result backend, in a worker)."""
+
+    def succeed(self, job: Job, result: dict[str, Any]) -> None: ...
+
+    def fail(self, job: Job, error: CaptchaTasksError) -> None: ...
+
+
+class EngineStats:
+    """Counters for benchmarks and metrics (this engine only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[name] = self.counts.get(name, 0) + n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        solver: SolverClient,
+        completer: Completer,
+        *,
+        name: str = "engine",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.redis = client
+        self.solver = solver
+        self.completer = completer
+        self.name = name
+        self.clock = clock
+        self.keys = Keys(settings.key_prefix)
+        self.learner = FirstPollLearner(settings, client)
+        self.stats = EngineStats()
+        self.threads = settings.engine_threads
+        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{name}-call")
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._kick = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.batch = settings.batch_poll != "off"
+        self.interval = settings.scaled(POLL_INTERVAL)
+        # A claim outlives the longest provider call, so only a dead engine's expires.
+        self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Engine:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop claiming work; let calls in progress finish (up to ``timeout``)."""
+        self._stop.set()
+        self._kick.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._pool.shutdown(wait=True, cancel_futures=False)
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                worked = self.step()
+                backoff = 0.1
+            except redis.RedisError as exc:
+                log.warning("engine %s: Redis unavailable (%s); retrying", self.name, exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except Exception:
+                log.exception("engine %s: unexpected error; continuing", self.name)
+                self._stop.wait(1.0)
+                continue
+            if not worked:
+                self._idle()
+
+    def _idle(self) -> None:
+        """Sleep until the next due poll or waiting job, a local kick, or a wake-up
+        pushed by an admission or another engine."""
+        now = self.clock()
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(self.keys.due, 0, 0, withscores=True)
+        pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
+        pipe.zcount(self.keys.budget, now, "+inf")
+        due, waiting, held = pipe.execute()
+        times = [float(score) for _, score in due]
+        if int(held) < self.settings.threads:  # else a freed thread pushes a wake-up
+            times += [float(score) for _, score in waiting]
+        nxt = min([*times, now + 1.0])
+        wait = min(max(nxt - now, 0.005), 1.0)
+        if self._in_flight() > 0:
+            # Our own calls will change what is due: look again soon.
+            self._kick.wait(min(wait, self.interval))
+            self._kick.clear()
+        else:
+            self.redis.blpop([self.keys.wake], timeout=max(wait, 0.01))
+
+    def _in_flight(self) -> int:
+        with self._busy_lock:
+            return self._busy
+
+    def _spawn(self, fn: Callable[..., None], *args: Any) -> bool:
+        with self._busy_lock:
+            if self._busy >= self.threads:
+                return False
+            self._busy += 1
+
+        def call() -> None:
+            try:
+                fn(*args)
+            except redis.RedisError as exc:
+                log.warning("engine %s: Redis error in a call: %s", self.name, exc)
+            except Exception:
+                log.exception("engine %s: unexpected error in a call", self.name)
+            finally:
+                with self._busy_lock:
+                    self._busy -= 1
+                self._kick.set()
+
+        self._pool.submit(call)
+        return True
+
+    # -- one turn of the loop -----------------------------------------------------------
+
+    def step(self) -> bool:
+        """Claim due polls and acquire threads for waiting jobs; True if anything started."""
+        worked = self._claim_and_poll()
+        worked = self._acquire_and_submit() or worked
+        return worked
+
+    def _free_calls(self) -> int:
+        return self.threads - self._in_flight()
+
+    def _claim_and_poll(self) -> bool:
+        free = self._free_calls()
+        if free <= 0 or self._stop.is_set():
+            return False
+        now = self.clock()
+        per_call = BATCH_MAX if self.batch else 1
+        raw = run(
+            self.redis,
+            "claim",
+            [self.keys.due],
+            [now, now + self.claim_s, free * per_call, self.keys.job_prefix],
+        )
+        if not raw:
+            return False
+        polls: list[Job] = []
+        for task_id, fields in zip(raw[::2], raw[1::2], strict=True):
+            job = Job.from_fields(task_id, dict(zip(fields[::2], fields[1::2], strict=True)))
+            if job.state == "submitting":
+                # Its submitter died mid-call: whether the provider got it is unknown.
+                # Resubmitting risks one duplicate; not resubmitting loses the task.
+                self.stats.add("resubmits_after_crash")
+                log.warning("engine %s: resubmitting %s after a lost submit", self.name, task_id)
+                if not self._spawn(self._submit, job):
+                    self._release_claim(job)
+            elif job.state == "polling":
+                if now > job.solve_deadline():
+                    self._fail(job, SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit"))
+                else:
+                    polls.append(job)
+            else:  # ended or requeued meanwhile: the entry is stale
+                self.redis.zrem(self.keys.due, task_id)
+        for start in range(0, len(polls), per_call):
+            batch = polls[start : start + per_call]
+            if not self._spawn(self._poll, batch):
+                for job in batch:
+                    self._release_claim(job)
+        return True
+
+    def _release_claim(self, job: Job) -> None:
+        self.redis.zadd(self.keys.due, {job.task_id: self.clock()}, xx=True)
+
+    def _acquire_and_submit(self) -> bool:
+        free = self._free_calls()
+        if free <= 0 or self._stop.is_set():
+            return False
+        now = self.clock()
+        taken = run(
+            self.redis,
+            "acquire",
+            [self.keys.budget, self.keys.waiting, self.keys.due],
+            [now, self.settings.threads, free, now + self.claim_s, self.keys.job_prefix,
+             STRUCTURE_TTL],
+        )  # fmt: skip
+        if not taken:
+            return False
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id in taken:
+            pipe.hgetall(self.keys.job(task_id))
+        for task_id, fields in zip(taken, pipe.execute(), strict=True):
+            job = Job.from_fields(task_id, fields)
+            if not self._spawn(self._submit, job):
+                self._requeue(job, "submitting", now, counter="")
+        return True
+
+    # -- provider calls (pool threads) ----------------------------------------------------
+
+    def _submit(self, job: Job) -> None:
+        now = self.clock()
+        if now > job.queue_deadline:
+            waited = now - job.enqueued_at
+            self._fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
+            return
+        try:
+            captcha_id = self.solver.submit(job.captcha())
+        except TransientSolverError as exc:
+            self.stats.add(f"submit_retry:{exc.code}")
+            delay = self.settings.scaled(exc.retry_after or 5.0)
+            self._requeue(job, "submitting", self.clock() + delay, counter="")
+        except CaptchaTasksError as exc:
+            self._fail(job, exc)
+        else:
+            self.stats.add("submitted")
+            at = self.clock()
+            first = self._on_tick(at + self.learner.first_poll(job.type))
+            ok = run(
+                self.redis,
+                "submitted",
+                [self.keys.job(job.task_id), self.keys.due],
+                [job.task_id, captcha_id, at, first, STRUCTURE_TTL],
+            )
+            if not ok:
+                self.stats.add("submitted_after_end")
+        self._acquire_and_submit()
+
+    def _poll(self, jobs: Sequence[Job]) -> None:
+        now = self.clock()
+        answers: dict[str, Answer | SolverError | None]
+        try:
+            answers = self._get_answers(jobs)
+        except TransientSolverError as exc:
+            self.stats.add(f"poll_retry:{exc.code}")
+            later = self._on_tick(
+                now + max(self.settings.scaled(exc.retry_after or 5.0), self.interval)
+            )
+            for job in jobs:
+                self._reschedule(job, later, polled=False, at=now)
+            return
+        except PermanentSolverError as exc:
+            for job in jobs:
+                self._fail(job, exc)
+            return
+        at = self.clock()
+        freed = False
+        for job in jobs:
+            answer = answers.get(job.captcha_id)
+            if isinstance(answer, Answer):
+                freed |= self._succeed(job, answer, at)
+            elif answer is None:
+                self._reschedule(
+                    job, self._on_tick(at + self._interval_for(job)), polled=True, at=at
+                )
+            elif isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
+                self.stats.add("resubmits_unsolvable")
+                freed |= self._requeue(job, "polling", at, counter="resubmits")
+            else:
+                freed |= self._fail(job, answer)
+        if freed:
+            self._acquire_and_submit()
+
+    def _get_answers(self, jobs: Sequence[Job]) -> dict[str, Answer | SolverError | None]:
+        ids = [job.captcha_id for job in jobs]
+        if len(ids) > 1 and self.batch:
+            try:
+                got = self.solver.get_many(ids)
+                self.stats.add("poll_requests")
+                return got
+            except (ClientError, TransientSolverError) as exc:
+                if self.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
+                    raise
+                log.warning(
+                    "engine %s: the provider refused a batch poll (%s); polling one by one",
+                    self.name,
+                    exc.code,
+                )
+                self.batch = False
+        out: dict[str, Answer | SolverError | None] = {}
+        for captcha_id in ids:
+            self.stats.add("poll_requests")
+            try:
+                out[captcha_id] = self.solver.get(captcha_id)
+            except (CaptchaUnsolvable, ClientError) as exc:
+                out[captcha_id] = exc
+        return out
+
+    def _on_tick(self, t: float) -> float:
+        """Batched, poll times snap up to a grid of the poll interval, shared by every
+        engine: captchas come due together and one request polls them all."""
+        if not self.batch:
+            return t
+        return math.ceil(t / self.interval) * self.interval
+
+    def _interval_for(self, job: Job) -> float:
+        if self.batch:
+            return self.interval
+        # One request per captcha: poll less often, and stretch past the ban threshold.
+        interval = 3 * self.interval
+        return interval * 2 if job.polls + 1 >= MAX_POLLS_PER_CAPTCHA else interval
+
+    # -- state changes --------------------------------------------------------------------
+
+    def _succeed(self, job: Job, answer: Answer, at: float) -> bool:
+        result = solve_result(job, answer.solution, collected_at=at)
+        ended = run(
+            self.redis,
+            "finish",
+            [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake],
+            [job.task_id, job.captcha_id, "done", "collected_at", at],
+        )
+        if not ended:
+            return False
+        self.stats.add("solved")
+        self.stats.add("polls_of_solved", job.polls + 1)
+        if job.submitted_at is not None:
+            start = job.submitted_at
+            not_ready_at = job.last_poll_at - start if job.last_poll_at else None
+            self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
+        self.completer.succeed(job, result)
+        return True
+
+    def _fail(self, job: Job, error: CaptchaTasksError) -> bool:
+        ended = run(
+            self.redis,
+            "finish",
+            [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake],
+            [job.task_id, "", "failed", "error", error.code or type(error).__name__],
+        )
+        if not ended:
+            return False
+        self.stats.add(f"failed:{error.code}")
+        self.completer.fail(job, error)
+        return True
+
+    def _requeue(self, job: Job, expected: str, not_before: float, *, counter: str) -> bool:
+        done = run(
+            self.redis,
+            "requeue",
+            [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.waiting,
+             self.keys.wake],
+            [job.task_id, expected, job.captcha_id if expected == "polling" else "",
+             not_before, STRUCTURE_TTL, counter],
+        )  # fmt: skip
+        return bool(done)
+
+    def _reschedule(self, job: Job, next_at: float, *, polled: bool, at: float) -> None:
+        run(
+            self.redis,
+            "reschedule",
+            [self.keys.job(job.task_id), self.keys.due],
+            [job.task_id, job.captcha_id, next_at, 1 if polled else 0,
+             at if polled else (job.last_poll_at or "")],
+        )  # fmt: skip

@@ -1,0 +1,129 @@
+"""Solver timings: documented defaults, the time scale, and first-poll learning.
+
+All defaults are production seconds; :meth:`Settings.scaled` applies
+``CAPTCHA_TASKS_TIME_SCALE``. The first poll of a captcha type is learned from
+recent solves (a low quantile of when answers became ready, cluster-wide), so a
+captcha is collected soon after the provider finishes it without polling early
+for nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import redis
+
+from ..settings import Settings
+from ..state.keys import STRUCTURE_TTL, Keys
+
+__all__ = [
+    "DEADLINE",
+    "FIRST_POLL",
+    "MAX_POLLS_PER_CAPTCHA",
+    "POLL_INTERVAL",
+    "TOKEN_TTL",
+    "FirstPollLearner",
+    "quantile",
+]
+
+#: Wait before the first poll, until enough solves were seen to learn it (PROTOCOL.md).
+FIRST_POLL: dict[str, float] = {
+    "recaptcha_v2": 15.0,
+    "recaptcha_v3": 5.0,
+    "turnstile": 8.0,
+    "image": 5.0,
+    "geetest": 10.0,
+    "hcaptcha": 15.0,
+}
+#: Seconds from submit until a captcha is given up as SolveTimeout.
+DEADLINE: dict[str, float] = {
+    "recaptcha_v2": 180.0,
+    "recaptcha_v3": 90.0,
+    "turnstile": 120.0,
+    "image": 90.0,
+    "geetest": 120.0,
+    "hcaptcha": 180.0,
+}
+#: How long a token stays valid at the target site (single use).
+TOKEN_TTL: dict[str, float] = {
+    "recaptcha_v2": 120.0,
+    "recaptcha_v3": 120.0,
+    "turnstile": 300.0,
+    "hcaptcha": 120.0,
+}
+#: Seconds between polls once a captcha is due. Polls of every due captcha go out
+#: together in one ``res.php?action=get&ids=...`` request when the provider takes it,
+#: so a short interval costs few requests; one by one, the interval is tripled.
+POLL_INTERVAL = 1.0
+#: 2Captcha bans accounts above 20 res.php calls per captcha (plus 1200): one-by-one
+#: polling stretches its interval past this many polls of the same captcha.
+MAX_POLLS_PER_CAPTCHA = 20
+
+#: The first poll aims at this quantile of recent ready times: early enough that a
+#: captcha rarely waits for its collection, late enough that most first polls hit.
+LEARN_QUANTILE = 0.2
+LEARN_WINDOW = 64
+LEARN_MIN_SAMPLES = 8
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class FirstPollLearner:
+    """When to poll a new captcha first, per type, learned cluster-wide in Redis.
+
+    A sample is the best estimate of how long the provider took: the middle of the
+    interval between the last poll that found no answer and the one that did. When
+    the very first poll already found the answer, all we know is that we were late,
+    so the sample is three quarters of that wait, which pulls the estimate earlier.
+    """
+
+    def __init__(self, settings: Settings, client: redis.Redis, *, refresh: float = 1.0) -> None:
+        self.settings = settings
+        self.client = client
+        self.keys = Keys(settings.key_prefix)
+        self.refresh = refresh
+        self._cache: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def default(self, captcha_type: str) -> float:
+        return self.settings.scaled(FIRST_POLL.get(captcha_type, 10.0))
+
+    def first_poll(self, captcha_type: str) -> float:
+        """Seconds after submit to poll first."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(captcha_type)
+            if cached and now - cached[1] < self.refresh:
+                return cached[0]
+        raw = self.client.lrange(self.keys.timing(captcha_type), 0, LEARN_WINDOW - 1)
+        samples = [float(v) for v in raw]
+        value = self.default(captcha_type)
+        if len(samples) >= LEARN_MIN_SAMPLES:
+            learned = quantile(samples, LEARN_QUANTILE)
+            # Never below a tenth of the default nor beyond half the deadline.
+            ceiling = self.settings.scaled(DEADLINE.get(captcha_type, 120.0)) / 2
+            value = min(max(learned, value / 10), ceiling)
+        with self._lock:
+            self._cache[captcha_type] = (value, now)
+        return value
+
+    def observe(self, captcha_type: str, *, not_ready_at: float | None, ready_at: float) -> None:
+        """Record one solve: seconds after submit of the last empty poll (None if the
+        first poll answered) and of the poll that answered."""
+        sample = 0.75 * ready_at if not_ready_at is None else (not_ready_at + ready_at) / 2
+        key = self.keys.timing(captcha_type)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.lpush(key, f"{sample:.4f}")
+        pipe.ltrim(key, 0, LEARN_WINDOW - 1)
+        pipe.expire(key, STRUCTURE_TTL)
+        pipe.execute()

@@ -1,0 +1,30 @@
+-- Take free threads of the budget for waiting jobs, oldest first.
+-- KEYS: budget, waiting, due
+-- ARGV: now, limit, max_n, claim_until, job_prefix, structure_ttl
+-- Expired leases (their holder died and nobody finished the job) are dropped first.
+-- Each taken job holds a thread (lease = now + its lease_s) and is claimed in `due`
+-- until claim_until while it is being submitted. Returns the taken task ids.
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
+if free <= 0 then
+  return {}
+end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0,
+                       math.min(free, tonumber(ARGV[3])))
+local taken = {}
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[2], id)
+  local job = ARGV[5] .. id
+  local lease = tonumber(redis.call('HGET', job, 'lease_s'))
+  if lease then
+    redis.call('ZADD', KEYS[1], now + lease, id)
+    redis.call('ZADD', KEYS[3], ARGV[4], id)
+    redis.call('HSET', job, 'state', 'submitting')
+    table.insert(taken, id)
+  end
+end
+for i = 1, 3 do
+  redis.call('EXPIRE', KEYS[i], ARGV[6])
+end
+return taken

@@ -1,0 +1,22 @@
+-- Give a job's thread back and queue it again (no slot at the provider, a transient
+-- submit error, an unsolvable captcha's one resubmit).
+-- KEYS: job, due, budget, waiting, wake
+-- ARGV: task_id, expected_state, expected_captcha_id ('' for any), not_before,
+--       structure_ttl, counter_field ('' for none)
+if redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then
+  return 0
+end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[3] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', 'waiting')
+if ARGV[6] ~= '' then
+  redis.call('HINCRBY', KEYS[1], ARGV[6], 1)
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
+redis.call('EXPIRE', KEYS[4], ARGV[5])
+redis.call('LPUSH', KEYS[5], '1')
+redis.call('LTRIM', KEYS[5], 0, 99)
+return 1
