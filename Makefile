@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration format sandbox worker flower clean
+.PHONY: help venv run test lint types unit integration bench format sandbox clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
 
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+bench: $(STAMP)  ## Throughput benchmark: our design beside the seeds' design, same run
+	$(BIN)/captcha-tasks bench solve
 
 format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff format .

@@ -39,6 +39,9 @@ class SolverTask(Task):  # type: ignore[misc]  # celery ships no type hints
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off
         (scaled by ``CAPTCHA_TASKS_TIME_SCALE``), within the task's ``max_retries``."""
-        countdown = self.settings.scaled(exc.retry_after or 5.0)
+        from celeryconfig import MAX_COUNTDOWN_SECONDS
+
+        # Capped so a countdown never nears the broker's visibility timeout.
+        countdown = min(self.settings.scaled(exc.retry_after or 5.0), MAX_COUNTDOWN_SECONDS)
         result: Exception = self.retry(exc=exc, countdown=countdown)
         return result

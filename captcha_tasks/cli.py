@@ -116,13 +116,15 @@ def settings(as_json: bool) -> None:
         click.echo(f"{name:16} {value}")
 
 
-def _add_optional_commands() -> None:
+def _add_subcommands() -> None:
+    from .bench.cli import bench_group
     from .sandbox import sandbox_command
 
     main.add_command(sandbox_command, "sandbox")
+    main.add_command(bench_group, "bench")
 
 
-_add_optional_commands()
+_add_subcommands()
 
 
 def run() -> None:

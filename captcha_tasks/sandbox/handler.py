@@ -2,7 +2,8 @@
 
 Routes: ``/in.php`` and ``/res.php`` (the provider protocol), ``POST /siteverify``
 (a site-verify API for the tokens handed out), ``GET /stats``, ``GET /healthz``,
-``GET|POST /admin/config`` and ``POST /admin/reset``. Responses always carry a
+``GET|POST /admin/config``, ``POST /admin/reset`` and ``GET /admin/captchas``
+(per-captcha submit, ready and collection times, for benchmarks). Responses always carry a
 Content-Length, so HTTP/1.1 keep-alive works.
 """
 
@@ -51,6 +52,7 @@ _INDEX = (
     b"POST /siteverify   check a token once (response=...)\n"
     b"GET /stats         counters\nGET /healthz       liveness\n"
     b"POST /admin/config change settings (JSON)\nPOST /admin/reset  zero the counters\n"
+    b"GET /admin/captchas per-captcha submit/ready/answered times (epoch seconds)\n"
 )
 _SECRETS_RE = re.compile(r"((?:key|proxy|secret|response|body)=)[^&\s\"]*", re.IGNORECASE)
 _JSON = "application/json"
@@ -140,6 +142,8 @@ class SandboxHandler(BaseHTTPRequestHandler):
             self._send_json(200, {"ok": True})
         elif path == "/admin/reset":
             self._send_json(405, {"error": "use POST"})
+        elif path == "/admin/captchas":
+            self._send_json(200, {"captchas": state.captchas()})
         elif path == "/":
             self._send(200, _INDEX, _TEXT)
         else:

@@ -61,6 +61,11 @@ class _Captcha:
     answer: str | dict[str, str]
     cost: float
     token: str | None
+    submitted_at: float = 0.0
+    #: When a res.php get first handed out the answer (or the unsolvable error).
+    answered_at: float | None = None
+    #: res.php get requests (id= or ids=) that asked for this captcha.
+    polls: int = 0
     reported: bool = False
 
 
@@ -180,6 +185,7 @@ class SandboxState:
                 answer=answer,
                 cost=cost,
                 token=captcha_token,
+                submitted_at=now,
             )
             self._balance = round(self._balance - cost, 6)
             heapq.heappush(self._pending, (ready_at, captcha_id))
@@ -313,6 +319,32 @@ class SandboxState:
             self._fingerprints.clear()
             self._max_in_flight = len(self._pending)
 
+    def captchas(self) -> list[dict[str, object]]:
+        """``GET /admin/captchas``: every captcha still remembered, with its submit, ready
+        and first-answered times as epoch seconds (benchmarks compare them with their own
+        clocks), its real latency and how many res.php gets asked for it."""
+        with self._lock:
+            now = self._clock()
+            self._advance(now)
+            offset = time.time() - now  # this clock -> epoch seconds
+
+            def epoch(t: float | None) -> float | None:
+                return None if t is None else round(t + offset, 6)
+
+            return [
+                {
+                    "id": str(c.id),
+                    "kind": c.kind,
+                    "submitted_at": epoch(c.submitted_at),
+                    "ready_at": epoch(c.ready_at),
+                    "answered_at": epoch(c.answered_at),
+                    "latency": round(c.ready_at - c.submitted_at, 6),
+                    "polls": c.polls,
+                    "unsolvable": c.unsolvable,
+                }
+                for c in sorted(self._captchas.values(), key=lambda c: c.submitted_at)
+            ]
+
     def stats(self) -> dict[str, object]:
         with self._lock:
             now = self._clock()
@@ -359,8 +391,11 @@ class SandboxState:
         captcha = self._captchas.get(captcha_id)
         if captcha is None:
             return ApiError("ERROR_WRONG_CAPTCHA_ID")
+        captcha.polls += 1
         if now < captcha.ready_at:
             return ApiError("CAPCHA_NOT_READY")
+        if captcha.answered_at is None:
+            captcha.answered_at = now
         if captcha.unsolvable:
             return ApiError("ERROR_CAPTCHA_UNSOLVABLE")
         return captcha.answer

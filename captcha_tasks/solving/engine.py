@@ -316,9 +316,7 @@ class Engine:
             if isinstance(answer, Answer):
                 freed |= self._succeed(job, answer, at)
             elif answer is None:
-                self._reschedule(
-                    job, self._on_tick(at + self._interval_for(job)), polled=True, at=at
-                )
+                self._reschedule(job, self._next_poll(job, at), polled=True, at=at)
             elif isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
                 self.stats.add("resubmits_unsolvable")
                 freed |= self._requeue(job, "polling", at, counter="resubmits")
@@ -359,12 +357,15 @@ class Engine:
             return t
         return math.ceil(t / self.interval) * self.interval
 
-    def _interval_for(self, job: Job) -> float:
+    def _next_poll(self, job: Job, at: float) -> float:
+        """When to poll again a captcha that was not ready at ``at``."""
         if self.batch:
-            return self.interval
+            # The tick after the one this poll belonged to (``at`` is a little past
+            # it, by the call's duration), not the one after that.
+            return self._on_tick(at + self.interval / 2)
         # One request per captcha: poll less often, and stretch past the ban threshold.
         interval = 3 * self.interval
-        return interval * 2 if job.polls + 1 >= MAX_POLLS_PER_CAPTCHA else interval
+        return at + (interval * 2 if job.polls + 1 >= MAX_POLLS_PER_CAPTCHA else interval)
 
     # -- state changes --------------------------------------------------------------------
 

@@ -1,0 +1,243 @@
+"""The solve engine as plain code: a real redis-server, the sandbox, engines in threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+from captcha_tasks.dev.procs import wait_until
+from captcha_tasks.errors import CaptchaTasksError, CaptchaUnsolvable, InvalidApiKey, SolveTimeout
+from captcha_tasks.sandbox import DEV_API_KEY
+from captcha_tasks.settings import Settings
+from captcha_tasks.solver import RecaptchaV2, SolverClient
+from captcha_tasks.solving import Engine, Job, admit
+from captcha_tasks.solving.timing import FirstPollLearner
+from captcha_tasks.state import Keys, state_redis
+
+pytestmark = pytest.mark.integration
+SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+
+
+class Outcomes:
+    """A Completer that records what the engine ended."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, CaptchaTasksError] = {}
+        self._lock = threading.Lock()
+
+    def succeed(self, job: Job, result: dict[str, Any]) -> None:
+        with self._lock:
+            assert job.task_id not in self.results, "a job ended twice"
+            self.results[job.task_id] = result
+
+    def fail(self, job: Job, error: CaptchaTasksError) -> None:
+        with self._lock:
+            assert job.task_id not in self.errors, "a job ended twice"
+            self.errors[job.task_id] = error
+
+    def ended(self) -> int:
+        with self._lock:
+            return len(self.results) + len(self.errors)
+
+
+@pytest.fixture
+def make_engines(redis_url: str) -> Iterator[Callable[..., tuple[list[Engine], Outcomes]]]:
+    engines: list[Engine] = []
+
+    def make(
+        sandbox_url: str, *, count: int = 1, **settings_fields: Any
+    ) -> tuple[list[Engine], Outcomes]:
+        settings = dataclasses.replace(
+            Settings.from_env(
+                {
+                    "CAPTCHA_TASKS_REDIS_URL": redis_url,
+                    "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
+                    "CAPTCHAAI_API_KEY": DEV_API_KEY,
+                    "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+                    "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
+                }
+            ),
+            **settings_fields,
+        )
+        outcomes = Outcomes()
+        made = [
+            Engine(
+                settings,
+                state_redis(settings),
+                SolverClient.from_settings(settings),
+                outcomes,
+                name=f"e{i}",
+            ).start()
+            for i in range(count)
+        ]
+        engines.extend(made)
+        return made, outcomes
+
+    yield make
+    for engine in engines:
+        engine.stop(timeout=10)
+
+
+def _admit(engine: Engine, n: int, *, page: str = "p") -> list[str]:
+    ids = []
+    for i in range(n):
+        task_id = str(uuid.uuid4())
+        captcha = RecaptchaV2(SITEKEY, f"https://example.com/{page}/{i}")
+        assert admit(engine.redis, engine.settings, task_id, captcha)
+        ids.append(task_id)
+    return ids
+
+
+def test_the_budget_is_never_exceeded_and_every_job_solves_once(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    sandbox = sandbox_factory(threads=5)
+    engines, outcomes = make_engines(sandbox.url, count=2, threads=5)
+    ids = _admit(engines[0], 25)
+    wait_until(lambda: outcomes.ended() == 25, timeout=60, what="25 solves")
+    assert set(outcomes.results) == set(ids) and not outcomes.errors
+    stats = sandbox.stats()
+    assert stats["max_in_flight"] <= 5
+    assert stats["no_slot"] == 0
+    assert stats["submitted"] == 25 and stats["duplicates"] == 0
+    result = outcomes.results[ids[0]]
+    assert result["source"] == "api" and result["type"] == "recaptcha_v2"
+    assert result["captcha_id"] and result["submits"] == 1
+    assert result["expires_at"] > result["solve_seconds"]
+
+
+def test_a_redelivered_admission_is_not_queued_twice(sandbox: Any, make_engines: Any) -> None:
+    engines, outcomes = make_engines(sandbox.url)
+    task_id = str(uuid.uuid4())
+    captcha = RecaptchaV2(SITEKEY, "https://example.com/once")
+    assert admit(engines[0].redis, engines[0].settings, task_id, captcha)
+    assert not admit(engines[0].redis, engines[0].settings, task_id, captcha)
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the solve")
+    assert sandbox.stats()["submitted"] == 1
+
+
+def test_one_engine_holds_many_captchas_in_flight(sandbox_factory: Any, make_engines: Any) -> None:
+    sandbox = sandbox_factory(threads=60, latency={"recaptcha_v2": 60.0})  # 3 s at 0.05
+    engines, outcomes = make_engines(sandbox.url, threads=60)
+    _admit(engines[0], 60)
+    wait_until(lambda: sandbox.stats()["in_flight"] >= 55, timeout=20, what="55 in flight")
+    wait_until(lambda: outcomes.ended() == 60, timeout=60, what="60 solves")
+    assert not outcomes.errors
+    assert sandbox.stats()["max_in_flight"] == 60
+
+
+def test_no_slot_answers_back_off_and_never_reach_the_caller(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    # Another client uses half the plan: the provider refuses beyond 3 in flight.
+    sandbox = sandbox_factory(threads=3)
+    engines, outcomes = make_engines(sandbox.url, threads=6)
+    _admit(engines[0], 12)
+    wait_until(lambda: outcomes.ended() == 12, timeout=90, what="12 solves")
+    assert len(outcomes.results) == 12, outcomes.errors
+    stats = sandbox.stats()
+    assert stats["no_slot"] > 0 and stats["max_in_flight"] <= 3
+    assert stats["solved"] == 12 and stats["duplicates"] == 0
+
+
+def test_an_unsolvable_captcha_is_resubmitted_once(sandbox: Any, make_engines: Any) -> None:
+    admin = f"{sandbox.url}/admin/config"
+    requests.post(admin, json={"unsolvable_rate": 1.0}, timeout=5).raise_for_status()
+    engines, outcomes = make_engines(sandbox.url)
+    [task_id] = _admit(engines[0], 1)
+    wait_until(lambda: sandbox.stats()["unsolvable"] >= 1, timeout=30, what="unsolvable")
+    requests.post(admin, json={"unsolvable_rate": 0.0}, timeout=5).raise_for_status()
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the resubmit")
+    assert outcomes.results[task_id]["submits"] == 2
+    assert sandbox.stats()["submitted"] == 2
+
+
+def test_unsolvable_twice_fails_with_the_providers_code(sandbox: Any, make_engines: Any) -> None:
+    requests.post(f"{sandbox.url}/admin/config", json={"unsolvable_rate": 1.0}, timeout=5)
+    engines, outcomes = make_engines(sandbox.url)
+    [task_id] = _admit(engines[0], 1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the failure")
+    error = outcomes.errors[task_id]
+    assert isinstance(error, CaptchaUnsolvable)
+    assert error.code == "ERROR_CAPTCHA_UNSOLVABLE"
+    assert sandbox.stats()["submitted"] == 2
+
+
+def test_a_solve_past_its_deadline_fails_with_solve_timeout(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    sandbox = sandbox_factory(latency={"recaptcha_v2": 600.0})  # 30 s at 0.05
+    engines, outcomes = make_engines(sandbox.url)
+    engines[0].settings = dataclasses.replace(engines[0].settings, time_scale=0.005)
+    [task_id] = _admit(engines[0], 1)  # deadline 180 s x 0.005 = 0.9 s
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the timeout")
+    assert isinstance(outcomes.errors[task_id], SolveTimeout)
+    assert sandbox.stats()["submitted"] == 1
+
+
+def test_waiting_past_the_queue_timeout_fails_clearly(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    sandbox = sandbox_factory(threads=1, latency={"recaptcha_v2": 100.0})  # 5 s each
+    engines, outcomes = make_engines(sandbox.url, threads=1, queue_timeout=1.0)
+    first, second = _admit(engines[0], 2)
+    wait_until(lambda: second in outcomes.errors, timeout=30, what="the queue timeout")
+    assert isinstance(outcomes.errors[second], SolveTimeout)
+    assert "no free thread" in str(outcomes.errors[second])
+    wait_until(lambda: first in outcomes.results, timeout=30, what="the first solve")
+
+
+def test_a_dead_holders_lease_comes_back(sandbox: Any, make_engines: Any) -> None:
+    engines, outcomes = make_engines(sandbox.url, threads=1)
+    keys = Keys(engines[0].settings.key_prefix)
+    # A holder whose worker died: its lease ran out a second ago.
+    engines[0].redis.zadd(keys.budget, {"dead-task": engines[0].clock() - 1})
+    [task_id] = _admit(engines[0], 1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the solve")
+    assert task_id in outcomes.results
+    assert engines[0].redis.zscore(keys.budget, "dead-task") is None
+
+
+def test_a_wrong_key_fails_every_job_with_its_code(sandbox: Any, make_engines: Any) -> None:
+    engines, outcomes = make_engines(sandbox.url, api_key="c" * 32)
+    engines[0].solver = SolverClient(sandbox.url, "c" * 32, timeout=5)
+    [task_id] = _admit(engines[0], 1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the failure")
+    error = outcomes.errors[task_id]
+    assert isinstance(error, InvalidApiKey) and error.code == "ERROR_KEY_DOES_NOT_EXIST"
+    assert sandbox.stats()["submitted"] == 0
+
+
+def test_polls_stay_few_per_solve(sandbox_factory: Any, make_engines: Any) -> None:
+    sandbox = sandbox_factory(threads=20)
+    engines, outcomes = make_engines(sandbox.url, count=2, threads=20)
+    _admit(engines[0], 60)
+    wait_until(lambda: outcomes.ended() == 60, timeout=60, what="60 solves")
+    stats = sandbox.stats()
+    assert stats["polls"] / stats["solved"] <= 2.0
+
+
+def test_one_by_one_polling_when_batches_are_off(sandbox: Any, make_engines: Any) -> None:
+    engines, outcomes = make_engines(sandbox.url, batch_poll="off")
+    _admit(engines[0], 5)
+    wait_until(lambda: outcomes.ended() == 5, timeout=60, what="5 solves")
+    assert len(outcomes.results) == 5
+
+
+def test_the_first_poll_is_learned_from_recent_solves(redis_url: str) -> None:
+    settings = Settings.from_env(
+        {"CAPTCHA_TASKS_REDIS_URL": redis_url, "CAPTCHA_TASKS_TIME_SCALE": "1"}
+    )
+    learner = FirstPollLearner(settings, state_redis(settings), refresh=0)
+    assert learner.first_poll("image") == 5.0  # the documented default, before samples
+    for ready in (2.0, 2.2, 2.4, 2.6, 2.8, 3.0, 3.2, 3.4, 3.6, 3.8):
+        learner.observe("image", not_ready_at=ready - 0.2, ready_at=ready)
+    learned = learner.first_poll("image")
+    assert 2.0 <= learned <= 2.6  # a low quantile of ready times, not the 5 s default
