@@ -65,7 +65,7 @@ def main() -> None:
     "--time-scale",
     type=click.FloatRange(min=0.001),
     default=None,
-    help="Multiply solver timings (default: CAPTCHA_TASKS_TIME_SCALE or 1.0).",
+    help="Multiply solver timings (default: CAPTCHA_TASKS_TIME_SCALE, else 0.2).",
 )
 @click.option(
     "--run-dir",

@@ -43,6 +43,8 @@ class SolveTask(SolverTask):
     max_retries = 0
 
     def admit(self, build: Callable[[], Captcha]) -> None:
+        # A worker without a key runs no engine: fail now rather than queue forever.
+        self.settings.require_api_key()
         try:
             captcha = build()
         except TypeError as exc:  # wrong argument types or names reaching a constructor

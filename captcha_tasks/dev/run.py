@@ -31,6 +31,11 @@ from .redis_server import RedisServer
 
 __all__ = ["DevOptions", "run_dev"]
 
+#: Solver time scale of the dev stack unless CAPTCHA_TASKS_TIME_SCALE says otherwise.
+DEV_TIME_SCALE = 0.2
+#: A well-formed reCAPTCHA v2 sitekey for the start-up round trip (the sandbox's).
+SMOKE_SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+
 
 @dataclass
 class DevOptions:
@@ -161,7 +166,8 @@ class DevStack:
         self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
         if self.options.time_scale is not None:
             self.env["CAPTCHA_TASKS_TIME_SCALE"] = str(self.options.time_scale)
-        _say(f"sandbox : {url}  (stats: {url}/stats, pid {child.proc.pid})")
+        scale = self.env.get("CAPTCHA_TASKS_TIME_SCALE", "1.0")
+        _say(f"sandbox : {url}  (stats: {url}/stats, time scale {scale}, pid {child.proc.pid})")
         return url
 
     def _control_app(self) -> Celery:
@@ -225,6 +231,15 @@ class DevStack:
                 f"smoke   : ping -> {pong['hostname']} v{pong['version']}; get_balance -> "
                 f"{balance['balance']} via the sandbox ({time.monotonic() - started:.2f} s)"
             )
+            started = time.monotonic()
+            solved = control.send_task(
+                "captcha_tasks.solve_recaptcha_v2",
+                args=(SMOKE_SITEKEY, "https://example.com/make-run"),
+            ).get(timeout=120)
+            _say(
+                f"smoke   : solve_recaptcha_v2 -> captcha {solved['captcha_id']}, token "
+                f"{solved['solution'][:12]}... ({time.monotonic() - started:.2f} s end to end)"
+            )
         finally:
             control.close()
 
@@ -261,6 +276,9 @@ def _stop_on_signals() -> Iterator[None]:
 
 def run_dev(options: DevOptions, settings: Settings) -> int:
     """Run the stack until interrupted. Returns the process exit code."""
+    if options.time_scale is None and not os.environ.get("CAPTCHA_TASKS_TIME_SCALE"):
+        # Local solves in seconds rather than the provider's real 15-20 s.
+        options.time_scale = DEV_TIME_SCALE
     stack = DevStack(options, settings)
     code = 0
     with _stop_on_signals():

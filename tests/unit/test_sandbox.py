@@ -122,6 +122,11 @@ class Api:
     def stats(self) -> dict[str, Any]:
         return dict(self.session.get(f"{self.url}/stats", timeout=5).json())
 
+    def captchas(self) -> list[dict[str, Any]]:
+        reply = self.session.get(f"{self.url}/admin/captchas", timeout=5)
+        assert reply.status_code == 200
+        return list(reply.json()["captchas"])
+
 
 @pytest.fixture
 def make_api(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[Callable[..., Api]]:
@@ -632,6 +637,55 @@ def test_admin_reset_zeroes_the_counters(make_api: Callable[..., Api]) -> None:
     assert (stats["in_flight"], stats["max_in_flight"]) == (2, 2)
     api.submit_ok(**SUBMITS["image"])
     assert api.stats()["duplicates"] == 0
+
+
+def test_admin_captchas_lists_submit_ready_and_first_answer_times(
+    make_api: Callable[..., Api],
+) -> None:
+    api = make_api(latency={"recaptcha_v2": 40.0, "image": 300.0}, jitter=0.0)  # 0.4 s, 3 s
+    assert api.captchas() == []
+    started = time.time()
+    solved = api.submit_ok(**SUBMITS["recaptcha_v2"])
+    idle = api.submit_ok(**SUBMITS["recaptcha_v2"])  # never asked for
+    pending = api.submit_ok(**SUBMITS["image"])  # asked for, never ready
+    polls = 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        polls += 1
+        if api.res(action="get", id=solved).text != "CAPCHA_NOT_READY":
+            break
+        time.sleep(0.02)
+    first_answered = time.time()
+    assert polls >= 2  # at least one CAPCHA_NOT_READY before the answer
+    joined = api.res(action="get", ids=f"{solved},{pending}").text  # one more ask for each
+    assert joined.endswith("|CAPCHA_NOT_READY")
+    listed = api.captchas()
+    assert [c["id"] for c in listed] == [str(solved), str(idle), str(pending)]  # submit order
+    by_id = {c["id"]: c for c in listed}
+    slack = 0.01  # epoch conversion and rounding to the microsecond
+    done = by_id[str(solved)]
+    assert done["kind"] == "recaptcha_v2"
+    assert done["unsolvable"] is False
+    assert started - slack <= done["submitted_at"] <= done["ready_at"] <= done["answered_at"]
+    assert done["answered_at"] <= first_answered + slack  # the first answer, not the last
+    assert done["ready_at"] - done["submitted_at"] == pytest.approx(0.4, abs=1e-5)
+    assert done["latency"] == pytest.approx(0.4)
+    assert done["polls"] == polls + 1
+    assert (by_id[str(idle)]["answered_at"], by_id[str(idle)]["polls"]) == (None, 0)
+    waiting = by_id[str(pending)]
+    assert (waiting["kind"], waiting["answered_at"], waiting["polls"]) == ("image", None, 1)
+    assert waiting["submitted_at"] <= waiting["ready_at"]
+    assert waiting["ready_at"] > time.time()
+
+
+def test_admin_captchas_count_an_unsolvable_answer(make_api: Callable[..., Api]) -> None:
+    api = make_api(unsolvable_rate=1.0)
+    captcha_id = api.submit_ok(**SUBMITS["image"])
+    assert api.wait(captcha_id)["request"] == "ERROR_CAPTCHA_UNSOLVABLE"
+    (listed,) = api.captchas()
+    assert listed["unsolvable"] is True
+    assert listed["submitted_at"] <= listed["ready_at"] <= listed["answered_at"]
+    assert listed["polls"] >= 1
 
 
 def test_stats_keys_and_healthz(api: Api) -> None:

@@ -1,0 +1,178 @@
+"""The benchmark's figures on tiny hand-computed schedules (every time a multiple of 1/4 s)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from captcha_tasks.bench.metrics import (
+    Outcome,
+    backlogged_utilisation,
+    busy_seconds,
+    ideal_finish,
+    percentile,
+    refill_gaps,
+    run_window,
+    solve_metrics,
+    utilisation,
+    zero_overhead_fraction,
+)
+
+
+def captcha(
+    cid: str, submitted: float, ready: float, answered: float | None = None, polls: int = 1
+) -> dict[str, Any]:
+    """A captcha as ``GET /admin/captchas`` lists it."""
+    return {
+        "id": cid,
+        "submitted_at": submitted,
+        "ready_at": ready,
+        "answered_at": answered,
+        "latency": ready - submitted,
+        "polls": polls,
+    }
+
+
+#: Two threads from t=1000: a and b start at once, c takes a's thread the moment it
+#: frees (1002), d takes b's a second after it freed (1003 -> 1004).
+SCHEDULE = [
+    captcha("a", 1000.0, 1002.0),
+    captcha("b", 1000.0, 1003.0),
+    captcha("c", 1002.0, 1004.0),
+    captcha("d", 1004.0, 1005.0),
+]
+
+
+def test_percentiles_interpolate_between_neighbours() -> None:
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(values, 0.0) == 1.0
+    assert percentile(values, 0.5) == 2.5  # halfway between 2 and 3
+    assert percentile(values, 1.0) == 4.0
+    assert percentile(values, 0.95) == pytest.approx(3.85)  # 3 + 0.85 x (4 - 3)
+    assert percentile([0.123456], 0.5) == 0.1235  # to 0.1 ms
+    assert percentile([], 0.5) is None
+
+
+def test_ideal_finish_starts_each_solve_when_a_slot_frees() -> None:
+    # Slots [0, 0]: 3 -> ends 3; 1 -> ends 1; 2 takes the slot free at 1 -> 3;
+    # 2 takes a slot free at 3 -> 5.
+    assert ideal_finish([3.0, 1.0, 2.0, 2.0], 2) == [3.0, 1.0, 3.0, 5.0]
+    assert ideal_finish([2.0, 1.0], 50) == [2.0, 1.0]  # more threads than solves
+    assert ideal_finish([], 5) == []
+
+
+def test_zero_overhead_bound() -> None:
+    # 4 solves end by t=5 on T=2, L=2: 4 / (T/L x 5) = 0.8 of T/L.
+    assert zero_overhead_fraction([3.0, 1.0, 2.0, 2.0], 2, 2.0) == 0.8
+    # Fewer solves than threads: the ramp alone caps the run at N/T of T/L.
+    assert zero_overhead_fraction([2.0, 2.0], 4, 2.0) == 0.5
+    assert zero_overhead_fraction([], 2, 2.0) is None
+
+
+def test_busy_seconds_clip_each_captcha_to_the_interval() -> None:
+    # Inside [1002, 1004]: a 0, b 1, c 2, d 0.
+    assert busy_seconds(SCHEDULE, 1002.0, 1004.0) == 3.0
+    # 2 + 3 + 2 + 1 solver seconds in all, over 2 threads x 5 s.
+    assert utilisation(SCHEDULE, 2, 1000.0, 1005.0) == 0.8
+    assert utilisation(SCHEDULE, 2, 1000.0, 1000.0) is None
+
+
+def test_steady_state_utilisation_spans_first_to_last_submit() -> None:
+    # Backlog from 1000 to 1004: a 2 + b 3 + c 2 + d 0 = 7 solver seconds of 2 x 4.
+    assert backlogged_utilisation(SCHEDULE, 2) == 0.875
+    # No more submits than threads: nothing ever waited, no steady state.
+    assert backlogged_utilisation(SCHEDULE[:2], 2) is None
+    assert backlogged_utilisation(SCHEDULE, 4) is None
+
+
+def test_run_window_keeps_this_runs_captchas_in_submit_order() -> None:
+    earlier = captcha("warm-up", 990.0, 992.0)
+    shuffled = [SCHEDULE[3], earlier, SCHEDULE[2], SCHEDULE[0], SCHEDULE[1]]
+    window = run_window(shuffled, t0=1000.0005)  # 1 ms of slack for rounded times
+    assert [c["id"] for c in window] == ["a", "b", "c", "d"]
+
+
+def test_refill_gaps_measure_from_the_freed_thread() -> None:
+    # c came as a's thread freed (1002): 0 s; d came at 1004, a second after b freed.
+    assert refill_gaps(SCHEDULE, 2, enqueue_end=1000.25) == [0.0, 1.0]
+    # While enqueueing lasts the gap counts from its end: c, sent during it, is early.
+    assert refill_gaps(SCHEDULE, 2, enqueue_end=1003.5) == [-1.5, 0.5]
+
+
+def test_solve_metrics_on_a_hand_computed_run() -> None:
+    """T=1, L=1 s. A and B succeed, C fails, D never finishes.
+
+    A: enqueued 100, submitted 100.5, ready 101.5, answered 101.75, result 102
+    B: enqueued 100.25, submitted 101.75, ready 102.75, answered 103, result 103.5
+    """
+    enqueued = {"A": 100.0, "B": 100.25, "C": 100.25, "D": 100.25}
+    outcomes = {
+        "A": Outcome(102.0, "SUCCESS", {"captcha_id": "1"}),
+        "B": Outcome(103.5, "SUCCESS", {"captcha_id": "2"}),
+        "C": Outcome(102.5, "FAILURE", None),
+        "elsewhere": Outcome(101.0, "SUCCESS", {"captcha_id": "9"}),  # not this run's
+    }
+    captchas = [
+        captcha("1", 100.5, 101.5, 101.75, polls=2),
+        captcha("2", 101.75, 102.75, 103.0, polls=3),
+    ]
+    m = solve_metrics(
+        threads=1,
+        latency=1.0,
+        tasks=4,
+        enqueued=enqueued,
+        enqueue_end=100.25,
+        outcomes=outcomes,
+        captchas=captchas,
+        stats={"polls": 5, "solved": 2, "submitted": 2, "max_in_flight": 1},
+        cpu={"workers": 0.5, "machine_busy": 1.0, "machine_total": 4.0},
+        admitted={"A": 100.125, "B": 100.375},
+    )
+    assert (m["completed"], m["failures"], m["unfinished"], m["matched_to_sandbox"]) == (2, 1, 1, 2)
+    assert m["makespan_seconds"] == 3.5  # 100 -> 103.5
+    assert m["solves_per_second"] == m["fraction_of_t_over_l"] == 0.5714  # 2 / 3.5
+    # Zero overhead: 1 s each, back to back on one thread, so 2 solves by t=2.
+    assert m["ideal_fraction_for_these_latencies"] == 1.0
+    assert m["lateness_vs_ideal_p50"] == 1.25  # A 102 vs 101, B 103.5 vs 102
+    assert m["sandbox_utilisation"] == 0.5714  # 2 solver seconds / 3.5
+    assert m["sandbox_utilisation_backlogged"] == 0.8  # A's 1 s of 100.5 -> 101.75
+    assert m["slot_refill_gap_p50"] == 0.25  # A ready 101.5, B submitted 101.75
+    assert m["enqueue_to_submit_p50"] == 1.0  # 0.5 and 1.5
+    assert m["enqueue_to_admitted_p50"] == 0.125
+    assert m["e2e_minus_latency_p50"] == 1.625  # 1.0 and 2.25
+    assert m["collection_delay_p50"] == 0.625  # ready -> stored: 0.5 and 0.75
+    assert m["collection_delay_p95"] == pytest.approx(0.7375, abs=1e-4)
+    assert m["ready_to_answered_p50"] == 0.25
+    assert m["answered_to_result_p50"] == 0.375  # 0.25 and 0.5
+    assert (m["captcha_polled_mean"], m["captcha_polled_max"]) == (2.5, 3)
+    assert m["polls_per_solve"] == 2.5
+    assert m["worker_cpu_per_solve"] == 0.25
+    assert m["machine_cpu_busy"] == 0.25
+    assert m["first_submit_seconds"] == 0.5
+    assert m["t_th_submit_seconds"] == 0.5  # T=1: the first submit is the T-th
+
+
+def test_solve_metrics_without_results_or_captchas() -> None:
+    m = solve_metrics(
+        threads=2,
+        latency=1.0,
+        tasks=1,
+        enqueued={"A": 50.0},
+        enqueue_end=50.0,
+        outcomes={},
+        captchas=[],
+        stats={},
+        cpu={},
+    )
+    assert (m["completed"], m["unfinished"], m["makespan_seconds"]) == (0, 1, 0.0)
+    for key in (
+        "solves_per_second",
+        "ideal_fraction_for_these_latencies",
+        "sandbox_utilisation",
+        "sandbox_utilisation_backlogged",
+        "collection_delay_p50",
+        "worker_cpu_per_solve",
+        "machine_cpu_busy",
+    ):
+        assert m[key] is None, key
