@@ -16,6 +16,7 @@ from .errors import (
 )
 from .settings import Settings, get_settings
 from .tasks import (
+    fill_token_pool,
     get_balance,
     ping,
     report_solution,
@@ -38,6 +39,7 @@ __all__ = [
     "__version__",
     "app",
     "errors",
+    "fill_token_pool",
     "get_balance",
     "get_settings",
     "ping",

@@ -119,9 +119,13 @@ def settings(as_json: bool) -> None:
 def _add_subcommands() -> None:
     from .bench.cli import bench_group
     from .sandbox import sandbox_command
+    from .session.cookies_cli import sessions_group
+    from .solving.pool_cli import pool_group
 
     main.add_command(sandbox_command, "sandbox")
     main.add_command(bench_group, "bench")
+    main.add_command(sessions_group, "sessions")
+    main.add_command(pool_group, "pool")
 
 
 _add_subcommands()

@@ -7,12 +7,14 @@ and event consumers see solves end as if the admitting execution had returned.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from typing import Any, ClassVar
 
-from celery import bootsteps, states
+from celery import bootsteps, signature
 from celery.app.base import Celery
+from celery.app.task import Context
 from kombu.utils.objects import cached_property
 
 from .errors import CaptchaTasksError
@@ -57,14 +59,33 @@ class CeleryCompleter:
             log.warning("could not send %s event: %s", event, exc)
             self._local.dispatcher = None
 
+    def _request(self, job: Job) -> Context:
+        fields = json.loads(job.request_json) if job.request_json else {}
+        fields["id"] = job.task_id
+        return Context(fields)
+
     def succeed(self, job: Job, result: dict[str, Any]) -> None:
-        self.app.backend.store_result(job.task_id, result, states.SUCCESS)
+        """What a worker does when a task returns: callbacks, the chain's next task,
+        then the result (with chord bookkeeping) and the event."""
+        request = self._request(job)
+        root_id = request.root_id or job.task_id
+        for callback in request.callbacks or ():
+            signature(callback, app=self.app).apply_async(
+                (result,), parent_id=job.task_id, root_id=root_id
+            )
+        chain = list(request.chain or ())
+        if chain:
+            signature(chain.pop(), app=self.app).apply_async(
+                (result,), chain=chain, parent_id=job.task_id, root_id=root_id
+            )
+        self.app.backend.mark_as_done(job.task_id, result, request=request)
         shown = {k: v for k, v in result.items() if k != "solution"}
         self._send("task-succeeded", uuid=job.task_id, result=repr(shown),
                    runtime=result.get("solve_seconds"))  # fmt: skip
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None:
-        self.app.backend.mark_as_failure(job.task_id, error)
+        # mark_as_failure also calls the request's errbacks and ends its chord part.
+        self.app.backend.mark_as_failure(job.task_id, error, request=self._request(job))
         self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")
 
 

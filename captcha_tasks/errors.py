@@ -5,6 +5,7 @@
     CaptchaTasksError
     ├── ConfigurationError            bad or missing settings (raised at start-up)
     ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
+    │   └── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
     └── SolverError                   anything the provider (or the way to it) answered
         ├── TransientSolverError      worth retrying after ``retry_after`` seconds
         │   ├── NoSlotAvailable       ERROR_NO_SLOT_AVAILABLE; ERROR_ZERO_BALANCE (CaptchaAI)
@@ -50,6 +51,7 @@ __all__ = [
     "SolveTimeout",
     "SolverError",
     "SolverNetworkError",
+    "TargetNotAllowed",
     "TransientSolverError",
 ]
 
@@ -91,6 +93,13 @@ class InvalidTaskInput(CaptchaTasksError, ValueError):
     """A task's arguments were rejected before anything was sent to the provider."""
 
     default_code = "INVALID_INPUT"
+
+
+class TargetNotAllowed(InvalidTaskInput):
+    """A page task was asked to touch a host the operator did not allow (or a private,
+    loopback or non-http target, directly or by redirect)."""
+
+    default_code = "TARGET_NOT_ALLOWED"
 
 
 class SolverError(CaptchaTasksError):

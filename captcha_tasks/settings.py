@@ -95,6 +95,21 @@ class Settings:
     batch_poll: Literal["auto", "on", "off"] = "auto"
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
+    #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
+    #: fetch (``example.com`` also allows its subdomains; IP literals allowed only as
+    #: written). Empty: page tasks fetch nothing.
+    allowed_domains: tuple[str, ...] = ()
+    #: ``CAPTCHA_TASKS_POOL_MIN_LIFE``: seconds of life a pooled token must have left
+    #: to be handed out (scaled, like the token lifetimes it is compared with).
+    pool_min_life: float = 10.0
+    #: ``CAPTCHA_TASKS_LOCK_TTL``: seconds a session lock lives unless extended
+    #: (a crashed holder's lock frees itself after this).
+    lock_ttl: float = 60.0
+    #: ``CAPTCHA_TASKS_PROXY_LEASE_TTL``: seconds a worker's proxy lease lives unless
+    #: its heartbeat renews it (a dead worker's proxy comes back after this).
+    proxy_lease_ttl: float = 30.0
+    #: ``CAPTCHA_TASKS_PROXY_COOLDOWN``: seconds a proxy reported bad stays out.
+    proxy_cooldown: float = 300.0
     #: ``CAPTCHA_TASKS_RESULT_EXPIRES``: seconds a solve result is kept in the backend.
     result_expires: int = 86_400
 
@@ -165,6 +180,21 @@ class Settings:
                 f"CAPTCHA_TASKS_BATCH_POLL must be auto, on or off, got {batch_poll!r}"
             )
 
+        allowed_domains = tuple(
+            sorted(
+                {
+                    d.strip().lower().rstrip(".")
+                    for d in env.get("CAPTCHA_TASKS_ALLOWED_DOMAINS", "").split(",")
+                    if d.strip()
+                }
+            )
+        )
+        for domain in allowed_domains:
+            if not re.fullmatch(r"[a-z0-9.:\[\]-]{1,253}", domain) or domain.startswith("."):
+                raise ConfigurationError(
+                    f"CAPTCHA_TASKS_ALLOWED_DOMAINS: {domain!r} is not a host name"
+                )
+
         return cls(
             api_key=api_key,
             solver_url=solver_url,
@@ -182,6 +212,11 @@ class Settings:
             queue_timeout=float(number("CAPTCHA_TASKS_QUEUE_TIMEOUT", 600.0, float, 1.0)),
             batch_poll=batch_poll,  # type: ignore[arg-type]  # checked above
             engine_threads=int(number("CAPTCHA_TASKS_ENGINE_THREADS", 16, int, 1)),
+            allowed_domains=allowed_domains,
+            pool_min_life=float(number("CAPTCHA_TASKS_POOL_MIN_LIFE", 10.0, float, 0.0)),
+            lock_ttl=float(number("CAPTCHA_TASKS_LOCK_TTL", 60.0, float, 0.1)),
+            proxy_lease_ttl=float(number("CAPTCHA_TASKS_PROXY_LEASE_TTL", 30.0, float, 0.1)),
+            proxy_cooldown=float(number("CAPTCHA_TASKS_PROXY_COOLDOWN", 300.0, float, 0.0)),
             result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
         )
 

@@ -19,10 +19,12 @@ from .base import SolverTask
 from .errors import ClientError, InvalidTaskInput, TransientSolverError
 from .solver import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
 from .solving import admit
+from .solving.pool import TokenPool
 from .state import Keys, state_redis
 from .version import worker_version
 
 __all__ = [
+    "fill_token_pool",
     "get_balance",
     "ping",
     "report_solution",
@@ -42,17 +44,34 @@ class SolveTask(SolverTask):
     #: Invalid input is final: never retried.
     max_retries = 0
 
-    def admit(self, build: Callable[[], Captcha]) -> None:
+    def admit(self, build: Callable[[], Captcha]) -> dict[str, Any]:
+        """A pooled token at once if the pool has one, else queue a solve (the engine
+        ends this task later: this execution records nothing)."""
         # A worker without a key runs no engine: fail now rather than queue forever.
         self.settings.require_api_key()
         try:
             captcha = build()
         except TypeError as exc:  # wrong argument types or names reaching a constructor
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
-        # False for a redelivered message: its job is already queued, in flight or done.
-        admit(state_redis(self.settings), self.settings, self.request.id, captcha)
+        client = state_redis(self.settings)
+        if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
+            raise Ignore()  # a redelivered message: its job is queued, in flight or done
+        pooled = TokenPool(client, self.settings).take(captcha.validate(
+            max_image_bytes=self.settings.max_image_bytes))  # fmt: skip
+        if pooled is not None:
+            return pooled
+        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request))
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
+
+
+#: Request fields the engine needs to end a task as a worker would.
+_ROUTING = ("chain", "callbacks", "errbacks", "chord", "group", "group_index", "root_id",
+            "parent_id", "reply_to", "correlation_id", "ignore_result")  # fmt: skip
+
+
+def _routing(request: Any) -> dict[str, object]:
+    return {name: value for name in _ROUTING if (value := getattr(request, name, None))}
 
 
 def _no_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
@@ -73,11 +92,11 @@ def solve_recaptcha_v2(
     cookies: str | None = None,
     user_agent: str | None = None,
     **unknown: Any,
-) -> None:
+) -> dict[str, Any]:
     """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
     ``cookies``, ``user_agent``). Result: the token in ``solution``."""
     _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent")
-    self.admit(
+    return self.admit(
         lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
                             data_s=data_s, cookies=cookies, user_agent=user_agent)
     )  # fmt: skip
@@ -93,10 +112,10 @@ def solve_recaptcha_v3(
     min_score: float = 0.3,
     enterprise: bool = False,
     **unknown: Any,
-) -> None:
+) -> dict[str, Any]:
     """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
     _no_unknown(self.name, unknown, "action, min_score, enterprise")
-    self.admit(
+    return self.admit(
         lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
                             enterprise=enterprise)
     )  # fmt: skip
@@ -111,14 +130,14 @@ def solve_turnstile(
     action: str | None = None,
     cdata: str | None = None,
     **unknown: Any,
-) -> None:
+) -> dict[str, Any]:
     """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``)."""
     _no_unknown(self.name, unknown, "action, cdata")
-    self.admit(lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata))
+    return self.admit(lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata))
 
 
 @app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
-def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> None:
+def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]:
     """Read the text of an image (base64; jpg, png or gif). Hints: numeric, min_len,
     max_len, phrase, regsense, calc, lang, textinstructions."""
     allowed = {"numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
@@ -127,7 +146,7 @@ def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> None:
                 ", ".join(sorted(allowed)))  # fmt: skip
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    self.admit(lambda: Image.from_base64(image_b64, **hints))
+    return self.admit(lambda: Image.from_base64(image_b64, **hints))
 
 
 @app.task(name="captcha_tasks.solve_geetest", base=SolveTask, bind=True)
@@ -139,18 +158,50 @@ def solve_geetest(
     *,
     api_server: str | None = None,
     **unknown: Any,
-) -> None:
+) -> dict[str, Any]:
     """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
     geetest_seccode."""
     _no_unknown(self.name, unknown, "api_server")
-    self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
+    return self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
 
 
 @app.task(name="captcha_tasks.solve_hcaptcha", base=SolveTask, bind=True)
-def solve_hcaptcha(self: SolveTask, sitekey: str, pageurl: str, **unknown: Any) -> None:
+def solve_hcaptcha(self: SolveTask, sitekey: str, pageurl: str, **unknown: Any) -> dict[str, Any]:
     """Solve an hCaptcha (where the provider supports it)."""
     _no_unknown(self.name, unknown, "(none)")
-    self.admit(lambda: HCaptcha(sitekey, pageurl))
+    return self.admit(lambda: HCaptcha(sitekey, pageurl))
+
+
+@app.task(name="captcha_tasks.fill_token_pool", base=SolverTask, bind=True)
+def fill_token_pool(
+    self: SolverTask,
+    captcha_type: str,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str = "verify",
+    min_score: float = 0.3,
+    target: int | None = None,
+    adaptive: bool = False,
+) -> dict[str, Any]:
+    """Keep the pool of (type, sitekey, page or action) at ``target`` tokens, or size it
+    from recent demand (``adaptive``). Queues the missing solves and returns at once;
+    run it periodically (celery beat) to refill pools nobody takes from."""
+    builders: dict[str, Callable[[], Captcha]] = {
+        "recaptcha_v2": lambda: RecaptchaV2(sitekey, pageurl),
+        "recaptcha_v3": lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score),
+        "turnstile": lambda: Turnstile(sitekey, pageurl),
+        "hcaptcha": lambda: HCaptcha(sitekey, pageurl),
+    }
+    if captcha_type not in builders:
+        raise InvalidTaskInput(f"fill_token_pool: cannot pool {captcha_type!r} tokens")
+    self.settings.require_api_key()
+    try:
+        captcha = builders[captcha_type]()
+    except TypeError as exc:
+        raise InvalidTaskInput(f"fill_token_pool: {exc}") from None
+    pool = TokenPool(state_redis(self.settings), self.settings)
+    return pool.fill(captcha, target=target, adaptive=adaptive).as_dict()
 
 
 @app.task(name="captcha_tasks.report_solution", base=SolverTask, bind=True, max_retries=3)

@@ -2,7 +2,8 @@
 
 ``sandbox`` is a started :class:`SandboxServer` on a free loopback port, serving in
 a background thread and stopped after the test; ``sandbox_factory(**config)``
-starts more, each with its own :class:`SandboxConfig`.
+starts more, each with its own :class:`SandboxConfig`; ``demo_sandbox`` also serves
+the demo target site (``demo_sandbox.demo_url``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ import pytest
 from captcha_tasks.sandbox import SandboxConfig, SandboxServer
 from captcha_tasks.settings import get_settings
 
-__all__ = ["DEFAULT_SANDBOX_TIME_SCALE", "sandbox", "sandbox_factory", "sandbox_time_scale"]
+__all__ = [
+    "DEFAULT_SANDBOX_TIME_SCALE",
+    "demo_sandbox",
+    "sandbox",
+    "sandbox_factory",
+    "sandbox_time_scale",
+]
 
 #: Time scale of test sandboxes when CAPTCHA_TASKS_TIME_SCALE is not set.
 DEFAULT_SANDBOX_TIME_SCALE = 0.05
@@ -59,3 +66,9 @@ def sandbox_factory() -> Iterator[SandboxFactory]:
 def sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
     """A started sandbox with the default plan (5 threads, captchaai dialect)."""
     return sandbox_factory()
+
+
+@pytest.fixture
+def demo_sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
+    """A started sandbox that also serves the demo target site on a free port."""
+    return sandbox_factory(demo_port=0)

@@ -11,7 +11,7 @@ from types import FrameType
 import click
 
 from ..errors import ConfigurationError
-from .config import DEV_API_KEY, DIALECTS, KINDS, OVER_LIMIT_CODES, SandboxConfig
+from .config import DEMO_SITEKEY, DEV_API_KEY, DIALECTS, KINDS, OVER_LIMIT_CODES, SandboxConfig
 from .server import SandboxServer
 
 __all__ = ["sandbox_command"]
@@ -200,6 +200,19 @@ def _parse_latency(
     help="PEM private key for --tls-cert.",
 )
 @click.option(
+    "--demo-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Also serve the demo target site (pages behind a reCAPTCHA-style challenge "
+    "checked against this sandbox's tokens) on this port; 0 picks a free one.",
+)
+@click.option(
+    "--demo-sitekey",
+    default=DEMO_SITEKEY,
+    show_default=True,
+    help="The sitekey the demo site shows and accepts tokens for.",
+)
+@click.option(
     "--verbose",
     "-v",
     is_flag=True,
@@ -228,6 +241,8 @@ def sandbox_command(
     seed: int | None,
     tls_cert: str | None,
     tls_key: str | None,
+    demo_port: int | None,
+    demo_sitekey: str,
     verbose: bool,
 ) -> None:
     """Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.
@@ -270,6 +285,8 @@ def sandbox_command(
             report_window=report_window,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            demo_port=demo_port,
+            demo_sitekey=demo_sitekey,
             verbose=verbose,
         )
     except ConfigurationError as exc:
@@ -288,8 +305,11 @@ def sandbox_command(
         try:
             server.start()
         except OSError as exc:  # port taken, unreadable TLS files
-            raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+            ports = f"{port}" if demo_port is None else f"{port} and {demo_port}"
+            raise click.ClickException(f"cannot listen on {host} ({ports}): {exc}") from None
         click.echo(f"sandbox listening on {server.url} (key {DEV_API_KEY})")
+        if server.demo_url is not None:
+            click.echo(f"demo site on {server.demo_url} (sitekey {config.demo_sitekey})")
         sys.stdout.flush()
         while not stop.wait(0.5):
             pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Literal
@@ -18,6 +19,7 @@ from ..errors import ConfigurationError
 __all__ = [
     "ADMIN_FIELDS",
     "DEFAULT_LATENCY",
+    "DEMO_SITEKEY",
     "DEV_API_KEY",
     "DIALECTS",
     "KINDS",
@@ -32,6 +34,9 @@ DIALECTS: tuple[Dialect, ...] = ("captchaai", "2captcha")
 
 #: Always accepted. Public on purpose: it opens nothing but a sandbox.
 DEV_API_KEY = "sandbox" + "0" * 25
+
+#: The demo site's default reCAPTCHA sitekey (40 characters, accepted by in.php).
+DEMO_SITEKEY = "6LdSandboxDemoSiteKey0000000000000000000"
 
 #: Captcha kinds, as named by ``--latency KIND=SECONDS`` and ``/stats``' ``by_type``.
 KINDS = ("recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha")
@@ -75,6 +80,7 @@ ADMIN_FIELDS = frozenset(
 )
 
 _RATES = ("fail_rate", "unsolvable_rate", "slow_rate")
+_SITEKEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{10,100}$")  # what in.php accepts as a googlekey
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,6 +133,10 @@ class SandboxConfig:
     tls_key: str | None = None
     #: Log one line per request (keys and proxy passwords are masked).
     verbose: bool = False
+    #: Port of the demo target site (``demo_site``; 0 picks a free one); None: no demo site.
+    demo_port: int | None = None
+    #: The reCAPTCHA sitekey the demo site shows and accepts tokens for.
+    demo_sitekey: str = DEMO_SITEKEY
 
     def __post_init__(self) -> None:
         latency = dict(DEFAULT_LATENCY)
@@ -139,6 +149,13 @@ class SandboxConfig:
         object.__setattr__(self, "latency", MappingProxyType(latency))
         if not 0 <= self.port <= 65535:
             raise ConfigurationError(f"port must be 0..65535, got {self.port}")
+        if self.demo_port is not None:
+            if isinstance(self.demo_port, bool) or not 0 <= self.demo_port <= 65535:
+                raise ConfigurationError(f"demo_port must be 0..65535, got {self.demo_port}")
+            if self.demo_port and self.demo_port == self.port:
+                raise ConfigurationError("demo_port must differ from port")
+        if not _SITEKEY_RE.match(self.demo_sitekey):
+            raise ConfigurationError("demo_sitekey must be 10..100 letters, digits, '_', '.', '-'")
         if self.threads < 1:
             raise ConfigurationError(f"threads must be >= 1, got {self.threads}")
         if self.dialect not in DIALECTS:

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from .config import SandboxConfig
+from .demo_site import DemoHandler, DemoHTTPServer, DemoSite
 from .handler import SandboxHandler, StatefulHTTPServer
 from .state import SandboxState
 
@@ -30,6 +31,7 @@ class _HTTPServer(StatefulHTTPServer):
     daemon_threads = True
     block_on_close = False
     request_queue_size = 256
+    handler_class: type[SandboxHandler] = SandboxHandler
 
     def __init__(
         self, address: tuple[str, int], state: SandboxState, tls: ssl.SSLContext | None
@@ -40,7 +42,7 @@ class _HTTPServer(StatefulHTTPServer):
         self._live: dict[threading.Thread, socket.socket] = {}
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
-        super().__init__(address, SandboxHandler)
+        super().__init__(address, self.handler_class)
         if tls is not None:
             self.socket = tls.wrap_socket(
                 self.socket, server_side=True, do_handshake_on_connect=False
@@ -87,8 +89,21 @@ class _HTTPServer(StatefulHTTPServer):
             thread.join(max(0.0, deadline - time.monotonic()))
 
 
+class _DemoServer(_HTTPServer, DemoHTTPServer):
+    handler_class = DemoHandler
+
+    def __init__(
+        self, address: tuple[str, int], demo: DemoSite, tls: ssl.SSLContext | None
+    ) -> None:
+        self.demo = demo
+        super().__init__(address, demo.state, tls)
+
+
 class SandboxServer:
     """A local in.php/res.php solver. ``port=0`` picks a free port; see ``url``.
+
+    With ``demo_port`` set, a demo target site (:mod:`.demo_site`) is served too, on its
+    own port (``demo_url``), sharing the token store; it starts and stops with the sandbox.
 
     Use ``start()``/``stop()`` (serving in a background thread), ``serve_forever()``
     (in the calling thread, until ``stop()`` from another one), or ``with``.
@@ -96,8 +111,12 @@ class SandboxServer:
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.state = SandboxState(config or SandboxConfig())
+        #: The demo site's state (counters, cookies), or None without ``demo_port``.
+        self.demo = DemoSite(self.state) if self.state.config.demo_port is not None else None
         self._httpd: _HTTPServer | None = None
+        self._demo_httpd: _DemoServer | None = None
         self._thread: threading.Thread | None = None
+        self._demo_thread: threading.Thread | None = None
         self._serving = False
         self._stopped = False
         self._lock = threading.Lock()
@@ -114,12 +133,29 @@ class SandboxServer:
     @property
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:54321`` (https with TLS)."""
+        return self._url(self.port)
+
+    @property
+    def demo_port(self) -> int | None:
+        """The demo site's port, or None when it is off."""
+        if self.demo is None:
+            return None
+        self._bind()
+        return None if self._demo_httpd is None else int(self._demo_httpd.server_address[1])
+
+    @property
+    def demo_url(self) -> str | None:
+        """The demo site's base URL (e.g. ``http://127.0.0.1:54322``), or None when off."""
+        port = self.demo_port
+        return None if port is None else self._url(port)
+
+    def _url(self, port: int) -> str:
         config = self.state.config
         scheme = "https" if config.tls_cert else "http"
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(config.host, config.host)
         if ":" in host:
             host = f"[{host}]"
-        return f"{scheme}://{host}:{self.port}"
+        return f"{scheme}://{host}:{port}"
 
     def stats(self) -> dict[str, object]:
         return self.state.stats()
@@ -138,6 +174,7 @@ class SandboxServer:
                 daemon=True,
             )
             self._thread.start()
+            self._start_demo()
         return self
 
     def serve_forever(self) -> None:
@@ -147,6 +184,7 @@ class SandboxServer:
             if self._serving:
                 raise RuntimeError("the sandbox is already serving")
             self._serving = True
+            self._start_demo()
         try:
             httpd.serve_forever(poll_interval=0.05)
         finally:
@@ -160,13 +198,33 @@ class SandboxServer:
                 return
             self._stopped = True
             serving = self._serving
+            demo_httpd = self._demo_httpd
         httpd.stopping.set()
+        if demo_httpd is not None:
+            demo_httpd.stopping.set()
+            if serving:
+                demo_httpd.shutdown()
         if serving and threading.current_thread() is not self._thread:
             httpd.shutdown()
-        httpd.close_connections(timeout)
-        httpd.server_close()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        for server in (httpd, demo_httpd):
+            if server is not None:
+                server.close_connections(timeout)
+                server.server_close()
+        for thread in (self._thread, self._demo_thread):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def _start_demo(self) -> None:
+        """Serve the demo site in a daemon thread (lock held, after ``_bind``)."""
+        if self._demo_httpd is None:
+            return
+        self._demo_thread = threading.Thread(
+            target=self._demo_httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="sandbox-demo-site",
+            daemon=True,
+        )
+        self._demo_thread.start()
 
     def __enter__(self) -> SandboxServer:
         return self.start()
@@ -189,6 +247,16 @@ class SandboxServer:
                 if config.tls_cert and config.tls_key:
                     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
                     tls.load_cert_chain(config.tls_cert, config.tls_key)
-                self._httpd = _HTTPServer((config.host, config.port), self.state, tls)
-                logger.debug("sandbox: listening on %s:%s", config.host, self._httpd.server_port)
+                httpd = _HTTPServer((config.host, config.port), self.state, tls)
+                if self.demo is not None and config.demo_port is not None:
+                    try:
+                        self._demo_httpd = _DemoServer(
+                            (config.host, config.demo_port), self.demo, tls
+                        )
+                    except OSError:
+                        httpd.server_close()
+                        raise
+                    logger.debug("sandbox: demo site on port %s", self._demo_httpd.server_port)
+                self._httpd = httpd
+                logger.debug("sandbox: listening on %s:%s", config.host, httpd.server_port)
             return self._httpd

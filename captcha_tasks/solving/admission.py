@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import redis
@@ -27,9 +28,15 @@ def admit(
     captcha: Captcha,
     *,
     now: float | None = None,
+    request: dict[str, object] | None = None,
+    pool: str = "",
 ) -> bool:
     """Queue ``captcha`` for a thread under ``task_id``. False if that task id was
     admitted before (a redelivered message): nothing is queued twice.
+
+    ``request``: the admitting Celery request's routing fields (chain, callbacks,
+    errbacks, chord, group), kept so the engine can end the task as a worker would.
+    ``pool``: admit a fill job whose token goes to that pool.
 
     Raises :class:`~captcha_tasks.errors.InvalidTaskInput` before touching Redis if
     the captcha is not valid.
@@ -53,6 +60,8 @@ def admit(
         "submits": 0,
         "resubmits": 0,
         "polls": 0,
+        "pool": pool,
+        "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
     }
     keys = Keys(settings.key_prefix)
     args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL]

@@ -42,6 +42,7 @@ from ..solver import Answer, SolverClient
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import Job, solve_result
+from .pool import TokenPool
 from .timing import MAX_POLLS_PER_CAPTCHA, POLL_INTERVAL, FirstPollLearner
 
 __all__ = ["Completer", "Engine", "EngineStats"]
@@ -95,6 +96,7 @@ class Engine:
         self.clock = clock
         self.keys = Keys(settings.key_prefix)
         self.learner = FirstPollLearner(settings, client)
+        self.pool = TokenPool(client, settings)
         self.stats = EngineStats()
         self.threads = settings.engine_threads
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{name}-call")
@@ -385,7 +387,13 @@ class Engine:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
             self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
-        self.completer.succeed(job, result)
+        if job.pool:
+            # A fill: the token goes to its pool and to no caller (single use).
+            self.pool.put(job.pool, captcha_id=job.captcha_id, token=str(answer.solution),
+                          expires_at=result["expires_at"] or at, task_id=job.task_id)  # fmt: skip
+            self.stats.add("pooled")
+        else:
+            self.completer.succeed(job, result)
         return True
 
     def _fail(self, job: Job, error: CaptchaTasksError) -> bool:
@@ -398,7 +406,11 @@ class Engine:
         if not ended:
             return False
         self.stats.add(f"failed:{error.code}")
-        self.completer.fail(job, error)
+        if job.pool:
+            log.warning("engine %s: a pool fill failed: %s", self.name, error)
+            self.pool.fill_ended(job.pool, job.task_id)
+        else:
+            self.completer.fail(job, error)
         return True
 
     def _requeue(self, job: Job, expected: str, not_before: float, *, counter: str) -> bool:

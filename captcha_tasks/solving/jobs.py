@@ -59,6 +59,11 @@ class Job:
     polls: int = 0
     #: Scaled token lifetime; None for answers that do not expire (image text, GeeTest).
     token_ttl_s: float | None = None
+    #: A fill job's pool id: its token goes to that pool, never to a caller.
+    pool: str = ""
+    #: The admitting Celery request's routing (chain, callbacks, errbacks, chord, ...)
+    #: as JSON, so the engine ends the task the way a worker would.
+    request_json: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -77,6 +82,8 @@ class Job:
             resubmits=int(fields.get("resubmits", 0) or 0),
             polls=int(fields.get("polls", 0) or 0),
             token_ttl_s=_float(fields, "token_ttl_s"),
+            pool=fields.get("pool", ""),
+            request_json=fields.get("request", ""),
         )
 
     def captcha(self) -> Captcha:

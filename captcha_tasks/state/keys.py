@@ -13,7 +13,25 @@ key                           type    what
 ``{p}solve:budget``           zset    the thread budget: task ids holding a thread,
                                       scored by their lease's expiry.
 ``{p}solve:wake``             list    nudges for idle engines (new work, freed slot).
-``{p}timing:{type}``          string  learned first-poll wait for a captcha type (s).
+``{p}timing:{type}``          list    recent ready times of a captcha type (learning).
+``{p}cookies:{host}``         hash    the shared cookie jar of a host: one field per
+                                      cookie (name, domain, path), JSON with its
+                                      attributes and when it was set. TTL: the
+                                      latest cookie expiry (capped).
+``{p}lock:session:{host}``    string  the session lock of a host (owner token). TTL:
+                                      the lock timeout, so a crashed holder frees it.
+``{p}proxies``                hash    the proxy pool: proxy id -> JSON (URL with
+                                      credentials). Never shown unmasked. TTL:
+                                      ``PROXY_POOL_TTL`` (30 days), refreshed by every
+                                      write and every lease heartbeat.
+``{p}proxy:lease:{id}``       string  which worker holds the proxy. TTL: the lease,
+                                      renewed by the holder's heartbeat.
+``{p}proxy:worker:{worker}``  string  the proxy id a worker holds (same TTL).
+``{p}proxy:quarantine:{id}``  string  why a proxy was reported bad. TTL: cooldown.
+``{p}pool:{pool_id}``         zset    pre-solved tokens, scored by their expiry.
+``{p}pool:{pool_id}:takes``   zset    when tokens were taken (consumption rate).
+``{p}pool:{pool_id}:filling`` zset    fill solves in flight, scored by deadline.
+``{p}pools``                  hash    pool id -> JSON (type, sitekey, scope, target).
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -24,10 +42,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["STRUCTURE_TTL", "Keys"]
+__all__ = ["PROXY_POOL_TTL", "STRUCTURE_TTL", "Keys"]
 
 #: Seconds a shared structure lives after its last write.
 STRUCTURE_TTL = 86_400
+#: Seconds the proxy pool hash lives after its last write or lease heartbeat: long,
+#: so a cluster stopped for a holiday keeps its pool, yet an abandoned one goes.
+PROXY_POOL_TTL = 30 * 86_400
 
 
 @dataclass(frozen=True)
@@ -59,3 +80,52 @@ class Keys:
 
     def timing(self, captcha_type: str) -> str:
         return f"{self.prefix}timing:{captcha_type}"
+
+    # -- shared session state (hosts are lower-case, without port) -------------------
+
+    def cookies(self, host: str) -> str:
+        return f"{self.prefix}cookies:{host}"
+
+    def session_lock(self, host: str) -> str:
+        return f"{self.prefix}lock:session:{host}"
+
+    @property
+    def proxies(self) -> str:
+        return f"{self.prefix}proxies"
+
+    def proxy_lease(self, proxy_id: str) -> str:
+        return f"{self.prefix}proxy:lease:{proxy_id}"
+
+    def worker_proxy(self, worker: str) -> str:
+        return f"{self.prefix}proxy:worker:{worker}"
+
+    def proxy_quarantine(self, proxy_id: str) -> str:
+        return f"{self.prefix}proxy:quarantine:{proxy_id}"
+
+    @property
+    def proxy_lease_prefix(self) -> str:
+        """``proxy_lease(id)`` is this plus the id (for Lua scripts that scan the pool)."""
+        return f"{self.prefix}proxy:lease:"
+
+    @property
+    def worker_proxy_prefix(self) -> str:
+        """``worker_proxy(worker)`` is this plus the worker name (for Lua scripts)."""
+        return f"{self.prefix}proxy:worker:"
+
+    @property
+    def proxy_quarantine_prefix(self) -> str:
+        """``proxy_quarantine(id)`` is this plus the id (for Lua scripts)."""
+        return f"{self.prefix}proxy:quarantine:"
+
+    def pool(self, pool_id: str) -> str:
+        return f"{self.prefix}pool:{pool_id}"
+
+    def pool_takes(self, pool_id: str) -> str:
+        return f"{self.prefix}pool:{pool_id}:takes"
+
+    def pool_filling(self, pool_id: str) -> str:
+        return f"{self.prefix}pool:{pool_id}:filling"
+
+    @property
+    def pools(self) -> str:
+        return f"{self.prefix}pools"

@@ -1,0 +1,210 @@
+"""Fetching target pages safely, and finding the captcha challenge in them.
+
+Plain code, no Celery. Page tasks only touch hosts in ``CAPTCHA_TASKS_ALLOWED_DOMAINS``:
+
+- ``example.com`` allows ``example.com`` and its subdomains, on any port;
+  ``example.com:8443`` only that port; an IP literal (``127.0.0.1:8766``) only as
+  written. Schemes other than http and https are refused.
+- A host name must resolve to public addresses only: a name that resolves to a
+  loopback, private, link-local or otherwise reserved address is refused (DNS
+  pointing inside the network). Reaching an internal address is possible only by
+  listing that address itself.
+- Redirects are followed by hand, each hop checked the same way.
+
+Every refusal raises :class:`~captcha_tasks.errors.TargetNotAllowed`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from .errors import TargetNotAllowed
+from .settings import Settings
+
+__all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"]
+
+MAX_REDIRECTS = 5
+MAX_URL_LENGTH = 2048
+#: (connect, read) seconds for a target page.
+PAGE_TIMEOUT = (5.0, 30.0)
+
+
+def _split_host(entry: str) -> tuple[str, int | None]:
+    if entry.startswith("["):  # [::1]:8080
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else None
+    if entry.count(":") == 1:
+        host, port = entry.split(":")
+        return host, int(port)
+    return entry, None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _allowed_entry(settings: Settings, host: str, port: int) -> str | None:
+    for entry in settings.allowed_domains:
+        name, entry_port = _split_host(entry)
+        if entry_port is not None and entry_port != port:
+            continue
+        if host == name or (not _is_ip(name) and host.endswith("." + name)):
+            return name
+    return None
+
+
+def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
+    """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
+        raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {url!r:.80}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise TargetNotAllowed(f"only http and https pages are fetched, not {parts.scheme!r}")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host or parts.username or parts.password:
+        raise TargetNotAllowed(f"no host, or credentials in the URL: {url!r:.80}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise TargetNotAllowed(f"bad port in {url!r:.80}") from None
+    entry = _allowed_entry(settings, host, port)
+    if entry is None:
+        allowed = ", ".join(settings.allowed_domains) or "none configured"
+        raise TargetNotAllowed(f"{host}:{port} is not in CAPTCHA_TASKS_ALLOWED_DOMAINS ({allowed})")
+    if _is_ip(host) or not resolve:
+        return url  # an address the operator listed as written
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise TargetNotAllowed(f"{host} does not resolve: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise TargetNotAllowed(
+                f"{host} resolves to {address}, a non-public address: list the address "
+                "itself in CAPTCHA_TASKS_ALLOWED_DOMAINS to allow it"
+            )
+    return url
+
+
+@dataclass
+class Page:
+    status: int
+    url: str
+    text: str
+    redirects: int = 0
+
+
+def _follow(
+    session: requests.Session,
+    method: str,
+    url: str,
+    settings: Settings,
+    data: Mapping[str, str] | None = None,
+) -> Page:
+    hops = 0
+    while True:
+        check_url(url, settings)
+        response = session.request(
+            method, url, data=data, allow_redirects=False, timeout=PAGE_TIMEOUT
+        )
+        with response:
+            if response.is_redirect and hops < MAX_REDIRECTS:
+                location = response.headers.get("Location", "")
+                url = urljoin(url, location)
+                hops += 1
+                # 303, and 301/302 after a POST, turn into a GET (as browsers do).
+                if response.status_code in (301, 302, 303) and method != "GET":
+                    method, data = "GET", None
+                continue
+            if response.is_redirect:
+                raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {url!r:.80}")
+            return Page(response.status_code, url, response.text, hops)
+
+
+def fetch(session: requests.Session, url: str, settings: Settings) -> Page:
+    """GET ``url`` (allowlist-checked, redirects checked hop by hop)."""
+    return _follow(session, "GET", url, settings)
+
+
+def submit(
+    session: requests.Session, url: str, settings: Settings, data: Mapping[str, str]
+) -> Page:
+    """POST a form to ``url`` the same way."""
+    return _follow(session, "POST", url, settings, data)
+
+
+#: Widget class -> (captcha type, the form field its token goes in).
+WIDGETS = {
+    "g-recaptcha": ("recaptcha_v2", "g-recaptcha-response"),
+    "cf-turnstile": ("turnstile", "cf-turnstile-response"),
+    "h-captcha": ("hcaptcha", "h-captcha-response"),
+}
+
+
+@dataclass
+class Challenge:
+    """A captcha widget found in a page, and the form that carries its token."""
+
+    type: str
+    sitekey: str
+    token_field: str
+    action: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class _ChallengeParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: Challenge | None = None
+        self._form: tuple[str, dict[str, str]] | None = None
+        self._form_of_widget: tuple[str, dict[str, str]] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        if tag == "form":
+            self._form = (attributes.get("action", ""), {})
+        elif tag == "input" and self._form is not None:
+            name = attributes.get("name")
+            if name and attributes.get("type", "text").lower() == "hidden":
+                self._form[1][name] = attributes.get("value", "")
+        classes = attributes.get("class", "").split()
+        sitekey = attributes.get("data-sitekey", "")
+        if self.found is None and sitekey:
+            for widget, (kind, token_field) in WIDGETS.items():
+                if widget in classes:
+                    self.found = Challenge(kind, sitekey, token_field, "")
+                    self._form_of_widget = self._form
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+
+
+def find_challenge(html: str, page_url: str) -> Challenge | None:
+    """The first reCAPTCHA, Turnstile or hCaptcha widget in ``html``, with the form
+    (absolute action URL and hidden fields) its token is submitted with."""
+    if "data-sitekey" not in html:
+        return None
+    parser = _ChallengeParser()
+    parser.feed(html)
+    parser.close()
+    challenge = parser.found
+    if challenge is None or not re.fullmatch(r"[A-Za-z0-9_.-]{10,100}", challenge.sitekey):
+        return None
+    form = parser._form_of_widget
+    challenge.action = urljoin(page_url, form[0] if form else "")
+    challenge.fields = dict(form[1]) if form else {}
+    return challenge

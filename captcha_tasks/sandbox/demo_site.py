@@ -1,0 +1,366 @@
+"""The demo target site: pages behind a reCAPTCHA-style challenge, for fetcher tests.
+
+Enabled by ``SandboxConfig(demo_port=...)`` (``--demo-port``), it runs in the sandbox
+process on its own port and verifies tokens against the sandbox's own token store
+(exactly like ``POST /siteverify``: once, unexpired, for this site's sitekey), so a
+token solved through in.php/res.php with ``googlekey=demo_sitekey`` opens it once.
+
+Routes:
+
+``GET /page/<anything>``
+    With a valid ``qa_validation_cookie``: the content page (``<h1>page ...</h1>``).
+    Without: a 200 challenge page with ``<div class="g-recaptcha" data-sitekey=...>``
+    and a form posting ``g-recaptcha-response`` and ``next`` to ``/verify``.
+``POST /verify``
+    A good token sets ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and
+    redirects (302) to ``next`` (a local path only); a bad one answers 403 and its reason.
+``GET|POST /login``, ``GET /account``
+    Username, password and a token sign in (``demo_session`` cookie, 302 to /account).
+``GET /stats``, ``POST /reset``, ``GET /healthz``
+    Counters (:data:`DEMO_COUNTERS`), zeroing them, liveness.
+``GET /redirect?to=URL``
+    Test aid only: a 302 to *any* URL (an open redirect), so fetchers can be tested
+    against redirects to loopback or private addresses. Never expose this site.
+
+Tokens, passwords and cookie values are never logged.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import secrets
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
+from .state import SandboxState
+
+__all__ = [
+    "DEMO_COUNTERS",
+    "SESSION_COOKIE",
+    "SESSION_TTL",
+    "VALIDATION_COOKIE",
+    "VALIDATION_TTL",
+    "DemoHTTPServer",
+    "DemoHandler",
+    "DemoSite",
+]
+
+#: The cookie a solved challenge earns; it opens ``/page/*``.
+VALIDATION_COOKIE = "qa_validation_cookie"
+#: The cookie a successful ``POST /login`` sets; it opens ``/account``.
+SESSION_COOKIE = "demo_session"
+#: Unscaled seconds the validation cookie stays valid.
+VALIDATION_TTL = 1800.0
+#: Unscaled seconds a login session stays valid.
+SESSION_TTL = 1800.0
+
+#: Counters in the demo site's ``/stats`` (zeroed by ``POST /reset``).
+DEMO_COUNTERS = (
+    "pages_served",  # content pages (/page/* with a valid validation cookie)
+    "challenges",  # challenge pages (/page/* without one)
+    "tokens_accepted",  # tokens that passed (POST /verify, POST /login)
+    "tokens_rejected",  # missing, unknown, reused, expired or wrong-sitekey tokens
+    "cookies_rejected",  # unknown or expired validation cookies presented to /page/*
+    "login_forms",  # GET /login
+    "logins",  # successful POST /login
+    "redirects",  # GET /redirect answered with a 302
+)
+
+_SECRETS_RE = re.compile(
+    r"((?:key|secret|response|password|token|qa_validation_cookie|demo_session)=)[^&;\s\"']*",
+    re.IGNORECASE,
+)
+_ROUTES = frozenset({"/", "/verify", "/login", "/account", "/redirect", "/stats", "/reset"})
+_PAGE = (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+    "</head>\n<body>\n{body}\n</body></html>\n"
+)
+_CAPTCHA = (
+    '<div class="g-recaptcha" data-sitekey="{sitekey}"></div>\n'
+    '<textarea name="g-recaptcha-response" id="g-recaptcha-response" '
+    'style="display:none"></textarea>\n'
+)
+
+
+class DemoSite:
+    """The demo site's memory: validation cookies, sessions, counters (thread-safe).
+
+    ``clock`` is monotonic seconds; lifetimes are scaled by the sandbox's ``time_scale``.
+    """
+
+    def __init__(self, state: SandboxState, clock: Callable[[], float] = time.monotonic) -> None:
+        self.state = state
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._validations: dict[str, float] = {}  # cookie value -> expires_at
+        self._sessions: dict[str, tuple[str, float]] = {}  # value -> (username, expires_at)
+        self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
+
+    @property
+    def sitekey(self) -> str:
+        return self.state.config.demo_sitekey
+
+    def lifetime(self, seconds: float) -> float:
+        """Live-site ``seconds`` scaled by the sandbox's ``time_scale``."""
+        return self.state.config.scaled(seconds)
+
+    def count(self, counter: str) -> None:
+        with self._lock:
+            self._counts[counter] += 1
+
+    def check_token(self, token: str) -> str | None:
+        """Spend ``token`` like /siteverify does: None if it passed, else the reason."""
+        verdict = self.state.verify(token, self.sitekey)
+        passed = verdict.get("success") is True
+        self.count("tokens_accepted" if passed else "tokens_rejected")
+        if passed:
+            return None
+        codes = verdict.get("error-codes")
+        return ",".join(map(str, codes)) if isinstance(codes, list) and codes else "rejected"
+
+    def issue_validation(self) -> str:
+        value = secrets.token_urlsafe(32)
+        with self._lock:
+            now = self._clock()
+            _prune(self._validations, now, lambda expires: expires)
+            self._validations[value] = now + self.lifetime(VALIDATION_TTL)
+        return value
+
+    def validation_ok(self, value: str | None) -> bool:
+        if value is None:
+            return False
+        with self._lock:
+            expires = self._validations.get(value)
+            if expires is not None and self._clock() < expires:
+                return True
+            self._validations.pop(value, None)
+            self._counts["cookies_rejected"] += 1
+            return False
+
+    def issue_session(self, username: str) -> str:
+        value = secrets.token_urlsafe(32)
+        with self._lock:
+            now = self._clock()
+            _prune(self._sessions, now, lambda entry: entry[1])
+            self._sessions[value] = (username, now + self.lifetime(SESSION_TTL))
+            self._counts["logins"] += 1
+        return value
+
+    def session_user(self, value: str | None) -> str | None:
+        if value is None:
+            return None
+        with self._lock:
+            entry = self._sessions.get(value)
+            if entry is not None and self._clock() < entry[1]:
+                return entry[0]
+            self._sessions.pop(value, None)
+            return None
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def reset(self) -> None:
+        """Zero the counters (cookies and sessions stay valid)."""
+        with self._lock:
+            self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
+
+
+def _prune(entries: dict[str, Any], now: float, expiry: Callable[[Any], float]) -> None:
+    """Drop expired entries from the front (insertion order is expiry order)."""
+    for value in list(entries):
+        if expiry(entries[value]) > now:
+            return
+        del entries[value]
+
+
+class DemoHTTPServer(StatefulHTTPServer):
+    """What :class:`DemoHandler` needs of its server, besides the sandbox's."""
+
+    demo: DemoSite
+
+
+class DemoHandler(SandboxHandler):
+    """The demo site's requests (wire handling shared with the sandbox's handler)."""
+
+    server: DemoHTTPServer
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        if self.server.state.config.verbose:
+            status = code.value if isinstance(code, HTTPStatus) else code
+            path = urlsplit(self.path).path
+            logger.info("%s demo %s %s %s", self.address_string(), self.command, path, status)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.server.state.config.verbose:
+            message = _SECRETS_RE.sub(r"\1***", format % args)
+            logger.info("%s demo %s", self.address_string(), message)
+
+    def _route(self, path: str, query: str, body: bytes) -> None:
+        demo = self.server.demo
+        post = self.command == "POST"
+        if path.startswith("/page/") and not post:
+            self._page(path, query)
+        elif path == "/verify" and post:
+            self._verify(query, body)
+        elif path == "/login" and post:
+            self._login(query, body)
+        elif path == "/login":
+            demo.count("login_forms")
+            self._html(200, "Sign in", self._login_form())
+        elif path == "/account" and not post:
+            self._account()
+        elif path == "/redirect" and not post:
+            self._redirect_to(query)
+        elif path == "/stats" and not post:
+            self._send_json(200, demo.stats())
+        elif path == "/reset" and post:
+            demo.reset()
+            self._send_json(200, {"ok": True})
+        elif path == "/healthz":
+            self._send_json(200, {"ok": True})
+        elif path == "/" and not post:
+            links = '<a href="/page/1">page 1</a> <a href="/login">sign in</a>'
+            self._html(200, "Demo site", f"<h1>Demo site</h1>\n<p>{links}</p>")
+        elif path in _ROUTES or path.startswith("/page/"):
+            self._send_json(405, {"error": "method not allowed"})
+        else:
+            self._send_json(404, {"error": "not found"})
+
+    # -- pages ----------------------------------------------------------------------
+
+    def _page(self, path: str, query: str) -> None:
+        demo = self.server.demo
+        target = path + ("?" + query if query else "")
+        if demo.validation_ok(self._cookie(VALIDATION_COOKIE)):
+            demo.count("pages_served")
+            name = html.escape(unquote(path.removeprefix("/page/")))
+            body = f"<h1>page {name}</h1>\n<p>path: {html.escape(target)}</p>"
+            self._html(200, f"page {name}", body)
+            return
+        demo.count("challenges")
+        form = (
+            "<h1>Checking that you are not a robot</h1>\n"
+            '<form method="post" action="/verify">\n'
+            f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
+            f"{self._captcha()}"
+            '<button type="submit">Continue</button>\n</form>'
+        )
+        self._html(200, "Just a moment...", form)
+
+    def _verify(self, query: str, body: bytes) -> None:
+        params = self._params(query, body)
+        target = _local_path(params.get("next", ""))
+        if target is None:
+            self._html(400, "Bad request", "<h1>Bad request</h1>\n<p>next must be a local path</p>")
+            return
+        demo = self.server.demo
+        reason = demo.check_token(params.get("g-recaptcha-response", ""))
+        if reason is not None:
+            self._failed(reason, target)
+            return
+        cookie = self._set_cookie(VALIDATION_COOKIE, demo.issue_validation(), VALIDATION_TTL)
+        self._send(302, b"", "text/plain", {"Location": target, "Set-Cookie": cookie})
+
+    def _login(self, query: str, body: bytes) -> None:
+        params = self._params(query, body)
+        username = params.get("username", "").strip()
+        if not username or not params.get("password"):
+            form = self._login_form("username and password are required")
+            self._html(400, "Sign in", form)
+            return
+        demo = self.server.demo
+        reason = demo.check_token(params.get("g-recaptcha-response", ""))
+        if reason is not None:
+            self._failed(reason, "/login")
+            return
+        cookie = self._set_cookie(SESSION_COOKIE, demo.issue_session(username), SESSION_TTL)
+        self._send(302, b"", "text/plain", {"Location": "/account", "Set-Cookie": cookie})
+
+    def _account(self) -> None:
+        username = self.server.demo.session_user(self._cookie(SESSION_COOKIE))
+        if username is None:
+            self._send(302, b"", "text/plain", {"Location": "/login"})
+            return
+        body = f"<h1>Account</h1>\n<p>Signed in as {html.escape(username)}</p>"
+        self._html(200, "Account", body)
+
+    def _redirect_to(self, query: str) -> None:
+        target = dict(parse_qsl(query, keep_blank_values=True)).get("to", "")
+        if not target or not target.isascii() or not target.isprintable() or " " in target:
+            self._send_json(400, {"error": "to must be a URL (printable ASCII)"})
+            return
+        self.server.demo.count("redirects")
+        self._send(302, b"", "text/plain", {"Location": target})
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _failed(self, reason: str, back: str) -> None:
+        body = (
+            "<h1>Verification failed</h1>\n"
+            f'<p class="error" id="reason">{html.escape(reason)}</p>\n'
+            f'<p><a href="{html.escape(back)}">Try again</a></p>'
+        )
+        self._html(403, "Verification failed", body)
+
+    def _login_form(self, error: str = "") -> str:
+        message = f'<p class="error">{html.escape(error)}</p>\n' if error else ""
+        return (
+            f"<h1>Sign in</h1>\n{message}"
+            '<form method="post" action="/login">\n'
+            '<input type="text" name="username" autocomplete="username">\n'
+            '<input type="password" name="password" autocomplete="current-password">\n'
+            f"{self._captcha()}"
+            '<button type="submit">Sign in</button>\n</form>'
+        )
+
+    def _captcha(self) -> str:
+        return _CAPTCHA.format(sitekey=html.escape(self.server.demo.sitekey))
+
+    def _params(self, query: str, body: bytes) -> dict[str, str]:
+        try:
+            params, _ = _form(query, self.headers.get("Content-Type", ""), body)
+        except ValueError:
+            return {}
+        return params
+
+    def _set_cookie(self, name: str, value: str, ttl: float) -> str:
+        secure = isinstance(self.request, ssl.SSLSocket)
+        return _cookie_header(name, value, self.server.demo.lifetime(ttl), secure)
+
+    def _cookie(self, name: str) -> str | None:
+        for header in self.headers.get_all("Cookie") or ():
+            for pair in header.split(";"):
+                key, sep, value = pair.strip().partition("=")
+                if sep and key == name:
+                    return value.strip().strip('"')
+        return None
+
+    def _html(self, status: int, title: str, body: str) -> None:
+        page = _PAGE.format(title=html.escape(title), body=body).encode()
+        self._send(status, page, "text/html; charset=utf-8", {"Cache-Control": "no-store"})
+
+
+def _local_path(target: str) -> str | None:
+    """``next`` if it is a path on this site (``/...``), ``/`` if empty, else None."""
+    if not target:
+        return "/"
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return None
+    if not target.isascii() or not target.isprintable() or " " in target:
+        return None
+    parts = urlsplit(target)
+    return None if parts.scheme or parts.netloc else target
+
+
+def _cookie_header(name: str, value: str, lifetime: float, secure: bool) -> str:
+    max_age = max(1, round(lifetime))
+    flags = "; Secure" if secure else ""
+    return f"{name}={value}; Path=/; Max-Age={max_age}; HttpOnly; SameSite=Lax{flags}"
