@@ -120,12 +120,14 @@ def _add_subcommands() -> None:
     from .bench.cli import bench_group
     from .sandbox import sandbox_command
     from .session.cookies_cli import sessions_group
+    from .session.proxies_cli import proxies_group
     from .solving.pool_cli import pool_group
 
     main.add_command(sandbox_command, "sandbox")
     main.add_command(bench_group, "bench")
     main.add_command(sessions_group, "sessions")
     main.add_command(pool_group, "pool")
+    main.add_command(proxies_group, "proxies")
 
 
 _add_subcommands()

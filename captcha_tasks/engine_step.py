@@ -62,6 +62,7 @@ class CeleryCompleter:
     def _request(self, job: Job) -> Context:
         fields = json.loads(job.request_json) if job.request_json else {}
         fields["id"] = job.task_id
+        fields.setdefault("delivery_info", {})  # read by Celery's old-style errbacks
         return Context(fields)
 
     def succeed(self, job: Job, result: dict[str, Any]) -> None:

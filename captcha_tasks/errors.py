@@ -6,6 +6,11 @@
     ├── ConfigurationError            bad or missing settings (raised at start-up)
     ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
     │   └── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
+    ├── SessionLockBusy               another worker holds a host's session lock (retried)
+    ├── SessionLockTimeout            waited ~2 lock TTLs for a session lock, gave up
+    ├── UnknownProxy                  no proxy with that id in the pool
+    ├── NoProxyAvailable              a task needed the worker's proxy, none is leased
+    ├── ChallengeRejected             the target site refused a submitted token
     └── SolverError                   anything the provider (or the way to it) answered
         ├── TransientSolverError      worth retrying after ``retry_after`` seconds
         │   ├── NoSlotAvailable       ERROR_NO_SLOT_AVAILABLE; ERROR_ZERO_BALANCE (CaptchaAI)
@@ -38,21 +43,26 @@ __all__ = [
     "BadRequest",
     "CaptchaTasksError",
     "CaptchaUnsolvable",
+    "ChallengeRejected",
     "ClientError",
     "ConfigurationError",
     "InsufficientFunds",
     "InvalidApiKey",
     "InvalidTaskInput",
+    "NoProxyAvailable",
     "NoSlotAvailable",
     "PermanentSolverError",
     "ProviderUnavailable",
     "ProxyRejected",
     "RateLimited",
+    "SessionLockBusy",
+    "SessionLockTimeout",
     "SolveTimeout",
     "SolverError",
     "SolverNetworkError",
     "TargetNotAllowed",
     "TransientSolverError",
+    "UnknownProxy",
 ]
 
 
@@ -100,6 +110,45 @@ class TargetNotAllowed(InvalidTaskInput):
     loopback or non-http target, directly or by redirect)."""
 
     default_code = "TARGET_NOT_ALLOWED"
+
+
+# -- shared session state ----------------------------------------------------------
+
+
+class SessionLockBusy(CaptchaTasksError):
+    """Another owner holds the session lock of the host (the task retries)."""
+
+    default_code = "SESSION_LOCK_BUSY"
+    transient = True
+
+
+class SessionLockTimeout(CaptchaTasksError):
+    """A task waited about twice the lock TTL for a host's session lock and gave up."""
+
+    default_code = "SESSION_LOCK_TIMEOUT"
+
+
+class UnknownProxy(CaptchaTasksError, KeyError):
+    """No proxy with this id in the pool."""
+
+    default_code = "UNKNOWN_PROXY"
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return CaptchaTasksError.__str__(self)
+
+
+class NoProxyAvailable(CaptchaTasksError):
+    """A task required the worker's proxy but the worker holds none right now."""
+
+    default_code = "NO_PROXY"
+    transient = True
+    default_retry_after = 5.0
+
+
+class ChallengeRejected(CaptchaTasksError):
+    """The target site refused the token a page task submitted to its challenge."""
+
+    default_code = "CHALLENGE_REJECTED"
 
 
 class SolverError(CaptchaTasksError):

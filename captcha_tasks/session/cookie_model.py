@@ -259,15 +259,21 @@ class CookieSnapshot:
 Op = tuple[str, str, str]
 
 
-def diff_jar(jar: CookieJar, host: str, snapshot: CookieSnapshot, now: float) -> list[Op]:
-    """The merge operations for what ``jar`` changed since ``snapshot`` (cookies sent to
-    ``host`` only): ``("set", identity, json)`` stamped ``now``, ``("del", identity,
-    set_at seen)``. Unchanged cookies yield nothing, so they are never written back."""
+def jar_cookies(jar: CookieJar, host: str, now: float) -> dict[str, StoredCookie]:
+    """The live cookies of ``jar`` sent to ``host``, by identity, stamped ``now``."""
     current: dict[str, StoredCookie] = {}
     for jar_cookie in jar:
         cookie = StoredCookie.from_jar(jar_cookie, set_at=now)
         if domain_matches(cookie.domain, host) and not cookie.is_expired(now):
             current[cookie.identity] = cookie
+    return current
+
+
+def diff_jar(jar: CookieJar, host: str, snapshot: CookieSnapshot, now: float) -> list[Op]:
+    """The merge operations for what ``jar`` changed since ``snapshot`` (cookies sent to
+    ``host`` only): ``("set", identity, json)`` stamped ``now``, ``("del", identity,
+    set_at seen)``. Unchanged cookies yield nothing, so they are never written back."""
+    current = jar_cookies(jar, host, now)
     ops: list[Op] = []
     for identity, cookie in sorted(current.items()):
         seen = snapshot.cookies.get(identity)

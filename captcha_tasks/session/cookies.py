@@ -56,6 +56,7 @@ from .cookie_model import (
     StoredCookie,
     diff_jar,
     domain_matches,
+    jar_cookies,
     mask_value,
     normalize_host,
     parse_browser_cookies,
@@ -194,8 +195,19 @@ class CookieStore:
 _running = threading.local()
 
 
-def _stack() -> list[tuple[object, requests.Session]]:
-    stack: list[tuple[object, requests.Session]] | None = getattr(_running, "stack", None)
+class _Execution:
+    """One running execution's session and what its cookies were last synced to."""
+
+    def __init__(self, task: object, session: requests.Session) -> None:
+        self.task = task
+        self.session = session
+        self.store: CookieStore | None = None
+        self.host: str | None = None
+        self.snapshot: CookieSnapshot | None = None
+
+
+def _stack() -> list[_Execution]:
+    stack: list[_Execution] | None = getattr(_running, "stack", None)
     if stack is None:
         stack = _running.stack = []
     return stack
@@ -211,12 +223,26 @@ class SharedCookiesTask(Task):  # type: ignore[misc]  # celery ships no type hin
     #: Keyword arguments whose http(s) URL names the host, checked in order.
     cookie_url_kwargs: tuple[str, ...] = ("url",)
 
+    def _execution(self) -> _Execution:
+        for execution in reversed(_stack()):
+            if execution.task is self:
+                return execution
+        raise RuntimeError(f"{self.name}: self.http exists only while the task runs")
+
     @property
     def http(self) -> requests.Session:
-        for task, session in reversed(_stack()):
-            if task is self:
-                return session
-        raise RuntimeError(f"{self.name}: self.http exists only while the task runs")
+        return self._execution().session
+
+    def save_cookies(self) -> None:
+        """Merge this execution's cookie changes now, not only when the body ends: call
+        it before releasing a lock that others wait on to read the fresh cookies."""
+        execution = self._execution()
+        if execution.store is None or execution.host is None or execution.snapshot is None:
+            return
+        execution.store.merge(execution.session, execution.host, execution.snapshot)
+        now = time.time()
+        current = jar_cookies(execution.session.cookies, execution.host, now)
+        execution.snapshot = CookieSnapshot(execution.host, current)
 
     @property
     def cookie_store(self) -> CookieStore:
@@ -241,21 +267,20 @@ class SharedCookiesTask(Task):  # type: ignore[misc]  # celery ships no type hin
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         session = self.make_http_session()
+        execution = _Execution(self, session)
         try:
-            host = self.cookie_host(args, kwargs)
-            store: CookieStore | None = None
-            snapshot: CookieSnapshot | None = None
-            if host is not None:
-                store = self.cookie_store
-                snapshot = store.apply(session, host)
+            execution.host = self.cookie_host(args, kwargs)
+            if execution.host is not None:
+                execution.store = self.cookie_store
+                execution.snapshot = execution.store.apply(session, execution.host)
             stack = _stack()
-            stack.append((self, session))
+            stack.append(execution)
             try:
                 return super().__call__(*args, **kwargs)
             finally:
                 stack.pop()
-                if store is not None and host is not None and snapshot is not None:
-                    self._merge_back(store, session, host, snapshot)
+                if execution.store and execution.host and execution.snapshot is not None:
+                    self._merge_back(execution.store, session, execution.host, execution.snapshot)
         finally:
             session.close()
 

@@ -42,7 +42,9 @@ def test_each_token_is_handed_out_exactly_once_under_concurrent_takers(pool: Tok
     pool_id = _register(pool, captcha)
     now = time.time()
     for i in range(50):
-        pool.put(pool_id, captcha_id=str(i), token=f"tok-{i}", expires_at=now + 100, task_id=f"t{i}")
+        pool.put(
+            pool_id, captcha_id=str(i), token=f"tok-{i}", expires_at=now + 100, task_id=f"t{i}"
+        )
     taken: list[str] = []
     lock = threading.Lock()
 
