@@ -145,8 +145,11 @@ def fetch_page(
         lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl)
         token = lock.token
         assert token is not None
+        # The provider solves through the proxy this worker fetched the page with.
         solve = app.signature(
-            _SOLVERS[challenge.type], args=(challenge.sitekey, page.url)
+            _SOLVERS[challenge.type],
+            args=(challenge.sitekey, page.url),
+            kwargs={"proxy_id": self.proxy_id} if self.proxy_id else {},
         ).on_error(release_session_lock.s(host=host, token=token))
         finish = _finish(challenge, page.url, fields, host=host, lock_token=token)
     except BaseException:

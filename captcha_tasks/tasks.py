@@ -44,7 +44,7 @@ class SolveTask(SolverTask):
     #: Invalid input is final: never retried.
     max_retries = 0
 
-    def admit(self, build: Callable[[], Captcha]) -> dict[str, Any]:
+    def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
         """A pooled token at once if the pool has one, else queue a solve (the engine
         ends this task later: this execution records nothing)."""
         # A worker without a key runs no engine: fail now rather than queue forever.
@@ -60,7 +60,10 @@ class SolveTask(SolverTask):
             max_image_bytes=self.settings.max_image_bytes))  # fmt: skip
         if pooled is not None:
             return pooled
-        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request))
+        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
+            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
+              proxy_id=proxy_id or "")  # fmt: skip
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
 
@@ -91,14 +94,17 @@ def solve_recaptcha_v2(
     data_s: str | None = None,
     cookies: str | None = None,
     user_agent: str | None = None,
+    proxy_id: str | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
     """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
-    ``cookies``, ``user_agent``). Result: the token in ``solution``."""
-    _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent")
+    ``cookies``, ``user_agent``). ``proxy_id``: a proxy of the pool (``captcha-tasks
+    proxies``) the provider solves through. Result: the token in ``solution``."""
+    _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id")
     return self.admit(
         lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
-                            data_s=data_s, cookies=cookies, user_agent=user_agent)
+                            data_s=data_s, cookies=cookies, user_agent=user_agent),
+        proxy_id=proxy_id,
     )  # fmt: skip
 
 
@@ -111,13 +117,15 @@ def solve_recaptcha_v3(
     action: str = "verify",
     min_score: float = 0.3,
     enterprise: bool = False,
+    proxy_id: str | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
     """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
-    _no_unknown(self.name, unknown, "action, min_score, enterprise")
+    _no_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
     return self.admit(
         lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
-                            enterprise=enterprise)
+                            enterprise=enterprise),
+        proxy_id=proxy_id,
     )  # fmt: skip
 
 
@@ -129,11 +137,14 @@ def solve_turnstile(
     *,
     action: str | None = None,
     cdata: str | None = None,
+    proxy_id: str | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
     """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``)."""
-    _no_unknown(self.name, unknown, "action, cdata")
-    return self.admit(lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata))
+    _no_unknown(self.name, unknown, "action, cdata, proxy_id")
+    return self.admit(
+        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata), proxy_id=proxy_id
+    )
 
 
 @app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
@@ -166,10 +177,12 @@ def solve_geetest(
 
 
 @app.task(name="captcha_tasks.solve_hcaptcha", base=SolveTask, bind=True)
-def solve_hcaptcha(self: SolveTask, sitekey: str, pageurl: str, **unknown: Any) -> dict[str, Any]:
+def solve_hcaptcha(
+    self: SolveTask, sitekey: str, pageurl: str, *, proxy_id: str | None = None, **unknown: Any
+) -> dict[str, Any]:
     """Solve an hCaptcha (where the provider supports it)."""
-    _no_unknown(self.name, unknown, "(none)")
-    return self.admit(lambda: HCaptcha(sitekey, pageurl))
+    _no_unknown(self.name, unknown, "proxy_id")
+    return self.admit(lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id)
 
 
 @app.task(name="captcha_tasks.fill_token_pool", base=SolverTask, bind=True)

@@ -30,6 +30,7 @@ def admit(
     now: float | None = None,
     request: dict[str, object] | None = None,
     pool: str = "",
+    proxy_id: str = "",
 ) -> bool:
     """Queue ``captcha`` for a thread under ``task_id``. False if that task id was
     admitted before (a redelivered message): nothing is queued twice.
@@ -37,6 +38,8 @@ def admit(
     ``request``: the admitting Celery request's routing fields (chain, callbacks,
     errbacks, chord, group), kept so the engine can end the task as a worker would.
     ``pool``: admit a fill job whose token goes to that pool.
+    ``proxy_id``: a proxy of the pool the provider solves through (the id only: the
+    engine reads the credentials from the pool when it submits).
 
     Raises :class:`~captcha_tasks.errors.InvalidTaskInput` before touching Redis if
     the captcha is not valid.
@@ -61,6 +64,7 @@ def admit(
         "resubmits": 0,
         "polls": 0,
         "pool": pool,
+        "proxy_id": proxy_id,
         "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
     }
     keys = Keys(settings.key_prefix)

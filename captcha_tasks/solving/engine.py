@@ -36,9 +36,10 @@ from ..errors import (
     SolverError,
     SolveTimeout,
     TransientSolverError,
+    UnknownProxy,
 )
 from ..settings import Settings
-from ..solver import Answer, SolverClient
+from ..solver import Answer, Proxy, SolverClient
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import Job, solve_result
@@ -273,7 +274,7 @@ class Engine:
             self._fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
             return
         try:
-            captcha_id = self.solver.submit(job.captcha())
+            captcha_id = self.solver.submit(job.captcha(), proxy=self._proxy_for(job))
         except TransientSolverError as exc:
             self.stats.add(f"submit_retry:{exc.code}")
             delay = self.settings.scaled(exc.retry_after or 5.0)
@@ -293,6 +294,18 @@ class Engine:
             if not ok:
                 self.stats.add("submitted_after_end")
         self._acquire_and_submit()
+
+    def _proxy_for(self, job: Job) -> Proxy | None:
+        if not job.proxy_id:
+            return None
+        from ..session.proxies import ProxyPool
+
+        try:
+            return ProxyPool(self.redis, self.settings).get(job.proxy_id)
+        except UnknownProxy:
+            # Removed from the pool since: solving without it beats failing the page.
+            log.warning("engine %s: proxy %s is gone; submitting without", self.name, job.proxy_id)
+            return None
 
     def _poll(self, jobs: Sequence[Job]) -> None:
         now = self.clock()

@@ -64,6 +64,8 @@ class Job:
     #: The admitting Celery request's routing (chain, callbacks, errbacks, chord, ...)
     #: as JSON, so the engine ends the task the way a worker would.
     request_json: str = ""
+    #: Id of a proxy in the pool the provider must solve through (never credentials).
+    proxy_id: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -84,6 +86,7 @@ class Job:
             token_ttl_s=_float(fields, "token_ttl_s"),
             pool=fields.get("pool", ""),
             request_json=fields.get("request", ""),
+            proxy_id=fields.get("proxy_id", ""),
         )
 
     def captcha(self) -> Captcha:

@@ -243,3 +243,24 @@ def test_the_first_poll_is_learned_from_recent_solves(redis_url: str) -> None:
         learner.observe("image", not_ready_at=ready - 0.2, ready_at=ready)
     learned = learner.first_poll("image")
     assert 2.0 <= learned <= 2.6  # a low quantile of ready times, not the 5 s default
+
+
+def test_a_jobs_proxy_goes_to_the_provider_from_the_pool(make_engines: Any) -> None:
+    from captcha_tasks.session.proxies import ProxyPool
+    from tests.provider_double import DEFAULT_KEY, ProviderDouble
+
+    with ProviderDouble() as provider:
+        engines, outcomes = make_engines(provider.base_url, api_key=DEFAULT_KEY)
+        engines[0].solver = SolverClient(provider.base_url, DEFAULT_KEY, timeout=5)
+        pool = ProxyPool(engines[0].redis, engines[0].settings)
+        proxy_id = pool.add("http://bob:s3cret-pw@203.0.113.9:3128")
+        task_id = str(uuid.uuid4())
+        captcha = RecaptchaV2(SITEKEY, "https://example.com/proxied")
+        assert admit(engines[0].redis, engines[0].settings, task_id, captcha, proxy_id=proxy_id)
+        wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the solve")
+        assert task_id in outcomes.results
+        [submit] = [r for r in provider.requests if r.endpoint == "/in.php"]
+        assert submit.params["proxy"] == "bob:s3cret-pw@203.0.113.9:3128"
+        assert submit.params["proxytype"] == "HTTP"
+        # Only the id travels through Redis job records, never the credentials.
+        assert "s3cret-pw" not in str(engines[0].redis.hgetall(f"ct:job:{task_id}"))
