@@ -39,8 +39,9 @@ unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
 
-bench: $(STAMP)  ## Throughput benchmark: our design beside the seeds' design, same run
+bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design; pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve
+	$(BIN)/captcha-tasks bench pages
 
 format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff format .

@@ -111,6 +111,12 @@ def fetch_page(
     fields = _check_form(form)
     settings = self.settings
     check_url(url, settings)
+    if not isolated:
+        # Someone is solving this host's challenge right now: wait for their cookies
+        # rather than load (and be challenged by) the page again meanwhile.
+        busy = SessionLock(state_redis(settings), settings, url.split("/")[2])
+        if busy.holder() is not None:
+            raise self._wait_for(busy, settings)
     page = fetch(self.browser(), url, settings)
     challenge = find_challenge(page.text, page.url)
     if challenge is None:

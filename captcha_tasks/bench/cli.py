@@ -10,11 +10,13 @@ from typing import Any
 import click
 
 from ..errors import CaptchaTasksError
+from .pages import PagesOptions, format_pages_report, run_pages
 from .solve import BenchOptions, run_bench
 
 __all__ = ["bench_group", "format_report"]
 
 _DEFAULTS = BenchOptions()
+_PAGES = PagesOptions()
 
 #: (label, metric key, format) rows of the report; a key None is a section title.
 _ROWS: list[tuple[str, str | None, str]] = [
@@ -241,3 +243,85 @@ def solve_command(
         click.echo(json.dumps(report, indent=2))
     else:
         click.echo(format_report(report))
+
+
+@bench_group.command("pages")
+@click.option(
+    "--workers",
+    default=_PAGES.workers,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="celery worker processes (nodes), each -P prefork.",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    default=_PAGES.concurrency,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Pool size of each worker (celery worker -c).",
+)
+@click.option(
+    "--pages",
+    default=_PAGES.pages,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Pages enqueued at once per run.",
+)
+@click.option(
+    "--threads",
+    default=_PAGES.threads,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="T: the plan's threads (sandbox --threads and CAPTCHA_TASKS_THREADS).",
+)
+@click.option(
+    "--time-scale",
+    default=_PAGES.time_scale,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="CAPTCHA_TASKS_TIME_SCALE of the sandbox and workers (reCAPTCHA v2: 15 s x this).",
+)
+@click.option(
+    "--log-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep worker, sandbox and Redis logs here (default: a temporary directory, "
+    "removed unless a run fails, a page fails or sharing spends too many solves).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead.")
+def pages_command(
+    workers: int,
+    concurrency: int,
+    pages: int,
+    threads: int,
+    time_scale: float,
+    log_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Pages behind a reCAPTCHA challenge: fetch_page with shared cookies and the session
+    lock, against fetch_page(isolated=True), each run on a fresh Redis, sandbox and
+    demo site: pages fetched, solves spent, wall time, worker CPU per page.
+
+    Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
+    process the run started.
+    """
+    options = PagesOptions(
+        workers=workers,
+        concurrency=concurrency,
+        pages=pages,
+        threads=threads,
+        time_scale=time_scale,
+        log_dir=log_dir,
+    )
+    try:
+        report = run_pages(options, say=lambda m: click.echo(f"[bench] {m}", err=True))
+    except KeyboardInterrupt:
+        click.echo("[bench] interrupted; every process it started is stopped", err=True)
+        sys.exit(130)
+    except (CaptchaTasksError, TimeoutError) as exc:
+        raise click.ClickException(f"{exc} (every process it started is stopped)") from None
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(format_pages_report(report))

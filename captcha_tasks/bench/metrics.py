@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,9 @@ __all__ = [
     "Outcome",
     "backlogged_utilisation",
     "busy_seconds",
+    "failure_reason",
     "ideal_finish",
+    "page_metrics",
     "percentile",
     "refill_gaps",
     "run_window",
@@ -225,6 +228,106 @@ def solve_metrics(
         "threads": T,
         "worker_cpu_seconds": round(cpu_workers, 3),
         "worker_cpu_per_solve": round(cpu_workers / len(ok), 5) if ok else None,
+        "redis_cpu_seconds": round(cpu.get("redis", 0.0), 3),
+        "sandbox_cpu_seconds": round(cpu.get("sandbox", 0.0), 3),
+        "harness_cpu_seconds": round(cpu.get("harness", 0.0), 3),
+        "machine_cpu_busy": (
+            round(cpu.get("machine_busy", 0.0) / machine_total, 3) if machine_total else None
+        ),
+    }
+
+
+# -- bench pages ------------------------------------------------------------------------
+
+#: Longest failure reason kept in a report.
+_REASON_CHARS = 160
+#: Distinct failure reasons kept in a report (the most frequent first).
+_REASONS_KEPT = 5
+
+
+def failure_reason(outcome: Outcome | None) -> str | None:
+    """Why a page did not count as fetched, or None if it did (SUCCESS with HTTP 200).
+
+    A failed task's result is Celery's exception record (``exc_type``,
+    ``exc_message``); a finished one's is ``fetch_page``'s ``{"status", ...}``."""
+    if outcome is None:
+        return "not finished by the deadline"
+    result = outcome.result
+    if outcome.status == "SUCCESS":
+        status = result.get("status") if isinstance(result, dict) else None
+        return None if status == 200 else f"HTTP {status}"
+    if isinstance(result, dict) and result.get("exc_type"):
+        message = result.get("exc_message")
+        if isinstance(message, list | tuple):
+            message = " ".join(map(str, message))
+        text = f"{result['exc_type']}: {message}" if message else str(result["exc_type"])
+    else:
+        text = outcome.status
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
+def page_metrics(
+    *,
+    pages: int,
+    enqueued: Mapping[str, float],
+    enqueue_end: float,
+    outcomes: Mapping[str, Outcome],
+    solver_stats: Mapping[str, Any],
+    demo_stats: Mapping[str, Any],
+    cpu: Mapping[str, float],
+    retries: int = 0,
+) -> dict[str, Any]:
+    """One ``bench pages`` run's figures (flat, JSON-ready, None when n/a).
+
+    ``enqueued``: task id -> when ``fetch_page.delay()`` was called; ``outcomes``: the
+    final states by task id (others are ignored); ``solver_stats`` and ``demo_stats``:
+    the sandbox's and the demo site's ``GET /stats``; ``cpu``: CPU seconds used
+    (``workers``, ``redis``, ``sandbox``, ``harness``, ``machine_busy`` of
+    ``machine_total``); ``retries``: RETRY states stored (tasks waiting for the lock).
+    A page is ok when its task succeeded with HTTP 200."""
+    t0 = min(enqueued.values(), default=enqueue_end)
+    done = {tid: o for tid, o in outcomes.items() if tid in enqueued}
+    reasons = {tid: failure_reason(done.get(tid)) for tid in enqueued}
+    ok = [tid for tid, reason in reasons.items() if reason is None]
+    results = [o.result for o in done.values() if o.status == "SUCCESS"]
+    results = [r for r in results if isinstance(r, dict)]
+    sources = Counter(str(r.get("source") or "none") for r in results)
+    t_end = max((o.at for o in done.values()), default=t0)
+    wall = t_end - t0
+    page_times = [done[tid].at - enqueued[tid] for tid in ok]
+    submitted = int(solver_stats.get("submitted", 0))
+    cpu_workers = cpu.get("workers", 0.0)
+    machine_total = cpu.get("machine_total", 0.0)
+    failed = Counter(r for r in reasons.values() if r is not None)
+    return {
+        "pages": pages,
+        "pages_ok": len(ok),
+        "failures": pages - len(ok),
+        "failed_tasks": sum(1 for o in done.values() if o.status != "SUCCESS"),
+        "other_status": sum(1 for o in done.values() if o.status == "SUCCESS") - len(ok),
+        "unfinished": pages - len(done),
+        "failure_reasons": dict(failed.most_common(_REASONS_KEPT)),
+        "solves_submitted": submitted,
+        "solves_solved_at_sandbox": int(solver_stats.get("solved", 0)),
+        "results_solved_true": sum(1 for r in results if r.get("solved") is True),
+        "solves_per_page": round(submitted / pages, 4) if pages else None,
+        "source_api": sources.get("api", 0),
+        "source_pool": sources.get("pool", 0),
+        "source_none": sources.get("none", 0),
+        "challenges": int(demo_stats.get("challenges", 0)),
+        "tokens_accepted": int(demo_stats.get("tokens_accepted", 0)),
+        "tokens_rejected": int(demo_stats.get("tokens_rejected", 0)),
+        "pages_served": int(demo_stats.get("pages_served", 0)),
+        "cookies_rejected": int(demo_stats.get("cookies_rejected", 0)),
+        "task_retries": retries,
+        "enqueue_seconds": round(enqueue_end - t0, 3),
+        "wall_seconds": round(wall, 3),
+        "pages_per_second": _finite(len(ok) / wall) if wall > 0 else None,
+        "page_seconds_p50": percentile(page_times, 0.5),
+        "page_seconds_p95": percentile(page_times, 0.95),
+        "page_seconds_max": round(max(page_times), 4) if page_times else None,
+        "worker_cpu_seconds": round(cpu_workers, 3),
+        "worker_cpu_per_page": round(cpu_workers / len(ok), 5) if ok else None,
         "redis_cpu_seconds": round(cpu.get("redis", 0.0), 3),
         "sandbox_cpu_seconds": round(cpu.get("sandbox", 0.0), 3),
         "harness_cpu_seconds": round(cpu.get("harness", 0.0), 3),

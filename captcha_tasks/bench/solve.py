@@ -27,6 +27,7 @@ processes live in :mod:`.stack`, the figures are computed in :mod:`.metrics`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -51,7 +52,7 @@ from . import seed_design
 from .metrics import Outcome, solve_metrics
 from .stack import CpuProbe, Processes, start_sandbox, start_workers, terminate_on_sigterm
 
-__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "run_bench"]
+__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "run_bench"]
 
 #: A well-formed reCAPTCHA v2 sitekey (40 characters; Google's public demo key).
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -125,6 +126,8 @@ class ResultWatcher:
         self._pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
         self._cond = threading.Condition()
         self.outcomes: dict[str, Outcome] = {}
+        #: How many times each state was stored, any task (e.g. RETRY: tasks retried).
+        self.states: collections.Counter[str] = collections.Counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-results", daemon=True)
 
@@ -155,6 +158,9 @@ class ResultWatcher:
                 meta = json.loads(message["data"])
             except (TypeError, ValueError):
                 continue
+            if not isinstance(meta, dict):
+                continue
+            self.states[str(meta.get("status"))] += 1
             if meta.get("status") not in _TERMINAL or not meta.get("task_id"):
                 continue
             with self._cond:

@@ -42,6 +42,7 @@ class DevOptions:
     workers: int = 1
     concurrency: int = 2
     sandbox_port: int = 8765
+    demo_port: int = 8766
     flower_port: int = 5555
     time_scale: float | None = None
     sandbox_threads: int = 5
@@ -148,8 +149,10 @@ class DevStack:
         from ..sandbox import DEV_API_KEY
 
         port = _pick_port(self.options.sandbox_port)
+        demo_port = _pick_port(self.options.demo_port)
         argv = [sys.executable, "-m", "captcha_tasks.cli", "sandbox", "--port", str(port),
-                "--threads", str(self.options.sandbox_threads)]  # fmt: skip
+                "--threads", str(self.options.sandbox_threads),
+                "--demo-port", str(demo_port)]  # fmt: skip
         if self.options.time_scale is not None:
             argv += ["--time-scale", str(self.options.time_scale)]
         child = self._spawn("sandbox", argv)
@@ -166,8 +169,13 @@ class DevStack:
         self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
         if self.options.time_scale is not None:
             self.env["CAPTCHA_TASKS_TIME_SCALE"] = str(self.options.time_scale)
+        # The demo site is the one target page tasks may fetch here (unless configured).
+        demo = f"127.0.0.1:{demo_port}"
+        allowed = self.env.get("CAPTCHA_TASKS_ALLOWED_DOMAINS", "")
+        self.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"] = f"{allowed},{demo}" if allowed else demo
         scale = self.env.get("CAPTCHA_TASKS_TIME_SCALE", "1.0")
         _say(f"sandbox : {url}  (stats: {url}/stats, time scale {scale}, pid {child.proc.pid})")
+        _say(f"demo    : http://{demo}/page/1  (a protected site for fetch_page; /stats)")
         return url
 
     def _control_app(self) -> Celery:
@@ -239,6 +247,15 @@ class DevStack:
             _say(
                 f"smoke   : solve_recaptcha_v2 -> captcha {solved['captcha_id']}, token "
                 f"{solved['solution'][:12]}... ({time.monotonic() - started:.2f} s end to end)"
+            )
+            started = time.monotonic()
+            demo = self.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"].split(",")[-1]
+            page = control.send_task(
+                "captcha_tasks.fetch_page", args=(f"http://{demo}/page/1",)
+            ).get(timeout=120)
+            _say(
+                f"smoke   : fetch_page {page['url']} -> HTTP {page['status']}, "
+                f"solved={page['solved']} ({time.monotonic() - started:.2f} s)"
             )
         finally:
             control.close()

@@ -10,7 +10,9 @@ from captcha_tasks.bench.metrics import (
     Outcome,
     backlogged_utilisation,
     busy_seconds,
+    failure_reason,
     ideal_finish,
+    page_metrics,
     percentile,
     refill_gaps,
     run_window,
@@ -176,3 +178,78 @@ def test_solve_metrics_without_results_or_captchas() -> None:
         "machine_cpu_busy",
     ):
         assert m[key] is None, key
+
+
+def page(status: int = 200, solved: bool = False, source: str | None = None) -> dict[str, Any]:
+    """A fetch_page result."""
+    return {"status": status, "url": "http://127.0.0.1:1/page/x", "solved": solved,
+            "source": source}  # fmt: skip
+
+
+def test_failure_reason_of_each_kind_of_outcome() -> None:
+    assert failure_reason(Outcome(1.0, "SUCCESS", page())) is None
+    assert failure_reason(Outcome(1.0, "SUCCESS", page(403))) == "HTTP 403"
+    assert failure_reason(Outcome(1.0, "SUCCESS", None)) == "HTTP None"
+    raised = {"exc_type": "ChallengeRejected", "exc_message": ["refused (HTTP 403)"]}
+    assert failure_reason(Outcome(1.0, "FAILURE", raised)) == (
+        "ChallengeRejected: refused (HTTP 403)"
+    )
+    assert failure_reason(Outcome(1.0, "REVOKED", None)) == "REVOKED"
+    assert failure_reason(None) == "not finished by the deadline"
+    long = failure_reason(Outcome(1.0, "FAILURE", {"exc_type": "E", "exc_message": "x" * 500}))
+    assert long is not None and len(long) == 160 and long.endswith("...")
+
+
+def test_page_metrics_on_a_hand_computed_run() -> None:
+    """Five pages enqueued from t=100: A solves (api), B and C reuse the cookie, D fails,
+    E never finishes; a result of another run is ignored."""
+    enqueued = {"A": 100.0, "B": 100.25, "C": 100.25, "D": 100.5, "E": 100.5}
+    outcomes = {
+        "A": Outcome(102.0, "SUCCESS", page(solved=True, source="api")),
+        "B": Outcome(102.5, "SUCCESS", page()),
+        "C": Outcome(103.25, "SUCCESS", page()),
+        "D": Outcome(101.0, "FAILURE", {"exc_type": "SessionLockTimeout", "exc_message": []}),
+        "elsewhere": Outcome(110.0, "SUCCESS", page(solved=True, source="api")),
+    }
+    m = page_metrics(
+        pages=5,
+        enqueued=enqueued,
+        enqueue_end=100.5,
+        outcomes=outcomes,
+        solver_stats={"submitted": 2, "solved": 2},
+        demo_stats={"challenges": 9, "tokens_accepted": 1, "tokens_rejected": 1, "pages_served": 3},
+        cpu={"workers": 0.6, "redis": 0.1, "machine_busy": 1.0, "machine_total": 8.0},
+        retries=7,
+    )
+    assert (m["pages_ok"], m["failures"]) == (3, 2)
+    assert (m["failed_tasks"], m["other_status"], m["unfinished"]) == (1, 0, 1)
+    assert m["failure_reasons"] == {"SessionLockTimeout": 1, "not finished by the deadline": 1}
+    assert (m["solves_submitted"], m["results_solved_true"]) == (2, 1)
+    assert m["solves_per_page"] == 0.4
+    assert (m["source_api"], m["source_pool"], m["source_none"]) == (1, 0, 2)
+    assert (m["challenges"], m["tokens_accepted"], m["tokens_rejected"]) == (9, 1, 1)
+    assert m["pages_served"] == 3
+    assert m["task_retries"] == 7
+    assert m["enqueue_seconds"] == 0.5
+    assert m["wall_seconds"] == 3.25  # 100 -> C at 103.25 (the other run's result ignored)
+    assert m["pages_per_second"] == round(3 / 3.25, 4)
+    assert (m["page_seconds_p50"], m["page_seconds_max"]) == (2.25, 3.0)  # 2, 2.25, 3
+    assert m["worker_cpu_per_page"] == 0.2
+    assert m["machine_cpu_busy"] == 0.125
+
+
+def test_page_metrics_without_results() -> None:
+    m = page_metrics(
+        pages=2,
+        enqueued={"A": 100.0, "B": 100.0},
+        enqueue_end=100.0,
+        outcomes={},
+        solver_stats={},
+        demo_stats={},
+        cpu={},
+    )
+    assert (m["pages_ok"], m["failures"], m["unfinished"]) == (0, 2, 2)
+    assert m["failure_reasons"] == {"not finished by the deadline": 2}
+    assert m["wall_seconds"] == 0.0
+    assert m["pages_per_second"] is None and m["worker_cpu_per_page"] is None
+    assert m["page_seconds_p50"] is None and m["machine_cpu_busy"] is None
