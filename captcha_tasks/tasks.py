@@ -50,18 +50,17 @@ class SolveTask(SolverTask):
         # A worker without a key runs no engine: fail now rather than queue forever.
         self.settings.require_api_key()
         try:
-            captcha = build()
+            captcha = build().validate(max_image_bytes=self.settings.max_image_bytes)
         except TypeError as exc:  # wrong argument types or names reaching a constructor
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
+            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
         client = state_redis(self.settings)
         if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
             raise Ignore()  # a redelivered message: its job is queued, in flight or done
-        pooled = TokenPool(client, self.settings).take(captcha.validate(
-            max_image_bytes=self.settings.max_image_bytes))  # fmt: skip
+        pooled = TokenPool(client, self.settings).take(captcha)
         if pooled is not None:
             return pooled
-        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
-            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
         admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
               proxy_id=proxy_id or "")  # fmt: skip
         # The engine stores this task's result; this run records no state of its own.
