@@ -20,6 +20,7 @@ __all__ = [
     "Outcome",
     "backlogged_utilisation",
     "busy_seconds",
+    "cpu_figures",
     "failure_reason",
     "ideal_finish",
     "page_metrics",
@@ -119,6 +120,25 @@ def refill_gaps(window: Sequence[Captcha], threads: int, enqueue_end: float) -> 
     return [s - max(r, enqueue_end) for s, r in zip(submits[threads:], readies, strict=False)]
 
 
+def cpu_figures(cpu: Mapping[str, float], unit: str, done: int) -> dict[str, Any]:
+    """The CPU figures of a run from the CPU seconds it used (``workers``, ``redis``,
+    ``sandbox``, ``harness``, ``machine_busy`` of ``machine_total``): each rounded, the
+    workers' per ``unit`` (``worker_cpu_per_<unit>``; ``done`` of them), the machine's
+    busy share."""
+    workers = cpu.get("workers", 0.0)
+    machine_total = cpu.get("machine_total", 0.0)
+    return {
+        "worker_cpu_seconds": round(workers, 3),
+        f"worker_cpu_per_{unit}": round(workers / done, 5) if done else None,
+        "redis_cpu_seconds": round(cpu.get("redis", 0.0), 3),
+        "sandbox_cpu_seconds": round(cpu.get("sandbox", 0.0), 3),
+        "harness_cpu_seconds": round(cpu.get("harness", 0.0), 3),
+        "machine_cpu_busy": (
+            round(cpu.get("machine_busy", 0.0) / machine_total, 3) if machine_total else None
+        ),
+    }
+
+
 def solve_metrics(
     *,
     threads: int,
@@ -175,8 +195,6 @@ def solve_metrics(
     ideal_end = {str(c["id"]): t0 + f for c, f in zip(window, finish, strict=True)}
     lateness = [o.at - ideal_end[cid_of[t]] for t, o in ok.items() if cid_of[t] in ideal_end]
     solved = int(stats.get("solved", 0))
-    cpu_workers = cpu.get("workers", 0.0)
-    machine_total = cpu.get("machine_total", 0.0)
     q = percentile
 
     return {
@@ -226,14 +244,7 @@ def solve_metrics(
         "no_slot": int(stats.get("no_slot", 0)),
         "max_in_flight": int(stats.get("max_in_flight", 0)),
         "threads": T,
-        "worker_cpu_seconds": round(cpu_workers, 3),
-        "worker_cpu_per_solve": round(cpu_workers / len(ok), 5) if ok else None,
-        "redis_cpu_seconds": round(cpu.get("redis", 0.0), 3),
-        "sandbox_cpu_seconds": round(cpu.get("sandbox", 0.0), 3),
-        "harness_cpu_seconds": round(cpu.get("harness", 0.0), 3),
-        "machine_cpu_busy": (
-            round(cpu.get("machine_busy", 0.0) / machine_total, 3) if machine_total else None
-        ),
+        **cpu_figures(cpu, "solve", len(ok)),
     }
 
 
@@ -296,8 +307,6 @@ def page_metrics(
     wall = t_end - t0
     page_times = [done[tid].at - enqueued[tid] for tid in ok]
     submitted = int(solver_stats.get("submitted", 0))
-    cpu_workers = cpu.get("workers", 0.0)
-    machine_total = cpu.get("machine_total", 0.0)
     failed = Counter(r for r in reasons.values() if r is not None)
     return {
         "pages": pages,
@@ -326,12 +335,5 @@ def page_metrics(
         "page_seconds_p50": percentile(page_times, 0.5),
         "page_seconds_p95": percentile(page_times, 0.95),
         "page_seconds_max": round(max(page_times), 4) if page_times else None,
-        "worker_cpu_seconds": round(cpu_workers, 3),
-        "worker_cpu_per_page": round(cpu_workers / len(ok), 5) if ok else None,
-        "redis_cpu_seconds": round(cpu.get("redis", 0.0), 3),
-        "sandbox_cpu_seconds": round(cpu.get("sandbox", 0.0), 3),
-        "harness_cpu_seconds": round(cpu.get("harness", 0.0), 3),
-        "machine_cpu_busy": (
-            round(cpu.get("machine_busy", 0.0) / machine_total, 3) if machine_total else None
-        ),
+        **cpu_figures(cpu, "page", len(ok)),
     }

@@ -28,9 +28,8 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +37,17 @@ import requests
 
 from ..dev.procs import free_port, wait_until
 from ..errors import CaptchaTasksError
-from ..sandbox import DEV_API_KEY
 from .metrics import page_metrics
-from .solve import DOCUMENTED_V2_SECONDS, ResultWatcher
-from .stack import CpuProbe, Processes, start_sandbox, start_workers, terminate_on_sigterm
+from .report import Row, cpu_rows, field, fields, render_report, section
+from .solve import Progress, ResultWatcher
+from .stack import (
+    DECIDED,
+    DOCUMENTED_V2_SECONDS,
+    Processes,
+    passed_environment,
+    start_stack,
+    start_workers,
+)
 
 __all__ = ["MODES", "SHARED_SOLVES_EXPECTED", "PagesOptions", "format_pages_report", "run_pages"]
 
@@ -52,21 +58,9 @@ MODES: tuple[tuple[str, str, bool], ...] = (
 )
 #: The most solves a shared run should spend: one, and at worst a second one.
 SHARED_SOLVES_EXPECTED = 2
-#: Settings a run decides; anything else set in the environment is passed through and shown.
-_DECIDED = (
-    "CAPTCHA_TASKS_REDIS_URL",
-    "CAPTCHA_TASKS_BROKER_URL",
-    "CAPTCHA_TASKS_RESULT_BACKEND",
-    "CAPTCHA_TASKS_STATE_URL",
-    "CAPTCHA_TASKS_SOLVER_URL",
-    "CAPTCHA_TASKS_PROVIDER",
-    "CAPTCHA_TASKS_THREADS",
-    "CAPTCHA_TASKS_TIME_SCALE",
-    "CAPTCHA_TASKS_ALLOWED_DOMAINS",
-    "CAPTCHAAI_API_KEY",
-)
-
-Progress = Callable[[str], None]
+#: Settings a run decides (the solve benchmark's and the demo site's domain); anything
+#: else set in the environment is passed through and shown.
+_DECIDED = (*DECIDED, "CAPTCHA_TASKS_ALLOWED_DOMAINS")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,28 +118,17 @@ def _enqueue(
 def _run_mode(
     name: str, label: str, isolated: bool, opts: PagesOptions, procs: Processes, say: Progress
 ) -> dict[str, Any]:
-    redis_server = procs.redis()
     demo_port = free_port()
-    sandbox_args = ["--threads", str(opts.threads), "--time-scale", repr(opts.time_scale),
-                    "--jitter", repr(opts.jitter),
-                    "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
-                    "--demo-port", str(demo_port)]  # fmt: skip
-    sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", sandbox_args)
+    stack = start_stack(
+        procs, name, threads=opts.threads, time_scale=opts.time_scale, jitter=opts.jitter,
+        sandbox_args=["--demo-port", str(demo_port)], decided=_DECIDED,
+        env={"CAPTCHA_TASKS_ALLOWED_DOMAINS": f"127.0.0.1:{demo_port}"},
+    )  # fmt: skip
+    sandbox_url, env = stack.sandbox_url, stack.env
     demo_url = f"http://127.0.0.1:{demo_port}"
     wait_until(lambda: requests.get(f"{demo_url}/healthz", timeout=1).ok, timeout=15,
                what="the demo site")  # fmt: skip
-    say(f"{label}: redis {redis_server.url}, sandbox {sandbox_url}, demo site {demo_url}")
-    env = {k: v for k, v in os.environ.items() if k not in _DECIDED}
-    env.update(
-        CAPTCHA_TASKS_REDIS_URL=redis_server.url,
-        CAPTCHA_TASKS_SOLVER_URL=sandbox_url,
-        CAPTCHA_TASKS_PROVIDER="captchaai",
-        CAPTCHAAI_API_KEY=DEV_API_KEY,
-        CAPTCHA_TASKS_THREADS=str(opts.threads),
-        CAPTCHA_TASKS_TIME_SCALE=repr(opts.time_scale),
-        CAPTCHA_TASKS_ALLOWED_DOMAINS=f"127.0.0.1:{demo_port}",
-        PYTHONUNBUFFERED="1",
-    )
+    say(f"{label}: redis {stack.redis.url}, sandbox {sandbox_url}, demo site {demo_url}")
     argvs = [
         (f"{name}-worker{i}",
          [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-P", "prefork",
@@ -155,12 +138,9 @@ def _run_mode(
     workers = start_workers(procs, argvs, env)
     pools = [size for _, size in workers]
     say(f"{label}: {len(workers)} worker(s) ready (pool sizes {pools})")
-    watcher = ResultWatcher(redis_server.url).start()
+    watcher = ResultWatcher(stack.redis.url).start()
     try:
-        probe = CpuProbe(
-            [p.pid for p, _ in workers],
-            {"redis": redis_server.proc.pid if redis_server.proc else 0, "sandbox": sandbox_pid},
-        )
+        probe = stack.cpu_probe(workers)
         before = probe.read()
         say(f"{label}: enqueueing {opts.pages} pages")
         enqueued, enqueue_end = _enqueue(procs, name, demo_url, opts, env, isolated)
@@ -213,27 +193,18 @@ def run_pages(opts: PagesOptions, say: Progress | None = None) -> dict[str, Any]
     solves; with ``log_dir`` always."""
     say = say or (lambda message: None)
     started = time.monotonic()
-    log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix="captcha-tasks-bench-pages-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs = Processes(log_dir)
-    runs: dict[str, dict[str, Any]] = {}
+    procs = Processes.logging_to(opts.log_dir, "captcha-tasks-bench-pages-")
+    log_dir = procs.log_dir
     keep = True
     try:
-        with terminate_on_sigterm():
-            for name, label, isolated in MODES:
-                try:
-                    runs[name] = _run_mode(name, label, isolated, opts, procs, say)
-                finally:
-                    procs.stop_all()
+        results = procs.run_each([partial(_run_mode, *mode, opts, say=say) for mode in MODES])
+        runs = {name: run for (name, _, _), run in zip(MODES, results, strict=True)}
         keep = opts.log_dir is not None or bool(_notes(runs))
     finally:
-        procs.stop_all()
         if keep:
             say(f"logs kept in {log_dir}")
         else:
             shutil.rmtree(log_dir, ignore_errors=True)
-    passed = {k: v for k, v in os.environ.items()
-              if k.startswith("CAPTCHA_TASKS_") and k not in _DECIDED}  # fmt: skip
     notes = _notes(runs)
     return {
         "parameters": {
@@ -247,7 +218,7 @@ def run_pages(opts: PagesOptions, say: Progress | None = None) -> dict[str, Any]
             "recaptcha_v2_seconds": round(opts.solve_seconds, 4),
             "deadline_seconds": opts.deadline,
             "cpus": os.cpu_count(),
-            "environment": passed,
+            "environment": passed_environment(os.environ, _DECIDED),
         },
         "ok": not notes,
         "notes": notes,
@@ -259,61 +230,43 @@ def run_pages(opts: PagesOptions, say: Progress | None = None) -> dict[str, Any]
 
 # -- the report -------------------------------------------------------------------------
 
-#: (label, metric key, format) rows of the report; a key None is a section title.
-_ROWS: list[tuple[str, str | None, str]] = [
-    ("pages", None, ""),
-    ("pages ok (HTTP 200) / total", "ok_of_pages", "s"),
-    ("failures", "failures", "d"),
-    ("  task raised / other HTTP status / unfinished", "failure_kinds", "s"),
-    ("solves", None, ""),
-    ("solves spent (sandbox submits)", "solves_submitted", "d"),
-    ("results with solved=True", "results_solved_true", "d"),
-    ("solves per page", "solves_per_page", ".3f"),
-    ("token source of the results (api / pool / none)", "sources", "s"),
-    ("demo site", None, ""),
-    ("challenges served", "challenges", "d"),
-    ("tokens accepted / rejected", "tokens", "s"),
-    ("content pages served", "pages_served", "d"),
-    ("time", None, ""),
-    ("wall time, first enqueue -> last result (s)", "wall_seconds", ".2f"),
-    ("pages per second", "pages_per_second", ".1f"),
-    ("page time, enqueue -> result (s; p50 / p95 / max)", "page_seconds", "s"),
-    ("enqueue all pages (s)", "enqueue_seconds", ".2f"),
-    ("task retries (waiting for the session lock)", "task_retries", "d"),
-    ("CPU", None, ""),
-    ("worker CPU seconds per page", "worker_cpu_per_page", ".4f"),
-    ("worker CPU seconds (all worker processes)", "worker_cpu_seconds", ".2f"),
-    ("redis-server / sandbox / harness CPU seconds", "other_cpu", "s"),
-    ("machine CPU busy during the run (all cores)", "machine_cpu_busy", ".0%"),
+_ROWS: list[Row] = [
+    section("pages"),
+    Row("pages ok (HTTP 200) / total", fields("pages_ok", "pages")),
+    Row("failures", field("failures", "d")),
+    Row(
+        "  task raised / other HTTP status / unfinished",
+        fields("failed_tasks", "other_status", "unfinished"),
+    ),
+    section("solves"),
+    Row("solves spent (sandbox submits)", field("solves_submitted", "d")),
+    Row("results with solved=True", field("results_solved_true", "d")),
+    Row("solves per page", field("solves_per_page", ".3f")),
+    Row(
+        "token source of the results (api / pool / none)",
+        fields("source_api", "source_pool", "source_none"),
+    ),
+    section("demo site"),
+    Row("challenges served", field("challenges", "d")),
+    Row("tokens accepted / rejected", fields("tokens_accepted", "tokens_rejected")),
+    Row("content pages served", field("pages_served", "d")),
+    section("time"),
+    Row("wall time, first enqueue -> last result (s)", field("wall_seconds", ".2f")),
+    Row("pages per second", field("pages_per_second", ".1f")),
+    Row(
+        "page time, enqueue -> result (s; p50 / p95 / max)",
+        fields("page_seconds_p50", "page_seconds_p95", "page_seconds_max", spec=".2f"),
+    ),
+    Row("enqueue all pages (s)", field("enqueue_seconds", ".2f")),
+    Row("task retries (waiting for the session lock)", field("task_retries", "d")),
+    *cpu_rows("page"),
 ]
-
-
-def _cell(m: dict[str, Any], key: str, fmt: str) -> str:
-    def one(value: Any, spec: str) -> str:
-        return "-" if value is None else format(value, spec)
-
-    composite = {
-        "ok_of_pages": lambda: f"{m['pages_ok']} / {m['pages']}",
-        "failure_kinds": lambda: f"{m['failed_tasks']} / {m['other_status']} / {m['unfinished']}",
-        "sources": lambda: f"{m['source_api']} / {m['source_pool']} / {m['source_none']}",
-        "tokens": lambda: f"{m['tokens_accepted']} / {m['tokens_rejected']}",
-        "page_seconds": lambda: " / ".join(
-            one(m[f"page_seconds_{q}"], ".2f") for q in ("p50", "p95", "max")
-        ),
-        "other_cpu": lambda: " / ".join(
-            one(m[k], ".2f")
-            for k in ("redis_cpu_seconds", "sandbox_cpu_seconds", "harness_cpu_seconds")
-        ),
-    }
-    if key in composite:
-        return composite[key]()
-    return one(m.get(key), fmt)
 
 
 def format_pages_report(report: dict[str, Any]) -> str:
     """The report as a text table: one column per run."""
     p = report["parameters"]
-    lines = [
+    intro = [
         f"captcha-tasks bench pages: {p['pages']} pages per run, all enqueued at once",
         f"{p['workers']} workers x prefork -c {p['concurrency']} "
         f"({p['worker_processes']} worker processes), T={p['threads']} solver threads, "
@@ -322,22 +275,8 @@ def format_pages_report(report: dict[str, Any]) -> str:
         f"each run: fresh redis-server, sandbox and demo site; deadline "
         f"{p['deadline_seconds']:g} s after the last enqueue",
     ]
-    if p["environment"]:
-        lines.append(f"environment passed to the workers: {p['environment']}")
     runs = list(report["runs"].values())
-    headers = [r["label"] for r in runs]
-    width = max(len(label) for label, _, _ in _ROWS) + 2
-    cells = [[_cell(r, key, fmt) if key else "" for r in runs] for _, key, fmt in _ROWS]
-    col = [max([len(h), *(len(row[i]) for row in cells)]) + 2 for i, h in enumerate(headers)]
-    lines.append("")
-    lines.append("".ljust(width) + "".join(h.rjust(c) for h, c in zip(headers, col, strict=True)))
-    for (label, key, _), row in zip(_ROWS, cells, strict=True):
-        if key is None:
-            lines.append(f"-- {label} ".ljust(width + sum(col), "-"))
-            continue
-        lines.append(
-            label.ljust(width) + "".join(v.rjust(c) for v, c in zip(row, col, strict=True))
-        )
+    lines = render_report(intro, p["environment"], _ROWS, runs)
     for run in runs:
         if run["failure_reasons"]:
             lines.append("")

@@ -22,7 +22,8 @@ default (first-poll wait, poll interval, deadlines) shrinks in proportion.
 
 :func:`run_bench` points ``captcha_tasks.app`` at its private Redis through the
 environment: call it once per process, before anything has used the app. The
-processes live in :mod:`.stack`, the figures are computed in :mod:`.metrics`.
+processes live in :mod:`.stack`, the figures are computed in :mod:`.metrics`, the
+report's table is laid out by :mod:`.report`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,30 +47,22 @@ import redis
 import requests
 
 from ..errors import CaptchaTasksError
-from ..sandbox import DEV_API_KEY
 from ..solving.timing import POLL_INTERVAL
 from . import seed_design
 from .metrics import Outcome, solve_metrics
-from .stack import CpuProbe, Processes, start_sandbox, start_workers, terminate_on_sigterm
+from .report import Cell, Row, cpu_rows, field, fields, joined, render_report, section
+from .stack import (
+    DOCUMENTED_V2_SECONDS,
+    Processes,
+    passed_environment,
+    start_stack,
+    start_workers,
+)
 
-__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "run_bench"]
+__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "format_report", "run_bench"]
 
 #: A well-formed reCAPTCHA v2 sitekey (40 characters; Google's public demo key).
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
-#: Documented reCAPTCHA v2 solve time (PROTOCOL.md): the time scale maps it onto ``latency``.
-DOCUMENTED_V2_SECONDS = 15.0
-#: Settings a run decides; anything else set in the environment is passed through and shown.
-_DECIDED = (
-    "CAPTCHA_TASKS_REDIS_URL",
-    "CAPTCHA_TASKS_BROKER_URL",
-    "CAPTCHA_TASKS_RESULT_BACKEND",
-    "CAPTCHA_TASKS_STATE_URL",
-    "CAPTCHA_TASKS_SOLVER_URL",
-    "CAPTCHA_TASKS_PROVIDER",
-    "CAPTCHA_TASKS_THREADS",
-    "CAPTCHA_TASKS_TIME_SCALE",
-    "CAPTCHAAI_API_KEY",
-)
 _TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 
 Progress = Callable[[str], None]
@@ -208,24 +201,13 @@ class _Design:
 
 
 def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
-    redis_server = procs.redis()
-    sandbox_args = ["--threads", str(opts.threads), "--time-scale", repr(opts.time_scale),
-                    "--jitter", repr(opts.jitter),
-                    "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}"]  # fmt: skip
-    sandbox_url, sandbox_pid = start_sandbox(procs, f"{design.name}-sandbox", sandbox_args)
-    say(f"{design.label}: redis {redis_server.url}, sandbox {sandbox_url}")
-    env = {k: v for k, v in os.environ.items() if k not in _DECIDED}
-    env.update(
-        CAPTCHA_TASKS_REDIS_URL=redis_server.url,
-        CAPTCHA_TASKS_SOLVER_URL=sandbox_url,
-        CAPTCHA_TASKS_PROVIDER="captchaai",
-        CAPTCHAAI_API_KEY=DEV_API_KEY,
-        CAPTCHA_TASKS_THREADS=str(opts.threads),
-        CAPTCHA_TASKS_TIME_SCALE=repr(opts.time_scale),
-        PYTHONUNBUFFERED="1",
+    stack = start_stack(
+        procs, design.name, threads=opts.threads, time_scale=opts.time_scale, jitter=opts.jitter
     )
-    results_url, enqueue = design.client(redis_server.url)
-    workers = start_workers(procs, design.workers, env)
+    sandbox_url = stack.sandbox_url
+    say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
+    results_url, enqueue = design.client(stack.redis.url)
+    workers = start_workers(procs, design.workers, stack.env)
     pools = [size for _, size in workers]
     say(f"{design.label}: {len(workers)} worker(s) ready (pool sizes {pools})")
     watcher = ResultWatcher(results_url).start()
@@ -242,10 +224,7 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
                 f"logs in {procs.log_dir}"
             )
         requests.post(f"{sandbox_url}/admin/reset", timeout=5).raise_for_status()
-        probe = CpuProbe(
-            [p.pid for p, _ in workers],
-            {"redis": redis_server.proc.pid if redis_server.proc else 0, "sandbox": sandbox_pid},
-        )
+        probe = stack.cpu_probe(workers)
         before = probe.read()
         say(f"{design.label}: enqueueing {design.tasks} solves")
         enqueued: dict[str, float] = {}
@@ -381,31 +360,20 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
     metrics. Stops every process it started, on errors and Ctrl-C/SIGTERM too."""
     say = say or (lambda message: None)
     started = time.monotonic()
-    log_dir = opts.log_dir or Path(tempfile.mkdtemp(prefix="captcha-tasks-bench-"))
-    log_dir.mkdir(parents=True, exist_ok=True)
-    procs = Processes(log_dir)
+    procs = Processes.logging_to(opts.log_dir, "captcha-tasks-bench-")
     saved_env = dict(os.environ)
     designs = [_ours(opts)] + ([] if opts.skip_baseline else [_seeds(opts)])
-    runs: list[DesignRun] = []
     succeeded = False
     try:
-        with terminate_on_sigterm():
-            for design in designs:
-                try:
-                    runs.append(_run_design(design, opts, procs, say))
-                finally:
-                    procs.stop_all()
+        runs = procs.run_each([partial(_run_design, d, opts, say=say) for d in designs])
         succeeded = True
     finally:
-        procs.stop_all()
         os.environ.clear()
         os.environ.update(saved_env)
         if opts.log_dir is None and succeeded:
-            shutil.rmtree(log_dir, ignore_errors=True)
+            shutil.rmtree(procs.log_dir, ignore_errors=True)
         elif not succeeded:
-            say(f"logs kept in {log_dir}")
-    passed = {k: v for k, v in saved_env.items()
-              if k.startswith("CAPTCHA_TASKS_") and k not in _DECIDED}  # fmt: skip
+            say(f"logs kept in {procs.log_dir}")
     return {
         "parameters": {
             "threads": opts.threads,
@@ -420,8 +388,91 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
             "warmup": opts.warmup,
             "target_solves_per_second": round(opts.threads / opts.latency, 3),
             "cpus": os.cpu_count(),
-            "environment": passed,
+            "environment": passed_environment(saved_env),
         },
         "wall_seconds": round(time.monotonic() - started, 1),
         "designs": {run.name: {"label": run.label, **run.metrics} for run in runs},
     }
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def _p50_p95(key: str) -> Cell:
+    return fields(f"{key}_p50", f"{key}_p95", spec=".3f")
+
+
+def _pools(m: Mapping[str, Any]) -> str:
+    sizes = {str(size) for size in m["concurrency"]}
+    pools = sizes.pop() if len(sizes) == 1 else "/".join(map(str, m["concurrency"]))
+    return f"{m['workers']} x {pools}"
+
+
+_ROWS: list[Row] = [
+    section("throughput"),
+    Row("solved / tasks", fields("completed", "tasks")),
+    Row("failures (task raised)", field("failures", "d")),
+    Row("not finished by the deadline", field("unfinished", "d")),
+    Row("makespan, first enqueue -> last result (s)", field("makespan_seconds", ".2f")),
+    Row("solves per second", field("solves_per_second", ".2f")),
+    # Steady state: while requests waited for a thread, the share of the plan's
+    # thread-seconds the provider spent solving. 1.0 = every thread busy all the time.
+    Row(
+        "throughput / (T/L), steady state (backlog waiting)",
+        field("sandbox_utilisation_backlogged", ".3f"),
+    ),
+    Row(
+        "throughput / (T/L), whole run incl. ramp-up and tail",
+        field("fraction_of_t_over_l", ".3f"),
+    ),
+    Row(
+        "  bound for the whole run: zero overhead, same latencies",
+        field("ideal_fraction_for_these_latencies", ".3f"),
+    ),
+    Row("sandbox utilisation (solver s / (T x makespan))", field("sandbox_utilisation", ".3f")),
+    section("time (s; p50 / p95)"),
+    Row("enqueue all N tasks (s)", field("enqueue_seconds", ".3f")),
+    Row(
+        "first enqueue -> 1st / T-th submit (s)",
+        fields("first_submit_seconds", "t_th_submit_seconds", spec=".3f"),
+    ),
+    Row("end to end - solver latency", _p50_p95("e2e_minus_latency")),
+    Row("  enqueue -> submitted at the sandbox", _p50_p95("enqueue_to_submit")),
+    Row("  enqueue -> admitted (ours: job record)", _p50_p95("enqueue_to_admitted")),
+    Row("  slot refill gap (thread freed -> next submit)", _p50_p95("slot_refill_gap")),
+    Row("result later than in a zero-overhead schedule", _p50_p95("lateness_vs_ideal")),
+    Row("collection delay (ready -> result stored)", _p50_p95("collection_delay")),
+    Row("  ready -> answered by res.php", _p50_p95("ready_to_answered")),
+    Row("  answered -> result stored", _p50_p95("answered_to_result")),
+    Row("mean solver latency at the sandbox", field("solver_latency_mean", ".3f")),
+    section("provider traffic"),
+    Row("res.php polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
+    Row(
+        "times a captcha was asked for (mean / max)",
+        joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
+    ),
+    Row("submits per task", field("submits_per_task", ".3f")),
+    Row("duplicates", field("duplicates", "d")),
+    Row("no_slot answers", field("no_slot", "d")),
+    Row("max in flight / T", fields("max_in_flight", "threads")),
+    *cpu_rows("solve"),
+    Row("workers x pool size", _pools),
+]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a text table: one column per design."""
+    p = report["parameters"]
+    intro = [
+        f"captcha-tasks bench solve: T={p['threads']} threads, L={p['latency']} s "
+        f"(jitter {p['jitter']}), T/L={p['target_solves_per_second']} solves/s, "
+        f"time scale {p['time_scale']} (= L/15 s)",
+        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency), "
+        f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
+        f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
+        f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
+    ]
+    lines = render_report(intro, p["environment"], _ROWS, list(report["designs"].values()))
+    lines.append("")
+    lines.append(f"wall time: {report['wall_seconds']} s")
+    return "\n".join(lines)

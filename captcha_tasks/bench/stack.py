@@ -1,5 +1,5 @@
-"""The solve benchmark's processes: redis-server, sandbox and celery workers, each in
-its own session with its own log, stopped by PID; and their CPU time (psutil)."""
+"""The benchmarks' processes: redis-server, sandbox and celery workers, each in its own
+session with its own log, stopped by PID; and their CPU time (psutil)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TypeVar
 
 import psutil  # type: ignore[import-untyped, unused-ignore]
 import requests
@@ -21,10 +23,41 @@ import requests
 from ..dev.procs import free_port, stop_process, wait_until
 from ..dev.redis_server import RedisServer
 from ..errors import CaptchaTasksError
+from ..sandbox import DEV_API_KEY
 
-__all__ = ["CpuProbe", "Processes", "start_sandbox", "start_workers", "terminate_on_sigterm"]
+__all__ = [
+    "DECIDED",
+    "DOCUMENTED_V2_SECONDS",
+    "CpuProbe",
+    "Processes",
+    "Stack",
+    "passed_environment",
+    "start_sandbox",
+    "start_stack",
+    "start_workers",
+    "terminate_on_sigterm",
+]
+
+#: Documented reCAPTCHA v2 solve time (PROTOCOL.md): a run's time scale maps it onto the
+#: sandbox's latency.
+DOCUMENTED_V2_SECONDS = 15.0
+#: Settings a run decides; anything else set in the environment is passed through to the
+#: workers and shown in the report.
+DECIDED: tuple[str, ...] = (
+    "CAPTCHA_TASKS_REDIS_URL",
+    "CAPTCHA_TASKS_BROKER_URL",
+    "CAPTCHA_TASKS_RESULT_BACKEND",
+    "CAPTCHA_TASKS_STATE_URL",
+    "CAPTCHA_TASKS_SOLVER_URL",
+    "CAPTCHA_TASKS_PROVIDER",
+    "CAPTCHA_TASKS_THREADS",
+    "CAPTCHA_TASKS_TIME_SCALE",
+    "CAPTCHAAI_API_KEY",
+)
 
 _CONCURRENCY_RE = re.compile(r"concurrency:\s*(\d+)")
+
+T = TypeVar("T")
 
 
 class Processes:
@@ -34,6 +67,29 @@ class Processes:
         self.log_dir = log_dir
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.redis_servers: list[RedisServer] = []
+
+    @classmethod
+    def logging_to(cls, log_dir: Path | None, prefix: str) -> Processes:
+        """Processes that log to ``log_dir``, or (None) to a new temporary directory
+        named ``prefix...``; the directory is created."""
+        path = log_dir or Path(tempfile.mkdtemp(prefix=prefix))
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    def run_each(self, runs: Iterable[Callable[[Processes], T]]) -> list[T]:
+        """Each of ``runs`` in turn, and what each returned. Every process a run started
+        is stopped after it, and on errors and Ctrl-C/SIGTERM too."""
+        results = []
+        try:
+            with terminate_on_sigterm():
+                for run in runs:
+                    try:
+                        results.append(run(self))
+                    finally:
+                        self.stop_all()
+        finally:
+            self.stop_all()
+        return results
 
     def spawn(self, name: str, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
         with (self.log_dir / f"{name}.log").open("ab") as log:
@@ -170,3 +226,63 @@ class CpuProbe:
         out["harness"] = _cpu(os.getpid(), tree=False)
         out["machine_busy"], out["machine_total"] = _machine_busy()
         return out
+
+
+def passed_environment(
+    environ: Mapping[str, str], decided: Sequence[str] = DECIDED
+) -> dict[str, str]:
+    """The ``CAPTCHA_TASKS_*`` settings of ``environ`` that a run passes through to its
+    workers: those it does not decide."""
+    return {k: v for k, v in environ.items() if k.startswith("CAPTCHA_TASKS_") and k not in decided}
+
+
+@dataclasses.dataclass
+class Stack:
+    """One run's fresh redis-server and sandbox, and the environment of its workers."""
+
+    redis: RedisServer
+    sandbox_url: str
+    sandbox_pid: int
+    env: dict[str, str]
+
+    def cpu_probe(self, workers: Sequence[tuple[subprocess.Popen[bytes], int | None]]) -> CpuProbe:
+        """A probe of these workers (as :func:`start_workers` returns them), the
+        redis-server and the sandbox."""
+        return CpuProbe(
+            [p.pid for p, _ in workers],
+            {"redis": self.redis.proc.pid if self.redis.proc else 0, "sandbox": self.sandbox_pid},
+        )
+
+
+def start_stack(
+    procs: Processes,
+    name: str,
+    *,
+    threads: int,
+    time_scale: float,
+    jitter: float,
+    sandbox_args: Sequence[str] = (),
+    decided: Sequence[str] = DECIDED,
+    env: Mapping[str, str] | None = None,
+) -> Stack:
+    """Start the run ``name``'s redis-server and its sandbox (T ``threads``, reCAPTCHA v2
+    in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, then ``sandbox_args``).
+    The workers' environment: this process's without the ``decided`` settings, pointed
+    at both, with the same threads and time scale, then ``env``."""
+    redis_server = procs.redis()
+    args = ["--threads", str(threads), "--time-scale", repr(time_scale),
+            "--jitter", repr(jitter), "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
+            *sandbox_args]  # fmt: skip
+    sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", args)
+    worker_env = {k: v for k, v in os.environ.items() if k not in decided}
+    worker_env.update(
+        CAPTCHA_TASKS_REDIS_URL=redis_server.url,
+        CAPTCHA_TASKS_SOLVER_URL=sandbox_url,
+        CAPTCHA_TASKS_PROVIDER="captchaai",
+        CAPTCHAAI_API_KEY=DEV_API_KEY,
+        CAPTCHA_TASKS_THREADS=str(threads),
+        CAPTCHA_TASKS_TIME_SCALE=repr(time_scale),
+        PYTHONUNBUFFERED="1",
+    )
+    worker_env.update(env or {})
+    return Stack(redis_server, sandbox_url, sandbox_pid, worker_env)

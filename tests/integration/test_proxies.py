@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import random
-import select
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,7 @@ import requests
 from celery import Celery, signals
 from click.testing import CliRunner
 
-from captcha_tasks.dev.procs import stop_process, wait_until
+from captcha_tasks.dev.procs import wait_until
 from captcha_tasks.session.proxies import ProxyPool, UnknownProxy
 from captcha_tasks.session.proxies_cli import proxies_group
 from captcha_tasks.session.proxy_step import (
@@ -36,6 +35,7 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
 from tests.conftest import ROOT
+from tests.processes import SpawnPython, python_processes, read_line
 
 pytestmark = pytest.mark.integration
 
@@ -217,25 +217,9 @@ class FakeWorker:
 
 
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(code: str, *args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        stop_process(proc, timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def spawn() -> Iterator[SpawnPython]:
+    with python_processes() as start:
+        yield start
 
 
 HOLDER = textwrap.dedent(
@@ -253,13 +237,11 @@ HOLDER = textwrap.dedent(
 
 
 def test_a_killed_holders_proxy_returns_within_the_lease_ttl(
-    pool: ProxyPool, spawn: Callable[..., subprocess.Popen[str]]
+    pool: ProxyPool, spawn: SpawnPython
 ) -> None:
     (ident,) = add_proxies(pool, 1)
     proc = spawn(HOLDER, str(LEASE_TTL))
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], 30)
-    assert ready and proc.stdout.readline().strip() == ident
+    assert read_line(proc, 30) == ident
     time.sleep(2.5 * LEASE_TTL)  # its heartbeat keeps the lease past its TTL
     assert pool.holder(ident) == "doomed@test"
     assert pool.lease("survivor") is None

@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import select
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -16,7 +12,6 @@ import pytest
 from celery import Celery
 from celery.exceptions import Retry
 
-from captcha_tasks.dev.procs import stop_process
 from captcha_tasks.session.locks import (
     SessionLock,
     SessionLockBusy,
@@ -26,7 +21,7 @@ from captcha_tasks.session.locks import (
 )
 from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.state import Keys, state_redis
-from tests.conftest import ROOT
+from tests.processes import SpawnPython, python_processes, read_line
 
 pytestmark = pytest.mark.integration
 
@@ -113,14 +108,6 @@ def test_the_block_form_raises_busy_when_held(settings: Settings) -> None:
     assert new_lock(settings, "c").holder() is None
 
 
-def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    if not ready:
-        raise AssertionError(f"no output from pid {proc.pid} within {timeout} s")
-    return proc.stdout.readline().strip()
-
-
 HOLDER = textwrap.dedent(
     """
     import dataclasses, sys, time
@@ -139,32 +126,16 @@ HOLDER = textwrap.dedent(
 
 
 @pytest.fixture
-def spawn() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    procs: list[subprocess.Popen[str]] = []
-
-    def start(code: str, *args: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", code, *args],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        procs.append(proc)
-        return proc
-
-    yield start
-    for proc in procs:
-        stop_process(proc, timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def spawn() -> Iterator[SpawnPython]:
+    with python_processes() as start:
+        yield start
 
 
 def test_a_killed_holder_is_replaced_within_the_lock_ttl(
-    settings: Settings, spawn: Callable[..., subprocess.Popen[str]]
+    settings: Settings, spawn: SpawnPython
 ) -> None:
     proc = spawn(HOLDER, str(settings.lock_ttl), HOST)
-    assert _read_line(proc, 30) == "acquired"
+    assert read_line(proc, 30) == "acquired"
     waiter = new_lock(settings, "survivor")
     time.sleep(1.5 * settings.lock_ttl)  # alive: it keeps the lock past one TTL
     assert not waiter.acquire()

@@ -10,6 +10,7 @@ from captcha_tasks.bench.metrics import (
     Outcome,
     backlogged_utilisation,
     busy_seconds,
+    cpu_figures,
     failure_reason,
     ideal_finish,
     page_metrics,
@@ -20,6 +21,7 @@ from captcha_tasks.bench.metrics import (
     utilisation,
     zero_overhead_fraction,
 )
+from captcha_tasks.bench.report import Row, field, fields, joined, render_report, section
 
 
 def captcha(
@@ -253,3 +255,46 @@ def test_page_metrics_without_results() -> None:
     assert m["wall_seconds"] == 0.0
     assert m["pages_per_second"] is None and m["worker_cpu_per_page"] is None
     assert m["page_seconds_p50"] is None and m["machine_cpu_busy"] is None
+
+
+def test_cpu_figures_round_each_and_divide_the_workers_by_what_they_did() -> None:
+    cpu = {"workers": 1.23456, "redis": 0.12345, "sandbox": 2.0, "harness": 0.5,
+           "machine_busy": 3.0, "machine_total": 8.0}  # fmt: skip
+    assert cpu_figures(cpu, "page", 4) == {
+        "worker_cpu_seconds": 1.235,
+        "worker_cpu_per_page": 0.30864,
+        "redis_cpu_seconds": 0.123,
+        "sandbox_cpu_seconds": 2.0,
+        "harness_cpu_seconds": 0.5,
+        "machine_cpu_busy": 0.375,
+    }
+    none = cpu_figures({}, "solve", 0)
+    assert none["worker_cpu_per_solve"] is None and none["machine_cpu_busy"] is None
+    assert none["worker_cpu_seconds"] == 0.0
+
+
+def test_report_table_lays_out_columns_sections_and_missing_values() -> None:
+    rows = [
+        section("counts"),
+        Row("done / total", fields("done", "total")),
+        Row("share", field("share", ".0%")),
+        Row("  mean / max", joined(field("mean", ".2f"), field("max", "d"))),
+    ]
+    columns = [
+        {"label": "first", "done": 3, "total": 4, "share": 0.75, "mean": 1.5, "max": 2},
+        {"label": "a longer label", "done": 0, "total": 4, "share": None, "mean": None,
+         "max": None},
+    ]  # fmt: skip
+    lines = render_report(["intro"], {"CAPTCHA_TASKS_X": "1"}, rows, columns)
+    # Labels 12 wide + 2; each column as wide as its widest cell or header + 2.
+    assert lines == [
+        "intro",
+        "environment passed to the workers: {'CAPTCHA_TASKS_X': '1'}",
+        "",
+        "                   first  a longer label",
+        "-- counts ------------------------------",
+        "done / total       3 / 4           0 / 4",
+        "share                75%               -",
+        "  mean / max    1.50 / 2           - / -",
+    ]
+    assert render_report([], {}, rows[:1], []) == ["", "        ", "-- counts "]
