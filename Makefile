@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration bench format sandbox clean
+.PHONY: help venv run test lint types unit integration bench screenshot format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,12 +43,25 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design; pages sha
 	$(BIN)/captcha-tasks bench solve
 	$(BIN)/captcha-tasks bench pages
 
+screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	$(BIN)/captcha-tasks screenshot --out docs
+
 format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 sandbox: $(STAMP)  ## Only the solver sandbox, on port 8765
 	$(BIN)/captcha-tasks sandbox --port 8765
+
+# Flower reads FLOWER_BASIC_AUTH (user:password, comma-separated for several) from the
+# environment itself: the password stays out of the process list.
+flower: $(STAMP)  ## Flower on 127.0.0.1:5555 behind basic auth (FLOWER_BASIC_AUTH=user:password)
+	@case "$$FLOWER_BASIC_AUTH" in ?*:?*) ;; *) \
+	  echo "make flower: refusing to start Flower without a login: set FLOWER_BASIC_AUTH=user:password" >&2; \
+	  exit 2;; esac
+	$(BIN)/celery -A captcha_tasks flower --address=127.0.0.1 --port=5555
 
 clean:  ## Remove the virtualenv, caches and .run/
 	rm -rf $(VENV) .run .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

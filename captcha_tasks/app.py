@@ -10,10 +10,24 @@ app.config_from_object("celeryconfig")
 
 def _install_steps() -> None:
     from .engine_step import SolveEngineStep
+    from .metrics_step import MetricsStep
     from .session.proxy_step import ProxyLeaseStep
 
     app.steps["worker"].add(SolveEngineStep)
     app.steps["worker"].add(ProxyLeaseStep)
+    app.steps["worker"].add(MetricsStep)
 
 
 _install_steps()
+
+
+def _quiet_success_log() -> None:
+    # Celery logs every task's return value at INFO; a solve's is a single-use token
+    # (and a page's may carry form data). Log that the task succeeded, not what it
+    # returned: results are for the backend, not for log files.
+    from celery.app import trace
+
+    trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
+
+
+_quiet_success_log()

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import os
 
-from celery import Task
-
 from .errors import TransientSolverError
+from .redaction import RedactedTask
 from .settings import Settings, get_settings
 from .solver import SolverClient
 
 __all__ = ["SolverTask"]
 
 
-class SolverTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """A task that talks to the solver provider."""
+class SolverTask(RedactedTask):
+    """A task that talks to the solver provider (arguments shown redacted: see
+    :mod:`.redaction`)."""
 
     abstract = True
     _solver: SolverClient | None = None

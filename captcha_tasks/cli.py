@@ -105,6 +105,24 @@ def dev(
 
 
 @main.command()
+@click.option(
+    "--out",
+    default="docs",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Where the PNG files go.",
+)
+def screenshot(out: Path) -> None:
+    """Render Flower's task page and `captcha-tasks status` to PNG (headless Chromium).
+
+    Starts the dev stack for the purpose and stops it afterwards.
+    """
+    from .dev.screenshot import take_screenshots
+
+    sys.exit(take_screenshots(out))
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings(as_json: bool) -> None:
     """Show the settings read from the environment (secrets masked)."""
@@ -118,6 +136,7 @@ def settings(as_json: bool) -> None:
 
 def _add_subcommands() -> None:
     from .bench.cli import bench_group
+    from .monitor.cli import status_command, watch_command
     from .sandbox import sandbox_command
     from .session.cookies_cli import sessions_group
     from .session.proxies_cli import proxies_group
@@ -128,6 +147,8 @@ def _add_subcommands() -> None:
     main.add_command(sessions_group, "sessions")
     main.add_command(pool_group, "pool")
     main.add_command(proxies_group, "proxies")
+    main.add_command(watch_command, "watch")
+    main.add_command(status_command, "status")
 
 
 _add_subcommands()

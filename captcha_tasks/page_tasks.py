@@ -23,6 +23,7 @@ from .app import app
 from .base import SolverTask
 from .errors import ChallengeRejected, InvalidTaskInput
 from .pages import Challenge, Page, check_url, fetch, find_challenge, submit
+from .redaction import RedactedTask
 from .session.cookies import CookieStore, SharedCookiesTask
 from .session.locks import SessionLock, SessionLockTask
 from .session.proxy_step import PinnedProxyTask
@@ -211,7 +212,7 @@ def submit_challenge(
     )  # fmt: skip
 
 
-@app.task(name="captcha_tasks.release_session_lock", bind=True)
+@app.task(name="captcha_tasks.release_session_lock", base=RedactedTask, bind=True)
 def release_session_lock(
     self: Any, request: Any, exc: Any, traceback: Any, *, host: str, token: str
 ) -> None:

@@ -17,6 +17,8 @@ from celery.exceptions import Ignore
 from .app import app
 from .base import SolverTask
 from .errors import ClientError, InvalidTaskInput, TransientSolverError
+from .monitor.metrics import solve_observer
+from .redaction import RedactedTask
 from .solver import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
 from .solving import admit
 from .solving.pool import TokenPool
@@ -60,6 +62,7 @@ class SolveTask(SolverTask):
             raise Ignore()  # a redelivered message: its job is queued, in flight or done
         pooled = TokenPool(client, self.settings).take(captcha)
         if pooled is not None:
+            solve_observer().solved(captcha.type, "pool")
             return pooled
         admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
               proxy_id=proxy_id or "")  # fmt: skip
@@ -241,7 +244,7 @@ def report_solution(self: SolverTask, task_id: str, correct: bool = False) -> di
     }
 
 
-@app.task(name="captcha_tasks.ping", bind=True)
+@app.task(name="captcha_tasks.ping", base=RedactedTask, bind=True)
 def ping(self: Any) -> dict[str, Any]:
     """Round trip through the broker, a worker and the result backend."""
     return {

@@ -38,6 +38,7 @@ from ..errors import (
     TransientSolverError,
     UnknownProxy,
 )
+from ..monitor.metrics import solve_observer
 from ..settings import Settings
 from ..solver import Answer, Proxy, SolverClient
 from ..state.keys import STRUCTURE_TTL, Keys
@@ -277,12 +278,15 @@ class Engine:
             captcha_id = self.solver.submit(job.captcha(), proxy=self._proxy_for(job))
         except TransientSolverError as exc:
             self.stats.add(f"submit_retry:{exc.code}")
+            solve_observer().submitted(job.type, exc)
             delay = self.settings.scaled(exc.retry_after or 5.0)
             self._requeue(job, "submitting", self.clock() + delay, counter="")
         except CaptchaTasksError as exc:
+            solve_observer().submitted(job.type, exc)
             self._fail(job, exc)
         else:
             self.stats.add("submitted")
+            solve_observer().submitted(job.type)
             at = self.clock()
             first = self._on_tick(at + self.learner.first_poll(job.type))
             ok = run(
@@ -346,6 +350,7 @@ class Engine:
             try:
                 got = self.solver.get_many(ids)
                 self.stats.add("poll_requests")
+                solve_observer().polled()
                 return got
             except (ClientError, TransientSolverError) as exc:
                 if self.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
@@ -359,6 +364,7 @@ class Engine:
         out: dict[str, Answer | SolverError | None] = {}
         for captcha_id in ids:
             self.stats.add("poll_requests")
+            solve_observer().polled()
             try:
                 out[captcha_id] = self.solver.get(captcha_id)
             except (CaptchaUnsolvable, ClientError) as exc:
@@ -396,6 +402,8 @@ class Engine:
             return False
         self.stats.add("solved")
         self.stats.add("polls_of_solved", job.polls + 1)
+        solve_observer().solved(job.type, "fill" if job.pool else "api",
+                                seconds=result["solve_seconds"], polls=job.polls + 1)  # fmt: skip
         if job.submitted_at is not None:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
@@ -419,6 +427,7 @@ class Engine:
         if not ended:
             return False
         self.stats.add(f"failed:{error.code}")
+        solve_observer().failed(job.type, "fill" if job.pool else "api", error)
         if job.pool:
             log.warning("engine %s: a pool fill failed: %s", self.name, error)
             self.pool.fill_ended(job.pool, job.task_id)

@@ -36,6 +36,7 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.mark.timeout(300)  # four processes and three round trips on a busy 2-core machine
 def test_dev_stack_comes_up_answers_and_stops_cleanly(tmp_path: Path) -> None:
     redis_url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there yet
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAPTCHA", "FLOWER"))}
@@ -52,7 +53,7 @@ def test_dev_stack_comes_up_answers_and_stops_cleanly(tmp_path: Path) -> None:
     )
     reader.start()
     try:
-        wait_until(lambda: any("up. Try" in line for line in lines), timeout=90, what="dev up")
+        wait_until(lambda: any("up. Try" in line for line in lines), timeout=200, what="dev up")
         out = "".join(lines)
         assert "started redis-server" in out
         assert re.search(r"smoke   : ping -> dev1@\S+ v\S+; get_balance -> 100\.0000", out)

@@ -1,0 +1,330 @@
+"""Prometheus metrics of a worker: events counted where they happen, state read at scrape.
+
+**Events** go through a :class:`SolveObserver`. The solve engine (a thread of each
+worker's main process) reports submits, polls and ended solves; solve tasks (prefork
+children) report tokens served from a pool. :func:`solve_observer` is a no-op until
+a worker enables metrics (:mod:`captcha_tasks.metrics_step`, which also sets up
+prometheus_client's multiprocess mode, so what the children count adds up with what
+the main process counts); then it is a :class:`PrometheusObserver`.
+
+**State** is read from Redis when ``/metrics`` is scraped, by :class:`StateCollector`:
+threads of the budget in use, waiting requests, pooled tokens, proxies. It is
+cluster-wide, so every worker reports the same values (aggregate with ``max``).
+
+prometheus_client is imported only once metrics are enabled: it decides between
+single- and multi-process values when it is first imported, and the engine and the
+tasks import this module whether metrics are on or not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Protocol
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from ..errors import CaptchaTasksError
+from ..settings import Settings
+from ..state.keys import Keys
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.core import GaugeMetricFamily
+
+__all__ = [
+    "POLL_BUCKETS",
+    "SCRAPE_REDIS_TIMEOUT",
+    "SECONDS_BUCKETS",
+    "NullObserver",
+    "PrometheusObserver",
+    "SolveObserver",
+    "StateCollector",
+    "set_solve_observer",
+    "solve_observer",
+]
+
+log = logging.getLogger(__name__)
+
+#: Solve latency buckets (seconds): sub-second for the sandbox, then up to the
+#: 180 s deadline of reCAPTCHA v2 and hCaptcha.
+SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300)
+#: Polls a solved captcha took (batched polls answer most on the first or second).
+POLL_BUCKETS = (1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50)
+
+#: Seconds a scrape waits for Redis (Prometheus's default scrape timeout is 10 s).
+SCRAPE_REDIS_TIMEOUT = 2.0
+
+# -- events -----------------------------------------------------------------------------
+
+
+class SolveObserver(Protocol):
+    """What the engine and the solve tasks report. ``source`` is ``api`` (solved for
+    a caller), ``fill`` (solved for a token pool) or ``pool`` (served from a pool)."""
+
+    def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
+        """One in.php call: accepted (``error`` None) or refused."""
+
+    def polled(self) -> None:
+        """One res.php request (a batch of captcha ids counts once)."""
+
+    def solved(
+        self,
+        captcha_type: str,
+        source: str,
+        *,
+        seconds: float | None = None,
+        polls: int | None = None,
+    ) -> None:
+        """A request got its answer: ``seconds`` from submit, after ``polls`` polls."""
+
+    def failed(self, captcha_type: str, source: str, error: CaptchaTasksError) -> None:
+        """A request ended with ``error``."""
+
+
+class NullObserver:
+    """Metrics off: records nothing."""
+
+    def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
+        pass
+
+    def polled(self) -> None:
+        pass
+
+    def solved(
+        self,
+        captcha_type: str,
+        source: str,
+        *,
+        seconds: float | None = None,
+        polls: int | None = None,
+    ) -> None:
+        pass
+
+    def failed(self, captcha_type: str, source: str, error: CaptchaTasksError) -> None:
+        pass
+
+
+_observer: SolveObserver = NullObserver()
+
+
+def solve_observer() -> SolveObserver:
+    """This process's observer (prefork children inherit the main process's)."""
+    return _observer
+
+
+def set_solve_observer(observer: SolveObserver | None) -> SolveObserver:
+    """Install ``observer`` (``None``: the no-op) for this process; returns the previous."""
+    global _observer
+    previous, _observer = _observer, observer if observer is not None else NullObserver()
+    return previous
+
+
+def _code(error: CaptchaTasksError) -> str:
+    return error.code or type(error).__name__
+
+
+class PrometheusObserver:
+    """Counts into prometheus_client metrics; never raises into the caller.
+
+    ``registry=None`` (a worker, multiprocess mode) registers the metrics nowhere: the
+    endpoint's registry reads every process's value files instead.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self._solves = Counter(
+            "captcha_tasks_solves",
+            "Solve requests ended, by captcha type, source (api: solved for a caller, "
+            "fill: solved for a token pool, pool: served from a pool) and outcome "
+            "(solved or failed:<code>).",
+            ["type", "source", "outcome"],
+            registry=registry,
+        )
+        self._seconds = Histogram(
+            "captcha_tasks_solve_seconds",
+            "Seconds from submit to answer collected, of captchas the provider solved.",
+            ["type"],
+            buckets=SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self._polls = Histogram(
+            "captcha_tasks_solve_polls",
+            "Polls (res.php) a captcha the provider solved took.",
+            ["type"],
+            buckets=POLL_BUCKETS,
+            registry=registry,
+        )
+        self._submits = Counter(
+            "captcha_tasks_submits",
+            "Submits (in.php) by captcha type and result (ok, or the provider's code).",
+            ["type", "result"],
+            registry=registry,
+        )
+        self._poll_requests = Counter(
+            "captcha_tasks_poll_requests",
+            "Poll requests (res.php); one batch of captcha ids counts once.",
+            registry=registry,
+        )
+        self._warned = False
+
+    def _failed_to_record(self, what: str) -> None:
+        # Metrics must never break solving; say so once rather than at every event.
+        if not self._warned:
+            self._warned = True
+            log.warning("metrics: could not record %s (further errors not logged)", what,
+                        exc_info=True)  # fmt: skip
+
+    def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
+        try:
+            self._submits.labels(captcha_type, "ok" if error is None else _code(error)).inc()
+        except Exception:
+            self._failed_to_record("a submit")
+
+    def polled(self) -> None:
+        try:
+            self._poll_requests.inc()
+        except Exception:
+            self._failed_to_record("a poll")
+
+    def solved(
+        self,
+        captcha_type: str,
+        source: str,
+        *,
+        seconds: float | None = None,
+        polls: int | None = None,
+    ) -> None:
+        try:
+            self._solves.labels(captcha_type, source, "solved").inc()
+            if seconds is not None:
+                self._seconds.labels(captcha_type).observe(seconds)
+            if polls is not None:
+                self._polls.labels(captcha_type).observe(polls)
+        except Exception:
+            self._failed_to_record("a solve")
+
+    def failed(self, captcha_type: str, source: str, error: CaptchaTasksError) -> None:
+        try:
+            self._solves.labels(captcha_type, source, f"failed:{_code(error)}").inc()
+        except Exception:
+            self._failed_to_record("a failure")
+
+
+# -- state ------------------------------------------------------------------------------
+
+
+class StateCollector:
+    """Gauges read from Redis at each scrape; ``captcha_tasks_state_up`` is 0 (and the
+    Redis gauges absent) when Redis did not answer."""
+
+    def __init__(
+        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.redis = client
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self.clock = clock
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> StateCollector:
+        """A collector with a client of its own: short timeouts and no retries, so a
+        scrape reports ``state_up 0`` at once instead of outlasting the scrape timeout
+        while Redis is away."""
+        client = redis.Redis.from_url(
+            settings.state_url,
+            decode_responses=True,
+            socket_timeout=SCRAPE_REDIS_TIMEOUT,
+            socket_connect_timeout=SCRAPE_REDIS_TIMEOUT,
+            retry=Retry(NoBackoff(), 0),
+            **(settings.redis_ssl_options(settings.state_url) or {}),
+        )
+        return cls(client, settings)
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return list(self._families().values())
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        families = self._families()
+        families["threads_limit"].add_metric([], self.settings.threads)
+        try:
+            self._read(families)
+        except redis.RedisError as exc:
+            log.warning("metrics: Redis did not answer the scrape: %s", exc)
+            families["state_up"].add_metric([], 0)
+            yield families["threads_limit"]
+            yield families["state_up"]
+            return
+        families["state_up"].add_metric([], 1)
+        yield from families.values()
+
+    def _families(self) -> dict[str, GaugeMetricFamily]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        def gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+            return GaugeMetricFamily(f"captcha_tasks_{name}", doc, labels=labels)
+
+        pool = ["pool_id", "type"]
+        return {
+            "threads_in_use": gauge(
+                "threads_in_use", "Threads of the plan held by captchas at the provider."
+            ),
+            "threads_limit": gauge("threads_limit", "The plan's thread budget."),
+            "waiting_requests": gauge(
+                "waiting_requests", "Solve requests waiting for a thread of the budget."
+            ),
+            "pool_tokens": gauge("pool_tokens", "Unexpired pre-solved tokens in a pool.", pool),
+            "pool_filling": gauge("pool_filling", "Fill solves in flight for a pool.", pool),
+            "proxies": gauge(
+                "proxies",
+                "Proxies in the pool by state (free, leased, quarantined); the sum is the pool.",
+                ["state"],
+            ),
+            "state_up": gauge("state_up", "1 if Redis answered this scrape, else 0."),
+        }
+
+    def _read(self, families: dict[str, GaugeMetricFamily]) -> None:
+        now = self.clock()
+        after = f"({now}"  # leases and tokens that expire after now
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zcount(self.keys.budget, after, "+inf")
+        pipe.zcard(self.keys.waiting)
+        pipe.hgetall(self.keys.pools)
+        pipe.hkeys(self.keys.proxies)
+        in_use, waiting, pools, proxy_ids = pipe.execute()
+
+        pool_ids = sorted(pools)
+        proxy_ids = sorted(proxy_ids)
+        for pool_id in pool_ids:
+            pipe.zcount(self.keys.pool(pool_id), after, "+inf")
+            pipe.zcount(self.keys.pool_filling(pool_id), after, "+inf")
+        for ident in proxy_ids:
+            pipe.exists(self.keys.proxy_quarantine(ident))
+            pipe.exists(self.keys.proxy_lease(ident))
+        answers = pipe.execute() if pool_ids or proxy_ids else []
+
+        families["threads_in_use"].add_metric([], int(in_use))
+        families["waiting_requests"].add_metric([], int(waiting))
+        for n, pool_id in enumerate(pool_ids):
+            labels = [pool_id, _pool_type(pools[pool_id])]
+            families["pool_tokens"].add_metric(labels, int(answers[2 * n]))
+            families["pool_filling"].add_metric(labels, int(answers[2 * n + 1]))
+        states = {"free": 0, "leased": 0, "quarantined": 0}
+        offset = 2 * len(pool_ids)
+        for n in range(len(proxy_ids)):
+            quarantined, leased = answers[offset + 2 * n : offset + 2 * n + 2]
+            states["quarantined" if quarantined else "leased" if leased else "free"] += 1
+        for state, count in states.items():
+            families["proxies"].add_metric([state], count)
+
+
+def _pool_type(raw: str) -> str:
+    try:
+        return str(json.loads(raw)["type"])
+    except (ValueError, KeyError, TypeError):
+        return "unknown"

@@ -1,0 +1,421 @@
+"""Flower behind basic auth, showing redacted task arguments; a secret scan of everything
+Flower, Redis, the broker, the result backend and the worker's log hold.
+
+Real processes on loopback: a redis-server, ``celery worker`` and ``celery flower``.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import requests
+
+from captcha_tasks import get_balance, report_solution, solve_image, solve_recaptcha_v2
+from captcha_tasks.dev.procs import free_port, stop_process, wait_until
+from captcha_tasks.dev.redis_server import RedisServer
+from captcha_tasks.page_tasks import fetch_page
+from captcha_tasks.session.locks import SessionLock
+from captcha_tasks.session.proxies import ProxyPool
+from captcha_tasks.settings import get_settings
+from captcha_tasks.state import Keys, state_redis
+from tests.conftest import ROOT, worker_env
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+AUTH = ("flower-test", "Fl0werLoginPw")
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+FORM_PASSWORD = "hunter2"
+COOKIE_VALUE = "C00kieSessionValue"
+QUERY_SECRET = "Qu3rySecretValue"
+#: A key the scan's sandbox accepts besides the dev key (32 letters and digits).
+SCAN_API_KEY = "ScanKey0123456789abcdefABCDEF987"
+PROXY_PASSWORD = "S3cretProxyPw"
+REDIS_PASSWORD = "R3disPassw0rdScan"
+
+
+def png(padding: int) -> bytes:
+    """A valid 1x1 PNG made ``padding`` bytes larger by a text chunk."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)
+    return b"".join([
+        b"\x89PNG\r\n\x1a\n", chunk(b"IHDR", header),
+        chunk(b"tEXt", b"Comment\x00" + b"p" * padding),
+        chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00")), chunk(b"IEND", b""),
+    ])  # fmt: skip
+
+
+@dataclass
+class FlowerProcess:
+    url: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+
+    def get(self, path: str, *, auth: Any = AUTH, **params: Any) -> requests.Response:
+        return requests.get(f"{self.url}{path}", auth=auth, params=params, timeout=15)
+
+    def json(self, path: str, **params: Any) -> Any:
+        reply = self.get(path, **params)
+        assert reply.status_code == 200, (path, reply.status_code, reply.text[:300])
+        return reply.json()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@pytest.fixture
+def flower_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], FlowerProcess]]:
+    """Start ``celery flower`` with basic auth and a worker's environment; stopped by PID."""
+    started: list[FlowerProcess] = []
+
+    def start(env: dict[str, str]) -> FlowerProcess:
+        port = free_port()
+        log_path = tmp_path / f"flower{len(started) + 1}.log"
+        # Only this test's login: no FLOWER_* from the calling shell.
+        base = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
+        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
+                "--address=127.0.0.1", f"--port={port}",
+                f"--basic-auth={AUTH[0]}:{AUTH[1]}"]  # fmt: skip
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=ROOT,
+                env={**base, **env, "PYTHONUNBUFFERED": "1"},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        flower = FlowerProcess(f"http://127.0.0.1:{port}", proc, log_path)
+        started.append(flower)
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"flower exited with {proc.returncode}:\n{flower.log()}")
+            try:
+                return requests.get(f"{flower.url}/healthcheck", timeout=1).status_code == 200
+            except requests.ConnectionError:
+                return False
+
+        wait_until(healthy, timeout=30, interval=0.2, what="Flower's /healthcheck")
+        return flower
+
+    yield start
+    for flower in reversed(started):
+        stop_process(flower.proc, timeout=10, group=True)
+
+
+class SlowSite:
+    """A loopback page that answers only when released: keeps a ``fetch_page`` active."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        release = self.release
+
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                release.wait(30)
+                body = b"<h1>slow page</h1>"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def slow_site() -> Iterator[SlowSite]:
+    site = SlowSite()
+    yield site
+    site.close()
+
+
+def _host(url: str) -> str:
+    return url.split("//")[1].split("/")[0]
+
+
+def _flower_tasks(flower: FlowerProcess, ids: list[str], *, states: set[str]) -> dict[str, Any]:
+    """Flower's ``/api/tasks`` once every id in ``ids`` is in one of ``states``."""
+    seen: dict[str, Any] = {}
+
+    def done() -> bool:
+        seen.clear()
+        seen.update(flower.json("/api/tasks", limit=1000))
+        return all(seen.get(i, {}).get("state") in states for i in ids)
+
+    try:
+        wait_until(done, timeout=30, interval=0.3, what="Flower to see the tasks end")
+    except TimeoutError:
+        shown = {i: (seen.get(i) or {}).get("state") for i in ids}
+        raise AssertionError(f"Flower's task states: {shown}") from None
+    return seen
+
+
+def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any, flower_factory: Any, slow_site: Any
+) -> None:
+    demo = demo_sandbox.demo_url
+    env = worker_env(
+        demo_sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=f"{_host(demo)},{slow_site.host}"
+    )
+    # -c 1 with room for more prefetched messages: one task active, others reserved.
+    worker = worker_factory(env, concurrency=1, extra_args=["--prefetch-multiplier=4"])
+    flower = flower_factory(env)
+
+    # Basic auth on the API and the pages; /healthcheck and /metrics are open (documented).
+    for path in ("/api/workers", "/api/tasks", "/api/queues/length", "/workers", "/tasks"):
+        assert flower.get(path, auth=None).status_code == 401, path
+        assert flower.get(path, auth=(AUTH[0], "wrong")).status_code == 401, path
+    assert flower.get("/api/workers").status_code == 200
+    assert flower.get("/healthcheck", auth=None).status_code == 200
+    assert flower.get("/metrics", auth=None).status_code == 200
+
+    image = base64.b64encode(png(6000)).decode()
+    page = f"https://example.com/login?session={QUERY_SECRET}&lang=en"
+    v2 = solve_recaptcha_v2.delay(V2_KEY, page, cookies=f"sid={COOKIE_VALUE}; lang=en")
+    img = solve_image.delay(image, numeric=1)
+    login = fetch_page.delay(f"{demo}/login", form={"username": "alice", "password": FORM_PASSWORD})
+    assert v2.get(timeout=60)["type"] == "recaptcha_v2"
+    assert img.get(timeout=60)["type"] == "image"
+    assert login.get(timeout=60)["status"] == 200
+
+    tasks = _flower_tasks(flower, [v2.id, img.id, login.id], states={"SUCCESS"})
+    assert tasks[v2.id]["name"] == "captcha_tasks.solve_recaptcha_v2"
+    assert tasks[v2.id]["worker"] == worker.name
+    assert tasks[v2.id]["args"] == f"('{V2_KEY}', 'https://example.com/login?session=***&lang=***')"
+    assert "'cookies': 'sid=***; lang=***'" in tasks[v2.id]["kwargs"]
+    assert tasks[img.id]["name"] == "captcha_tasks.solve_image"
+    assert tasks[img.id]["args"] == f"(<image {len(png(6000))} B base64>,)"
+    assert tasks[img.id]["kwargs"] == "{'numeric': 1}"
+    # fetch_page replaced itself with solve | submit_challenge under its own id: Flower
+    # shows the id under the name that ran last, the solve as its child.
+    assert tasks[login.id]["name"] == "captcha_tasks.submit_challenge"
+    assert "'form': {'username': '***', 'password': '***'}" in tasks[login.id]["kwargs"]
+    assert "'lock_token': '***'" in tasks[login.id]["kwargs"]
+    assert tasks[login.id]["args"].startswith("({'solution': '***', 'source': 'api'")
+    (child,) = tasks[login.id]["children"]
+    assert tasks[child]["name"] == "captcha_tasks.solve_recaptcha_v2"
+    info = flower.json(f"/api/task/info/{img.id}")
+    assert info["args"] == tasks[img.id]["args"] and info["state"] == "SUCCESS"
+
+    workers = flower.json("/api/workers", refresh=1)
+    assert worker.name in workers
+    assert "captcha_tasks.solve_image" in workers[worker.name]["registered"]
+
+    # Reserved, active and scheduled lists (Celery shows real arguments there by default).
+    slow = f"http://{slow_site.host}/account?token={QUERY_SECRET}"
+    busy = [fetch_page.delay(slow, form={"password": FORM_PASSWORD}) for _ in range(3)]
+    later = solve_image.apply_async((image,), countdown=300)
+    inspect = celery_app.control.inspect(timeout=2, destination=[worker.name])
+    seen: dict[str, Any] = {}
+
+    def lists_filled() -> bool:
+        seen.update(active=inspect.active(), reserved=inspect.reserved(),
+                    scheduled=inspect.scheduled())  # fmt: skip
+        counts = [len((seen[k] or {}).get(worker.name, [])) for k in seen]
+        return counts == [1, 2, 1]
+
+    wait_until(lists_filled, timeout=30, interval=0.3, what="1 active, 2 reserved, 1 scheduled")
+    queried = inspect.query_task(*[r.id for r in busy])
+    flower_worker = flower.json("/api/workers", refresh=1, workername=worker.name)[worker.name]
+    page_html = html.unescape(flower.get(f"/worker/{worker.name}").text)
+    slow_site.release.set()
+    shown = [seen["active"][worker.name][0], *seen["reserved"][worker.name]]
+    assert {t["id"] for t in shown} == {r.id for r in busy}
+    for task in shown:
+        assert task["args"] == f"('http://{slow_site.host}/account?token=***',)"
+        assert task["kwargs"] == "{'form': {'password': '***'}}"
+    scheduled = seen["scheduled"][worker.name][0]["request"]
+    assert scheduled["id"] == later.id and scheduled["args"] == tasks[img.id]["args"]
+    for listing in (queried, flower_worker["active"], flower_worker["reserved"]):
+        assert "'password': '***'" in json.dumps(listing)
+    assert "'password': '***'" in page_html
+    assert f"<image {len(png(6000))} B base64>" in page_html
+    everything = json.dumps([seen, queried, flower_worker, tasks]) + page_html + worker.log()
+    for secret in (FORM_PASSWORD, COOKIE_VALUE, QUERY_SECRET, image[:64]):
+        assert secret not in everything
+    assert all(r.get(timeout=60)["status"] == 200 for r in busy)
+    celery_app.control.revoke(later.id)
+
+
+def _redis_dump(client: redis.Redis, exclude: set[str]) -> tuple[str, int]:
+    """Every key and value (type-aware) as text, and how many keys were dumped."""
+    parts: list[str] = []
+    count = 0
+    for raw in client.scan_iter(count=500):
+        key = raw.decode(errors="replace")
+        if key in exclude:
+            continue
+        count += 1
+        kind = client.type(raw).decode()
+        value: Any
+        if kind == "string":
+            value = client.get(raw)
+        elif kind == "hash":
+            value = client.hgetall(raw)
+        elif kind == "list":
+            value = client.lrange(raw, 0, -1)
+        elif kind == "set":
+            value = client.smembers(raw)
+        elif kind == "zset":
+            value = client.zrange(raw, 0, -1, withscores=True)
+        elif kind == "stream":
+            value = client.xrange(raw)
+        else:
+            value = kind
+        parts.append(f"{key} {kind} {value!r}")
+    return "\n".join(parts), count
+
+
+def _broker_messages(raw: list[bytes]) -> str:
+    """Queued messages as stored, plus their bodies decoded (kombu base64-encodes them)."""
+    out = []
+    for message in raw:
+        out.append(message.decode(errors="replace"))
+        envelope = json.loads(message)
+        if envelope.get("properties", {}).get("body_encoding") == "base64":
+            out.append(base64.b64decode(envelope["body"]).decode(errors="replace"))
+    return "\n".join(out)
+
+
+def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
+    celery_app: Any,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    flower_factory: Any,
+) -> None:
+    sandbox = sandbox_factory(api_keys=(SCAN_API_KEY,), demo_port=0)
+    demo = sandbox.demo_url
+    settings = get_settings()
+    keys = Keys(settings.key_prefix)
+    client = state_redis(settings)
+    # The worker leases this proxy: its solves go to the provider with it (by pool id in
+    # the messages and job records), its page fetches go through it (and fail: nothing
+    # listens on port 9, so the error path is scanned too).
+    proxy_id = ProxyPool(client, settings).add(f"http://user:{PROXY_PASSWORD}@127.0.0.1:9")
+    env = worker_env(sandbox.url, CAPTCHAAI_API_KEY=SCAN_API_KEY,
+                     CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo))  # fmt: skip
+    flower = flower_factory(env)
+
+    # Enqueued while no worker consumes: the raw messages are read from the queue.
+    image = base64.b64encode(png(2000)).decode()
+    v2 = solve_recaptcha_v2.delay(V2_KEY, "https://example.com/login", proxy_id=proxy_id)
+    img = solve_image.delay(image)
+    balance = get_balance.delay()
+    page = fetch_page.delay(f"{demo}/page/scan", form={"password": FORM_PASSWORD})
+    raw = redis.Redis.from_url(settings.redis_url)  # bytes, as stored
+    queued = raw.lrange("celery", 0, -1)
+    assert len(queued) == 4
+    broker = _broker_messages(queued)
+
+    worker = worker_factory(env)
+    wait_until(lambda: client.get(keys.worker_proxy(worker.name)) is not None, timeout=10,
+               what="the worker's proxy lease")  # fmt: skip
+    assert v2.get(timeout=60)["type"] == "recaptcha_v2"
+    assert "is gone" not in worker.log()  # the engine submitted it with the proxy
+    assert img.get(timeout=60)["type"] == "image"
+    assert balance.get(timeout=60)["balance"]
+    assert report_solution.delay(v2.id, correct=True).get(timeout=60)["reported"] == "good"
+    with pytest.raises(Exception, match="proxy"):
+        page.get(timeout=60)
+    # A page task that waits for a held session lock: retried (task-retried events, a
+    # re-sent message), then it fetches through the dead proxy and fails.
+    lock = SessionLock(client, settings, _host(demo), owner="secret-scan")
+    assert lock.acquire()
+    waiting = fetch_page.delay(f"{demo}/page/waiting", form={"password": FORM_PASSWORD})
+    wait_until(lambda: " retry: " in worker.log(), timeout=30, what="a retry")
+    lock.release()
+    with pytest.raises(Exception, match="proxy"):
+        waiting.get(timeout=60)
+    ids = [v2.id, img.id, balance.id, page.id, waiting.id]
+    tasks = _flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
+    assert tasks[waiting.id]["retries"] >= 1
+
+    workers = flower.json("/api/workers", refresh=1)
+    assert worker.name in workers and workers[worker.name]["conf"]
+    pages = [flower.get(p).text for p in ("/workers", f"/worker/{worker.name}", "/tasks")]
+    assert all(worker.name in page for page in pages[:2])
+    shown = [json.dumps(tasks), json.dumps(workers), *pages,
+             json.dumps(flower.json("/api/queues/length")),
+             *(json.dumps(flower.json(f"/api/task/info/{i}")) for i in ids)]  # fmt: skip
+    inspect = celery_app.control.inspect(timeout=2, destination=[worker.name])
+    methods = ("stats", "conf", "registered", "active_queues", "active", "reserved", "scheduled")
+    inspected = {method: getattr(inspect, method)() for method in methods}
+    assert inspected["conf"][worker.name]["broker_url"].startswith("redis://")
+    redis_text, n_keys = _redis_dump(raw, exclude={keys.proxies})
+    results = [raw.get(f"celery-task-meta-{i}") for i in ids]
+    assert all(results) and n_keys > 10
+    sources = {
+        "flower": "\n".join(shown),
+        "inspect": json.dumps(inspected),
+        "flower log": flower.log(),
+        "redis": redis_text,
+        "broker messages": broker,
+        "results": repr(results),
+        "worker log": worker.log(),
+    }
+    for where, text in sources.items():
+        assert SCAN_API_KEY not in text, f"the API key is in the {where}"
+        assert PROXY_PASSWORD not in text, f"the proxy password is in the {where}"
+    # The needles can be found: the pool (left out of the scan) holds the password.
+    assert PROXY_PASSWORD in repr(client.hgetall(keys.proxies))
+    for where in ("flower", "flower log", "worker log"):
+        assert FORM_PASSWORD not in sources[where], f"the form password is in the {where}"
+
+
+def test_flower_masks_the_redis_password_of_the_broker_url(
+    sandbox: Any, worker_factory: Any, flower_factory: Any
+) -> None:
+    with RedisServer(password=REDIS_PASSWORD) as server:
+        env = worker_env(sandbox.url, CAPTCHA_TASKS_REDIS_URL=server.url)
+        worker = worker_factory(env)
+        flower = flower_factory(env)
+        workers = flower.json("/api/workers", refresh=1)
+        conf = workers[worker.name]["conf"]
+        assert conf["broker_url"] == f"redis://:********@127.0.0.1:{server.port}/0"
+        assert REDIS_PASSWORD not in conf["result_backend"]
+        assert "password" not in workers[worker.name]["stats"]["broker"]
+        page = flower.get(f"/worker/{worker.name}").text
+        assert "broker_url" in page
+        with server.client() as conn:
+            dump, _ = _redis_dump(conn, exclude=set())
+        # Stopped (by PID) before their Redis is.
+        stop_process(flower.proc, timeout=10, group=True)
+        stop_process(worker.proc, timeout=20, group=True)
+        for text in (json.dumps(workers), page, flower.log(), worker.log(), dump):
+            assert REDIS_PASSWORD not in text

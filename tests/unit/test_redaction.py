@@ -1,0 +1,216 @@
+"""Redacted task arguments: the reprs, the send path, retries and the worker's Request."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from unittest import mock
+
+import pytest
+from celery.app.task import Task
+from celery.contrib.testing.mocks import TaskMessage
+from celery.exceptions import MaxRetriesExceededError
+
+from captcha_tasks import (
+    app,
+    fill_token_pool,
+    get_balance,
+    ping,
+    report_solution,
+    solve_image,
+    solve_recaptcha_v2,
+)
+from captcha_tasks.page_tasks import fetch_page, release_session_lock, submit_challenge
+from captcha_tasks.redaction import (
+    MASK,
+    RedactedRequest,
+    RedactedTask,
+    _positional_names,
+    known_secrets,
+    redact_call,
+    scrub_text,
+)
+
+API_KEY = "Unit0123456789abcdefABCDEF987654"
+REDIS_PASSWORD = "R3disUnitPw"
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(3000)).decode()
+
+
+@pytest.fixture
+def secrets(settings_env: Callable[..., None]) -> Iterator[None]:
+    settings_env(
+        CAPTCHAAI_API_KEY=API_KEY,
+        CAPTCHA_TASKS_STATE_URL=f"redis://:{REDIS_PASSWORD}@127.0.0.1:6399/2",
+    )
+    yield
+
+
+def test_every_task_of_ours_shows_redacted_arguments() -> None:
+    ours = [app.tasks[name] for name in app.tasks if name.startswith("captcha_tasks.")]
+    assert len(ours) >= 13
+    for task in ours:
+        assert isinstance(task, RedactedTask), task.name
+        assert task.Request == "captcha_tasks.redaction:RedactedRequest"
+
+
+def test_image_payloads_are_shortened() -> None:
+    args, kwargs = solve_image.redacted_reprs((PNG,), {"numeric": 1})
+    assert args == "(<image 3008 B base64>,)"
+    assert kwargs == "{'numeric': 1}"
+    # A data URL, and an unlabelled payload found by its content.
+    assert redact_call((), {"image": "data:image/png;base64," + PNG})[1] == (
+        "{'image': <image 3008 B base64>}"
+    )
+    assert redact_call(("x", PNG), {})[0] == "('x', <image 3008 B base64>)"
+    assert solve_image.redacted_reprs(("not an image",), {})[0] == (
+        "(<image: 12 chars, not base64>,)"
+    )
+
+
+def test_cookies_forms_and_secret_fields_are_masked_names_kept() -> None:
+    _, kwargs = solve_recaptcha_v2.redacted_reprs(
+        ("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", "https://example.com/"),
+        {"cookies": "sid=abc; lang=en", "data_s": "one-time", "proxy_id": "0a1b2c3d4e5f"},
+    )
+    assert kwargs == "{'cookies': 'sid=***; lang=***', 'data_s': '***', 'proxy_id': '0a1b2c3d4e5f'}"
+    # 2Captcha's cookie format, and Playwright-style cookie lists.
+    assert redact_call((), {"cookies": "a:1;b:2"})[1] == "{'cookies': 'a:***;b:***'}"
+    jar = [{"name": "sid", "value": "abc", "domain": "example.com", "httpOnly": True}]
+    assert redact_call((), {"cookies": jar})[1] == (
+        "{'cookies': [{'name': 'sid', 'value': '***', 'domain': 'example.com', 'httpOnly': '***'}]}"
+    )
+    _, kwargs = fetch_page.redacted_reprs(
+        ("https://shop.example.com/login",), {"form": {"user": "bob", "password": "hunter2"}}
+    )
+    assert kwargs == "{'form': {'user': '***', 'password': '***'}}"
+    args, kwargs = submit_challenge.redacted_reprs(
+        ({"solution": "03AF-token", "source": "api"},),
+        {"fields": {"csrf": "t0k"}, "token_field": "g-recaptcha-response", "lock_token": "x"},
+    )
+    assert args == "({'solution': '***', 'source': 'api'},)"
+    assert kwargs == (
+        "{'fields': {'csrf': '***'}, 'token_field': 'g-recaptcha-response', 'lock_token': '***'}"
+    )
+    assert release_session_lock.redacted_reprs((), {"host": "h", "token": "t"})[1] == (
+        "{'host': 'h', 'token': '***'}"
+    )
+    # Public identifiers stay readable.
+    assert redact_call((), {"sitekey": "6Le-x", "api_key": "k"})[1] == (
+        "{'sitekey': '6Le-x', 'api_key': '***'}"
+    )
+
+
+def test_urls_lose_query_values_fragments_and_credentials() -> None:
+    url = "https://bob:pw@example.com:8443/p?session=s3cr3t&lang=en&flag#access_token=t"
+    assert redact_call((url,), {})[0] == (
+        "('https://bob:***@example.com:8443/p?session=***&lang=***&***#access_token=***',)"
+    )
+    assert redact_call(("https://example.com/#section",), {})[0] == (
+        "('https://example.com/#section',)"
+    )
+    text = "via http://user:S3cret@10.0.0.5:3128 or user:S3cret@proxy.example.net:80"
+    assert (
+        scrub_text(text, ()) == "via http://user:***@10.0.0.5:3128 or user:***@proxy.example.net:80"
+    )
+
+
+def test_long_values_are_cut() -> None:
+    args, kwargs = redact_call(("x" * 1000, list(range(100))), {"a": {"b": {"c": {"d": 1}}}})
+    assert "x" * 160 + " ...(+840 chars)" in args
+    assert "19, <80 more>]" in args
+    assert kwargs == "{'a': {'b': {'c': {'d': 1}}}}"
+    # Celery's own bound for argsrepr (saferepr may finish the item it is in).
+    assert len(redact_call(tuple("y" * 150 for _ in range(20)), {})[0]) < 1024 + 160
+    # Long text of one kind of character is text, not a binary payload.
+    assert "<data" not in redact_call(("Mozilla" * 50,), {})[0]
+
+
+def test_the_api_key_and_url_passwords_never_show(secrets: None) -> None:
+    assert {API_KEY, REDIS_PASSWORD} <= set(known_secrets())
+    args, kwargs = redact_call(
+        (f"key={API_KEY}", [f"pw {REDIS_PASSWORD}"]), {"note": f"{API_KEY}!", "n": 1}
+    )
+    assert args == "('key=***', ['pw ***'])"
+    assert kwargs == "{'note': '***!', 'n': 1}"
+
+
+@pytest.fixture
+def sent() -> Iterator[mock.MagicMock]:
+    """Celery's own ``Task.apply_async``, replaced: what our override hands it."""
+    with mock.patch.object(Task, "apply_async") as apply_async:
+        yield apply_async
+
+
+def test_apply_async_passes_the_reprs_unless_given(sent: mock.MagicMock, secrets: None) -> None:
+    fetch_page.delay("https://example.com/?t=1", form={"password": "hunter2"})
+    options = sent.call_args.kwargs
+    assert options["argsrepr"] == "('https://example.com/?t=***',)"
+    assert options["kwargsrepr"] == "{'form': {'password': '***'}}"
+    assert sent.call_args.args[:2] == (
+        ("https://example.com/?t=1",),
+        {"form": {"password": "hunter2"}},
+    )  # the message itself carries the real arguments
+    ping.apply_async()
+    assert sent.call_args.kwargs["argsrepr"] == "()"
+    # Given reprs are kept, with known secrets scrubbed.
+    get_balance.apply_async(argsrepr=f"(my {API_KEY})", kwargsrepr="{}")
+    assert sent.call_args.kwargs["argsrepr"] == "(my ***)"
+
+
+def test_retries_carry_the_reprs(sent: mock.MagicMock) -> None:
+    fetch_page.push_request(
+        id="t1", args=["https://example.com/login"], kwargs={"form": {"password": "hunter2"}},
+        retries=0, delivery_info={"routing_key": "celery", "exchange": ""}, called_directly=False,
+    )  # fmt: skip
+    try:
+        retry = fetch_page.retry(countdown=1, throw=False)
+    finally:
+        fetch_page.pop_request()
+    assert retry.sig.options["kwargsrepr"] == "{'form': {'password': '***'}}"
+    assert sent.call_args.kwargs["kwargsrepr"] == "{'form': {'password': '***'}}"
+    assert sent.call_args.kwargs["argsrepr"] == "('https://example.com/login',)"
+
+
+def test_a_retry_past_max_retries_does_not_put_real_arguments_in_its_error(
+    sent: mock.MagicMock,
+) -> None:
+    solve_image.push_request(
+        id="t2", args=[PNG], kwargs={}, retries=0, delivery_info={}, called_directly=False
+    )
+    try:
+        with pytest.raises(MaxRetriesExceededError) as error:
+            solve_image.retry(countdown=1)  # solve tasks allow no retries
+    finally:
+        solve_image.pop_request()
+    assert "<image 3008 B base64>" in str(error.value) and PNG[:40] not in str(error.value)
+    assert not sent.called
+
+
+def test_the_workers_request_recomputes_and_shows_only_the_reprs(secrets: None) -> None:
+    # As sent by a client that does not redact (``send_task`` with real reprs).
+    message = TaskMessage(
+        "captcha_tasks.fetch_page", args=["https://example.com/?sid=1"],
+        kwargs={"form": {"password": "hunter2"}},
+        argsrepr="('https://example.com/?sid=1',)", kwargsrepr="{'form': {'password': 'hunter2'}}",
+    )  # fmt: skip
+    request = RedactedRequest(message, app=app, task=fetch_page)
+    assert request.argsrepr == "('https://example.com/?sid=***',)"
+    assert request.request_dict["kwargsrepr"] == "{'form': {'password': '***'}}"
+    for info in (request.info(), request.info(safe=False), request.info(safe=True)):
+        assert info["args"] == "('https://example.com/?sid=***',)"
+        assert info["kwargs"] == "{'form': {'password': '***'}}"
+    assert request.args == ["https://example.com/?sid=1"]  # execution gets the real ones
+
+    eventer = mock.Mock(enabled=True)
+    request._eventer = eventer
+    request.send_event("task-succeeded", result="{'solution': '03AF-tok', 'source': 'pool'}")
+    assert eventer.send.call_args.kwargs["result"] == "{'solution': '***', 'source': 'pool'}"
+    request.send_event("task-failed", exception=f"Boom({API_KEY!r})", traceback=API_KEY)
+    assert eventer.send.call_args.kwargs["exception"] == "Boom('***')"
+    assert eventer.send.call_args.kwargs["traceback"] == MASK
+
+
+def test_positional_names_come_from_the_task_signature() -> None:
+    assert _positional_names(report_solution) == ("task_id", "correct")
+    assert _positional_names(fill_token_pool) == ("captcha_type", "sitekey", "pageurl")
+    assert _positional_names(release_session_lock) == ("request", "exc", "traceback")
