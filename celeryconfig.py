@@ -48,3 +48,14 @@ worker_send_task_events = True
 timezone = "UTC"
 enable_utc = True
 broker_channel_error_retry = True
+
+# Graceful shutdown (Celery 5.5+ soft shutdown). Deploy with REMAP_SIGTERM=SIGQUIT so
+# SIGTERM gives running tasks this long to finish, then cancels them (late acks:
+# requeued) and puts reserved and countdown messages back on the queue at once
+# instead of after the visibility timeout. "On idle" makes the requeue happen when
+# nothing runs too; the price is that every stop takes this long.
+worker_soft_shutdown_timeout = 10.0
+worker_enable_soft_shutdown_on_idle = True
+# Every worker also consumes its own queue (<node name>.dq2): rollout health checks
+# run there, on one worker alone, while it consumes nothing else.
+worker_direct = True

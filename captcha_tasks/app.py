@@ -10,12 +10,15 @@ app.config_from_object("celeryconfig")
 
 def _install_steps() -> None:
     from .engine_step import SolveEngineStep
+    from .fleet import control  # noqa: F401 - registers the fleet_version inspect command
+    from .fleet.heartbeat import HeartbeatStep
     from .metrics_step import MetricsStep
     from .session.proxy_step import ProxyLeaseStep
 
     app.steps["worker"].add(SolveEngineStep)
     app.steps["worker"].add(ProxyLeaseStep)
     app.steps["worker"].add(MetricsStep)
+    app.steps["consumer"].add(HeartbeatStep)
 
 
 _install_steps()

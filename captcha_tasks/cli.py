@@ -136,6 +136,7 @@ def settings(as_json: bool) -> None:
 
 def _add_subcommands() -> None:
     from .bench.cli import bench_group
+    from .fleet.cli import check_command, rollout_command
     from .monitor.cli import status_command, watch_command
     from .sandbox import sandbox_command
     from .session.cookies_cli import sessions_group
@@ -149,6 +150,8 @@ def _add_subcommands() -> None:
     main.add_command(proxies_group, "proxies")
     main.add_command(watch_command, "watch")
     main.add_command(status_command, "status")
+    main.add_command(rollout_command, "rollout")
+    main.add_command(check_command, "check")
 
 
 _add_subcommands()

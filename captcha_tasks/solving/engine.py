@@ -32,6 +32,7 @@ from ..errors import (
     CaptchaTasksError,
     CaptchaUnsolvable,
     ClientError,
+    InvalidApiKey,
     PermanentSolverError,
     SolverError,
     SolveTimeout,
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one ``ids=`` poll.
 BATCH_MAX = 50
+#: Seconds (scaled) an engine whose key the provider refused stays out of the work.
+KEY_REFUSED_PAUSE = 30.0
 
 
 class Completer(Protocol):
@@ -109,6 +112,9 @@ class Engine:
         self._thread: threading.Thread | None = None
         self.batch = settings.batch_poll != "off"
         self.interval = settings.scaled(POLL_INTERVAL)
+        #: After the provider refuses this worker's key, it takes no work for this long.
+        self.pause_s = settings.scaled(KEY_REFUSED_PAUSE)
+        self._paused_until = 0.0
         # A claim outlives the longest provider call, so only a dead engine's expires.
         self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
 
@@ -193,13 +199,44 @@ class Engine:
 
     # -- one turn of the loop -----------------------------------------------------------
 
+    def _pause(self, exc: CaptchaTasksError) -> None:
+        if self.clock() >= self._paused_until:
+            log.error("engine %s: the provider refused this worker's key (%s); pausing %.1f s",
+                      self.name, exc.code, self.pause_s)  # fmt: skip
+        self.stats.add("paused")
+        self._paused_until = self.clock() + self.pause_s
+
+    def _other_workers_alive(self) -> bool:
+        """Whether another worker beats (``{prefix}heartbeat:*``) besides this one."""
+        beats = self.redis.scan_iter(match=f"{self.keys.heartbeat_prefix}*", count=100)
+        return sum(1 for _ in beats) > 1
+
+    def _still_refused(self) -> bool:
+        """After a pause: is this worker's key still refused? (one getbalance)"""
+        try:
+            self.solver.balance()
+        except InvalidApiKey as exc:
+            self._pause(exc)
+            return True
+        except SolverError:
+            pass  # other trouble is for the calls themselves to meet and handle
+        log.info("engine %s: the provider accepts this worker's key again", self.name)
+        self._paused_until = 0.0
+        return False
+
     def step(self) -> bool:
         """Claim due polls and acquire threads for waiting jobs; True if anything started."""
+        # Paused after a refused key: resume only once the provider takes it again, so a
+        # misconfigured worker never touches more than the calls it had in flight.
+        if self._paused_until and (self.clock() < self._paused_until or self._still_refused()):
+            return False
         worked = self._claim_and_poll()
         worked = self._acquire_and_submit() or worked
         return worked
 
     def _free_calls(self) -> int:
+        if self._paused_until:
+            return 0  # paused: take no new work, from the loop or from a finishing call
         return self.threads - self._in_flight()
 
     def _claim_and_poll(self) -> bool:
@@ -281,6 +318,16 @@ class Engine:
             solve_observer().submitted(job.type, exc)
             delay = self.settings.scaled(exc.retry_after or 5.0)
             self._requeue(job, "submitting", self.clock() + delay, counter="")
+        except InvalidApiKey as exc:
+            solve_observer().submitted(job.type, exc)
+            # This worker's key is refused: likely its own configuration (a bad release
+            # mid-rollout), not the request's. Step aside and let another engine try it;
+            # a second refusal fails it with the provider's code.
+            self._pause(exc)
+            if job.key_refusals < 1 and self._other_workers_alive():
+                self._requeue(job, "submitting", self.clock(), counter="key_refusals")
+            else:
+                self._fail(job, exc)
         except CaptchaTasksError as exc:
             solve_observer().submitted(job.type, exc)
             self._fail(job, exc)
@@ -323,6 +370,13 @@ class Engine:
             )
             for job in jobs:
                 self._reschedule(job, later, polled=False, at=now)
+            return
+        except InvalidApiKey as exc:
+            # The captchas are fine at the provider; our key is not: another engine (or
+            # this one with a corrected key) polls them again before their deadlines.
+            self._pause(exc)
+            for job in jobs:
+                self._reschedule(job, now + self.pause_s, polled=False, at=now)
             return
         except PermanentSolverError as exc:
             for job in jobs:

@@ -56,6 +56,8 @@ class Job:
     last_poll_at: float | None = None
     submits: int = 0
     resubmits: int = 0
+    #: Times an engine's key was refused submitting this job (it moves to another).
+    key_refusals: int = 0
     polls: int = 0
     #: Scaled token lifetime; None for answers that do not expire (image text, GeeTest).
     token_ttl_s: float | None = None
@@ -82,6 +84,7 @@ class Job:
             last_poll_at=_float(fields, "last_poll_at"),
             submits=int(fields.get("submits", 0) or 0),
             resubmits=int(fields.get("resubmits", 0) or 0),
+            key_refusals=int(fields.get("key_refusals", 0) or 0),
             polls=int(fields.get("polls", 0) or 0),
             token_ttl_s=_float(fields, "token_ttl_s"),
             pool=fields.get("pool", ""),

@@ -32,6 +32,9 @@ key                           type    what
 ``{p}pool:{pool_id}:takes``   zset    when tokens were taken (consumption rate).
 ``{p}pool:{pool_id}:filling`` zset    fill solves in flight, scored by deadline.
 ``{p}pools``                  hash    pool id -> JSON (type, sitekey, scope, target).
+``{p}heartbeat:{worker}``     string  a worker's liveness beat: JSON (version, pid,
+                                      time), written by its consumer loop. TTL: a few
+                                      beat intervals, so a dead worker's goes away.
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -129,3 +132,13 @@ class Keys:
     @property
     def pools(self) -> str:
         return f"{self.prefix}pools"
+
+    # -- fleet operations ------------------------------------------------------------
+
+    def heartbeat(self, worker: str) -> str:
+        return f"{self.prefix}heartbeat:{worker}"
+
+    @property
+    def heartbeat_prefix(self) -> str:
+        """``heartbeat(worker)`` is this plus the worker name (to list the fleet's beats)."""
+        return f"{self.prefix}heartbeat:"

@@ -264,3 +264,21 @@ def test_a_jobs_proxy_goes_to_the_provider_from_the_pool(make_engines: Any) -> N
         assert submit.params["proxytype"] == "HTTP"
         # Only the id travels through Redis job records, never the credentials.
         assert "s3cret-pw" not in str(engines[0].redis.hgetall(f"ct:job:{task_id}"))
+
+
+def test_an_engine_whose_key_is_refused_steps_aside_for_the_others(
+    sandbox: Any, make_engines: Any
+) -> None:
+    # Mid-rollout, one worker came up with a bad key: its refusals must not fail the
+    # fleet's requests; the healthy engine solves them.
+    (good,), outcomes = make_engines(sandbox.url)
+    (bad,), _ = make_engines(sandbox.url)
+    for worker in ("good@host", "bad@host"):  # both workers beat: the fleet has another
+        good.redis.set(Keys().heartbeat(worker), "{}", ex=60)
+    bad.completer = good.completer = outcomes
+    bad.solver = SolverClient(sandbox.url, "d" * 32, timeout=5)
+    ids = _admit(good, 12)
+    wait_until(lambda: outcomes.ended() == 12, timeout=60, what="12 solves")
+    assert set(outcomes.results) == set(ids), outcomes.errors
+    assert sandbox.stats()["bad_key"] >= 1  # the bad engine did try, then stepped aside
+    assert bad.stats.snapshot().get("paused", 0) >= 1

@@ -1,0 +1,258 @@
+"""A worker's liveness beat, and the probe that reads it (``captcha-tasks check``).
+
+:class:`HeartbeatStep` is a consumer bootstep: every ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL``
+seconds (default 5) the consumer's own event loop writes ``{p}heartbeat:{worker}``
+(JSON: version, pid, time; TTL three intervals) and, when
+``CAPTCHA_TASKS_HEARTBEAT_FILE`` names one, that file. Because the beat rides the
+consumer's timer, it stops when the loop hangs or the broker connection is lost
+(the consumer restarts its steps on reconnect), which is what a probe wants to see;
+a thread would keep beating next to a wedged worker.
+
+:func:`probe` is the cheap check: the beat's age and one ``PING`` to the broker.
+No remote-control round trip (``inspect ping`` needs every worker's event loop and a
+reply queue, and exits 69 when nobody answers in time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import redis
+from celery import bootsteps
+
+from ..errors import ConfigurationError
+from ..settings import Settings, get_settings
+from ..state import Keys, state_redis
+from ..version import worker_version
+
+__all__ = [
+    "HEARTBEAT_FILE_ENV",
+    "HEARTBEAT_INTERVAL_ENV",
+    "Beat",
+    "HeartbeatStep",
+    "ProbeResult",
+    "heartbeat_interval",
+    "probe",
+    "read_beats",
+    "write_beat_file",
+]
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_INTERVAL_ENV = "CAPTCHA_TASKS_HEARTBEAT_INTERVAL"
+HEARTBEAT_FILE_ENV = "CAPTCHA_TASKS_HEARTBEAT_FILE"
+DEFAULT_INTERVAL = 5.0
+#: A beat's key outlives this many intervals (a late beat is not a dead worker).
+TTL_INTERVALS = 3
+
+
+def heartbeat_interval(environ: Mapping[str, str] | None = None) -> float:
+    env = os.environ if environ is None else environ
+    raw = env.get(HEARTBEAT_INTERVAL_ENV, "").strip()
+    if not raw:
+        return DEFAULT_INTERVAL
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{HEARTBEAT_INTERVAL_ENV} must be seconds, got {raw!r}") from None
+    if not 0.1 <= value <= 300:
+        raise ConfigurationError(f"{HEARTBEAT_INTERVAL_ENV} must be 0.1-300, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Beat:
+    worker: str
+    version: str
+    pid: int
+    at: float
+
+    def age(self, now: float | None = None) -> float:
+        return max(0.0, (time.time() if now is None else now) - self.at)
+
+    def as_json(self) -> str:
+        return json.dumps(
+            {
+                "worker": self.worker,
+                "version": self.version,
+                "pid": self.pid,
+                "at": round(self.at, 3),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> Beat:
+        data = json.loads(raw)
+        return cls(str(data["worker"]), str(data["version"]), int(data["pid"]), float(data["at"]))
+
+
+def write_beat_file(path: Path, beat: Beat) -> None:
+    """Replace ``path`` atomically (a probe never reads half a beat)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".heartbeat-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(beat.as_json())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
+    """Beats from the consumer's event loop (see the module docstring)."""
+
+    requires: ClassVar[set[str]] = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, consumer: Any, **kwargs: Any) -> None:
+        # Read here so a malformed value stops the worker before anything starts.
+        self.interval = heartbeat_interval()
+        raw_file = os.environ.get(HEARTBEAT_FILE_ENV, "").strip()
+        self.path = Path(raw_file) if raw_file else None
+        self._tref: Any = None
+        self._hostname = ""
+        self._settings: Settings | None = None
+
+    def start(self, consumer: Any) -> None:
+        self._hostname = consumer.hostname
+        self._settings = get_settings()
+        self.beat()
+        self._tref = consumer.timer.call_repeatedly(self.interval, self.beat)
+
+    def stop(self, consumer: Any) -> None:
+        tref, self._tref = self._tref, None
+        if tref is not None:
+            tref.cancel()
+
+    def shutdown(self, consumer: Any) -> None:
+        self.stop(consumer)
+        # A worker that stops says so at once instead of letting the beat go stale.
+        if self._settings is not None and self._hostname:
+            with contextlib.suppress(redis.RedisError, OSError):
+                keys = Keys(self._settings.key_prefix)
+                state_redis(self._settings).delete(keys.heartbeat(self._hostname))
+        if self.path is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+
+    def beat(self) -> None:
+        beat = Beat(self._hostname, worker_version(), os.getpid(), time.time())
+        settings = self._settings or get_settings()
+        ttl = max(1, int(self.interval * TTL_INTERVALS + 0.999))
+        try:
+            state_redis(settings).set(
+                Keys(settings.key_prefix).heartbeat(beat.worker), beat.as_json(), ex=ttl
+            )
+        except (redis.RedisError, OSError) as exc:
+            log.warning("heartbeat: cannot write to Redis: %s", exc)
+        if self.path is not None:
+            try:
+                write_beat_file(self.path, beat)
+            except OSError as exc:
+                log.warning("heartbeat: cannot write %s: %s", self.path, exc)
+
+
+def read_beats(client: redis.Redis, keys: Keys, worker: str | None = None) -> list[Beat]:
+    """The fleet's live beats (one worker's when ``worker`` is given)."""
+    if worker is not None:
+        names = [keys.heartbeat(worker)]
+    else:
+        names = sorted(
+            str(k) for k in client.scan_iter(match=f"{keys.heartbeat_prefix}*", count=500)
+        )
+    beats = []
+    for raw in client.mget(names) if names else []:
+        if raw:
+            with contextlib.suppress(ValueError, KeyError, TypeError):
+                beats.append(Beat.from_json(raw))
+    return beats
+
+
+@dataclass
+class ProbeResult:
+    ok: bool
+    broker: str
+    beats: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "broker": self.broker,
+            "beats": self.beats,
+            "problems": self.problems,
+        }
+
+
+def _broker_ok(settings: Settings, timeout: float) -> str | None:
+    """``None`` when the broker answers ``PING``, else why not (no credentials shown)."""
+    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    options.update(settings.redis_ssl_options(settings.broker_url) or {})
+    try:
+        client = redis.Redis.from_url(settings.broker_url, **options)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, OSError) as exc:
+        return f"broker unreachable: {type(exc).__name__}"
+    return None
+
+
+def probe(
+    settings: Settings,
+    *,
+    worker: str | None = None,
+    path: Path | None = None,
+    max_age: float = 30.0,
+    timeout: float = 3.0,
+) -> ProbeResult:
+    """Is this worker (``path``'s or ``worker``'s beat; else any beat) fresh, and does the
+    broker answer? Fresh: younger than ``max_age`` seconds."""
+    problems: list[str] = []
+    broker_problem = _broker_ok(settings, timeout)
+    if broker_problem:
+        problems.append(broker_problem)
+    beats: list[Beat] = []
+    now = time.time()
+    if path is not None:
+        try:
+            beats = [Beat.from_json(path.read_text())]
+        except FileNotFoundError:
+            problems.append(f"no heartbeat file at {path}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"unreadable heartbeat file {path}: {exc}")
+    elif broker_problem is None or settings.state_url != settings.broker_url:
+        try:
+            client = state_redis(settings)
+            beats = read_beats(client, Keys(settings.key_prefix), worker)
+        except (redis.RedisError, OSError) as exc:
+            problems.append(f"state Redis unreachable: {type(exc).__name__}")
+        else:
+            if not beats:
+                problems.append(f"no heartbeat from {worker}" if worker else "no worker beats")
+    fresh = [b for b in beats if b.age(now) <= max_age]
+    for beat in beats:
+        if beat.age(now) > max_age:
+            problems.append(f"{beat.worker}: heartbeat {beat.age(now):.1f} s old (> {max_age:g} s)")
+    shown = [
+        {
+            "worker": b.worker,
+            "version": b.version,
+            "pid": b.pid,
+            "age_seconds": round(b.age(now), 2),
+        }
+        for b in beats
+    ]
+    ok = broker_problem is None and bool(fresh) and (path is None or len(fresh) == len(beats))
+    return ProbeResult(ok, "ok" if broker_problem is None else "unreachable", shown, problems)

@@ -1,0 +1,511 @@
+"""Rolling updates of a Celery fleet: drain, restart, verify, resume; roll back on failure.
+
+For each batch of ``max_unavailable`` workers:
+
+1. **stop consuming**: ``cancel_consumer`` for each queue the worker consumes (not its
+   direct queue, which the health gate uses);
+2. **drain**: wait until its active, reserved and scheduled tasks are zero, or the
+   drain timeout; what is left is reported (``task_acks_late``: requeued, not lost);
+3. **restart**: run the operator's command with the new version;
+4. **verify**: wait until the worker answers ``fleet_version`` with the new version,
+   stop its consuming again (a fresh worker consumes at once), run the health gate on
+   it alone (:mod:`.health`);
+5. **resume**: ``add_consumer`` for the queues it consumed before.
+
+A worker whose gate fails goes back to its old version at once and counts as a
+failure. When failures exceed ``abort_threshold`` of the fleet the rollout aborts and
+rolls back **every** worker it already updated, not only the failing one: two
+versions side by side fail intermittently. ``abort_threshold=0`` rolls everything
+back on the first failed gate.
+
+With this project a worker holds no solves (they live in Redis and any engine
+continues them), so a drain only waits for the milliseconds an admission takes and
+for non-solve tasks (pages, reports); the timeout is a ceiling, not a wait.
+
+The control plane and the restart command are interfaces (:class:`ControlPlane`,
+:data:`Restarter`), so the logic tests against fakes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .health import HealthResult
+
+__all__ = [
+    "DRAIN_CEILINGS",
+    "ControlPlane",
+    "Pending",
+    "RestartOutcome",
+    "Restarter",
+    "Rollout",
+    "RolloutOptions",
+    "WorkerReport",
+    "auto_drain_timeout",
+    "shell_restarter",
+]
+
+#: Seconds a solve of each type may take at the provider (CaptchaAI's published
+#: ceilings, seed 003), used for ``--drain-timeout auto`` before any solve was seen.
+DRAIN_CEILINGS: dict[str, float] = {
+    "image": 0.5,
+    "recaptcha_v3": 4.0,
+    "turnstile": 10.0,
+    "geetest": 12.0,
+    "recaptcha_v2": 60.0,
+    "hcaptcha": 60.0,
+}
+#: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
+DRAIN_MARGIN = 10.0
+#: ``auto`` never waits longer than this (seed 003: reCAPTCHA v2 fleets, 120 s).
+DRAIN_CAP = 120.0
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Tasks a worker still holds."""
+
+    active: int = 0
+    reserved: int = 0
+    scheduled: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.active + self.reserved + self.scheduled
+
+    def as_dict(self) -> dict[str, int]:
+        return {"active": self.active, "reserved": self.reserved, "scheduled": self.scheduled}
+
+
+class ControlPlane(Protocol):
+    """What the rollout needs from the fleet (Celery remote control, or a fake)."""
+
+    def versions(self) -> dict[str, str]:
+        """Every worker that answers, with the version it reports."""
+
+    def version(self, worker: str) -> str | None:
+        """The version ``worker`` reports, ``None`` when it does not answer."""
+
+    def consuming(self, worker: str) -> list[str] | None:
+        """The queues ``worker`` consumes (its direct queue excluded); ``None``: no answer."""
+
+    def cancel_consumer(self, worker: str, queue: str) -> None: ...
+
+    def add_consumer(self, worker: str, queue: str) -> None: ...
+
+    def pending(self, worker: str) -> Pending | None:
+        """Its active, reserved and scheduled tasks; ``None`` when it does not answer."""
+
+    def health(self, worker: str, check: str, expected_version: str) -> HealthResult: ...
+
+
+@dataclass(frozen=True)
+class RestartOutcome:
+    ok: bool
+    detail: str
+    seconds: float
+
+
+#: ``restart(worker, version)``: replace the worker's process with ``version``.
+Restarter = Callable[[str, str], RestartOutcome]
+
+
+def shell_restarter(template: str, *, timeout: float = 300.0) -> Restarter:
+    """Run ``template`` in a shell, with ``{worker}`` and ``{version}`` (shell-quoted)."""
+
+    def restart(worker: str, version: str) -> RestartOutcome:
+        command = template.format(worker=shlex.quote(worker), version=shlex.quote(version))
+        started = time.monotonic()
+        try:
+            done = subprocess.run(  # noqa: S602 - the operator's own command line
+                command,
+                shell=True,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            return RestartOutcome(
+                False, f"restart command timed out after {timeout:g} s", time.monotonic() - started
+            )
+        elapsed = time.monotonic() - started
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            return RestartOutcome(
+                False, f"restart command exited {done.returncode}: " + " | ".join(tail), elapsed
+            )
+        return RestartOutcome(True, "ok", elapsed)
+
+    return restart
+
+
+def auto_drain_timeout(recent_ready: dict[str, list[float]]) -> tuple[float, str]:
+    """``--drain-timeout auto``: the slowest captcha type seen recently plus a margin.
+
+    ``recent_ready``: per type, recent seconds from submit to answer (the engine's
+    learning samples). Types never seen count with their published ceiling only
+    when nothing at all was seen (then the slowest ceiling, reCAPTCHA v2: 120 s).
+    """
+    seen = {kind: max(values) for kind, values in recent_ready.items() if values}
+    if not seen:
+        return DRAIN_CAP, (
+            f"auto: no recent solves, the reCAPTCHA v2 ceiling "
+            f"({DRAIN_CEILINGS['recaptcha_v2']:g} s) with margin"
+        )
+    kind, slowest = max(seen.items(), key=lambda item: item[1])
+    value = round(min(DRAIN_CAP, slowest + DRAIN_MARGIN), 1)
+    return value, f"auto: slowest recent type {kind} {slowest:.1f} s + {DRAIN_MARGIN:g} s margin"
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    to_version: str
+    max_unavailable: int = 1
+    drain_timeout: float = 120.0
+    drain_timeout_source: str = "given"
+    health_check: str = "balance"
+    abort_threshold: float = 0.25
+    #: Seconds to wait for a restarted worker to answer with the new version.
+    start_timeout: float = 120.0
+    poll_interval: float = 0.25
+    #: Restrict to these workers (default: every worker that answers).
+    workers: tuple[str, ...] = ()
+
+
+@dataclass
+class WorkerReport:
+    worker: str
+    from_version: str
+    to_version: str
+    result: str = "pending"  # updated | skipped | failed | rolled_back | untouched
+    queues: list[str] = field(default_factory=list)
+    drain_seconds: float | None = None
+    left_at_restart: dict[str, int] | None = None
+    restart_seconds: float | None = None
+    start_seconds: float | None = None
+    health: dict[str, Any] | None = None
+    error: str | None = None
+    rollback: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "from_version": self.from_version,
+            "to_version": self.to_version,
+            "result": self.result,
+            "queues": self.queues,
+            "drain_seconds": _round(self.drain_seconds),
+            "left_at_restart": self.left_at_restart,
+            "restart_seconds": _round(self.restart_seconds),
+            "start_seconds": _round(self.start_seconds),
+            "health": self.health,
+            "error": self.error,
+            "rollback": self.rollback,
+        }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+class GateFailed(Exception):
+    """A step of one worker's update failed (the message says which and why)."""
+
+
+class Rollout:
+    """One rolling update (see the module docstring). ``run()`` returns the summary."""
+
+    def __init__(
+        self,
+        plane: ControlPlane,
+        restart: Restarter,
+        options: RolloutOptions,
+        *,
+        echo: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if options.max_unavailable < 1:
+            raise ValueError("max_unavailable must be at least 1")
+        if not 0.0 <= options.abort_threshold <= 1.0:
+            raise ValueError("abort_threshold must be between 0 and 1")
+        self.plane = plane
+        self.restart = restart
+        self.options = options
+        self.echo = echo
+        self.clock = clock
+        self.sleep = sleep
+        self.reports: dict[str, WorkerReport] = {}
+        self._order: list[str] = []
+        #: Workers running the new version (gate passed or not), oldest first.
+        self._updated: list[str] = []
+        self.failures = 0
+
+    # -- the plan --------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        started = self.clock()
+        opts = self.options
+        found = self.plane.versions()
+        wanted = list(opts.workers) or sorted(found)
+        missing = [w for w in wanted if w not in found]
+        if missing or not wanted:
+            why = f"not answering: {', '.join(missing)}" if missing else "no worker answers"
+            self.echo(f"rollout: {why}; nothing done")
+            return self._summary("failed", started, error=why)
+        self._order = wanted
+        for worker in wanted:
+            self.reports[worker] = WorkerReport(worker, found[worker], opts.to_version)
+        total = len(wanted)
+        self.echo(
+            f"rollout: {total} worker(s) to {opts.to_version}, {opts.max_unavailable} at a "
+            f"time, drain timeout {opts.drain_timeout:g} s ({opts.drain_timeout_source}), "
+            f"health check {opts.health_check}"
+        )
+        allowed_failures = opts.abort_threshold * total
+        for start in range(0, total, opts.max_unavailable):
+            batch = [w for w in wanted[start : start + opts.max_unavailable]]
+            todo = []
+            for worker in batch:
+                if found[worker] == opts.to_version:
+                    self.reports[worker].result = "skipped"
+                    self._say(worker, f"already on {opts.to_version}, skipped")
+                else:
+                    todo.append(worker)
+            for worker in self._update_batch(todo):
+                self.failures += 1
+                if worker in self._updated:
+                    self._roll_back(worker)
+            if self.failures > allowed_failures:
+                self.echo(
+                    f"rollout: {self.failures} failed gate(s) of {total} is over the abort "
+                    f"threshold ({opts.abort_threshold:g}); rolling back "
+                    f"{len(self._updated)} updated worker(s)"
+                )
+                for worker in list(reversed(self._updated)):
+                    self._roll_back(worker)
+                for worker in wanted:
+                    if self.reports[worker].result == "pending":
+                        self.reports[worker].result = "untouched"
+                return self._summary("rolled_back", started)
+        status = "completed" if self.failures == 0 else "completed_with_failures"
+        return self._summary(status, started)
+
+    def _update_batch(self, batch: Sequence[str]) -> list[str]:
+        """Update ``batch`` together; the workers whose gate failed."""
+        failed: list[str] = []
+        live: list[str] = []
+        for worker in batch:
+            try:
+                self.reports[worker].queues = self._stop_consuming(worker)
+                live.append(worker)
+            except GateFailed as exc:
+                self._fail(worker, str(exc))
+                failed.append(worker)
+        self._drain(live)
+        for worker in live:
+            report = self.reports[worker]
+            try:
+                self._restart(worker, self.options.to_version)
+                self._updated.append(worker)
+                self._verify(worker)
+            except GateFailed as exc:
+                self._fail(worker, str(exc))
+                failed.append(worker)
+                continue
+            self._resume(worker, report.queues)
+            report.result = "updated"
+            self._say(
+                worker,
+                f"updated to {self.options.to_version}, consuming "
+                f"{', '.join(report.queues) or '(no queues)'}",
+            )
+        return failed
+
+    # -- steps -----------------------------------------------------------------------
+
+    def _stop_consuming(self, worker: str) -> list[str]:
+        queues = self.plane.consuming(worker)
+        if queues is None:
+            raise GateFailed("does not answer active_queues")
+        for queue in queues:
+            self.plane.cancel_consumer(worker, queue)
+        self._say(worker, f"stopped consuming {', '.join(queues) or '(no queues)'}")
+        return queues
+
+    def _drain(self, workers: Sequence[str]) -> None:
+        """Wait for every worker of ``workers`` to hold nothing, up to the drain timeout."""
+        started = self.clock()
+        deadline = started + self.options.drain_timeout
+        waiting = list(workers)
+        last: dict[str, Pending | None] = {}
+        while waiting:
+            for worker in list(waiting):
+                pending = self.plane.pending(worker)
+                last[worker] = pending
+                if pending is not None and pending.total == 0:
+                    waiting.remove(worker)
+                    report = self.reports[worker]
+                    report.drain_seconds = self.clock() - started
+                    report.left_at_restart = Pending().as_dict()
+                    self._say(worker, f"drained in {report.drain_seconds:.1f} s")
+            if not waiting or self.clock() >= deadline:
+                break
+            self.sleep(self.options.poll_interval)
+        for worker in waiting:
+            report = self.reports[worker]
+            report.drain_seconds = self.clock() - started
+            pending = last.get(worker)
+            if pending is None:
+                report.left_at_restart = None
+                self._say(
+                    worker,
+                    f"drain timeout after {report.drain_seconds:.1f} s: "
+                    "no answer; restarting anyway",
+                )
+                continue
+            report.left_at_restart = pending.as_dict()
+            self._say(
+                worker,
+                f"drain timeout after {report.drain_seconds:.1f} s with "
+                f"{pending.active} active, {pending.reserved} reserved, "
+                f"{pending.scheduled} scheduled left: late acks requeue them, "
+                "none is lost",
+            )
+
+    def _restart(self, worker: str, version: str) -> float:
+        outcome = self.restart(worker, version)
+        report = self.reports[worker]
+        if version == self.options.to_version:
+            report.restart_seconds = outcome.seconds
+        if not outcome.ok:
+            raise GateFailed(f"restart to {version} failed: {outcome.detail}")
+        self._say(worker, f"restarted with {version} in {outcome.seconds:.1f} s")
+        return outcome.seconds
+
+    def _wait_version(self, worker: str, version: str) -> float:
+        started = self.clock()
+        deadline = started + self.options.start_timeout
+        seen: str | None = None
+        while True:
+            seen = self.plane.version(worker)
+            if seen == version:
+                return self.clock() - started
+            if self.clock() >= deadline:
+                raise GateFailed(
+                    f"did not report version {version} within "
+                    f"{self.options.start_timeout:g} s (reports {seen})"
+                )
+            self.sleep(self.options.poll_interval)
+
+    def _verify(self, worker: str) -> None:
+        report = self.reports[worker]
+        report.start_seconds = self._wait_version(worker, self.options.to_version)
+        # A fresh worker consumes at once: keep it out of the pool until it passes.
+        queues = self.plane.consuming(worker) or []
+        for queue in queues:
+            self.plane.cancel_consumer(worker, queue)
+        health = self.plane.health(worker, self.options.health_check, self.options.to_version)
+        report.health = health.as_dict()
+        if not health.ok:
+            raise GateFailed(f"health check {health.check} failed: {health.detail}")
+        self._say(
+            worker,
+            f"answers with {self.options.to_version} after "
+            f"{report.start_seconds:.1f} s; health {health.check} ok in "
+            f"{health.seconds:.1f} s ({health.detail})",
+        )
+
+    def _resume(self, worker: str, queues: Sequence[str]) -> None:
+        for queue in queues:
+            self.plane.add_consumer(worker, queue)
+
+    def _fail(self, worker: str, why: str) -> None:
+        report = self.reports[worker]
+        report.result = "failed"
+        report.error = why
+        self._say(worker, f"FAILED: {why}")
+
+    def _roll_back(self, worker: str) -> None:
+        """Put ``worker`` back on its old version (drained first if it runs the new one)."""
+        report = self.reports[worker]
+        old = report.from_version
+        started = self.clock()
+        detail: dict[str, Any] = {"to_version": old}
+        try:
+            queues = self.plane.consuming(worker) or []
+            for queue in queues:
+                self.plane.cancel_consumer(worker, queue)
+            before = report.drain_seconds, report.left_at_restart
+            self._drain([worker])
+            detail["left_at_restart"] = report.left_at_restart
+            report.drain_seconds, report.left_at_restart = before
+            self._restart(worker, old)
+            self._wait_version(worker, old)
+            health = self.plane.health(worker, self.options.health_check, old)
+            detail["health"] = health.as_dict()
+            self._resume(worker, report.queues or queues)
+            detail["ok"] = True
+            self._say(
+                worker,
+                f"rolled back to {old} in {self.clock() - started:.1f} s "
+                f"(health {'ok' if health.ok else 'FAILED: ' + health.detail})",
+            )
+        except GateFailed as exc:
+            detail["ok"] = False
+            detail["error"] = str(exc)
+            self._say(worker, f"ROLLBACK FAILED: {exc}")
+        detail["seconds"] = round(self.clock() - started, 2)
+        report.rollback = detail
+        if report.result != "failed":
+            report.result = "rolled_back"
+        if worker in self._updated:
+            self._updated.remove(worker)
+
+    # -- output ----------------------------------------------------------------------
+
+    def _say(self, worker: str, message: str) -> None:
+        index = self._order.index(worker) + 1 if worker in self._order else 0
+        self.echo(f"[{index}/{len(self._order)}] {worker} {message}")
+
+    def _summary(self, status: str, started: float, *, error: str | None = None) -> dict[str, Any]:
+        reports = [self.reports[w].as_dict() for w in self._order]
+        by_result: dict[str, list[str]] = {}
+        rolled_back = [r["worker"] for r in reports if r["rollback"] is not None]
+        for report in reports:
+            by_result.setdefault(report["result"], []).append(report["worker"])
+        summary = {
+            "status": status,
+            "to_version": self.options.to_version,
+            "workers": len(self._order),
+            "updated": by_result.get("updated", []) + by_result.get("skipped", []),
+            "failed": by_result.get("failed", []),
+            "rolled_back": rolled_back,
+            "failures": self.failures,
+            "abort_threshold": self.options.abort_threshold,
+            "max_unavailable": self.options.max_unavailable,
+            "drain_timeout": self.options.drain_timeout,
+            "drain_timeout_source": self.options.drain_timeout_source,
+            "health_check": self.options.health_check,
+            "seconds": round(self.clock() - started, 2),
+            "error": error,
+            "details": reports,
+        }
+        on_target = len(by_result.get("updated", [])) + len(by_result.get("skipped", []))
+        self.echo(
+            f"rollout: {status} in {summary['seconds']:.1f} s: {on_target} on "
+            f"{self.options.to_version}, {len(by_result.get('failed', []))} failed, "
+            f"{len(rolled_back)} rolled back"
+        )
+        return summary
+
+
+def summary_json(summary: dict[str, Any]) -> str:
+    return json.dumps(summary, indent=2, sort_keys=False)
