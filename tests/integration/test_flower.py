@@ -124,6 +124,19 @@ def flower_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Flower
         stop_process(flower.proc, timeout=10, group=True)
 
 
+def _wait_for_events(flower: Any) -> None:
+    """Flower answers /healthcheck before its event receiver listens: a task sent in
+    between is seen without its name. Ping until Flower has seen one whole task."""
+    from captcha_tasks import ping
+
+    def seen() -> bool:
+        ping.delay().get(timeout=10)
+        listed = flower.json("/api/tasks")
+        return any(t.get("name") == "captcha_tasks.ping" for t in listed.values())
+
+    wait_until(seen, timeout=60, interval=0.5, what="Flower to receive task events")
+
+
 class SlowSite:
     """A loopback page that answers only when released: keeps a ``fetch_page`` active."""
 
@@ -196,6 +209,7 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     # -c 1 with room for more prefetched messages: one task active, others reserved.
     worker = worker_factory(env, concurrency=1, extra_args=["--prefetch-multiplier=4"])
     flower = flower_factory(env)
+    _wait_for_events(flower)
 
     # Basic auth on the API and the pages; /healthcheck and /metrics are open (documented).
     for path in ("/api/workers", "/api/tasks", "/api/queues/length", "/workers", "/tasks"):
