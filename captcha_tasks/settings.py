@@ -2,7 +2,10 @@
 
 The environment variable names are a public contract (see README, "Settings").
 ``celeryconfig.py``, the solver client, the sandbox and the CLI all read the
-same :class:`Settings`; nothing else in the package reads ``os.environ``.
+same :class:`Settings`. Not yet moved in here (they read ``os.environ`` themselves):
+``CAPTCHA_TASKS_VERSION`` (version.py), ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL`` and
+``CAPTCHA_TASKS_HEARTBEAT_FILE`` (fleet/heartbeat.py), ``CAPTCHA_TASKS_METRICS_PORT`` and
+``CAPTCHA_TASKS_METRICS_ADDRESS`` (metrics_step.py).
 """
 
 from __future__ import annotations
