@@ -22,9 +22,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from celery import bootsteps, signals
 
-from .errors import ConfigurationError
 from .monitor.metrics import PrometheusObserver, StateCollector, set_solve_observer
-from .settings import get_settings
+from .settings import Settings, get_settings
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -56,18 +55,10 @@ _VALUE_FILE = re.compile(r"^(counter|histogram|summary|gauge_[a-z]+)_\d+\.db$")
 
 def metrics_endpoint(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
     """``(address, port)`` of the worker's ``/metrics`` endpoint, or ``None`` (off)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(METRICS_PORT_ENV, "").strip()
-    if not raw:
+    settings = Settings.from_env(environ)
+    if settings.metrics_port is None:
         return None
-    try:
-        port = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{METRICS_PORT_ENV} must be a port number, got {raw!r}") from None
-    if not 0 <= port <= 65535:
-        raise ConfigurationError(f"{METRICS_PORT_ENV} must be 0-65535, got {raw!r}")
-    address = env.get(METRICS_ADDRESS_ENV, "").strip() or "127.0.0.1"
-    return address, port
+    return settings.metrics_address, settings.metrics_port
 
 
 def enable_multiprocess(

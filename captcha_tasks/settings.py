@@ -2,10 +2,8 @@
 
 The environment variable names are a public contract (see README, "Settings").
 ``celeryconfig.py``, the solver client, the sandbox and the CLI all read the
-same :class:`Settings`. Not yet moved in here (they read ``os.environ`` themselves):
-``CAPTCHA_TASKS_VERSION`` (version.py), ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL`` and
-``CAPTCHA_TASKS_HEARTBEAT_FILE`` (fleet/heartbeat.py), ``CAPTCHA_TASKS_METRICS_PORT`` and
-``CAPTCHA_TASKS_METRICS_ADDRESS`` (metrics_step.py).
+same :class:`Settings`. The one exception is ``CAPTCHA_TASKS_VERSION``
+(version.py), read at each report so a restarted worker's value is current.
 """
 
 from __future__ import annotations
@@ -113,6 +111,14 @@ class Settings:
     proxy_lease_ttl: float = 30.0
     #: ``CAPTCHA_TASKS_PROXY_COOLDOWN``: seconds a proxy reported bad stays out.
     proxy_cooldown: float = 300.0
+    #: ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL``: seconds between a worker's liveness beats.
+    heartbeat_interval: float = 5.0
+    #: ``CAPTCHA_TASKS_HEARTBEAT_FILE``: a file the worker also touches on each beat.
+    heartbeat_file: str | None = None
+    #: ``CAPTCHA_TASKS_METRICS_PORT``: the worker's ``/metrics`` port (None: off; 0: any).
+    metrics_port: int | None = None
+    #: ``CAPTCHA_TASKS_METRICS_ADDRESS``: where ``/metrics`` listens.
+    metrics_address: str = "127.0.0.1"
     #: ``CAPTCHA_TASKS_RESULT_EXPIRES``: seconds a solve result is kept in the backend.
     result_expires: int = 86_400
 
@@ -198,6 +204,33 @@ class Settings:
                     f"CAPTCHA_TASKS_ALLOWED_DOMAINS: {domain!r} is not a host name"
                 )
 
+        beat_raw = env.get("CAPTCHA_TASKS_HEARTBEAT_INTERVAL", "").strip()
+        heartbeat = 5.0
+        if beat_raw:
+            try:
+                heartbeat = float(beat_raw)
+            except ValueError:
+                raise ConfigurationError(
+                    f"CAPTCHA_TASKS_HEARTBEAT_INTERVAL must be seconds, got {beat_raw!r}"
+                ) from None
+            if not 0.1 <= heartbeat <= 300:
+                raise ConfigurationError(
+                    f"CAPTCHA_TASKS_HEARTBEAT_INTERVAL must be 0.1-300, got {beat_raw!r}"
+                )
+        port_raw = env.get("CAPTCHA_TASKS_METRICS_PORT", "").strip()
+        metrics_port: int | None = None
+        if port_raw:
+            try:
+                metrics_port = int(port_raw)
+            except ValueError:
+                raise ConfigurationError(
+                    f"CAPTCHA_TASKS_METRICS_PORT must be a port number, got {port_raw!r}"
+                ) from None
+            if not 0 <= metrics_port <= 65535:
+                raise ConfigurationError(
+                    f"CAPTCHA_TASKS_METRICS_PORT must be 0-65535, got {port_raw!r}"
+                )
+
         return cls(
             api_key=api_key,
             solver_url=solver_url,
@@ -220,6 +253,10 @@ class Settings:
             lock_ttl=float(number("CAPTCHA_TASKS_LOCK_TTL", 60.0, float, 0.1)),
             proxy_lease_ttl=float(number("CAPTCHA_TASKS_PROXY_LEASE_TTL", 30.0, float, 0.1)),
             proxy_cooldown=float(number("CAPTCHA_TASKS_PROXY_COOLDOWN", 300.0, float, 0.0)),
+            heartbeat_interval=heartbeat,
+            heartbeat_file=text("CAPTCHA_TASKS_HEARTBEAT_FILE", "") or None,
+            metrics_port=metrics_port,
+            metrics_address=text("CAPTCHA_TASKS_METRICS_ADDRESS", "127.0.0.1"),
             result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
         )
 

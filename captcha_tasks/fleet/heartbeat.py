@@ -29,7 +29,6 @@ from typing import Any, ClassVar
 import redis
 from celery import bootsteps
 
-from ..errors import ConfigurationError
 from ..settings import Settings, get_settings
 from ..state import Keys, state_redis
 from ..version import worker_version
@@ -56,17 +55,8 @@ TTL_INTERVALS = 3
 
 
 def heartbeat_interval(environ: Mapping[str, str] | None = None) -> float:
-    env = os.environ if environ is None else environ
-    raw = env.get(HEARTBEAT_INTERVAL_ENV, "").strip()
-    if not raw:
-        return DEFAULT_INTERVAL
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{HEARTBEAT_INTERVAL_ENV} must be seconds, got {raw!r}") from None
-    if not 0.1 <= value <= 300:
-        raise ConfigurationError(f"{HEARTBEAT_INTERVAL_ENV} must be 0.1-300, got {raw!r}")
-    return value
+    """``CAPTCHA_TASKS_HEARTBEAT_INTERVAL`` (read through :class:`Settings`)."""
+    return Settings.from_env(environ).heartbeat_interval
 
 
 @dataclass(frozen=True)
@@ -116,9 +106,9 @@ class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def __init__(self, consumer: Any, **kwargs: Any) -> None:
         # Read here so a malformed value stops the worker before anything starts.
-        self.interval = heartbeat_interval()
-        raw_file = os.environ.get(HEARTBEAT_FILE_ENV, "").strip()
-        self.path = Path(raw_file) if raw_file else None
+        settings = get_settings()
+        self.interval = settings.heartbeat_interval
+        self.path = Path(settings.heartbeat_file) if settings.heartbeat_file else None
         self._tref: Any = None
         self._hostname = ""
         self._settings: Settings | None = None
