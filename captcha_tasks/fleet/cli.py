@@ -72,8 +72,9 @@ def _drain_timeout(raw: str) -> tuple[float, str]:
     default=0.25,
     show_default=True,
     type=click.FloatRange(0.0, 1.0),
-    help="Fraction of the fleet whose gates may "
-    "fail before the rollout aborts and rolls every updated worker back.",
+    help="Fraction of the fleet that may be unreachable (no answer to control "
+    "commands; left on the old version) before the rollout aborts and rolls every "
+    "updated worker back. A failed gate always aborts.",
 )
 @click.option(
     "--worker",
@@ -124,9 +125,10 @@ def rollout_command(
     """Roll every worker to a new version, a few at a time, without losing a task.
 
     Per worker: stop consuming, drain, run the restart command, wait for the new
-    version, health-check it alone, resume consuming. A failed gate puts the worker
-    back on its old version; over the abort threshold, every updated worker is rolled
-    back. Exit status 0 when every worker is on the new version, 1 otherwise.
+    version, health-check it alone, resume consuming. A failed gate (restart,
+    version, health) rolls every updated worker back to its old version and stops.
+    Unreachable workers are left alone up to the abort threshold. Exit status 0 when
+    every worker is on the new version, 1 otherwise.
     """
     from ..app import app
     from .control import CeleryControlPlane

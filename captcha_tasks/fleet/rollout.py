@@ -12,11 +12,17 @@ For each batch of ``max_unavailable`` workers:
    it alone (:mod:`.health`);
 5. **resume**: ``add_consumer`` for the queues it consumed before.
 
-A worker whose gate fails goes back to its old version at once and counts as a
-failure. When failures exceed ``abort_threshold`` of the fleet the rollout aborts and
-rolls back **every** worker it already updated, not only the failing one: two
-versions side by side fail intermittently. ``abort_threshold=0`` rolls everything
-back on the first failed gate.
+A failed gate (restart command fails, the new version is not reported in time, the
+health check fails) is a verdict on the release: the rollout stops and rolls back
+**every** worker it already updated, the failing one first, then newest first, not
+only the failing one: two versions side by side fail intermittently.
+
+A worker that cannot be taken out of service at all (it does not answer the control
+commands: busy, partitioned, gone) says nothing about the release. It is left
+untouched on its old version, reported ``unreachable``, and the rollout goes on while
+such workers are at most ``abort_threshold`` of the fleet; beyond it the rollout
+aborts and rolls back every updated worker as above. ``abort_threshold=0`` aborts on
+the first one.
 
 With this project a worker holds no solves (they live in Redis and any engine
 continues them), so a drain only waits for the milliseconds an admission takes and
@@ -184,7 +190,7 @@ class WorkerReport:
     worker: str
     from_version: str
     to_version: str
-    result: str = "pending"  # updated | skipped | failed | rolled_back | untouched
+    result: str = "pending"  # updated | skipped | failed | rolled_back | unreachable | untouched
     queues: list[str] = field(default_factory=list)
     drain_seconds: float | None = None
     left_at_restart: dict[str, int] | None = None
@@ -247,6 +253,7 @@ class Rollout:
         #: Workers running the new version (gate passed or not), oldest first.
         self._updated: list[str] = []
         self.failures = 0
+        self.unreachable = 0
 
     # -- the plan --------------------------------------------------------------------
 
@@ -269,7 +276,7 @@ class Rollout:
             f"time, drain timeout {opts.drain_timeout:g} s ({opts.drain_timeout_source}), "
             f"health check {opts.health_check}"
         )
-        allowed_failures = opts.abort_threshold * total
+        allowed_unreachable = opts.abort_threshold * total
         for start in range(0, total, opts.max_unavailable):
             batch = [w for w in wanted[start : start + opts.max_unavailable]]
             todo = []
@@ -279,42 +286,62 @@ class Rollout:
                     self._say(worker, f"already on {opts.to_version}, skipped")
                 else:
                     todo.append(worker)
-            for worker in self._update_batch(todo):
-                self.failures += 1
-                if worker in self._updated:
-                    self._roll_back(worker)
-            if self.failures > allowed_failures:
+            failed, unreachable = self._update_batch(todo)
+            self.failures += len(failed) + len(unreachable)
+            self.unreachable += len(unreachable)
+            if failed:
                 self.echo(
-                    f"rollout: {self.failures} failed gate(s) of {total} is over the abort "
-                    f"threshold ({opts.abort_threshold:g}); rolling back "
+                    f"rollout: gate failed on {', '.join(failed)}; rolling back "
                     f"{len(self._updated)} updated worker(s)"
                 )
-                for worker in list(reversed(self._updated)):
-                    self._roll_back(worker)
-                for worker in wanted:
-                    if self.reports[worker].result == "pending":
-                        self.reports[worker].result = "untouched"
-                return self._summary("rolled_back", started)
+                return self._abort(started)
+            if self.unreachable > allowed_unreachable:
+                self.echo(
+                    f"rollout: {self.unreachable} unreachable worker(s) of {total} is over "
+                    f"the abort threshold ({opts.abort_threshold:g}); rolling back "
+                    f"{len(self._updated)} updated worker(s)"
+                )
+                return self._abort(started)
         status = "completed" if self.failures == 0 else "completed_with_failures"
         return self._summary(status, started)
 
-    def _update_batch(self, batch: Sequence[str]) -> list[str]:
-        """Update ``batch`` together; the workers whose gate failed."""
+    def _abort(self, started: float) -> dict[str, Any]:
+        """Roll back every updated worker (the failing ones first), then stop."""
+        failing = [w for w in self._updated if self.reports[w].result == "failed"]
+        others = [w for w in reversed(self._updated) if w not in failing]
+        for worker in failing + others:
+            self._roll_back(worker)
+        for report in self.reports.values():
+            if report.result == "pending":
+                report.result = "untouched"
+        return self._summary("rolled_back", started)
+
+    def _update_batch(self, batch: Sequence[str]) -> tuple[list[str], list[str]]:
+        """Update ``batch`` together; the workers whose gate failed, and the unreachable."""
         failed: list[str] = []
+        unreachable: list[str] = []
         live: list[str] = []
         for worker in batch:
             try:
                 self.reports[worker].queues = self._stop_consuming(worker)
                 live.append(worker)
             except GateFailed as exc:
-                self._fail(worker, str(exc))
-                failed.append(worker)
+                report = self.reports[worker]
+                report.result = "unreachable"
+                report.error = str(exc)
+                self._say(worker, f"UNREACHABLE: {exc}; left on {report.from_version}")
+                unreachable.append(worker)
         self._drain(live)
         for worker in live:
             report = self.reports[worker]
+            if failed:  # the release is bad: do not restart the rest of the batch
+                self._resume(worker, report.queues)
+                self._say(worker, f"not restarted, consuming {', '.join(report.queues)} again")
+                continue
+            # In the list before the command runs: a failed command may have changed something.
+            self._updated.append(worker)
             try:
                 self._restart(worker, self.options.to_version)
-                self._updated.append(worker)
                 self._verify(worker)
             except GateFailed as exc:
                 self._fail(worker, str(exc))
@@ -327,7 +354,7 @@ class Rollout:
                 f"updated to {self.options.to_version}, consuming "
                 f"{', '.join(report.queues) or '(no queues)'}",
             )
-        return failed
+        return failed, unreachable
 
     # -- steps -----------------------------------------------------------------------
 
@@ -487,6 +514,7 @@ class Rollout:
             "workers": len(self._order),
             "updated": by_result.get("updated", []) + by_result.get("skipped", []),
             "failed": by_result.get("failed", []),
+            "unreachable": by_result.get("unreachable", []),
             "rolled_back": rolled_back,
             "failures": self.failures,
             "abort_threshold": self.options.abort_threshold,
@@ -502,6 +530,7 @@ class Rollout:
         self.echo(
             f"rollout: {status} in {summary['seconds']:.1f} s: {on_target} on "
             f"{self.options.to_version}, {len(by_result.get('failed', []))} failed, "
+            f"{len(by_result.get('unreachable', []))} unreachable, "
             f"{len(rolled_back)} rolled back"
         )
         return summary

@@ -31,6 +31,7 @@ class FakeFleet:
     consuming_: dict[str, set[str]] = field(default_factory=dict)
     held: dict[str, list[Pending]] = field(default_factory=dict)
     broken: dict[str, set[str]] = field(default_factory=dict)  # version -> workers failing
+    silent: set[str] = field(default_factory=set)  # workers that answer no control command
     calls: list[tuple[str, ...]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -45,7 +46,7 @@ class FakeFleet:
         return self.versions_.get(worker)
 
     def consuming(self, worker: str) -> list[str] | None:
-        return sorted(self.consuming_[worker])
+        return None if worker in self.silent else sorted(self.consuming_[worker])
 
     def cancel_consumer(self, worker: str, queue: str) -> None:
         self.calls.append(("cancel", worker, queue))
@@ -136,7 +137,7 @@ def test_drain_waits_for_held_tasks_and_reports_what_is_left() -> None:
 
 def test_failed_gate_rolls_back_every_updated_worker() -> None:
     fleet = FakeFleet(broken={"2.0": {WORKERS[2]}})
-    summary, _ = run(fleet, abort_threshold=0.0)
+    summary, lines = run(fleet)  # the default threshold: a failed gate never waits for more
     assert summary["status"] == "rolled_back"
     assert summary["failed"] == [WORKERS[2]]
     assert summary["rolled_back"] == WORKERS[:3]
@@ -149,24 +150,50 @@ def test_failed_gate_rolls_back_every_updated_worker() -> None:
     details = {d["worker"]: d for d in summary["details"]}  # type: ignore[attr-defined]
     assert details[WORKERS[3]]["result"] == "untouched"
     assert "ERROR_KEY_DOES_NOT_EXIST" in details[WORKERS[2]]["error"]
+    assert any("gate failed on celery@w3; rolling back 3 updated" in line for line in lines)
 
 
-def test_failures_within_the_threshold_go_on() -> None:
-    fleet = FakeFleet(broken={"2.0": {WORKERS[1]}})
-    summary, _ = run(fleet, abort_threshold=0.25)  # 1 of 4 failing is not over 0.25
+def test_failed_gate_in_a_batch_stops_the_rest_of_the_batch() -> None:
+    fleet = FakeFleet(broken={"2.0": {WORKERS[0]}})
+    summary, _ = run(fleet, max_unavailable=2)
+    assert summary["status"] == "rolled_back"
+    assert restarts(fleet) == [(WORKERS[0], "2.0"), (WORKERS[0], "1.0")]
+    assert fleet.versions_ == dict.fromkeys(WORKERS, "1.0")
+    # w2 was drained with w1 but never restarted: it consumes again.
+    assert all(q == {"celery"} for q in fleet.consuming_.values())
+    details = {d["worker"]: d for d in summary["details"]}  # type: ignore[attr-defined]
+    assert details[WORKERS[1]]["result"] == "untouched"
+
+
+def test_unreachable_workers_within_the_threshold_are_left_alone() -> None:
+    fleet = FakeFleet(silent={WORKERS[1]})
+    summary, lines = run(fleet, abort_threshold=0.25)  # 1 of 4 is not over 0.25
     assert summary["status"] == "completed_with_failures"
-    assert summary["failed"] == [WORKERS[1]]
-    assert summary["rolled_back"] == [WORKERS[1]]
+    assert summary["unreachable"] == [WORKERS[1]]
+    assert summary["failed"] == [] and summary["rolled_back"] == []
     assert fleet.versions_ == {**dict.fromkeys(WORKERS, "2.0"), WORKERS[1]: "1.0"}
+    assert ("cancel", WORKERS[1]) not in [(c[0], c[1]) for c in fleet.calls]
+    assert any("celery@w2 UNREACHABLE" in line and "left on 1.0" in line for line in lines)
 
 
-def test_failures_beyond_the_threshold_abort() -> None:
-    fleet = FakeFleet(broken={"2.0": {WORKERS[1], WORKERS[2]}})
+def test_unreachable_workers_beyond_the_threshold_abort() -> None:
+    fleet = FakeFleet(silent={WORKERS[1], WORKERS[2]})
     summary, lines = run(fleet, abort_threshold=0.25)
     assert summary["status"] == "rolled_back"
     assert summary["failures"] == 2
+    assert summary["rolled_back"] == [WORKERS[0]]
     assert fleet.versions_ == dict.fromkeys(WORKERS, "1.0")
     assert any("over the abort threshold" in line for line in lines)
+
+
+def test_threshold_zero_aborts_on_the_first_unreachable_worker() -> None:
+    fleet = FakeFleet(silent={WORKERS[3]})
+    summary, _ = run(fleet, abort_threshold=0.0)
+    assert summary["status"] == "rolled_back"
+    assert summary["rolled_back"] == WORKERS[:3]
+    back = [r for r in restarts(fleet) if r[1] == "1.0"]
+    assert back == [(w, "1.0") for w in WORKERS[2::-1]]  # newest first
+    assert fleet.versions_ == dict.fromkeys(WORKERS, "1.0")
 
 
 def test_restart_failure_counts_as_a_failed_gate() -> None:
@@ -181,7 +208,7 @@ def test_restart_failure_counts_as_a_failed_gate() -> None:
 
     lines: list[str] = []
     clock = Clock()
-    rollout = Rollout(fleet, restart, RolloutOptions("2.0", abort_threshold=0.0),
+    rollout = Rollout(fleet, restart, RolloutOptions("2.0"),
                       echo=lines.append, clock=clock, sleep=clock.sleep)  # fmt: skip
     summary = rollout.run()
     assert summary["status"] == "rolled_back"
@@ -191,7 +218,7 @@ def test_restart_failure_counts_as_a_failed_gate() -> None:
 def test_worker_that_never_reports_the_new_version_fails_its_gate() -> None:
     fleet = FakeFleet()
     fleet.version = lambda worker: "1.0"  # type: ignore[method-assign]
-    summary, _ = run(fleet, abort_threshold=0.0, start_timeout=2.0)
+    summary, _ = run(fleet, start_timeout=2.0)
     assert summary["status"] == "rolled_back"
     assert "did not report version 2.0" in summary["details"][0]["error"]  # type: ignore[index]
 
