@@ -25,6 +25,7 @@
             ├── BadImage              ERROR_ZERO_CAPTCHA_FILESIZE, ERROR_UPLOAD, ...
             ├── CaptchaUnsolvable     ERROR_CAPTCHA_UNSOLVABLE
             ├── SolveTimeout          no answer before the solve's deadline
+            ├── SubmitUncertain       an in.php call that may have been accepted: not resent
             └── ClientError           ERROR_WRONG_CAPTCHA_ID, unknown ERROR_* codes, ...
 
 Every error carries ``code`` (the provider's code, e.g. ``"ERROR_NO_SLOT_AVAILABLE"``,
@@ -60,6 +61,7 @@ __all__ = [
     "SolveTimeout",
     "SolverError",
     "SolverNetworkError",
+    "SubmitUncertain",
     "TargetNotAllowed",
     "TransientSolverError",
     "UnknownProxy",
@@ -235,6 +237,20 @@ class SolveTimeout(PermanentSolverError):
     """No answer arrived before the solve's deadline."""
 
     default_code = "TIMEOUT"
+
+
+class SubmitUncertain(PermanentSolverError):
+    """A submit (in.php) failed after it may have reached the provider: no answer
+    within the timeout, the connection dropped once the request was sent, an answer
+    cut off. The provider may have accepted, and billed, the captcha. It is not sent
+    again (a second submit could be a second charge); retrying is the caller's choice."""
+
+    default_code = "SUBMIT_OUTCOME_UNKNOWN"
+    #: What the message adds to what happened, for whoever reads the error.
+    consequence = (
+        "the provider may have accepted (and billed) this captcha; it was not "
+        "resubmitted, so it is not paid twice; retry the task if a new solve is wanted"
+    )
 
 
 class ClientError(PermanentSolverError):

@@ -11,7 +11,15 @@ from types import FrameType
 import click
 
 from ..errors import ConfigurationError
-from .config import DEMO_SITEKEY, DEV_API_KEY, DIALECTS, KINDS, OVER_LIMIT_CODES, SandboxConfig
+from .config import (
+    DEMO_SITEKEY,
+    DEV_API_KEY,
+    DIALECTS,
+    FAULT_PATHS,
+    KINDS,
+    OVER_LIMIT_CODES,
+    SandboxConfig,
+)
 from .server import SandboxServer
 
 __all__ = ["sandbox_command"]
@@ -150,7 +158,7 @@ def _parse_latency(
     default=0.0,
     show_default=True,
     type=_RATE,
-    help="Fraction of in.php/res.php requests answered with an HTML 502 page.",
+    help="Fraction of in.php/res.php requests (see --fault-path) answered with an HTML 502 page.",
 )
 @click.option(
     "--unsolvable-rate",
@@ -164,7 +172,7 @@ def _parse_latency(
     default=0.0,
     show_default=True,
     type=_RATE,
-    help="Fraction of in.php/res.php responses held back --slow-seconds "
+    help="Fraction of in.php/res.php responses (see --fault-path) held back --slow-seconds "
     "(the request still takes effect).",
 )
 @click.option(
@@ -173,6 +181,16 @@ def _parse_latency(
     show_default=True,
     type=_SECONDS,
     help="How long a slow response is held back, in real (unscaled) seconds.",
+)
+@click.option(
+    "--fault-path",
+    "fault_paths",
+    multiple=True,
+    default=FAULT_PATHS,
+    show_default=True,
+    type=click.Choice(FAULT_PATHS),
+    help="Endpoint --fail-rate and --slow-rate apply to; repeat for both "
+    "(e.g. only in.php to fault submits, only res.php to fault polls).",
 )
 @click.option(
     "--report-window",
@@ -237,6 +255,7 @@ def sandbox_command(
     unsolvable_rate: float,
     slow_rate: float,
     slow_seconds: float,
+    fault_paths: tuple[str, ...],
     report_window: float,
     seed: int | None,
     tls_cert: str | None,
@@ -281,6 +300,7 @@ def sandbox_command(
             unsolvable_rate=unsolvable_rate,
             slow_rate=slow_rate,
             slow_seconds=slow_seconds,
+            fault_paths=fault_paths,
             seed=seed,
             report_window=report_window,
             tls_cert=tls_cert,

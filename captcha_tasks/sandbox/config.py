@@ -22,6 +22,7 @@ __all__ = [
     "DEMO_SITEKEY",
     "DEV_API_KEY",
     "DIALECTS",
+    "FAULT_PATHS",
     "KINDS",
     "OVER_LIMIT_CODES",
     "TOKEN_TTL",
@@ -58,6 +59,9 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
     {"recaptcha_v2": 120.0, "recaptcha_v3": 120.0, "turnstile": 300.0, "hcaptcha": 120.0}
 )
 
+#: The endpoints faults (``fail_rate``, ``slow_rate``) can target.
+FAULT_PATHS = ("in.php", "res.php")
+
 #: What a submit over the thread limit answers: the usual code, or the one
 #: CaptchaAI documents for the same situation.
 OVER_LIMIT_CODES = ("ERROR_NO_SLOT_AVAILABLE", "ERROR_ZERO_BALANCE")
@@ -70,6 +74,7 @@ ADMIN_FIELDS = frozenset(
         "unsolvable_rate",
         "slow_rate",
         "slow_seconds",
+        "fault_paths",
         "balance",
         "price",
         "dialect",
@@ -123,6 +128,9 @@ class SandboxConfig:
     slow_rate: float = 0.0
     #: Delay of a slow response in real seconds (not scaled: it is meant to beat HTTP timeouts).
     slow_seconds: float = 5.0
+    #: The endpoints ``fail_rate`` and ``slow_rate`` apply to (see :data:`FAULT_PATHS`):
+    #: e.g. only ``("in.php",)`` to fault submits, only ``("res.php",)`` for polls.
+    fault_paths: tuple[str, ...] = FAULT_PATHS
     #: Seed for every random choice (ids, jitter, faults, tokens); None: unpredictable.
     seed: int | None = None
     #: Unscaled seconds after submit during which reportbad/reportgood are accepted.
@@ -172,6 +180,7 @@ class SandboxConfig:
         _number("report_window", self.report_window, low=0.0)
         for name in _RATES:
             _number(name, getattr(self, name), low=0.0, high=1.0)
+        object.__setattr__(self, "fault_paths", _fault_paths(self.fault_paths))
         if not 0 <= self.min_image_bytes <= self.max_image_bytes:
             raise ConfigurationError("need 0 <= min_image_bytes <= max_image_bytes")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -200,6 +209,8 @@ class SandboxConfig:
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise ConfigurationError("threads must be an integer")
                 values[name] = value
+            elif name == "fault_paths":
+                values[name] = _fault_paths(value)
             elif name in ("dialect", "over_limit_code"):
                 if not isinstance(value, str):
                     raise ConfigurationError(f"{name} must be a string")
@@ -222,6 +233,21 @@ def _number(name: str, value: object, low: float = -math.inf, high: float = math
     if not low <= value <= high:  # also rejects NaN
         raise ConfigurationError(f"{name} must be within [{low}, {high}], got {value!r}")
     return float(value)
+
+
+def _fault_paths(value: object) -> tuple[str, ...]:
+    """``("in.php",)``, a list, or a comma-separated string; each one of :data:`FAULT_PATHS`."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(p, str) for p in value):
+        raise ConfigurationError(f"fault_paths must be a list of endpoints, got {value!r}")
+    paths = tuple(dict.fromkeys(p.strip().lstrip("/") for p in value))
+    unknown = [p for p in paths if p not in FAULT_PATHS]
+    if unknown:
+        raise ConfigurationError(
+            f"fault_paths: unknown endpoint {unknown[0]!r} (each one of {', '.join(FAULT_PATHS)})"
+        )
+    return paths
 
 
 def _latency_change(current: Mapping[str, float], value: object) -> dict[str, float]:

@@ -151,7 +151,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
 
     def _api(self, path: str, query: str, body: bytes) -> None:
         state = self.server.state
-        fault = state.begin_request()
+        fault = state.begin_request(path.lstrip("/"))
         if fault == "fail":
             self._send(502, _BAD_GATEWAY, _HTML)
             return

@@ -67,6 +67,8 @@ class _Captcha:
     #: res.php get requests (id= or ids=) that asked for this captcha.
     polls: int = 0
     reported: bool = False
+    #: Hex digest of the submit's parameters (two submits of one job share it).
+    fingerprint: str = ""
 
 
 @dataclasses.dataclass
@@ -108,11 +110,16 @@ class SandboxState:
 
     # -- requests -------------------------------------------------------------------
 
-    def begin_request(self) -> str | None:
-        """Count an in.php/res.php request and roll its fault: ``"fail"``, ``"slow"`` or None."""
+    def begin_request(self, endpoint: str = "") -> str | None:
+        """Count an in.php/res.php request and roll its fault: ``"fail"``, ``"slow"`` or None.
+
+        ``endpoint`` (``in.php``, ``res.php``): only those in ``fault_paths`` get faults
+        (when not given, any may)."""
         with self._lock:
             self._counts["requests"] += 1
             cfg = self._config
+            if endpoint and endpoint not in cfg.fault_paths:
+                return None
             if cfg.fail_rate and self._rng.random() < cfg.fail_rate:
                 self._counts["errors_injected"] += 1
                 return "fail"
@@ -186,6 +193,7 @@ class SandboxState:
                 cost=cost,
                 token=captcha_token,
                 submitted_at=now,
+                fingerprint=sub.fingerprint.hex(),
             )
             self._balance = round(self._balance - cost, 6)
             heapq.heappush(self._pending, (ready_at, captcha_id))
@@ -322,7 +330,8 @@ class SandboxState:
     def captchas(self) -> list[dict[str, object]]:
         """``GET /admin/captchas``: every captcha still remembered, with its submit, ready
         and first-answered times as epoch seconds (benchmarks compare them with their own
-        clocks), its real latency and how many res.php gets asked for it."""
+        clocks), its real latency, how many res.php gets asked for it and the fingerprint
+        of its parameters (the fault suite finds duplicate submits of one job with it)."""
         with self._lock:
             now = self._clock()
             self._advance(now)
@@ -341,6 +350,7 @@ class SandboxState:
                     "latency": round(c.ready_at - c.submitted_at, 6),
                     "polls": c.polls,
                     "unsolvable": c.unsolvable,
+                    "fingerprint": c.fingerprint,
                 }
                 for c in sorted(self._captchas.values(), key=lambda c: c.submitted_at)
             ]

@@ -4,6 +4,21 @@ Retry policy belongs to the caller, which reads ``transient`` and ``retry_after`
 from the :mod:`captcha_tasks.errors` this raises. Every call has a timeout and an
 overall deadline; the API key travels only in POST bodies, never in a URL (urllib3
 logs URLs at debug level) nor in an error message.
+
+res.php calls are idempotent: any failure to get their answer is transient. A submit
+is not (each accepted in.php call is a captcha billed), so its failures are sorted by
+whether the provider can have processed it:
+
+- **not processed**, transient as before: no connection was made (refused, DNS,
+  connect timeout, certificate refused); an answer, even an HTML 5xx page (502/503
+  are taken to come from a gateway that did not pass the request on, 500 from a
+  provider that failed before accepting); a provider error code (NO_SLOT, ...);
+- **maybe processed**, :class:`~captcha_tasks.errors.SubmitUncertain` (permanent):
+  the request may have been sent but no complete answer came (read timeout,
+  connection reset or dropped, an answer cut off or past the overall deadline), or a
+  504, a gateway that gave up waiting for a provider holding the request. When in
+  doubt the submit counts as maybe processed: a wrong guess fails one task, the
+  other way round pays a captcha twice.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ import http.client
 import math
 import os
 import re
+import ssl
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -32,6 +48,7 @@ from ..errors import (
     ProviderUnavailable,
     SolverError,
     SolverNetworkError,
+    SubmitUncertain,
 )
 from ..settings import PROVIDERS, Provider, Settings
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, Proxy
@@ -192,7 +209,7 @@ class SolverClient:
         params = captcha.to_params()
         if proxy is not None:
             params.update(proxy.to_params())
-        value = self._call("in.php", "submit", params, files=captcha.to_files())
+        value = self._call("in.php", "submit", params, files=captcha.to_files(), idempotent=False)
         if isinstance(value, str) and _ID_RE.match(value):
             return value
         raise self._unexpected("submit", value)
@@ -261,12 +278,21 @@ class SolverClient:
         params: Mapping[str, str],
         *,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        idempotent: bool = True,
     ) -> str | dict[str, Any] | NotReady:
-        status, content_type, body = self._post(endpoint, action, params, files or {})
+        status, content_type, body = self._post(
+            endpoint, action, params, files or {}, idempotent=idempotent
+        )
         with self._errors_counted():
-            return parse_response(
-                status, content_type, body, provider=self.provider, redact=self._secrets
-            )
+            try:
+                return parse_response(
+                    status, content_type, body, provider=self.provider, redact=self._secrets
+                )
+            except ProviderUnavailable as exc:
+                if idempotent or exc.code != "HTTP_504":
+                    raise
+                # A gateway timeout, not the provider's answer: it may hold the request.
+                raise self._uncertain(f"{action} to {self.base_url}/{endpoint}: {exc}") from exc
 
     def _post(
         self,
@@ -274,7 +300,12 @@ class SolverClient:
         action: str,
         params: Mapping[str, str],
         files: Mapping[str, tuple[str, bytes, str]],
+        *,
+        idempotent: bool = True,
     ) -> tuple[int, str, bytes]:
+        """POST and read the whole answer. A failure raises :class:`SolverNetworkError`,
+        unless the call is not ``idempotent`` and may have been processed: then
+        :class:`SubmitUncertain`."""
         data = {**params, "key": self._api_key}
         if self.json_mode:
             data["json"] = "1"
@@ -283,6 +314,7 @@ class SolverClient:
         connect_timeout = min(_CONNECT_TIMEOUT_CAP, self.timeout)
         deadline = time.monotonic() + connect_timeout + self.timeout
         self._count(action)
+        status = 0  # the answer's status, once its head has arrived
         try:
             # POST, so the key is in the body; redirects would resend it as a GET.
             with session.post(
@@ -293,21 +325,32 @@ class SolverClient:
                 allow_redirects=False,
                 stream=True,
             ) as response:
+                status = response.status_code
                 body = _read_body(response, deadline)
-                return response.status_code, response.headers.get("Content-Type", ""), body
+                return status, response.headers.get("Content-Type", ""), body
         except (
             requests.RequestException,
             urllib3.exceptions.HTTPError,
             http.client.HTTPException,
             OSError,
         ) as exc:
+            detail = self._redact(f"{action} to {url}: {_describe(exc)}")
+            if not (idempotent or _never_sent(exc) or _refused(status)):
+                self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
+                raise self._uncertain(detail) from exc
             self._count("errors:NETWORK")
-            raise SolverNetworkError(self._redact(f"{action} to {url}: {_describe(exc)}")) from exc
+            raise SolverNetworkError(detail) from exc
         except _TooSlow:
+            detail = f"{action} to {url}: no complete answer within {self.timeout:g} s"
+            if not (idempotent or _refused(status)):
+                self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
+                raise self._uncertain(detail) from None
             self._count("errors:NETWORK")
-            raise SolverNetworkError(
-                f"{action} to {url}: no complete answer within {self.timeout:g} s"
-            ) from None
+            raise SolverNetworkError(detail) from None
+
+    @staticmethod
+    def _uncertain(detail: str) -> SubmitUncertain:
+        return SubmitUncertain(f"{detail}: {SubmitUncertain.consequence}")
 
     @contextlib.contextmanager
     def _errors_counted(self) -> Iterator[None]:
@@ -362,6 +405,34 @@ def _check_id(captcha_id: object) -> str:
         shown = repr(captcha_id)[:40]
         raise InvalidTaskInput(f"captcha_id: {shown} is not a captcha id (1-64 letters/digits)")
     return captcha_id
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """Whether a failed request certainly never reached the provider: no connection was
+    made. urllib3 reports failures to connect (refused, unreachable, DNS, connect
+    timeout) wrapped in a MaxRetryError; whatever fails later comes unwrapped, or as
+    something else. A TLS handshake timeout is reported as a read timeout: it counts as
+    maybe sent, the safe side."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason: object = exc
+    if isinstance(exc, requests.RequestException) and exc.args:
+        reason = exc.args[0]
+    if isinstance(reason, urllib3.exceptions.MaxRetryError):
+        reason = reason.reason
+    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
+        return True
+    # A refused certificate: the handshake never completed, so nothing was sent.
+    return isinstance(reason, urllib3.exceptions.SSLError) and any(
+        isinstance(arg, ssl.SSLCertVerificationError) for arg in reason.args
+    )
+
+
+def _refused(status: int) -> bool:
+    """Whether an answer whose head said ``status`` refused the request (it failed to
+    arrive whole, but the provider or its gateway had answered). 504 does not: the
+    gateway stopped waiting for a provider that has the request."""
+    return status >= 400 and status != 504
 
 
 def _describe(exc: BaseException) -> str:

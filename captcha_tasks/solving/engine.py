@@ -14,10 +14,20 @@ A loop claims due work and hands provider calls to a small thread pool:
 - a call that frees a thread (an answer, an error) immediately acquires and
   submits the next waiting job in the same thread: no queue hop between a thread
   freed at the provider and the next captcha sent to it.
+
+A job is sent to in.php at most once per attempt: a submit is marked ``sending`` in
+Redis right before its HTTP call, and one whose outcome is unknown (no answer in
+time, a connection dropped after sending, its engine dead mid-call) fails with
+:class:`~captcha_tasks.errors.SubmitUncertain` instead of being sent again (the
+provider may have billed it). Only a submit that surely never reached the provider
+is retried, and a job left ``submitting`` by a dead engine (never sent) is resubmitted.
+The one deliberate second submit is after ERROR_CAPTCHA_UNSOLVABLE, which the
+provider does not bill.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -36,6 +46,7 @@ from ..errors import (
     PermanentSolverError,
     SolverError,
     SolveTimeout,
+    SubmitUncertain,
     TransientSolverError,
     UnknownProxy,
 )
@@ -115,6 +126,7 @@ class Engine:
         #: After the provider refuses this worker's key, it takes no work for this long.
         self.pause_s = settings.scaled(KEY_REFUSED_PAUSE)
         self._paused_until = 0.0
+        self._refusal: InvalidApiKey | None = None
         # A claim outlives the longest provider call, so only a dead engine's expires.
         self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
 
@@ -132,24 +144,24 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout)
         self._pool.shutdown(wait=True, cancel_futures=False)
+        if self._refusal is not None:
+            with contextlib.suppress(redis.RedisError):  # else it expires on its own
+                self.redis.delete(self.keys.key_refused(self.name))
 
     def _run(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                worked = self.step()
+                if not self.step():
+                    self._idle()
                 backoff = 0.1
             except redis.RedisError as exc:
                 log.warning("engine %s: Redis unavailable (%s); retrying", self.name, exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
-                continue
             except Exception:
                 log.exception("engine %s: unexpected error; continuing", self.name)
                 self._stop.wait(1.0)
-                continue
-            if not worked:
-                self._idle()
 
     def _idle(self) -> None:
         """Sleep until the next due poll or waiting job, a local kick, or a wake-up
@@ -199,17 +211,61 @@ class Engine:
 
     # -- one turn of the loop -----------------------------------------------------------
 
-    def _pause(self, exc: CaptchaTasksError) -> None:
+    def _pause(self, exc: InvalidApiKey) -> None:
         if self.clock() >= self._paused_until:
             log.error("engine %s: the provider refused this worker's key (%s); pausing %.1f s",
                       self.name, exc.code, self.pause_s)  # fmt: skip
         self.stats.add("paused")
         self._paused_until = self.clock() + self.pause_s
+        self._refusal = exc
+        ttl = max(1, math.ceil(2 * self.pause_s + self.settings.heartbeat_interval))
+        self.redis.set(self.keys.key_refused(self.name), exc.code or "refused", ex=ttl)
 
     def _other_workers_alive(self) -> bool:
-        """Whether another worker beats (``{prefix}heartbeat:*``) besides this one."""
-        beats = self.redis.scan_iter(match=f"{self.keys.heartbeat_prefix}*", count=100)
-        return sum(1 for _ in beats) > 1
+        """Whether another worker beats (``{prefix}heartbeat:*``) whose key the provider
+        has not refused (as far as the ``key_refused`` marks say)."""
+        beats = sum(1 for _ in self.redis.scan_iter(
+            match=f"{self.keys.heartbeat_prefix}*", count=100))  # fmt: skip
+        refused = sum(1 for _ in self.redis.scan_iter(
+            match=f"{self.keys.key_refused_prefix}*", count=100))  # fmt: skip
+        mine = 1 if self._paused_until else 0
+        return beats - 1 > refused - mine
+
+    def _fail_all_if_every_key_is_refused(self) -> None:
+        """Paused, and no other live worker has a key the provider takes: nobody can
+        submit or poll, so waiting and polling jobs end now with the provider's refusal
+        instead of sitting out their deadlines. Bounded: a few hundred jobs per turn."""
+        if self._refusal is None or self._other_workers_alive():
+            return
+        error = self._refusal
+        now = self.clock()
+        ended = 0
+        for _ in range(20):
+            taken = run(
+                self.redis,
+                "acquire",
+                [self.keys.budget, self.keys.waiting, self.keys.due],
+                [now, self.settings.threads, BATCH_MAX, now + self.claim_s,
+                 self.keys.job_prefix, STRUCTURE_TTL],
+            )  # fmt: skip
+            raw = run(self.redis, "claim", [self.keys.due],
+                      [now, now + self.claim_s, BATCH_MAX, self.keys.job_prefix])  # fmt: skip
+            pipe = self.redis.pipeline(transaction=False)
+            for task_id in taken:
+                pipe.hgetall(self.keys.job(task_id))
+            jobs = [Job.from_fields(i, f) for i, f in zip(taken, pipe.execute(), strict=True)]
+            jobs += [
+                Job.from_fields(i, dict(zip(f[::2], f[1::2], strict=True)))
+                for i, f in zip(raw[::2], raw[1::2], strict=True)
+            ]
+            if not jobs:
+                break
+            for job in jobs:
+                ended += self._fail(job, error)
+        if ended:
+            self.stats.add("failed_every_key_refused", ended)
+            log.error("engine %s: every live worker's key is refused; failed %d job(s) with %s",
+                      self.name, ended, error.code)  # fmt: skip
 
     def _still_refused(self) -> bool:
         """After a pause: is this worker's key still refused? (one getbalance)"""
@@ -222,6 +278,8 @@ class Engine:
             pass  # other trouble is for the calls themselves to meet and handle
         log.info("engine %s: the provider accepts this worker's key again", self.name)
         self._paused_until = 0.0
+        self._refusal = None
+        self.redis.delete(self.keys.key_refused(self.name))
         return False
 
     def step(self) -> bool:
@@ -229,6 +287,7 @@ class Engine:
         # Paused after a refused key: resume only once the provider takes it again, so a
         # misconfigured worker never touches more than the calls it had in flight.
         if self._paused_until and (self.clock() < self._paused_until or self._still_refused()):
+            self._fail_all_if_every_key_is_refused()
             return False
         worked = self._claim_and_poll()
         worked = self._acquire_and_submit() or worked
@@ -257,12 +316,16 @@ class Engine:
         for task_id, fields in zip(raw[::2], raw[1::2], strict=True):
             job = Job.from_fields(task_id, dict(zip(fields[::2], fields[1::2], strict=True)))
             if job.state == "submitting":
-                # Its submitter died mid-call: whether the provider got it is unknown.
-                # Resubmitting risks one duplicate; not resubmitting loses the task.
+                # Its engine died (or stalled) after taking it, before sending it: the
+                # provider never saw it, so submitting it now is its first submit.
                 self.stats.add("resubmits_after_crash")
-                log.warning("engine %s: resubmitting %s after a lost submit", self.name, task_id)
+                log.warning("engine %s: submitting %s, taken but never sent by a stopped engine",
+                            self.name, task_id)  # fmt: skip
                 if not self._spawn(self._submit, job):
                     self._release_claim(job)
+            elif job.state == "sending":
+                # Its engine died during the in.php call: the provider may have it.
+                self._lost_send(job)
             elif job.state == "polling":
                 if now > job.solve_deadline():
                     self._fail(job, SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit"))
@@ -276,6 +339,18 @@ class Engine:
                 for job in batch:
                     self._release_claim(job)
         return True
+
+    def _lost_send(self, job: Job) -> None:
+        error = SubmitUncertain(
+            f"the engine sending it ({job.sender or 'unknown'}) stopped during its in.php "
+            f"call: {SubmitUncertain.consequence}"
+        )
+        log.warning("engine %s: %s was being sent by %s, which stopped: failing it (%s)",
+                    self.name, job.task_id, job.sender or "an engine", error.code)  # fmt: skip
+        self.stats.add("submit_uncertain")
+        self.stats.add("submit_uncertain_after_crash")
+        solve_observer().submitted(job.type, error)
+        self._fail(job, error)
 
     def _release_claim(self, job: Job) -> None:
         self.redis.zadd(self.keys.due, {job.task_id: self.clock()}, xx=True)
@@ -312,12 +387,31 @@ class Engine:
             self._fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
             return
         try:
-            captcha_id = self.solver.submit(job.captcha(), proxy=self._proxy_for(job))
+            captcha = job.captcha()
+            proxy = self._proxy_for(job)
+        except CaptchaTasksError as exc:
+            self._fail(job, exc)
+            return
+        sending_at = self.clock()
+        if not self._mark_sending(job):
+            # Ended meanwhile, or another engine took it over after our claim ran out.
+            self.stats.add("send_skipped")
+            return
+        try:
+            captcha_id = self.solver.submit(captcha, proxy=proxy)
+        except SubmitUncertain as exc:
+            # The provider may have accepted (and billed) it: sending it again could
+            # pay twice. The task fails with that error; the caller may retry it.
+            self.stats.add("submit_uncertain")
+            solve_observer().submitted(job.type, exc)
+            log.warning("engine %s: %s: %s", self.name, job.task_id, exc)
+            self._fail(job, exc)
         except TransientSolverError as exc:
+            # Surely not processed (no connection, a gateway's 5xx, a provider code).
             self.stats.add(f"submit_retry:{exc.code}")
             solve_observer().submitted(job.type, exc)
             delay = self.settings.scaled(exc.retry_after or 5.0)
-            self._requeue(job, "submitting", self.clock() + delay, counter="")
+            self._requeue(job, "sending", self.clock() + delay, counter="")
         except InvalidApiKey as exc:
             solve_observer().submitted(job.type, exc)
             # This worker's key is refused: likely its own configuration (a bad release
@@ -325,7 +419,7 @@ class Engine:
             # a second refusal fails it with the provider's code.
             self._pause(exc)
             if job.key_refusals < 1 and self._other_workers_alive():
-                self._requeue(job, "submitting", self.clock(), counter="key_refusals")
+                self._requeue(job, "sending", self.clock(), counter="key_refusals")
             else:
                 self._fail(job, exc)
         except CaptchaTasksError as exc:
@@ -336,15 +430,48 @@ class Engine:
             solve_observer().submitted(job.type)
             at = self.clock()
             first = self._on_tick(at + self.learner.first_poll(job.type))
-            ok = run(
-                self.redis,
-                "submitted",
-                [self.keys.job(job.task_id), self.keys.due],
-                [job.task_id, captcha_id, at, first, STRUCTURE_TTL],
-            )
+            ok = self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s)
             if not ok:
                 self.stats.add("submitted_after_end")
         self._acquire_and_submit()
+
+    def _record_submitted(
+        self, job: Job, captcha_id: str, at: float, first: float, claim_until: float
+    ) -> bool:
+        """Store the captcha id of a job just submitted. Redis may be away for a moment
+        (a restart): retry while this engine's claim on the job holds, since once the id
+        is lost the job can only end ``SubmitUncertain``."""
+        delay = 0.1
+        while True:
+            try:
+                return bool(
+                    run(
+                        self.redis,
+                        "submitted",
+                        [self.keys.job(job.task_id), self.keys.due],
+                        [job.task_id, captcha_id, at, first, STRUCTURE_TTL],
+                    )
+                )
+            except redis.RedisError as exc:
+                if self.clock() + delay >= claim_until - 1.0:
+                    raise
+                log.warning("engine %s: storing captcha %s of %s: Redis unavailable (%s); "
+                            "retrying", self.name, captcha_id, job.task_id, exc)  # fmt: skip
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _mark_sending(self, job: Job) -> bool:
+        """Mark the job ``sending`` right before its in.php call (and renew its claim for
+        the call); False if it is no longer this engine's to send."""
+        now = self.clock()
+        return bool(
+            run(
+                self.redis,
+                "sending",
+                [self.keys.job(job.task_id), self.keys.due],
+                [job.task_id, now + self.claim_s, now, self.name, STRUCTURE_TTL],
+            )
+        )
 
     def _proxy_for(self, job: Job) -> Proxy | None:
         if not job.proxy_id:

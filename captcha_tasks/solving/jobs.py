@@ -42,7 +42,18 @@ def _float(fields: dict[str, str], name: str) -> float | None:
 
 @dataclasses.dataclass
 class Job:
-    """One job's fields, as read from its hash."""
+    """One job's fields, as read from its hash.
+
+    ``state``, with the Lua script that sets it:
+
+    - ``waiting`` (admit, requeue): queued for a thread of the budget;
+    - ``submitting`` (acquire): holds a thread, not sent yet; if its engine dies
+      now, another one submits it (nothing reached the provider);
+    - ``sending`` (sending): its in.php call has started; if its engine dies now,
+      the provider may have it, so it fails with ``SubmitUncertain``, never resent;
+    - ``polling`` (submitted): at the provider under ``captcha_id``;
+    - ``done`` / ``failed`` (finish): ended, kept for ``report_solution``.
+    """
 
     task_id: str
     type: str
@@ -68,6 +79,9 @@ class Job:
     request_json: str = ""
     #: Id of a proxy in the pool the provider must solve through (never credentials).
     proxy_id: str = ""
+    #: When the last in.php call for it started, and the engine that made it.
+    sending_at: float | None = None
+    sender: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -90,6 +104,8 @@ class Job:
             pool=fields.get("pool", ""),
             request_json=fields.get("request", ""),
             proxy_id=fields.get("proxy_id", ""),
+            sending_at=_float(fields, "sending_at"),
+            sender=fields.get("sender", ""),
         )
 
     def captcha(self) -> Captcha:

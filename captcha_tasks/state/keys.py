@@ -35,6 +35,13 @@ key                           type    what
 ``{p}heartbeat:{worker}``     string  a worker's liveness beat: JSON (version, pid,
                                       time), written by its consumer loop. TTL: a few
                                       beat intervals, so a dead worker's goes away.
+``{p}bridge:{group}:pending``  hash    NATS bridge: Celery task id -> the job whose
+                                      result is still to be published. TTL: renewed
+                                      on each write (bridge/pending.py).
+``{p}bridge:{group}:published:{id}`` string  a result one bridge published (so a
+                                      redelivered job is not enqueued again). TTL: same.
+``{p}key_refused:{engine}``   string  the provider refused this engine's key (its
+                                      code). TTL: two pauses, renewed while refused.
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -142,3 +149,20 @@ class Keys:
     def heartbeat_prefix(self) -> str:
         """``heartbeat(worker)`` is this plus the worker name (to list the fleet's beats)."""
         return f"{self.prefix}heartbeat:"
+
+    # -- the NATS bridge ---------------------------------------------------------------
+
+    def bridge_pending(self, group: str) -> str:
+        return f"{self.prefix}bridge:{group}:pending"
+
+    def bridge_published_prefix(self, group: str) -> str:
+        """Plus a Celery task id: marks a job whose result one bridge has published."""
+        return f"{self.prefix}bridge:{group}:published:"
+
+    def key_refused(self, engine: str) -> str:
+        return f"{self.prefix}key_refused:{engine}"
+
+    @property
+    def key_refused_prefix(self) -> str:
+        """``key_refused(engine)`` is this plus the engine's name."""
+        return f"{self.prefix}key_refused:"

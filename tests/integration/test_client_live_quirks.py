@@ -24,8 +24,10 @@ from captcha_tasks.errors import (
     InvalidApiKey,
     InvalidTaskInput,
     NoSlotAvailable,
+    PermanentSolverError,
     ProviderUnavailable,
     SolverNetworkError,
+    SubmitUncertain,
 )
 from captcha_tasks.settings import Settings
 from captcha_tasks.solver import (
@@ -391,3 +393,92 @@ def test_a_forked_child_gets_its_own_session() -> None:
     finally:
         os.close(read_end)
         close_shared_session()
+
+
+# -- a submit is never sent twice: which failures may have reached the provider -------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Scripted(body='{"status":1,"request":3397637370}', delay=5.0),  # read timeout
+        Scripted(drop=True),  # the connection closed once the request was in
+        Scripted(body='{"status":1,"request":"' + "3" * 60 + '"}', drip=0.05),  # too slow
+        plain("<html><title>504 Gateway Time-out</title></html>", 504),
+    ],
+    ids=["read-timeout", "dropped", "past-the-deadline", "http-504"],
+)
+def test_a_submit_that_may_have_been_accepted_is_uncertain(
+    client: SolverClient, double: ProviderDouble, answer: Scripted
+) -> None:
+    double.script(answer)
+    started = time.monotonic()
+    with pytest.raises(SubmitUncertain) as info:
+        client.submit(RecaptchaV2(SITEKEY, PAGE))
+    assert time.monotonic() - started < 2.5
+    error = info.value
+    assert error.code == "SUBMIT_OUTCOME_UNKNOWN" and not error.transient
+    assert isinstance(error, PermanentSolverError) and error.retry_after is None
+    assert "may have accepted" in str(error) and "not paid twice" in str(error)
+    assert KEY not in str(error)
+    assert [r.endpoint for r in double.requests] == ["/in.php"]
+    assert client.stats == {"submit": 1, "errors:SUBMIT_OUTCOME_UNKNOWN": 1}
+    # Rebuilt from its args (Celery's JSON backend), it is the same error.
+    rebuilt = SubmitUncertain(*error.args)
+    assert (rebuilt.code, str(rebuilt)) == (error.code, str(error))
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [Scripted(body="OK|1", delay=5.0), Scripted(drop=True)],
+    ids=["read-timeout", "dropped"],
+)
+def test_polls_without_an_answer_stay_transient(
+    client: SolverClient, double: ProviderDouble, answer: Scripted
+) -> None:
+    double.script(answer, answer)
+    with pytest.raises(SolverNetworkError):
+        client.get("3397637370")
+    with pytest.raises(SolverNetworkError):
+        client.get_many(["3397637370", "3397637371"])
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+def test_a_5xx_page_on_submit_was_not_processed_and_is_transient(
+    client: SolverClient, double: ProviderDouble, status: int
+) -> None:
+    double.script(plain(f"<html><title>{status}</title><body>nginx</body></html>", status))
+    with pytest.raises(ProviderUnavailable) as info:
+        client.submit(RecaptchaV2(SITEKEY, PAGE))
+    assert info.value.transient and info.value.code == f"HTTP_{status}"
+    # The double answered and the next try goes through: one captcha at the provider.
+    assert client.submit(RecaptchaV2(SITEKEY, PAGE)) == "3397637370"
+
+
+@pytest.mark.parametrize(
+    ("raised", "kind"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), "connection failed"),
+        (socket.gaierror(-2, "Name or service not known"), "connection failed"),
+        (TimeoutError("timed out"), "connect timeout"),
+    ],
+    ids=["refused", "dns", "connect-timeout"],
+)
+def test_a_submit_that_never_connected_is_transient(
+    client: SolverClient,
+    double: ProviderDouble,
+    monkeypatch: pytest.MonkeyPatch,
+    raised: OSError,
+    kind: str,
+) -> None:
+    import urllib3.connection
+
+    def fail(*args: object, **kwargs: object) -> socket.socket:
+        raise raised
+
+    monkeypatch.setattr(urllib3.connection.connection, "create_connection", fail)
+    with pytest.raises(SolverNetworkError) as info:
+        client.submit(RecaptchaV2(SITEKEY, PAGE))
+    assert info.value.transient and kind in str(info.value)
+    assert double.requests == []
+    assert client.stats == {"submit": 1, "errors:NETWORK": 1}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,13 +13,21 @@ import pytest
 import requests
 
 from captcha_tasks.dev.procs import wait_until
-from captcha_tasks.errors import CaptchaTasksError, CaptchaUnsolvable, InvalidApiKey, SolveTimeout
+from captcha_tasks.errors import (
+    CaptchaTasksError,
+    CaptchaUnsolvable,
+    InvalidApiKey,
+    SolveTimeout,
+    SubmitUncertain,
+)
 from captcha_tasks.sandbox import DEV_API_KEY
 from captcha_tasks.settings import Settings
 from captcha_tasks.solver import RecaptchaV2, SolverClient
 from captcha_tasks.solving import Engine, Job, admit
 from captcha_tasks.solving.timing import FirstPollLearner
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks.state.keys import STRUCTURE_TTL
+from captcha_tasks.state.scripts import run
 
 pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -282,3 +291,125 @@ def test_an_engine_whose_key_is_refused_steps_aside_for_the_others(
     assert set(outcomes.results) == set(ids), outcomes.errors
     assert sandbox.stats()["bad_key"] >= 1  # the bad engine did try, then stepped aside
     assert bad.stats.snapshot().get("paused", 0) >= 1
+
+
+# -- a submit is never sent twice ------------------------------------------------------
+
+
+def test_a_submit_answered_too_late_fails_uncertain_and_is_sent_once(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    # Every in.php answer comes after the client's timeout; the submits take effect.
+    sandbox = sandbox_factory(slow_rate=1.0, slow_seconds=2.0, fault_paths=("in.php",))
+    engines, outcomes = make_engines(sandbox.url, http_timeout=0.5)
+    ids = _admit(engines[0], 3)
+    wait_until(lambda: outcomes.ended() == 3, timeout=30, what="3 failures")
+    for task_id in ids:
+        error = outcomes.errors[task_id]
+        assert isinstance(error, SubmitUncertain) and error.code == "SUBMIT_OUTCOME_UNKNOWN"
+        assert "not paid twice" in str(error)
+    time.sleep(1.0)  # longer than a transient error's back-off (0.25 s at this scale)
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"], stats["slow_injected"]) == (3, 0, 3)
+    assert len({c["fingerprint"] for c in _sandbox_captchas(sandbox)}) == 3
+    counts = engines[0].stats.snapshot()
+    assert counts["submit_uncertain"] == counts["failed:SUBMIT_OUTCOME_UNKNOWN"] == 3
+    keys = Keys(engines[0].settings.key_prefix)
+    assert engines[0].redis.zcard(keys.budget) == 0  # their threads are free again
+    assert engines[0].redis.hget(keys.job(ids[0]), "error") == "SUBMIT_OUTCOME_UNKNOWN"
+
+
+def test_slow_poll_answers_are_retried_and_every_job_submits_once(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    sandbox = sandbox_factory(slow_rate=1.0, slow_seconds=1.0, fault_paths=("res.php",))
+    engines, outcomes = make_engines(sandbox.url, http_timeout=0.5)
+    ids = _admit(engines[0], 5)
+    wait_until(lambda: sandbox.stats()["slow_injected"] >= 2, timeout=30, what="slow polls")
+    _configure(sandbox, slow_rate=0.0)
+    wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
+    assert set(outcomes.results) == set(ids), outcomes.errors
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"]) == (5, 0)
+    assert engines[0].stats.snapshot()["poll_retry:NETWORK"] >= 2
+    assert all(result["submits"] == 1 for result in outcomes.results.values())
+
+
+def test_502_bursts_on_submit_are_retried_and_every_job_submits_once(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    sandbox = sandbox_factory(fail_rate=1.0, fault_paths=("in.php",))
+    engines, outcomes = make_engines(sandbox.url)
+    ids = _admit(engines[0], 5)
+    wait_until(lambda: sandbox.stats()["errors_injected"] >= 8, timeout=30, what="502 pages")
+    _configure(sandbox, fail_rate=0.0)
+    wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
+    assert set(outcomes.results) == set(ids), outcomes.errors
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"]) == (5, 0)
+    assert engines[0].stats.snapshot()["submit_retry:HTTP_502"] >= 8
+    assert all(result["submits"] == 1 for result in outcomes.results.values())
+
+
+def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
+    sandbox: Any, redis_url: str, make_engines: Any
+) -> None:
+    settings = _engine_settings(redis_url, sandbox.url)
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    never_sent, being_sent = str(uuid.uuid4()), str(uuid.uuid4())
+    for task_id in (never_sent, being_sent):
+        captcha = RecaptchaV2(SITEKEY, f"https://example.com/dead/{task_id}")
+        assert admit(client, settings, task_id, captcha)
+    # An engine took both (its claims have run out since), started sending one, and died.
+    now = time.time()
+    taken = run(client, "acquire", [keys.budget, keys.waiting, keys.due],
+                [now, settings.threads, 2, now - 1, keys.job_prefix, STRUCTURE_TTL])  # fmt: skip
+    assert sorted(taken) == sorted([never_sent, being_sent])
+    marked = run(client, "sending", [keys.job(being_sent), keys.due],
+                 [being_sent, now - 1, now, "dead-engine", STRUCTURE_TTL])  # fmt: skip
+    assert marked == 1
+    assert client.hget(keys.job(never_sent), "state") == "submitting"
+
+    engines, outcomes = make_engines(sandbox.url)
+    wait_until(lambda: outcomes.ended() == 2, timeout=30, what="both jobs ended")
+    assert outcomes.results[never_sent]["submits"] == 1
+    error = outcomes.errors[being_sent]
+    assert isinstance(error, SubmitUncertain) and error.code == "SUBMIT_OUTCOME_UNKNOWN"
+    assert "dead-engine" in str(error)
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"]) == (1, 0)  # only the never-sent one
+    counts = engines[0].stats.snapshot()
+    assert counts["resubmits_after_crash"] == 1
+    assert counts["submit_uncertain"] == counts["submit_uncertain_after_crash"] == 1
+    assert client.zcard(keys.budget) == 0
+
+    # An engine that took a job before the others took it over sends nothing.
+    stale = Job.from_fields(being_sent, {**client.hgetall(keys.job(being_sent)),
+                                         "state": "submitting"})  # fmt: skip
+    engines[0]._submit(stale)
+    assert engines[0].stats.snapshot()["send_skipped"] == 1
+    assert sandbox.stats()["submitted"] == 1
+
+
+def _configure(sandbox: Any, **changes: Any) -> None:
+    requests.post(f"{sandbox.url}/admin/config", json=changes, timeout=5).raise_for_status()
+
+
+def _sandbox_captchas(sandbox: Any) -> list[dict[str, Any]]:
+    reply = requests.get(f"{sandbox.url}/admin/captchas", timeout=5)
+    reply.raise_for_status()
+    return list(reply.json()["captchas"])
+
+
+def _engine_settings(redis_url: str, sandbox_url: str) -> Settings:
+    """The settings ``make_engines`` gives its engines (for state set up before them)."""
+    return Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
+            "CAPTCHAAI_API_KEY": DEV_API_KEY,
+            "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+            "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
+        }
+    )

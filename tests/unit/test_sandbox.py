@@ -806,3 +806,32 @@ def test_config_latency_merges_over_defaults() -> None:
     assert config.latency["image"] == 1.0
     assert config.latency["recaptcha_v2"] == DEFAULT_LATENCY["recaptcha_v2"]
     assert dict(config.updated({"latency": 2}).latency) == dict.fromkeys(KINDS, 2.0)
+
+
+def test_faults_can_target_only_submits_or_only_polls(make_api: Callable[..., Api]) -> None:
+    assert SandboxConfig().fault_paths == ("in.php", "res.php")  # the default: both
+    api = make_api(fail_rate=1.0, fault_paths=("res.php",))
+    captcha_id = api.submit_ok(**SUBMITS["image"])
+    assert api.res(action="get", id=captcha_id, json=1).status_code == 502
+    reply = api.admin(fault_paths=["in.php"])
+    assert reply.status_code == 200 and reply.json()["config"]["fault_paths"] == ["in.php"]
+    assert api.submit(**SUBMITS["image"]).status_code == 502
+    assert api.answer(captcha_id)  # polls answer again
+    stats = api.stats()
+    assert (stats["errors_injected"], stats["submitted"]) == (2, 1)
+    # Slow answers follow the same selector; a comma-separated string works too.
+    assert api.admin(fail_rate=0.0, slow_rate=1.0, slow_seconds=2.0).status_code == 200
+    assert api.admin(fault_paths="/in.php, in.php").json()["config"]["fault_paths"] == ["in.php"]
+    started = time.monotonic()
+    assert api.res(action="getbalance").status_code == 200
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(requests.ReadTimeout):
+        api.session.post(
+            f"{api.url}/in.php", data={"key": DEV_API_KEY, **SUBMITS["image"]}, timeout=0.3
+        )
+    stats = api.stats()
+    assert (stats["slow_injected"], stats["submitted"]) == (1, 2)  # it took effect
+    for bad in (["foo.php"], 3, [1]):
+        assert api.admin(fault_paths=bad).status_code == 400
+    with pytest.raises(ConfigurationError):
+        SandboxConfig(fault_paths=("admin",))

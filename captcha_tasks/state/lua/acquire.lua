@@ -3,7 +3,8 @@
 -- ARGV: now, limit, max_n, claim_until, job_prefix, structure_ttl
 -- Expired leases (their holder died and nobody finished the job) are dropped first.
 -- Each taken job holds a thread (lease = now + its lease_s) and is claimed in `due`
--- until claim_until while it is being submitted. Returns the taken task ids.
+-- until claim_until while it is being submitted. Its state is 'submitting' (not sent
+-- yet: sending.lua marks the moment its in.php call starts). Returns the taken task ids.
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])

@@ -3,7 +3,8 @@
 -- ARGV: task_id, expected_captcha_id ('' for any), final_state, field1, value1, ...
 -- Returns 1 for the caller that ended it, 0 if it had already ended.
 local state = redis.call('HGET', KEYS[1], 'state')
-if state ~= 'polling' and state ~= 'submitting' and state ~= 'waiting' then
+if state ~= 'polling' and state ~= 'sending' and state ~= 'submitting'
+   and state ~= 'waiting' then
   return 0
 end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[2] then

@@ -1,5 +1,5 @@
--- Give a job's thread back and queue it again (no slot at the provider, a transient
--- submit error, an unsolvable captcha's one resubmit).
+-- Give a job's thread back and queue it again (no slot at the provider, a submit
+-- error that proves it was not processed, an unsolvable captcha's one resubmit).
 -- KEYS: job, due, budget, waiting, wake
 -- ARGV: task_id, expected_state, expected_captcha_id ('' for any), not_before,
 --       structure_ttl, counter_field ('' for none)
