@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -136,6 +138,7 @@ def settings(as_json: bool) -> None:
 
 def _add_subcommands() -> None:
     from .bench.cli import bench_group
+    from .bridge.cli import bridge_group
     from .fleet.cli import check_command, rollout_command
     from .monitor.cli import status_command, watch_command
     from .sandbox import sandbox_command
@@ -152,9 +155,48 @@ def _add_subcommands() -> None:
     main.add_command(status_command, "status")
     main.add_command(rollout_command, "rollout")
     main.add_command(check_command, "check")
+    main.add_command(bridge_group, "bridge")
 
 
 _add_subcommands()
+
+
+class _FiniteFloat(click.types.FloatParamType):
+    """A float option that refuses nan and inf (``float()`` reads both)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+class _FiniteFloatRange(click.FloatRange):
+    """A FloatRange that refuses nan (which passes every bound: each comparison with it
+    is false) and inf."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def _finite_floats(command: click.Command) -> None:
+    """Every float option of every subcommand refuses nan and inf."""
+    for param in command.params:
+        kind = param.type
+        if isinstance(kind, click.FloatRange) and not isinstance(kind, _FiniteFloatRange):
+            param.type = _FiniteFloatRange(
+                kind.min, kind.max, min_open=kind.min_open, max_open=kind.max_open, clamp=kind.clamp
+            )
+        elif type(kind) is click.types.FloatParamType:
+            param.type = _FiniteFloat()
+    for sub in getattr(command, "commands", {}).values():
+        _finite_floats(sub)
+
+
+_finite_floats(main)
 
 
 def run() -> None:

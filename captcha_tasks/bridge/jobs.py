@@ -1,0 +1,272 @@
+"""Solve jobs as they travel on NATS, and the result messages sent back: pure functions.
+
+A job is a JSON object in the format of the NATS guide (../shared/seeds/002): a
+``task_id`` chosen by the publisher, the 2Captcha ``in.php`` ``method`` and that
+method's parameters under their ``in.php`` names::
+
+    {"task_id": "task_0", "method": "userrecaptcha",
+     "sitekey": "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+     "pageurl": "https://example.com/page/0"}
+
+:func:`parse_job` reads the bytes, :func:`task_call` maps the job to the solve task
+that does the work (name, positional and keyword arguments), :func:`solved` and
+:func:`failed` build the messages published on the results subject. Nothing here
+validates captcha parameters beyond their shape: the solve tasks do that at the
+edge and fail with :class:`~captcha_tasks.errors.InvalidTaskInput`, which comes
+back as an error result like any other failure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import CaptchaTasksError, InvalidTaskInput
+from ..redaction import scrub_text
+
+__all__ = [
+    "IGNORED_PARAMS",
+    "METHODS",
+    "Job",
+    "TaskCall",
+    "failed",
+    "jetstream_task_id",
+    "parse_job",
+    "solved",
+    "task_call",
+]
+
+#: Error code of a message that is not a job (not JSON, not an object, no usable task_id).
+BAD_JOB = "BAD_JOB"
+#: Error code of a job whose ``method`` the bridge does not map to a solve task.
+UNKNOWN_METHOD = "UNKNOWN_METHOD"
+#: Longest ``task_id`` accepted (it is echoed in every result).
+MAX_TASK_ID = 256
+#: Longest error text published (the code comes first, so it always survives the cut).
+MAX_ERROR = 500
+
+#: ``in.php`` transport parameters a job may carry and the bridge ignores: the workers
+#: use their own key, and results always come back as JSON on the results subject.
+IGNORED_PARAMS = frozenset({"key", "json", "soft_id", "header_acao"})
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Deterministic Celery task ids for JetStream messages (uuid5 in this namespace).
+_NAMESPACE = uuid.UUID("5b0f3c52-8a4e-4c1e-9a57-2f6a1c7d9e21")
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A decoded job: its ``task_id`` (echoed verbatim), ``method`` and other fields."""
+
+    task_id: str | int
+    method: object
+    params: Mapping[str, object]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskCall:
+    """The solve task a job becomes: ``task`` (Celery name), ``args`` and ``kwargs``."""
+
+    task: str
+    args: tuple[object, ...]
+    kwargs: dict[str, object]
+
+
+def parse_job(data: bytes) -> Job:
+    """Decode a job. Raises :class:`InvalidTaskInput` (code ``BAD_JOB``) when the message
+    is not a JSON object with a usable ``task_id``: then no result can name the job."""
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidTaskInput(f"job is not JSON: {exc}", BAD_JOB) from None
+    if not isinstance(obj, dict):
+        raise InvalidTaskInput(f"job must be a JSON object, got {type(obj).__name__}", BAD_JOB)
+    task_id = obj.get("task_id")
+    if isinstance(task_id, bool) or not isinstance(task_id, str | int):
+        raise InvalidTaskInput("job needs a task_id (a string or an integer)", BAD_JOB)
+    if isinstance(task_id, str) and (
+        not task_id or len(task_id) > MAX_TASK_ID or _CONTROL.search(task_id)
+    ):
+        raise InvalidTaskInput(f"task_id must be 1 to {MAX_TASK_ID} printable characters", BAD_JOB)
+    params = {name: value for name, value in obj.items() if name not in ("task_id", "method")}
+    return Job(task_id, obj.get("method"), params)
+
+
+# -- in.php values to task arguments ---------------------------------------------------
+# in.php takes every value as text ("1", "0.3"); the tasks take typed values. A value
+# that does not convert is passed as it is, for the task's validation to name it.
+
+
+def _flag(value: object) -> object:
+    if isinstance(value, str) and value.strip().lower() in ("0", "1", "true", "false"):
+        return value.strip().lower() in ("1", "true")
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def _integer(value: object) -> object:
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return value
+
+
+def _number(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _same(value: object) -> object:
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class _Method:
+    task: str
+    #: Positional arguments: (argument, accepted job field names, first one preferred).
+    positional: tuple[tuple[str, tuple[str, ...]], ...]
+    #: Keyword arguments: job field name -> (argument name, converter).
+    options: Mapping[str, tuple[str, Callable[[object], object]]]
+
+
+_PROXY = {"proxy_id": ("proxy_id", _same)}
+_V2 = _Method(
+    "captcha_tasks.solve_recaptcha_v2",
+    (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
+    {"invisible": ("invisible", _flag), "enterprise": ("enterprise", _flag),
+     "data-s": ("data_s", _same), "data_s": ("data_s", _same), "cookies": ("cookies", _same),
+     "userAgent": ("user_agent", _same), "user_agent": ("user_agent", _same), **_PROXY},
+)  # fmt: skip
+_V3 = _Method(
+    "captcha_tasks.solve_recaptcha_v3",
+    (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
+    {"action": ("action", _same), "min_score": ("min_score", _number),
+     "enterprise": ("enterprise", _flag), **_PROXY},
+)  # fmt: skip
+_TURNSTILE = _Method(
+    "captcha_tasks.solve_turnstile",
+    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
+    {"action": ("action", _same), "data": ("cdata", _same), "cdata": ("cdata", _same), **_PROXY},
+)
+_IMAGE = _Method(
+    "captcha_tasks.solve_image",
+    (("image_b64", ("body", "image_b64")),),
+    {"numeric": ("numeric", _integer), "min_len": ("min_len", _integer),
+     "max_len": ("max_len", _integer), "phrase": ("phrase", _flag),
+     "regsense": ("regsense", _flag), "calc": ("calc", _flag), "lang": ("lang", _same),
+     "textinstructions": ("textinstructions", _same)},
+)  # fmt: skip
+_GEETEST = _Method(
+    "captcha_tasks.solve_geetest",
+    (("gt", ("gt",)), ("challenge", ("challenge",)), ("pageurl", ("pageurl",))),
+    {"api_server": ("api_server", _same)},
+)
+_HCAPTCHA = _Method(
+    "captcha_tasks.solve_hcaptcha",
+    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
+    dict(_PROXY),
+)
+
+#: ``in.php`` methods the bridge maps (reCAPTCHA v3 is ``userrecaptcha`` + ``version=v3``).
+METHODS: Mapping[str, str] = {
+    "userrecaptcha": "captcha_tasks.solve_recaptcha_v2 (version=v3: solve_recaptcha_v3)",
+    "turnstile": "captcha_tasks.solve_turnstile",
+    "base64": "captcha_tasks.solve_image",
+    "geetest": "captcha_tasks.solve_geetest",
+    "hcaptcha": "captcha_tasks.solve_hcaptcha",
+}
+
+
+def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
+    params = {k: v for k, v in job.params.items() if k not in IGNORED_PARAMS}
+    method = job.method
+    if not isinstance(method, str) or not method:
+        raise InvalidTaskInput("job needs a method (an in.php method name)", BAD_JOB)
+    if method == "userrecaptcha":
+        version = params.pop("version", "v2")
+        if version not in ("v2", "v3"):
+            raise InvalidTaskInput(f"userrecaptcha: version must be v2 or v3, got {version!r}")
+        return (_V3 if version == "v3" else _V2), params
+    found = {"turnstile": _TURNSTILE, "base64": _IMAGE, "geetest": _GEETEST,
+             "hcaptcha": _HCAPTCHA}.get(method)  # fmt: skip
+    if found is None:
+        shown = method if len(method) <= 40 else method[:37] + "..."
+        raise InvalidTaskInput(
+            f"unknown method {shown!r}; known: {', '.join(METHODS)}", UNKNOWN_METHOD
+        )
+    return found, params
+
+
+def task_call(job: Job) -> TaskCall:
+    """The solve task for ``job``. Raises :class:`InvalidTaskInput`: code ``UNKNOWN_METHOD``
+    for a method without a task, ``INVALID_INPUT`` for missing or unknown parameters (named,
+    values never quoted: a job may carry cookies)."""
+    spec, params = _method_of(job)
+    name = job.method
+    args: list[object] = []
+    for _argument, fields in spec.positional:
+        present = [field for field in fields if field in params]
+        if not present:
+            raise InvalidTaskInput(f"{name}: missing {' or '.join(fields)}")
+        if len(present) > 1:
+            raise InvalidTaskInput(f"{name}: give one of {', '.join(present)}, not both")
+        args.append(params.pop(present[0]))
+    kwargs: dict[str, object] = {}
+    for field in sorted(params):
+        if field not in spec.options:
+            raise InvalidTaskInput(
+                f"{name}: unknown parameter(s) "
+                f"{', '.join(sorted(f for f in params if f not in spec.options))}; "
+                f"allowed: {', '.join(sorted(spec.options))}"
+            )
+        argument, convert = spec.options[field]
+        if argument in kwargs:
+            raise InvalidTaskInput(f"{name}: {argument} given twice")
+        kwargs[argument] = convert(params[field])
+    return TaskCall(spec.task, tuple(args), kwargs)
+
+
+def jetstream_task_id(stream: str, stream_seq: int, stored_at: str) -> str:
+    """The Celery task id of a JetStream message: the same for every delivery of that
+    message (so a redelivered job finds its solve instead of starting a second one), and
+    different for a message of a stream that was deleted and created again."""
+    return str(uuid.uuid5(_NAMESPACE, f"nats-js:{stream}:{stream_seq}:{stored_at}"))
+
+
+# -- result messages ---------------------------------------------------------------
+
+
+def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -> dict[str, Any]:
+    """The result message of a solve: ``solution`` is the token or text (a dict for
+    GeeTest); ``celery_task_id`` is what ``report_solution`` takes."""
+    return {"task_id": task_id, "solution": result.get("solution"),
+            "celery_task_id": celery_task_id}  # fmt: skip
+
+
+def failed(
+    task_id: str | int | None, error: BaseException | str, celery_task_id: str | None = None
+) -> dict[str, Any]:
+    """The result message of a job that failed: ``error`` starts with the code
+    (``ERROR_CAPTCHA_UNSOLVABLE: ...``), ``code`` is the code alone. Secrets the settings
+    know of (the API key, Redis passwords) and URL query values are masked."""
+    if isinstance(error, CaptchaTasksError):
+        code = error.code or type(error).__name__
+    elif isinstance(error, BaseException):
+        code = type(error).__name__
+    else:
+        code = error.split(":", 1)[0]
+    text = scrub_text(str(error) or code)
+    if len(text) > MAX_ERROR:
+        text = text[: MAX_ERROR - 3] + "..."
+    message: dict[str, Any] = {"task_id": task_id, "error": text, "code": code}
+    if celery_task_id is not None:
+        message["celery_task_id"] = celery_task_id
+    return message
