@@ -18,9 +18,9 @@ so ``AsyncResult.get()`` returns the final page), and the lock is handed to
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from .app import app
-from .base import SolverTask
 from .errors import ChallengeRejected, InvalidTaskInput
 from .pages import Challenge, Page, check_url, fetch, find_challenge, submit
 from .redaction import RedactedTask
@@ -31,6 +31,7 @@ from .solver import Captcha, HCaptcha, RecaptchaV2, Turnstile
 from .solving.pool import TokenPool
 from .solving.timing import DEADLINE
 from .state import state_redis
+from .tasks import CheckedTask
 
 __all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]
 
@@ -44,7 +45,7 @@ _SOLVERS = {
 }
 
 
-class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, SolverTask):
+class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
     """Shared cookies, the session lock, the pinned proxy and the solver, together."""
 
     abstract = True
@@ -71,6 +72,12 @@ def _check_form(form: Any) -> dict[str, str]:
         if not isinstance(name, str) or not isinstance(value, str) or len(value) > MAX_FORM_VALUE:
             raise InvalidTaskInput(f"form fields must be strings (<= {MAX_FORM_VALUE} chars)")
     return dict(form)
+
+
+def _host(url: str) -> str:
+    """``host[:port]`` of a checked URL (``url.split("/")[2]`` would keep ``?q`` of
+    ``https://host?q``)."""
+    return urlsplit(url).netloc
 
 
 def _captcha(challenge: Challenge, page_url: str) -> Captcha:
@@ -110,12 +117,14 @@ def fetch_page(
     ``None`` when the page was not challenged).
     """
     fields = _check_form(form)
+    if isolated not in (True, False):
+        raise InvalidTaskInput("isolated must be true or false")
     settings = self.settings
     check_url(url, settings)
     if not isolated:
         # Someone is solving this host's challenge right now: wait for their cookies
         # rather than load (and be challenged by) the page again meanwhile.
-        busy = SessionLock(state_redis(settings), settings, url.split("/")[2])
+        busy = SessionLock(state_redis(settings), settings, _host(url))
         if busy.holder() is not None:
             raise self._wait_for(busy, settings)
     page = fetch(self.browser(), url, settings)
@@ -136,7 +145,7 @@ def fetch_page(
         page = _submit_token(self, challenge, pooled["solution"], fields)
         return _result(page, solved=False, source="pool")
 
-    host = page.url.split("/")[2]
+    host = _host(page.url)
     lock = SessionLock(client, settings, host, owner=self.request.hostname)
     if not lock.acquire():
         raise self._wait_for(lock, settings)  # retried: by then the cookies are fresh
@@ -195,11 +204,19 @@ def submit_challenge(
     """The second half of ``fetch_page``: submit the solved token, keep the cookies
     (the mixin saves them for the cluster), release the host's session lock."""
     settings = self.settings
+    if not isinstance(host, str) or not isinstance(lock_token, str):
+        raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
     try:
         if not isinstance(solved, dict) or not isinstance(solved.get("solution"), str):
             raise InvalidTaskInput("submit_challenge needs a solve task's result")
         check_url(action, settings)
-        challenge = Challenge(challenge_type, "", token_field, action, dict(fields))
+        if not isinstance(token_field, str) or not token_field:
+            raise InvalidTaskInput("submit_challenge: token_field must be a form field name")
+        if not isinstance(fields, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in fields.items()
+        ):
+            raise InvalidTaskInput("submit_challenge: fields must map names to strings")
+        challenge = Challenge(str(challenge_type), "", token_field, action, dict(fields))
         page = _submit_token(self, challenge, solved["solution"], _check_form(form))
         # The waiters read the cookies as soon as the lock is free: save them first.
         self.save_cookies()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import re
 import ssl
@@ -46,7 +47,12 @@ def mask_url(url: str) -> str:
 
 
 def _check_redis_url(name: str, url: str) -> str:
-    scheme = urlsplit(url).scheme
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:  # an unclosed [IPv6 bracket, a bad port: not echoed (password)
+        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
+    scheme = parts.scheme
     if scheme not in ("redis", "rediss", "unix"):
         raise ConfigurationError(
             f"{name} must be a redis://, rediss:// or unix:// URL, got {mask_url(url)!r}"
@@ -121,6 +127,10 @@ class Settings:
     metrics_address: str = "127.0.0.1"
     #: ``CAPTCHA_TASKS_RESULT_EXPIRES``: seconds a solve result is kept in the backend.
     result_expires: int = 86_400
+    #: ``CAPTCHA_TASKS_VISIBILITY_TIMEOUT``: seconds after which Redis redelivers a
+    #: message nobody acknowledged (a SIGKILLed worker's reserved ones come back then).
+    #: Countdowns are capped at a quarter of it, so nothing is redelivered while waiting.
+    visibility_timeout: int = 3600
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -142,8 +152,8 @@ class Settings:
                 value = kind(raw)
             except ValueError:
                 raise ConfigurationError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
-            if not value >= low:  # also rejects NaN
-                raise ConfigurationError(f"{name} must be >= {low}, got {raw!r}")
+            if not (value >= low and math.isfinite(value)):  # also rejects NaN
+                raise ConfigurationError(f"{name} must be a finite number >= {low}, got {raw!r}")
             return value
 
         api_key = env.get("CAPTCHAAI_API_KEY", "").strip()
@@ -153,7 +163,13 @@ class Settings:
             )
 
         solver_url = text("CAPTCHA_TASKS_SOLVER_URL", DEFAULT_SOLVER_URL).rstrip("/")
-        parts = urlsplit(solver_url)
+        try:
+            parts = urlsplit(solver_url)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"CAPTCHA_TASKS_SOLVER_URL is not a valid URL ({exc})"
+            ) from None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigurationError(
                 f"CAPTCHA_TASKS_SOLVER_URL must be an http(s) URL, got {solver_url!r}"
@@ -258,6 +274,7 @@ class Settings:
             metrics_port=metrics_port,
             metrics_address=text("CAPTCHA_TASKS_METRICS_ADDRESS", "127.0.0.1"),
             result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
+            visibility_timeout=int(number("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", 3600, int, 10)),
         )
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:

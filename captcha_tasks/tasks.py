@@ -8,6 +8,7 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 
 from __future__ import annotations
 
+import inspect
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -39,7 +40,22 @@ __all__ = [
 ]
 
 
-class SolveTask(SolverTask):
+class CheckedTask(SolverTask):
+    """A solver task whose message must fit its signature: arguments that do not (a
+    ``send_task`` from another client; ``delay`` checks on the caller's side) fail
+    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``."""
+
+    abstract = True
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        try:
+            inspect.signature(self.run).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        super().before_start(task_id, args, kwargs)
+
+
+class SolveTask(CheckedTask):
     """Base of the solve tasks: validation at the edge, then admission."""
 
     abstract = True
@@ -187,9 +203,9 @@ def solve_hcaptcha(
     return self.admit(lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id)
 
 
-@app.task(name="captcha_tasks.fill_token_pool", base=SolverTask, bind=True)
+@app.task(name="captcha_tasks.fill_token_pool", base=CheckedTask, bind=True)
 def fill_token_pool(
-    self: SolverTask,
+    self: CheckedTask,
     captcha_type: str,
     sitekey: str,
     pageurl: str,
@@ -208,23 +224,32 @@ def fill_token_pool(
         "turnstile": lambda: Turnstile(sitekey, pageurl),
         "hcaptcha": lambda: HCaptcha(sitekey, pageurl),
     }
-    if captcha_type not in builders:
-        raise InvalidTaskInput(f"fill_token_pool: cannot pool {captcha_type!r} tokens")
+    if not isinstance(captcha_type, str) or captcha_type not in builders:
+        raise InvalidTaskInput(
+            f"fill_token_pool: captcha_type must be one of {', '.join(builders)}, "
+            f"got {captcha_type!r:.40}"
+        )
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
+        raise InvalidTaskInput(f"fill_token_pool: target must be an integer, got {target!r:.40}")
+    if adaptive not in (True, False):
+        raise InvalidTaskInput("fill_token_pool: adaptive must be true or false")
     self.settings.require_api_key()
     try:
         captcha = builders[captcha_type]()
     except TypeError as exc:
         raise InvalidTaskInput(f"fill_token_pool: {exc}") from None
     pool = TokenPool(state_redis(self.settings), self.settings)
-    return pool.fill(captcha, target=target, adaptive=adaptive).as_dict()
+    return pool.fill(captcha, target=target, adaptive=bool(adaptive)).as_dict()
 
 
-@app.task(name="captcha_tasks.report_solution", base=SolverTask, bind=True, max_retries=3)
-def report_solution(self: SolverTask, task_id: str, correct: bool = False) -> dict[str, Any]:
+@app.task(name="captcha_tasks.report_solution", base=CheckedTask, bind=True, max_retries=3)
+def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> dict[str, Any]:
     """Tell the provider whether the answer of solve task ``task_id`` worked
     (``reportbad`` refunds wrong answers; reports older than ~15 min are refused)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidTaskInput("report_solution: task_id must be a solve task's id")
+    if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
+        raise InvalidTaskInput("report_solution: correct must be true or false")
     client = state_redis(self.settings)
     captcha_id = client.hget(Keys(self.settings.key_prefix).job(task_id), "captcha_id")
     if not captcha_id:
@@ -254,8 +279,8 @@ def ping(self: Any) -> dict[str, Any]:
     }
 
 
-@app.task(name="captcha_tasks.get_balance", base=SolverTask, bind=True, max_retries=3)
-def get_balance(self: SolverTask) -> dict[str, Any]:
+@app.task(name="captcha_tasks.get_balance", base=CheckedTask, bind=True, max_retries=3)
+def get_balance(self: CheckedTask) -> dict[str, Any]:
     """The provider account's balance, as a string to keep its decimals exact."""
     try:
         balance = self.solver.balance()

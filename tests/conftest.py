@@ -5,6 +5,7 @@ Every process a fixture starts is stopped by PID when the fixture ends.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -48,6 +49,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # AsyncResults left by tests unsubscribe from Redis when collected: let them do it
+    # while the server still answers, not in a warning after it stopped.
+    gc.collect()
     if _SESSION_REDIS is not None:
         _SESSION_REDIS.stop()
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
 import click
+import redis
 
-from ..settings import get_settings
+from ..settings import get_settings, mask_url
 
 __all__ = ["check_command", "rollout_command"]
 
@@ -21,17 +23,23 @@ def _drain_timeout(raw: str) -> tuple[float, str]:
         settings = get_settings()
         client = state_redis(settings)
         keys = Keys(settings.key_prefix)
-        recent = {
-            kind: [float(v) for v in client.lrange(keys.timing(kind), 0, -1)]
-            for kind in DRAIN_CEILINGS
-        }
+        try:
+            recent = {
+                kind: [float(v) for v in client.lrange(keys.timing(kind), 0, -1)]
+                for kind in DRAIN_CEILINGS
+            }
+        except redis.RedisError as exc:
+            raise click.ClickException(
+                f"--drain-timeout auto: cannot read Redis at {mask_url(settings.state_url)}: "
+                f"{exc}; give the seconds instead"
+            ) from None
         return auto_drain_timeout(recent)
     try:
         value = float(raw)
     except ValueError:
         raise click.BadParameter("seconds or 'auto'", param_hint="--drain-timeout") from None
-    if value < 0:
-        raise click.BadParameter("must not be negative", param_hint="--drain-timeout")
+    if not math.isfinite(value) or value < 0:
+        raise click.BadParameter("must be finite and not negative", param_hint="--drain-timeout")
     return value, "given"
 
 
@@ -136,7 +144,7 @@ def rollout_command(
 
     try:
         restart_template.format(worker="w", version="v")
-    except (KeyError, IndexError, ValueError) as exc:
+    except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:
         raise click.BadParameter(
             f"only {{worker}} and {{version}} may be used ({exc})", param_hint="--restart"
         ) from None

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
+import redis
 
 from ..errors import InvalidTaskInput
-from ..settings import get_settings
+from ..settings import get_settings, mask_url
 from ..state import state_redis
 from .proxies import ProxyPool, UnknownProxy, masked
 
@@ -24,6 +27,16 @@ _TYPES = click.Choice(["HTTP", "HTTPS", "SOCKS4", "SOCKS5"], case_sensitive=Fals
 def _pool() -> ProxyPool:
     settings = get_settings()
     return ProxyPool(state_redis(settings), settings)
+
+
+@contextmanager
+def _state_errors() -> Iterator[None]:
+    """An unreachable Redis as one line and exit status 1, not a traceback."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        url = mask_url(get_settings().state_url)
+        raise click.ClickException(f"shared state at {url}: {exc}") from None
 
 
 @click.group(name="proxies")
@@ -48,11 +61,12 @@ def add(url: str, kind: str | None) -> None:
     if url == "-":
         url = sys.stdin.readline().strip()
     pool = _pool()
-    try:
-        ident = pool.add(url, kind.upper() if kind else None)
-    except InvalidTaskInput as exc:
-        raise click.BadParameter(str(exc), param_hint="URL") from None
-    proxy = pool.get(ident)
+    with _state_errors():
+        try:
+            ident = pool.add(url, kind.upper() if kind else None)
+        except InvalidTaskInput as exc:
+            raise click.BadParameter(str(exc), param_hint="URL") from None
+        proxy = pool.get(ident)
     click.echo(f"{ident}  {proxy.type:6}  {masked(proxy)}")
 
 
@@ -60,7 +74,8 @@ def add(url: str, kind: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_(as_json: bool) -> None:
     """Show the pool: id, type, proxy (password masked), holder and quarantine."""
-    views = _pool().list()
+    with _state_errors():
+        views = _pool().list()
     if as_json:
         click.echo(json.dumps([view.to_dict() for view in views], indent=2))
         return
@@ -83,7 +98,9 @@ def list_(as_json: bool) -> None:
 @click.argument("ident", metavar="ID")
 def remove(ident: str) -> None:
     """Remove a proxy from the pool (its holder leases another)."""
-    if not _pool().remove(ident):
+    with _state_errors():
+        removed = _pool().remove(ident)
+    if not removed:
         raise click.ClickException(f"no proxy with id {ident!r} in the pool")
     click.echo(f"removed {ident}")
 
@@ -95,7 +112,8 @@ def report_bad(ident: str, reason: str) -> None:
     """Quarantine a proxy for CAPTCHA_TASKS_PROXY_COOLDOWN; its holder moves to another."""
     pool = _pool()
     try:
-        holder = pool.report_bad(ident, reason)
+        with _state_errors():
+            holder = pool.report_bad(ident, reason)
     except UnknownProxy:
         raise click.ClickException(f"no proxy with id {ident!r} in the pool") from None
     cooldown = get_settings().proxy_cooldown

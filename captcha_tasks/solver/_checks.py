@@ -42,6 +42,15 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 40 else value[:37] + "...")
 
 
+def _brief(value: object) -> str:
+    """A short repr of any value for a message."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer of more digits than str() converts
+        return f"a huge {type(value).__name__}"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _text(where: str, value: object, *, max_len: int = 100, spaces: bool = False) -> str:
     if not isinstance(value, str):
         _fail(where, f"must be a string, got {type(value).__name__}")
@@ -49,6 +58,10 @@ def _text(where: str, value: object, *, max_len: int = 100, spaces: bool = False
         _fail(where, "must not be empty")
     if _CONTROL.search(value):
         _fail(where, "must not contain control characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: JSON carries them, HTTP cannot
+        _fail(where, "must be valid Unicode text (no lone surrogates)")
     if not spaces and any(c.isspace() for c in value):
         _fail(where, f"must not contain whitespace: {_shown(value)}")
     if len(value) > max_len:
@@ -87,14 +100,14 @@ def _flag(where: str, value: object) -> bool:
         return value
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
-    _fail(where, f"must be true or false, got {value!r}")
+    _fail(where, f"must be true or false, got {_brief(value)}")
 
 
 def _int(where: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         _fail(where, f"must be an integer, got {type(value).__name__}")
     if not low <= value <= high:
-        _fail(where, f"must be between {low} and {high}, got {value}")
+        _fail(where, f"must be between {low} and {high}, got {_brief(value)}")
     return value
 
 

@@ -25,6 +25,7 @@ from ._checks import (
     _MAGIC,
     _RECAPTCHA_KEY,
     _TURNSTILE_KEY,
+    _brief,
     _fail,
     _flag,
     _hostname,
@@ -152,8 +153,12 @@ class RecaptchaV3(Captcha):
         score = self.min_score
         if isinstance(score, bool) or not isinstance(score, int | float):
             _fail("RecaptchaV3.min_score", f"must be a number, got {type(score).__name__}")
-        if not (math.isfinite(score) and 0 < score <= 1):
-            _fail("RecaptchaV3.min_score", f"must be in (0, 1] (typically 0.1-0.9), got {score}")
+        # Range first: math.isfinite() overflows on integers too big for a float.
+        if not (0 < score <= 1 and math.isfinite(score)):
+            _fail(
+                "RecaptchaV3.min_score",
+                f"must be in (0, 1] (typically 0.1-0.9), got {_brief(score)}",
+            )
         _set(self, "min_score", float(score))
         _set(self, "enterprise", _flag("RecaptchaV3.enterprise", self.enterprise))
 

@@ -164,7 +164,7 @@ def parse_response(
     Under a non-2xx status only an explicit error code is trusted; anything else
     raises an ``HTTP_<status>`` error.
     """
-    text = _decode(body)
+    text = _masked(_decode(body), redact)
     try:
         try:
             value = _parse_text(text, provider)
@@ -193,7 +193,7 @@ def parse_many(
     Each slot is the answer, :data:`NOT_READY`, or the error for that captcha alone
     (returned, not raised). An error for the whole request is raised.
     """
-    text = _decode(body)
+    text = _masked(_decode(body), redact)
     parts: list[str] | None = None
     if 200 <= status_code < 300:
         if text.startswith("{"):
@@ -352,6 +352,14 @@ def _garbage(text: str, what: str) -> ProviderUnavailable:
 def _decode(body: bytes | str) -> str:
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     return text.lstrip("\ufeff").strip()
+
+
+def _masked(text: str, secrets: Iterable[str]) -> str:
+    # Before anything is quoted: a snippet cut off mid-key would no longer match it.
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "***")
+    return text
 
 
 def _snippet(text: str) -> str:

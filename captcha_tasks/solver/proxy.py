@@ -10,7 +10,7 @@ import dataclasses
 import ipaddress
 from typing import Literal
 
-from ._checks import _CONTROL, _HOSTNAME, _fail, _hostname, _int, _set, _text
+from ._checks import _CONTROL, _HOSTNAME, _brief, _fail, _hostname, _int, _set, _text
 
 __all__ = ["Proxy", "ProxyType"]
 
@@ -35,8 +35,10 @@ class Proxy:
         _hostname("Proxy.host", self.host)
         _int("Proxy.port", self.port, 1, 65535)
         kind = self.type.upper() if isinstance(self.type, str) else self.type
-        if kind not in _PROXY_TYPES:
-            _fail("Proxy.type", f"must be one of HTTP, HTTPS, SOCKS4, SOCKS5, got {self.type!r}")
+        if not isinstance(kind, str) or kind not in _PROXY_TYPES:
+            _fail(
+                "Proxy.type", f"must be one of HTTP, HTTPS, SOCKS4, SOCKS5, got {_brief(self.type)}"
+            )
         _set(self, "type", _PROXY_TYPES[kind])
         if (self.username is None) != (self.password is None):
             _fail("Proxy", "username and password go together")
@@ -77,7 +79,8 @@ class Proxy:
         host, colon, port = address.rpartition(":")
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
-        if not colon or not port.isdigit() or len(port) > 5:
+        # isascii(): "²" and other Unicode digits pass isdigit() but not int().
+        if not colon or not (port.isascii() and port.isdigit()) or len(port) > 5:
             _fail("Proxy", "expected [user:pass@]host:port with a numeric port")
         if not _HOSTNAME.match(host):
             try:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
+import redis
 
 from ..errors import CaptchaTasksError
-from ..settings import get_settings
+from ..settings import get_settings, mask_url
 from ..solver import HCaptcha, RecaptchaV2, RecaptchaV3, Turnstile
 from ..solver.captchas import Captcha
 from ..state import state_redis
@@ -24,6 +27,18 @@ def _pool() -> TokenPool:
     return TokenPool(state_redis(settings), settings)
 
 
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Known failures as one line and exit status 1, not a traceback."""
+    try:
+        yield
+    except CaptchaTasksError as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        url = mask_url(get_settings().state_url)
+        raise click.ClickException(f"shared state at {url}: {exc}") from None
+
+
 @click.group("pool")
 def pool_group() -> None:
     """Pools of pre-solved single-use tokens."""
@@ -33,7 +48,8 @@ def pool_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(as_json: bool) -> None:
     """Every registered pool: size, fills in flight, soonest expiry, demand."""
-    pools = _pool().status()
+    with _errors():
+        pools = _pool().status()
     if as_json:
         click.echo(json.dumps(pools, indent=2))
         return
@@ -71,7 +87,7 @@ def fill(
     """Register a pool and queue the solves it lacks (running workers solve them)."""
     if (target is None) == (not adaptive):
         raise click.UsageError("give exactly one of --target N or --adaptive")
-    try:
+    with _errors():
         captcha: Captcha
         if captcha_type == "recaptcha_v2":
             captcha = RecaptchaV2(sitekey, pageurl)
@@ -82,8 +98,6 @@ def fill(
         else:
             captcha = HCaptcha(sitekey, pageurl)
         result = _pool().fill(captcha, target=target, adaptive=adaptive)
-    except CaptchaTasksError as exc:
-        raise click.ClickException(str(exc)) from None
     click.echo(
         f"pool {result.pool_id}: target {result.target}, {result.size} ready, "
         f"{result.filling} filling, {result.admitted} solves queued ({time.strftime('%X')})"

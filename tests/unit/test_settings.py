@@ -48,7 +48,7 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
     ("name", "value", "fragment"),
     [
         ("CAPTCHAAI_API_KEY", "short", "32 letters and digits"),
-        ("CAPTCHA_TASKS_THREADS", "0", "CAPTCHA_TASKS_THREADS must be >= 1"),
+        ("CAPTCHA_TASKS_THREADS", "0", "CAPTCHA_TASKS_THREADS must be a finite number >= 1"),
         ("CAPTCHA_TASKS_THREADS", "five", "must be a int"),
         ("CAPTCHA_TASKS_TIME_SCALE", "nan", "CAPTCHA_TASKS_TIME_SCALE"),
         ("CAPTCHA_TASKS_TIME_SCALE", "-1", "CAPTCHA_TASKS_TIME_SCALE"),
