@@ -10,6 +10,10 @@ Plain code, no Celery. Page tasks only touch hosts in ``CAPTCHA_TASKS_ALLOWED_DO
   pointing inside the network). Reaching an internal address is possible only by
   listing that address itself.
 - Redirects are followed by hand, each hop checked the same way.
+- A direct connection is checked again once made: the address the socket actually
+  reached must be public too (unless the URL is an address listed as written), so a
+  DNS answer that changes between the check and the connect (rebinding) is caught.
+  Through a pool proxy, the proxy resolves and connects.
 
 Every refusal raises :class:`~captcha_tasks.errors.TargetNotAllowed`.
 """
@@ -25,6 +29,9 @@ from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .errors import TargetNotAllowed
 from .settings import Settings
@@ -33,6 +40,8 @@ __all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"
 
 MAX_REDIRECTS = 5
 MAX_URL_LENGTH = 2048
+#: Never in a URL as written (urlsplit would drop some and keep others).
+_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]|\s")
 #: (connect, read) seconds for a target page.
 PAGE_TIMEOUT = (5.0, 30.0)
 
@@ -69,7 +78,12 @@ def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
     """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
         raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {url!r:.80}")
-    parts = urlsplit(url)
+    if _UNSAFE.search(url):
+        raise TargetNotAllowed(f"whitespace or control characters in the URL {url!r:.80}")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed [IPv6 bracket, a host that NFKC-normalises oddly
+        raise TargetNotAllowed(f"not a valid URL: {url!r:.80}") from None
     if parts.scheme not in ("http", "https"):
         raise TargetNotAllowed(f"only http and https pages are fetched, not {parts.scheme!r}")
     host = (parts.hostname or "").lower().rstrip(".")
@@ -87,7 +101,7 @@ def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
         return url  # an address the operator listed as written
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
+    except (socket.gaierror, UnicodeError) as exc:  # UnicodeError: not IDNA-encodable
         raise TargetNotAllowed(f"{host} does not resolve: {exc}") from None
     for info in infos:
         address = ipaddress.ip_address(info[4][0])
@@ -97,6 +111,57 @@ def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
                 "itself in CAPTCHA_TASKS_ALLOWED_DOMAINS to allow it"
             )
     return url
+
+
+def _checked_socket(host: str, sock: socket.socket) -> socket.socket:
+    """``sock`` if the address it reached may be fetched (see the module docstring)."""
+    host = host.strip("[]")
+    if _is_ip(host):
+        return sock  # an address the operator listed as written (check_url saw it)
+    peer = ipaddress.ip_address(sock.getpeername()[0])
+    if peer.is_global:
+        return sock
+    sock.close()
+    raise TargetNotAllowed(
+        f"{host} connected to {peer}, a non-public address (its DNS answer changed after "
+        "the allowlist check?)"
+    )
+
+
+class _CheckedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _checked_socket(self.host, super()._new_conn())
+
+
+class _CheckedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _checked_socket(self.host, super()._new_conn())
+
+
+class _CheckedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _CheckedHTTPConnection
+
+
+class _CheckedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _CheckedHTTPSConnection
+
+
+class CheckedAdapter(HTTPAdapter):
+    """Direct connections whose peer address is checked once connected."""
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        super().init_poolmanager(*args, **kwargs)  # type: ignore[arg-type]
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _CheckedHTTPPool,
+            "https": _CheckedHTTPSPool,
+        }
+
+
+def _guard(session: requests.Session) -> None:
+    """Mount :class:`CheckedAdapter` on ``session`` (once)."""
+    if not isinstance(session.get_adapter("https://example.com/"), CheckedAdapter):
+        session.mount("http://", CheckedAdapter())
+        session.mount("https://", CheckedAdapter())
 
 
 @dataclass
@@ -114,6 +179,7 @@ def _follow(
     settings: Settings,
     data: Mapping[str, str] | None = None,
 ) -> Page:
+    _guard(session)
     hops = 0
     while True:
         check_url(url, settings)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import requests
 
 from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
-from captcha_tasks.pages import check_url, find_challenge
+from captcha_tasks.pages import check_url, fetch, find_challenge
 from captcha_tasks.settings import Settings
 
 
@@ -67,6 +71,62 @@ def test_an_address_is_allowed_only_as_written() -> None:
     for url in ("http://127.0.0.1:8765/", "http://127.0.0.2:8766/", "http://localhost:8766/"):
         with pytest.raises(TargetNotAllowed):
             check_url(url, settings)
+
+
+@pytest.fixture
+def local_site() -> Iterator[tuple[int, list[str]]]:
+    """An HTTP server on 127.0.0.1 (its port, and the paths it was asked for)."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = b"internal"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_a_dns_answer_that_changes_after_the_check_is_caught_at_connect(
+    monkeypatch: pytest.MonkeyPatch, local_site: tuple[int, list[str]]
+) -> None:
+    # DNS rebinding: public for the allowlist check, loopback for the connection.
+    port, asked = local_site
+    answers = iter(["93.184.215.14", "127.0.0.1", "127.0.0.1", "127.0.0.1"])
+
+    def rebinding(host: str, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
+        assert host == "rebind.example.com"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers), port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    url = f"http://rebind.example.com:{port}/secret"
+    with requests.Session() as session, pytest.raises(TargetNotAllowed) as info:
+        fetch(session, url, _settings("example.com"))
+    assert "connected to 127.0.0.1" in str(info.value)
+    assert asked == []  # nothing was sent to the internal address
+
+
+def test_an_address_listed_as_written_is_fetched_through_the_checked_adapter(
+    local_site: tuple[int, list[str]],
+) -> None:
+    port, asked = local_site
+    with requests.Session() as session:
+        page = fetch(session, f"http://127.0.0.1:{port}/page", _settings(f"127.0.0.1:{port}"))
+    assert page.status == 200 and page.text == "internal" and asked == ["/page"]
 
 
 def test_nothing_is_allowed_when_nothing_is_configured() -> None:
