@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration bench screenshot format sandbox flower clean
+.PHONY: help venv run test lint types unit integration faults chaos bench screenshot format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,7 +24,7 @@ venv: $(STAMP)  ## Create the virtualenv and install the package with its dev to
 run: $(STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all
 	$(BIN)/captcha-tasks dev
 
-test: lint types unit integration  ## Lint, types and the whole test suite
+test: lint types unit integration faults  ## Lint, types and the whole test suite (faults at quick scale)
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .
@@ -38,6 +38,21 @@ unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
 
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
 	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints its table
+	@rm -f .run/chaos/quick.jsonl
+	CAPTCHA_TASKS_CHAOS=quick CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl \
+		$(BIN)/pytest tests/chaos $(PYTEST_ARGS); status=$$?; \
+		CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl $(BIN)/python -m tests.chaos.report; \
+		exit $$status
+
+chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes docs/RELIABILITY.md
+	@rm -f .run/chaos/rows.jsonl
+	CAPTCHA_TASKS_CHAOS=full $(BIN)/pytest tests/chaos $(PYTEST_ARGS); status=$$?; \
+		if [ $$status -eq 0 ]; then \
+			CAPTCHA_TASKS_CHAOS=full $(BIN)/python -m tests.chaos.report --write docs/RELIABILITY.md; \
+		else $(BIN)/python -m tests.chaos.report; fi; \
+		exit $$status
 
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design; pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve

@@ -11,11 +11,13 @@ from captcha_tasks.settings import get_settings
 
 _settings = get_settings()
 
-#: Longest countdown any task of ours schedules (poll waits, budget back-off), in seconds.
-#: Redis redelivers unacked messages older than the visibility timeout, so it must
-#: stay well above this plus a task's run time.
-MAX_COUNTDOWN_SECONDS = 300
-VISIBILITY_TIMEOUT_SECONDS = 3600
+#: Redis redelivers unacked messages older than the visibility timeout
+#: (CAPTCHA_TASKS_VISIBILITY_TIMEOUT, default 3600 s), including a SIGKILLed worker's
+#: reserved ones, so it must stay well above any countdown plus a task's run time.
+VISIBILITY_TIMEOUT_SECONDS = _settings.visibility_timeout
+#: Longest countdown any task of ours schedules (retry back-offs), in seconds: 300, or a
+#: quarter of a shorter visibility timeout.
+MAX_COUNTDOWN_SECONDS = min(300, VISIBILITY_TIMEOUT_SECONDS // 4)
 
 broker_url = _settings.broker_url
 result_backend = _settings.result_backend

@@ -1,0 +1,98 @@
+"""Print the fault suite's table, and write it into docs/RELIABILITY.md.
+
+``python -m tests.chaos.report [--rows FILE] [--write docs/RELIABILITY.md]``: reads the
+rows the suite recorded (``.run/chaos/rows.jsonl`` unless ``CAPTCHA_TASKS_CHAOS_ROWS``
+or ``--rows`` says otherwise) and prints them as a Markdown table; ``--write`` replaces
+the table between the markers of the document and the line that says when it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.chaos.harness import rows_file
+
+BEGIN = "<!-- chaos table: begin (written by make chaos) -->"
+END = "<!-- chaos table: end -->"
+COLUMNS = (
+    "Fault", "What was run", "Tasks", "Solved", "Typed errors", "Refused at send", "Lost",
+    "Duplicate submits", "Provider requests (per task)", "Leaked secrets",
+)  # fmt: skip
+
+
+def load(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for line in path.read_text().splitlines():
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n}" for name, n in sorted(counts.items())) or "0"
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        tasks = row["tasks"]
+        per_task = row["provider_requests"] / tasks if tasks else 0.0
+        run = row["run"] + (f" ({row['notes']})" if row.get("notes") else "")
+        cells = [
+            row["fault"],
+            run.replace("|", "/"),
+            str(tasks),
+            str(row["solved"]),
+            _counts(row["typed_errors"]),
+            _counts(row["refused_at_send"]),
+            str(row["lost"]),
+            str(row["duplicates"]),
+            f"{row['provider_requests']} ({per_task:.2f})",
+            str(row["leaked"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write(doc: Path, rows: list[dict[str, Any]]) -> None:
+    text = doc.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{doc}: the markers {BEGIN!r} and {END!r} are missing")
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    scale = os.environ.get("CAPTCHA_TASKS_CHAOS", "quick")
+    ran = (f"Last run: {when}, scale `{scale}`, {len(rows)} rows, on {platform.system()} "
+           f"{platform.machine()} with {os.cpu_count()} CPUs (`make chaos`).")  # fmt: skip
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(f"{head}{BEGIN}\n{ran}\n\n{table(rows)}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=Path, default=None, help="the rows file")
+    parser.add_argument("--write", type=Path, default=None, help="the document to update")
+    args = parser.parse_args(argv)
+    path = args.rows or rows_file()
+    if not path.exists():
+        print(f"no rows at {path}: run the fault suite first (make chaos)", file=sys.stderr)
+        return 1
+    rows = load(path)
+    print(table(rows))
+    bad = [r["fault"] for r in rows if r["lost"] or r["duplicates"] or r["leaked"] or r["untyped"]]
+    if bad:
+        print(f"\nrows that broke a promise: {', '.join(bad)}", file=sys.stderr)
+    if args.write:
+        write(args.write, rows)
+        print(f"\nwrote the table into {args.write}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
