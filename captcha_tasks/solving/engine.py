@@ -43,6 +43,7 @@ from ..errors import (
     CaptchaUnsolvable,
     ClientError,
     InvalidApiKey,
+    NoSlotAvailable,
     PermanentSolverError,
     SolverError,
     SolveTimeout,
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one ``ids=`` poll.
 BATCH_MAX = 50
+#: Seconds (scaled) the provider's limit learned from a "no free slot" answer holds
+#: before the whole configured budget is tried again.
+PROVIDER_LIMIT_TTL = 60.0
 #: Seconds (scaled) an engine whose key the provider refused stays out of the work.
 KEY_REFUSED_PAUSE = 30.0
 
@@ -244,7 +248,7 @@ class Engine:
             taken = run(
                 self.redis,
                 "acquire",
-                [self.keys.budget, self.keys.waiting, self.keys.due],
+                [self.keys.budget, self.keys.waiting, self.keys.due, self.keys.provider_limit],
                 [now, self.settings.threads, BATCH_MAX, now + self.claim_s,
                  self.keys.job_prefix, STRUCTURE_TTL],
             )  # fmt: skip
@@ -363,7 +367,7 @@ class Engine:
         taken = run(
             self.redis,
             "acquire",
-            [self.keys.budget, self.keys.waiting, self.keys.due],
+            [self.keys.budget, self.keys.waiting, self.keys.due, self.keys.provider_limit],
             [now, self.settings.threads, free, now + self.claim_s, self.keys.job_prefix,
              STRUCTURE_TTL],
         )  # fmt: skip
@@ -412,6 +416,16 @@ class Engine:
             solve_observer().submitted(job.type, exc)
             delay = self.settings.scaled(exc.retry_after or 5.0)
             self._requeue(job, "sending", self.clock() + delay, counter="")
+            if isinstance(exc, NoSlotAvailable):
+                # The provider holds fewer captchas of ours than the budget allows:
+                # submit no more than it holds until the limit is forgotten, instead of
+                # asking again and again (a retry storm of "no slot" answers).
+                limit = run(self.redis, "provider_limit",
+                            [self.keys.provider_limit, self.keys.budget],
+                            [int(self.settings.scaled(PROVIDER_LIMIT_TTL) * 1000)])  # fmt: skip
+                self.stats.add("provider_limit_learned")
+                log.info("engine %s: the provider has no free slot; budget now %s of %d",
+                         self.name, limit, self.settings.threads)  # fmt: skip
         except InvalidApiKey as exc:
             solve_observer().submitted(job.type, exc)
             # This worker's key is refused: likely its own configuration (a bad release

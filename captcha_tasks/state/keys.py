@@ -13,6 +13,11 @@ key                           type    what
 ``{p}solve:budget``           zset    the thread budget: task ids holding a thread,
                                       scored by their lease's expiry.
 ``{p}solve:wake``             list    nudges for idle engines (new work, freed slot).
+``{p}solve:provider_limit``   string  captchas the provider took at once when it last
+                                      answered "no free slot": the budget in force
+                                      is the lower of this and the configured
+                                      threads. TTL: ``PROVIDER_LIMIT_TTL`` (scaled),
+                                      then the full budget is tried again.
 ``{p}timing:{type}``          list    recent ready times of a captcha type (learning).
 ``{p}cookies:{host}``         hash    the shared cookie jar of a host: one field per
                                       cookie (name, domain, path), JSON with its
@@ -87,6 +92,10 @@ class Keys:
     @property
     def wake(self) -> str:
         return f"{self.prefix}solve:wake"
+
+    @property
+    def provider_limit(self) -> str:
+        return f"{self.prefix}solve:provider_limit"
 
     def timing(self, captcha_type: str) -> str:
         return f"{self.prefix}timing:{captcha_type}"

@@ -1,13 +1,20 @@
 -- Take free threads of the budget for waiting jobs, oldest first.
--- KEYS: budget, waiting, due
+-- KEYS: budget, waiting, due, provider_limit
 -- ARGV: now, limit, max_n, claim_until, job_prefix, structure_ttl
+-- The budget in force is the lower of `limit` (the configured threads) and the
+-- provider's limit learned from its "no free slot" answers, while that is known.
 -- Expired leases (their holder died and nobody finished the job) are dropped first.
 -- Each taken job holds a thread (lease = now + its lease_s) and is claimed in `due`
 -- until claim_until while it is being submitted. Its state is 'submitting' (not sent
 -- yet: sending.lua marks the moment its in.php call starts). Returns the taken task ids.
 local now = tonumber(ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
+local limit = tonumber(ARGV[2])
+local learned = tonumber(redis.call('GET', KEYS[4]))
+if learned and learned < limit then
+  limit = learned
+end
+local free = limit - redis.call('ZCARD', KEYS[1])
 if free <= 0 then
   return {}
 end
