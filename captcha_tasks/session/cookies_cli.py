@@ -10,16 +10,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import click
-import redis
 
-from ..errors import CaptchaTasksError
-from ..settings import get_settings, mask_url
+from ..cli_errors import one_line_errors
+from ..settings import get_settings
 from ..state.redis import state_redis
 from .cookies import CookieStore, domain_matches, mask_value, normalize_host
 
@@ -29,18 +26,6 @@ __all__ = ["sessions_group"]
 def _store() -> CookieStore:
     settings = get_settings()
     return CookieStore(state_redis(settings), settings)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Known failures as one line and exit status 1, not a traceback."""
-    try:
-        yield
-    except CaptchaTasksError as exc:
-        raise click.ClickException(str(exc)) from None
-    except redis.RedisError as exc:
-        url = mask_url(get_settings().state_url)
-        raise click.ClickException(f"shared state at {url}: {exc}") from None
 
 
 def _when(epoch: float | None, now: float) -> str:
@@ -70,7 +55,7 @@ def sessions_group() -> None:
 @click.option("--reveal", is_flag=True, help="Show full cookie values (they are secrets).")
 def show(host: str, as_json: bool, playwright: bool, reveal: bool) -> None:
     """Show the shared cookies of HOST (a host name or URL), values masked."""
-    with _errors():
+    with one_line_errors():
         store = _store()
         if playwright:
             cookies = store.export_browser(host)
@@ -101,7 +86,7 @@ def show(host: str, as_json: bool, playwright: bool, reveal: bool) -> None:
 @click.argument("host")
 def clear(host: str) -> None:
     """Forget the shared cookies of HOST (workers start a fresh session)."""
-    with _errors():
+    with one_line_errors():
         count = _store().clear(host)
         click.echo(f"cleared {count} shared cookies of {normalize_host(host)}")
 
@@ -116,7 +101,7 @@ def import_(host: str, file: Any) -> None:
     or a Playwright storage state ({"cookies": [...]}), whose cookies for other
     domains are left out. A cookie another worker set more recently is kept.
     """
-    with _errors():
+    with one_line_errors():
         host_name = normalize_host(host)
         try:
             data = json.load(file)
@@ -152,7 +137,7 @@ def export(host: str, output: Path | None) -> None:
 
     Load them with context.add_cookies(...) or page.setCookie(...cookies).
     """
-    with _errors():
+    with one_line_errors():
         cookies = _store().export_browser(host)
     text = json.dumps(cookies, indent=2) + "\n"
     if output is None:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
-import redis
 
+from ..cli_errors import one_line_errors
 from ..errors import InvalidTaskInput
-from ..settings import get_settings, mask_url
+from ..settings import get_settings
 from ..state import state_redis
 from .proxies import ProxyPool, UnknownProxy, masked
 
@@ -27,16 +25,6 @@ _TYPES = click.Choice(["HTTP", "HTTPS", "SOCKS4", "SOCKS5"], case_sensitive=Fals
 def _pool() -> ProxyPool:
     settings = get_settings()
     return ProxyPool(state_redis(settings), settings)
-
-
-@contextmanager
-def _state_errors() -> Iterator[None]:
-    """An unreachable Redis as one line and exit status 1, not a traceback."""
-    try:
-        yield
-    except redis.RedisError as exc:
-        url = mask_url(get_settings().state_url)
-        raise click.ClickException(f"shared state at {url}: {exc}") from None
 
 
 @click.group(name="proxies")
@@ -61,7 +49,7 @@ def add(url: str, kind: str | None) -> None:
     if url == "-":
         url = sys.stdin.readline().strip()
     pool = _pool()
-    with _state_errors():
+    with one_line_errors():
         try:
             ident = pool.add(url, kind.upper() if kind else None)
         except InvalidTaskInput as exc:
@@ -74,7 +62,7 @@ def add(url: str, kind: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_(as_json: bool) -> None:
     """Show the pool: id, type, proxy (password masked), holder and quarantine."""
-    with _state_errors():
+    with one_line_errors():
         views = _pool().list()
     if as_json:
         click.echo(json.dumps([view.to_dict() for view in views], indent=2))
@@ -98,7 +86,7 @@ def list_(as_json: bool) -> None:
 @click.argument("ident", metavar="ID")
 def remove(ident: str) -> None:
     """Remove a proxy from the pool (its holder leases another)."""
-    with _state_errors():
+    with one_line_errors():
         removed = _pool().remove(ident)
     if not removed:
         raise click.ClickException(f"no proxy with id {ident!r} in the pool")
@@ -112,7 +100,7 @@ def report_bad(ident: str, reason: str) -> None:
     """Quarantine a proxy for CAPTCHA_TASKS_PROXY_COOLDOWN; its holder moves to another."""
     pool = _pool()
     try:
-        with _state_errors():
+        with one_line_errors():
             holder = pool.report_bad(ident, reason)
     except UnknownProxy:
         raise click.ClickException(f"no proxy with id {ident!r} in the pool") from None

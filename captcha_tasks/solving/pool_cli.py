@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
-import redis
 
-from ..errors import CaptchaTasksError
-from ..settings import get_settings, mask_url
+from ..cli_errors import one_line_errors
+from ..settings import get_settings
 from ..solver import HCaptcha, RecaptchaV2, RecaptchaV3, Turnstile
 from ..solver.captchas import Captcha
 from ..state import state_redis
@@ -27,18 +24,6 @@ def _pool() -> TokenPool:
     return TokenPool(state_redis(settings), settings)
 
 
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Known failures as one line and exit status 1, not a traceback."""
-    try:
-        yield
-    except CaptchaTasksError as exc:
-        raise click.ClickException(str(exc)) from None
-    except redis.RedisError as exc:
-        url = mask_url(get_settings().state_url)
-        raise click.ClickException(f"shared state at {url}: {exc}") from None
-
-
 @click.group("pool")
 def pool_group() -> None:
     """Pools of pre-solved single-use tokens."""
@@ -48,7 +33,7 @@ def pool_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status(as_json: bool) -> None:
     """Every registered pool: size, fills in flight, soonest expiry, demand."""
-    with _errors():
+    with one_line_errors():
         pools = _pool().status()
     if as_json:
         click.echo(json.dumps(pools, indent=2))
@@ -87,7 +72,7 @@ def fill(
     """Register a pool and queue the solves it lacks (running workers solve them)."""
     if (target is None) == (not adaptive):
         raise click.UsageError("give exactly one of --target N or --adaptive")
-    with _errors():
+    with one_line_errors():
         captcha: Captcha
         if captcha_type == "recaptcha_v2":
             captcha = RecaptchaV2(sitekey, pageurl)
