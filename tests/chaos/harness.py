@@ -21,7 +21,6 @@ Everything runs on loopback and every process is stopped by PID.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -50,6 +49,7 @@ from captcha_tasks.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from tests.secret_scan import redis_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_SCALE = 0.05
@@ -345,34 +345,10 @@ class Cluster:
         return redis.Redis(host=self.redis.host, port=self.redis.port, socket_timeout=5)
 
     def _redis_dump(self) -> str:
-        """Every key and value (type-aware) as text, the proxy pool's own hash left out,
-        and every queued or unacknowledged broker message decoded."""
-        skip = {Keys(self.settings.key_prefix).proxies}
-        parts: list[str] = []
+        """Every key and value, the proxy pool's own hash left out (it holds the password
+        by design), queued and unacknowledged messages decoded."""
         with self._raw() as raw:
-            for key in raw.scan_iter(count=500):
-                name = key.decode(errors="replace")
-                if name in skip:
-                    continue
-                kind = raw.type(key).decode()
-                value: Any
-                if kind == "string":
-                    value = raw.get(key)
-                elif kind == "hash":
-                    value = raw.hgetall(key)
-                    value = {**value, **{k: _decoded(v) for k, v in value.items()}}
-                elif kind == "list":
-                    value = [_decoded(v) for v in raw.lrange(key, 0, -1)]
-                elif kind == "set":
-                    value = raw.smembers(key)
-                elif kind == "zset":
-                    value = raw.zrange(key, 0, -1, withscores=True)
-                elif kind == "stream":
-                    value = raw.xrange(key)
-                else:
-                    value = kind
-                parts.append(f"{name} {kind} {value!r}")
-        return "\n".join(parts)
+            return redis_dump(raw, exclude={Keys(self.settings.key_prefix).proxies})[0]
 
     # -- the verdict ------------------------------------------------------------------
 
@@ -469,20 +445,6 @@ class Cluster:
             pool = raw.hgetall(Keys(self.settings.key_prefix).proxies)
         assert self.proxy_password in repr(pool), "the scan's needle is not where expected"
         return found
-
-
-def _decoded(value: bytes) -> str:
-    """A kombu message as stored, plus its body decoded (base64 in the envelope)."""
-    text = value.decode(errors="replace")
-    try:
-        envelope = json.loads(text)
-        if isinstance(envelope, list):  # the unacked hash stores [message, exchange, key]
-            envelope = envelope[0]
-        if envelope.get("properties", {}).get("body_encoding") == "base64":
-            return text + "\n" + base64.b64decode(envelope["body"]).decode(errors="replace")
-    except (ValueError, AttributeError, TypeError, KeyError, IndexError):
-        pass
-    return text
 
 
 class Load:

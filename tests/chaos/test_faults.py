@@ -175,7 +175,7 @@ def test_no_slot_storms(cluster: Callable[..., Cluster]) -> None:
     load = steady(c, lambda: "budget 10 threads, provider 2: ERROR_NO_SLOT_AVAILABLE storms",
                   sized(40, 150), sized(8.0, 30.0))  # fmt: skip
     row = c.finish(Row("ERROR_NO_SLOT_AVAILABLE storms", c.note), load, timeout=RESULT_TIMEOUT)
-    check(row, requests_per_task=10)
+    check(row, requests_per_task=5)
 
 
 def test_zero_balance_captchaai_means_no_free_thread(cluster: Callable[..., Cluster]) -> None:
@@ -185,7 +185,7 @@ def test_zero_balance_captchaai_means_no_free_thread(cluster: Callable[..., Clus
     load = steady(c, lambda: "CaptchaAI dialect: ERROR_ZERO_BALANCE while its 2 threads are busy",
                   sized(40, 150), sized(8.0, 30.0))  # fmt: skip
     row = c.finish(Row("ERROR_ZERO_BALANCE (CaptchaAI)", c.note), load, timeout=RESULT_TIMEOUT)
-    check(row, requests_per_task=10)
+    check(row, requests_per_task=5)
 
 
 def test_zero_balance_2captcha_fails_fast(cluster: Callable[..., Cluster]) -> None:

@@ -34,6 +34,7 @@ from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from tests.conftest import ROOT, worker_env
+from tests.secret_scan import redis_dump
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -287,35 +288,6 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     celery_app.control.revoke(later.id)
 
 
-def _redis_dump(client: redis.Redis, exclude: set[str]) -> tuple[str, int]:
-    """Every key and value (type-aware) as text, and how many keys were dumped."""
-    parts: list[str] = []
-    count = 0
-    for raw in client.scan_iter(count=500):
-        key = raw.decode(errors="replace")
-        if key in exclude:
-            continue
-        count += 1
-        kind = client.type(raw).decode()
-        value: Any
-        if kind == "string":
-            value = client.get(raw)
-        elif kind == "hash":
-            value = client.hgetall(raw)
-        elif kind == "list":
-            value = client.lrange(raw, 0, -1)
-        elif kind == "set":
-            value = client.smembers(raw)
-        elif kind == "zset":
-            value = client.zrange(raw, 0, -1, withscores=True)
-        elif kind == "stream":
-            value = client.xrange(raw)
-        else:
-            value = kind
-        parts.append(f"{key} {kind} {value!r}")
-    return "\n".join(parts), count
-
-
 def _broker_messages(raw: list[bytes]) -> str:
     """Queued messages as stored, plus their bodies decoded (kombu base64-encodes them)."""
     out = []
@@ -391,7 +363,7 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     methods = ("stats", "conf", "registered", "active_queues", "active", "reserved", "scheduled")
     inspected = {method: getattr(inspect, method)() for method in methods}
     assert inspected["conf"][worker.name]["broker_url"].startswith("redis://")
-    redis_text, n_keys = _redis_dump(raw, exclude={keys.proxies})
+    redis_text, n_keys = redis_dump(raw, exclude={keys.proxies})
     results = [raw.get(f"celery-task-meta-{i}") for i in ids]
     assert all(results) and n_keys > 10
     sources = {
@@ -427,7 +399,7 @@ def test_flower_masks_the_redis_password_of_the_broker_url(
         page = flower.get(f"/worker/{worker.name}").text
         assert "broker_url" in page
         with server.client() as conn:
-            dump, _ = _redis_dump(conn, exclude=set())
+            dump, _ = redis_dump(conn, exclude=set())
         # Stopped (by PID) before their Redis is.
         stop_process(flower.proc, timeout=10, group=True)
         stop_process(worker.proc, timeout=20, group=True)
