@@ -122,3 +122,11 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         if self.engine is not None:
             self.engine.stop()
             self.engine = None
+            log.info("solve engine stopped: its provider calls finished")
+
+    def terminate(self, worker: Any) -> None:
+        # A cold shutdown (SIGQUIT, or SIGTERM with REMAP_SIGTERM=SIGQUIT as deployed)
+        # terminates steps instead of stopping them, and StartStopStep.terminate only
+        # knows ``self.obj``: without this the engine thread would die mid-call, leaving
+        # its claimed polls stranded until their claims expire.
+        self.stop(worker)

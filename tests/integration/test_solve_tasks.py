@@ -146,6 +146,29 @@ def test_a_worker_killed_mid_solve_loses_nothing_and_submits_nothing_twice(
     assert stats["submitted"] == 30
 
 
+def test_a_deployed_stop_lets_the_engine_finish_its_calls(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    # As deployed: SIGTERM with REMAP_SIGTERM=SIGQUIT, a soft then cold shutdown. The
+    # engine must stop cleanly (its calls finished, no claim left far ahead), not die
+    # with the process; another worker then finishes every solve, none sent twice.
+    sandbox = sandbox_factory(threads=20, latency={"recaptcha_v2": 60.0})  # 3 s at 0.05
+    env = worker_env(sandbox.url, CAPTCHA_TASKS_THREADS="20", REMAP_SIGTERM="SIGQUIT")
+    stopping = worker_factory(env, name="stopping@127.0.0.1")
+    results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/stop/{i}") for i in range(10)]
+    state = celery_app.backend.client
+    wait_until(lambda: sandbox.stats()["submitted"] == 10, timeout=30, what="10 submits")
+    os.killpg(stopping.proc.pid, signal.SIGTERM)
+    stopping.proc.wait(timeout=60)
+    assert "solve engine stopped" in stopping.log()
+    # Polls are due within a poll interval or so, not claimed for a dead engine's calls.
+    due = state.zrange("ct:solve:due", 0, -1, withscores=True)
+    assert all(score < time.time() + 5 for _, score in due), due
+    worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_THREADS="20"), name="next@127.0.0.1")
+    assert all(r.get(timeout=60)["solution"] for r in results)
+    assert sandbox.stats()["submitted"] == 10 and sandbox.stats()["duplicates"] == 0
+
+
 def test_report_solution_reports_the_captcha_behind_a_task(
     celery_app: Any, sandbox: Any, worker_factory: Any
 ) -> None:
