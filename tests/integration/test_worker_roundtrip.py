@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -71,6 +72,7 @@ def test_password_protected_redis(sandbox: Any, worker_factory: Any) -> None:
         client = Celery("client", broker=server.url, backend=server.url, set_as_current=False)
         try:
             reply = client.send_task("captcha_tasks.ping").get(timeout=30)
+            gc.collect()  # the result unsubscribes while this Redis still answers
         finally:
             client.close()
         assert reply["hostname"] == worker.name
@@ -104,6 +106,7 @@ def test_rediss_url_with_a_private_ca(sandbox: Any, worker_factory: Any, tmp_pat
         client.conf.update(broker_use_ssl=ssl_options, redis_backend_use_ssl=ssl_options)
         try:
             reply = client.send_task("captcha_tasks.get_balance").get(timeout=30)
+            gc.collect()  # the result unsubscribes while this Redis still answers
         finally:
             client.close()
         assert float(reply["balance"]) > 0
