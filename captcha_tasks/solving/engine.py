@@ -28,6 +28,7 @@ provider does not bill.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import threading
@@ -38,6 +39,7 @@ from typing import Any, Protocol
 
 import redis
 
+from .. import errors
 from ..errors import (
     CaptchaTasksError,
     CaptchaUnsolvable,
@@ -257,15 +259,19 @@ class Engine:
             pipe = self.redis.pipeline(transaction=False)
             for task_id in taken:
                 pipe.hgetall(self.keys.job(task_id))
-            jobs = [Job.from_fields(i, f) for i, f in zip(taken, pipe.execute(), strict=True)]
-            jobs += [
-                Job.from_fields(i, dict(zip(f[::2], f[1::2], strict=True)))
+            found = list(zip(taken, pipe.execute(), strict=True))
+            found += [
+                (i, dict(zip(f[::2], f[1::2], strict=True)))
                 for i, f in zip(raw[::2], raw[1::2], strict=True)
             ]
-            if not jobs:
+            if not found:
                 break
-            for job in jobs:
-                ended += self._fail(job, error)
+            for task_id, fields in found:
+                job = Job.from_fields(task_id, fields)
+                if job.state in ("done", "failed"):
+                    self._report_again(job, fields)
+                else:
+                    ended += self._fail(job, error)
         if ended:
             self.stats.add("failed_every_key_refused", ended)
             log.error("engine %s: every live worker's key is refused; failed %d job(s) with %s",
@@ -335,7 +341,11 @@ class Engine:
                     self._fail(job, SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit"))
                 else:
                     polls.append(job)
-            else:  # ended or requeued meanwhile: the entry is stale
+            elif job.state in ("done", "failed"):
+                # Ended: reported already (a stale entry), or its engine died between
+                # ending it and reporting it to Celery.
+                self._report_again(job, dict(zip(fields[::2], fields[1::2], strict=True)))
+            else:  # requeued meanwhile: the entry is stale
                 self.redis.zrem(self.keys.due, task_id)
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]
@@ -587,13 +597,8 @@ class Engine:
 
     def _succeed(self, job: Job, answer: Answer, at: float) -> bool:
         result = solve_result(job, answer.solution, collected_at=at)
-        ended = run(
-            self.redis,
-            "finish",
-            [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake],
-            [job.task_id, job.captcha_id, "done", "collected_at", at],
-        )
-        if not ended:
+        fields = {"collected_at": at, "result": json.dumps(result)}
+        if not self._finish(job, "done", job.captcha_id, fields):
             return False
         self.stats.add("solved")
         self.stats.add("polls_of_solved", job.polls + 1)
@@ -610,16 +615,13 @@ class Engine:
             self.stats.add("pooled")
         else:
             self.completer.succeed(job, result)
+        self._reported(job.task_id)
         return True
 
     def _fail(self, job: Job, error: CaptchaTasksError) -> bool:
-        ended = run(
-            self.redis,
-            "finish",
-            [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake],
-            [job.task_id, "", "failed", "error", error.code or type(error).__name__],
-        )
-        if not ended:
+        fields = {"error": error.code or type(error).__name__,
+                  "error_type": type(error).__name__, "error_message": error.message}  # fmt: skip
+        if not self._finish(job, "failed", "", fields):
             return False
         self.stats.add(f"failed:{error.code}")
         solve_observer().failed(job.type, "fill" if job.pool else "api", error)
@@ -628,7 +630,45 @@ class Engine:
             self.pool.fill_ended(job.pool, job.task_id)
         else:
             self.completer.fail(job, error)
+        self._reported(job.task_id)
         return True
+
+    def _finish(self, job: Job, state: str, captcha_id: str, fields: dict[str, Any]) -> bool:
+        """End ``job`` (exactly once); it stays claimed until its outcome is reported."""
+        args: list[Any] = [job.task_id, captcha_id, state, self.clock() + self.claim_s]
+        for name, value in fields.items():
+            args += [name, value]
+        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake]
+        return bool(run(self.redis, "finish", keys, args))
+
+    def _reported(self, task_id: str) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.job(task_id), "reported", 1)
+        pipe.zrem(self.keys.due, task_id)
+        pipe.execute()
+
+    def _report_again(self, job: Job, fields: dict[str, str]) -> None:
+        """A job that ended but whose engine died before telling Celery: tell it now
+        from the stored outcome (callbacks may run twice then, as with any redelivered
+        Celery task; the result is never lost)."""
+        if (
+            fields.get("reported")
+            or job.pool
+            or not (fields.get("result") or fields.get("error_type"))
+        ):
+            self.redis.zrem(self.keys.due, job.task_id)
+            return
+        if job.state == "done":
+            self.completer.succeed(job, json.loads(fields["result"]))
+        else:
+            cls = getattr(errors, fields.get("error_type", ""), None)
+            if not (isinstance(cls, type) and issubclass(cls, CaptchaTasksError)):
+                cls = SolverError
+            self.completer.fail(job, cls(fields.get("error_message", ""), code=fields.get("error")))
+        self.stats.add("reported_after_crash")
+        log.warning("engine %s: reported %s, which a stopped engine had ended (%s)",
+                    self.name, job.task_id, job.state)  # fmt: skip
+        self._reported(job.task_id)
 
     def _requeue(self, job: Job, expected: str, not_before: float, *, counter: str) -> bool:
         done = run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 import uuid
@@ -394,6 +395,43 @@ def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
     engines[0]._submit(stale)
     assert engines[0].stats.snapshot()["send_skipped"] == 1
     assert sandbox.stats()["submitted"] == 1
+
+
+def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
+    sandbox: Any, redis_url: str, make_engines: Any
+) -> None:
+    # The engine ended two jobs in Redis (one solved, one failed) and died before telling
+    # Celery: without the stored outcome both tasks would wait forever (lost).
+    settings = _engine_settings(redis_url, sandbox.url)
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    solved, failed, reported = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
+    for task_id in (solved, failed, reported):
+        captcha = RecaptchaV2(SITEKEY, f"https://example.com/ended/{task_id}")
+        assert admit(client, settings, task_id, captcha)
+    now = time.time()
+    taken = run(client, "acquire", [keys.budget, keys.waiting, keys.due, keys.provider_limit],
+                [now, settings.threads, 3, now + 60, keys.job_prefix, STRUCTURE_TTL])  # fmt: skip
+    assert len(taken) == 3
+    finish_keys = [keys.budget, keys.wake]
+    result = {"type": "recaptcha_v2", "solution": "token-from-before", "submits": 1}
+    assert run(client, "finish", [keys.job(solved), keys.due, *finish_keys],
+               [solved, "", "done", now - 1, "result", json.dumps(result)])  # fmt: skip
+    assert run(client, "finish", [keys.job(failed), keys.due, *finish_keys],
+               [failed, "", "failed", now - 1, "error", "TIMEOUT", "error_type", "SolveTimeout",
+                "error_message", "no answer 9 s after submit"])  # fmt: skip
+    # This one was reported before its engine died: nothing more to do.
+    done = [reported, "", "done", now - 1, "result", json.dumps(result), "reported", "1"]
+    assert run(client, "finish", [keys.job(reported), keys.due, *finish_keys], done)
+
+    engines, outcomes = make_engines(sandbox.url)
+    wait_until(lambda: outcomes.ended() == 2, timeout=30, what="both reported")
+    assert outcomes.results == {solved: result}
+    error = outcomes.errors[failed]
+    assert isinstance(error, SolveTimeout) and error.code == "TIMEOUT"
+    wait_until(lambda: client.zcard(keys.due) == 0, timeout=10, what="due emptied")
+    assert engines[0].stats.snapshot()["reported_after_crash"] == 2
+    assert sandbox.stats()["submitted"] == 0
 
 
 def _configure(sandbox: Any, **changes: Any) -> None:

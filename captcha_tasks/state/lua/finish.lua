@@ -1,7 +1,12 @@
--- End a job (solved or failed): free its thread and its poll entry, exactly once.
+-- End a job (solved or failed): free its thread, exactly once.
 -- KEYS: job, due, budget, wake
--- ARGV: task_id, expected_captcha_id ('' for any), final_state, field1, value1, ...
+-- ARGV: task_id, expected_captcha_id ('' for any), final_state, report_until,
+--       field1, value1, ...
 -- Returns 1 for the caller that ended it, 0 if it had already ended.
+-- The job stays in `due` until report_until: the caller reports the outcome to Celery
+-- (result, callbacks) and then removes it (``reported``). If the caller dies first,
+-- another engine claims the entry after report_until and reports the stored outcome,
+-- so an ended job is never left unreported.
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'polling' and state ~= 'sending' and state ~= 'submitting'
    and state ~= 'waiting' then
@@ -11,10 +16,10 @@ if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[2] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
-redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('LPUSH', KEYS[4], '1')
 redis.call('LTRIM', KEYS[4], 0, 99)
