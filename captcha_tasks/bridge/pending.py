@@ -18,14 +18,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from functools import cache
-from importlib.resources import files
 from typing import Any, cast
 
 import redis
 from celery import states
 
 from ..state.keys import Keys
+from ..state.scripts import run
 
 __all__ = ["Entry", "PendingResults", "ready_results"]
 
@@ -48,11 +47,6 @@ class Entry:
         return cls(data["task_id"], str(data["subject"]), float(data["deadline"]))
 
 
-@cache
-def _source(name: str) -> str:
-    return files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
-
-
 class PendingResults:
     """The pending hash of queue group ``group``; ``ttl`` bounds how long an entry or a
     published marker outlives the last job recorded (it must exceed the result deadline)."""
@@ -63,14 +57,13 @@ class PendingResults:
         self.key = keys.bridge_pending(group)
         self.published_prefix = keys.bridge_published_prefix(group)
         self.ttl = max(1, int(ttl))
-        self._track = client.register_script(_source("track"))
-        self._claim = client.register_script(_source("claim"))
-        self._release = client.register_script(_source("release"))
 
     def track(self, celery_task_id: str, entry: Entry) -> bool:
         """Record a job; False if its result was published already (a redelivered job)."""
         keys = [self.key, self.published_prefix + celery_task_id]
-        return bool(self._track(keys=keys, args=[celery_task_id, entry.to_json(), self.ttl]))
+        return bool(
+            run(self.client, "bridge_track", keys, [celery_task_id, entry.to_json(), self.ttl])
+        )
 
     def entries(self) -> dict[str, Entry]:
         """Every pending job (unreadable entries are skipped: they expire with the hash)."""
@@ -89,13 +82,15 @@ class PendingResults:
         ids = list(celery_task_ids)
         if not ids:
             return set()
-        taken = self._claim(keys=[self.key], args=[self.published_prefix, self.ttl, *ids])
+        taken = run(
+            self.client, "bridge_claim", [self.key], [self.published_prefix, self.ttl, *ids]
+        )
         return {_text(item) for item in taken}
 
     def release(self, celery_task_id: str, entry: Entry) -> None:
         """Put a claimed job back: its result could not be published this time."""
         keys = [self.key, self.published_prefix + celery_task_id]
-        self._release(keys=keys, args=[celery_task_id, entry.to_json(), self.ttl])
+        run(self.client, "bridge_release", keys, [celery_task_id, entry.to_json(), self.ttl])
 
     def is_published(self, celery_task_id: str) -> bool:
         return bool(self.client.exists(self.published_prefix + celery_task_id))
