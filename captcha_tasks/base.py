@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import TransientSolverError
+from .errors import ChallengeRejected, InvalidTaskInput, TransientSolverError, UnknownProxy
 from .redaction import RedactedTask
 from .settings import Settings, get_settings
 from .solver import SolverClient
@@ -22,6 +22,9 @@ class SolverTask(RedactedTask):
     :mod:`.redaction`)."""
 
     abstract = True
+    #: Refusals at the edge are normal operation: the worker logs them in one line
+    #: ("raised expected"), without a traceback; the caller still gets the error.
+    throws = (InvalidTaskInput, UnknownProxy, ChallengeRejected)
     _solver: SolverClient | None = None
     _solver_pid: int | None = None
 
@@ -39,7 +42,7 @@ class SolverTask(RedactedTask):
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off
         (scaled by ``CAPTCHA_TASKS_TIME_SCALE``), within the task's ``max_retries``."""
-        from celeryconfig import MAX_COUNTDOWN_SECONDS
+        from .celeryconfig import MAX_COUNTDOWN_SECONDS
 
         # Capped so a countdown never nears the broker's visibility timeout.
         countdown = min(self.settings.scaled(exc.retry_after or 5.0), MAX_COUNTDOWN_SECONDS)

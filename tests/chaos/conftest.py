@@ -1,21 +1,38 @@
 """Fixtures of the fault suite: ``cluster(...)`` starts a :class:`~tests.chaos.harness.Cluster`
-on a sandbox with the given faults; everything it started is stopped by PID at teardown."""
+on a sandbox with the given faults; everything it started is stopped by PID at teardown.
+
+When a row fails, its evidence (logs, job hashes, lost task ids, the sandbox's captchas)
+is kept under ``.run/chaos/<test>-<time>/`` before the cluster stops."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.chaos.harness import TIME_SCALE, Cluster, _secret
+from tests.chaos.harness import ROOT, TIME_SCALE, Cluster, _secret
 
 ClusterFactory = Callable[..., Cluster]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
+
+
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def cluster(tmp_path: Path, sandbox_factory: Any) -> Iterator[ClusterFactory]:
+def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, sandbox_factory: Any
+) -> Iterator[ClusterFactory]:
     """``cluster(sandbox={...config...}, key=None, **cluster_options)``."""
     started: list[Cluster] = []
 
@@ -32,5 +49,10 @@ def cluster(tmp_path: Path, sandbox_factory: Any) -> Iterator[ClusterFactory]:
         return made.start()
 
     yield start
+    if request.node.stash.get(_CALL_FAILED, False):
+        dest = ROOT / ".run" / "chaos" / f"{request.node.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        for i, made in enumerate(started, 1):
+            made.keep_evidence(dest / f"cluster{i}")
+        print(f"\nevidence of the failed row kept in {dest}")
     for made in reversed(started):
         made.stop()

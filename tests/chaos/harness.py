@@ -134,7 +134,7 @@ def client_app(url: str) -> Celery:
     so it has no result backend, and no ``AsyncResult`` of it talks to Redis (one that
     is collected while Redis is away would block the sender in reconnect retries)."""
     app = Celery("chaos-client", set_as_current=False)
-    app.config_from_object("celeryconfig")
+    app.config_from_object("captcha_tasks.celeryconfig")
     app.conf.update(broker_url=url, result_backend=None)
     return app
 
@@ -184,6 +184,8 @@ class Cluster:
         #: What the fault did, for the row (set by the test).
         self.note = ""
         self.started = time.monotonic()
+        #: Tasks of the last :meth:`finish` with no final state (for the evidence).
+        self.lost_ids: list[str] = []
         self.app: Celery
         self.settings: Settings
         self.proxy_id = ""
@@ -321,6 +323,36 @@ class Cluster:
         self.redis.stop()
         # The data directory is the test's tmp_path; RedisServer does not remove it.
 
+    def keep_evidence(self, dest: Path) -> None:
+        """Copy what the next person needs to find a failing row's window into ``dest``:
+        every process's log, every job hash and the engine's sets, the lost tasks' ids
+        with what the backend holds for them, unacknowledged messages and the sandbox's
+        view of each captcha. Nothing here holds a secret (the proxy pool's hash, the
+        one place with a password, is left out)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        for path in self.tmp.glob("*.log"):
+            (dest / path.name).write_bytes(path.read_bytes())
+        evidence: dict[str, Any] = {"lost": self.lost_ids, "note": self.note}
+        with contextlib.suppress(redis.RedisError), self._raw() as raw:
+            keys = Keys(self.settings.key_prefix)
+            jobs = {}
+            for key in raw.scan_iter(match=keys.job("*"), count=500):
+                fields = raw.hgetall(key)
+                jobs[key.decode()] = {k.decode(): v.decode(errors="replace")
+                                      for k, v in fields.items()}  # fmt: skip
+            evidence["jobs"] = jobs
+            for name in ("waiting", "due", "budget"):
+                entries = raw.zrange(getattr(keys, name), 0, -1, withscores=True)
+                evidence[name] = [(m.decode(), s) for m, s in entries]
+            evidence["lost_meta"] = {
+                i: (raw.get(f"celery-task-meta-{i}") or b"").decode() for i in self.lost_ids
+            }
+            evidence["unacked"] = {k.decode(): v.decode(errors="replace")
+                                   for k, v in raw.hgetall("unacked").items()}  # fmt: skip
+        with contextlib.suppress(requests.RequestException):
+            evidence["sandbox_captchas"] = self.sandbox_captchas()
+        (dest / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
+
     # -- load -------------------------------------------------------------------------
 
     def send(self, n: int) -> str:
@@ -394,6 +426,7 @@ class Cluster:
                 errors[f"untyped {exc.get('exc_type')}"] += 1
         row.typed_errors = dict(errors)
         row.lost = len(ids) - len(metas)
+        self.lost_ids = [i for i in ids if i not in metas]
         stats = self.sandbox_stats()
         seen = {"no_slot": "no-slot answers", "zero_balance": "zero-balance answers",
                 "errors_injected": "502 pages", "slow_injected": "slow answers",

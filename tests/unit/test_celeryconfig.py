@@ -18,7 +18,7 @@ def test_reliability_settings() -> None:
 
 
 def test_visibility_timeout_exceeds_the_longest_countdown() -> None:
-    import celeryconfig
+    from captcha_tasks import celeryconfig
 
     vt = app.conf.broker_transport_options["visibility_timeout"]
     assert vt == app.conf.result_backend_transport_options["visibility_timeout"]
