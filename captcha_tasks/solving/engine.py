@@ -337,10 +337,11 @@ class Engine:
                 # Its engine died during the in.php call: the provider may have it.
                 self._lost_send(job)
             elif job.state == "polling":
-                if now > job.solve_deadline():
-                    self._fail(job, SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit"))
-                else:
-                    polls.append(job)
+                # Past its deadline too: polled once more all the same. Its deadline may
+                # have passed while a dead engine's claim kept everyone else from
+                # polling it, and the answer may be waiting at the provider; ``_poll``
+                # fails it with SolveTimeout if it is not.
+                polls.append(job)
             elif job.state in ("done", "failed"):
                 # Ended: reported already (a stale entry), or its engine died between
                 # ending it and reporting it to Celery.
@@ -539,6 +540,10 @@ class Engine:
             answer = answers.get(job.captcha_id)
             if isinstance(answer, Answer):
                 freed |= self._succeed(job, answer, at)
+            elif answer is None and at > job.solve_deadline():
+                freed |= self._fail(
+                    job, SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit")
+                )
             elif answer is None:
                 self._reschedule(job, self._next_poll(job, at), polled=True, at=at)
             elif isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:

@@ -198,6 +198,42 @@ def test_a_solve_past_its_deadline_fails_with_solve_timeout(
     assert sandbox.stats()["submitted"] == 1
 
 
+def test_a_deadline_that_passed_under_a_dead_engines_claim_still_collects_a_ready_answer(
+    sandbox_factory: Any, redis_url: str, make_engines: Any
+) -> None:
+    """Seen in the SIGKILL fault row: an engine claimed a captcha's poll and was killed;
+    by the time its claim ran out, the solve's deadline had passed, and the next engine
+    failed it with SolveTimeout without asking the provider, which had the answer."""
+    sandbox = sandbox_factory(latency={"recaptcha_v2": 2.0})  # ready 0.1 s after submit
+    settings = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": redis_url,
+                                  "CAPTCHA_TASKS_SOLVER_URL": sandbox.url,
+                                  "CAPTCHAAI_API_KEY": DEV_API_KEY,
+                                  "CAPTCHA_TASKS_TIME_SCALE": "0.05"})  # fmt: skip
+    client, keys = state_redis(settings), Keys(settings.key_prefix)
+    task_id, captcha = str(uuid.uuid4()), RecaptchaV2(SITEKEY, "https://example.com/late")
+    assert admit(client, settings, task_id, captcha)
+    # What the dead engine left: submitted 30 s ago (deadline 9 s), its claim just ended.
+    captcha_id = SolverClient.from_settings(settings).submit(captcha)
+    time.sleep(0.3)  # the provider has the answer now
+    client.zrem(keys.waiting, task_id)
+    client.hset(
+        keys.job(task_id),
+        mapping={
+            "state": "polling",
+            "captcha_id": captcha_id,
+            "submits": 1,
+            "submitted_at": time.time() - 30,
+        },
+    )
+    client.zadd(keys.due, {task_id: time.time()})
+
+    _, outcomes = make_engines(sandbox.url)
+    wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the last poll")
+    assert not outcomes.errors, outcomes.errors
+    assert outcomes.results[task_id]["captcha_id"] == captcha_id
+    assert sandbox.stats()["submitted"] == 1
+
+
 def test_waiting_past_the_queue_timeout_fails_clearly(
     sandbox_factory: Any, make_engines: Any
 ) -> None:
