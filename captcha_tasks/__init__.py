@@ -14,6 +14,7 @@ from .errors import (
     SolverError,
     TransientSolverError,
 )
+from .page_tasks import fetch_page, release_session_lock, submit_challenge
 from .settings import Settings, get_settings
 from .tasks import (
     fill_token_pool,
@@ -39,10 +40,12 @@ __all__ = [
     "__version__",
     "app",
     "errors",
+    "fetch_page",
     "fill_token_pool",
     "get_balance",
     "get_settings",
     "ping",
+    "release_session_lock",
     "report_solution",
     "solve_geetest",
     "solve_hcaptcha",
@@ -50,4 +53,5 @@ __all__ = [
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
+    "submit_challenge",
 ]

@@ -87,3 +87,11 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # (and a page's may carry form data). Log that the task succeeded, not what it
     # returned: results are for the backend, not for log files.
     trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
+
+    # A caller gives up on an unreachable result backend after a few seconds; a worker,
+    # which must store the results of solves already paid for, keeps trying longer.
+    conf: Any = sender.app.conf
+    options = dict(conf.result_backend_transport_options or {})
+    if options.get("retry_policy") == conf.get("CLIENT_BACKEND_RETRY"):
+        options["retry_policy"] = conf.get("WORKER_BACKEND_RETRY")
+        conf.result_backend_transport_options = options

@@ -8,9 +8,19 @@ connection opened before the fork.
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from .errors import ChallengeRejected, InvalidTaskInput, TransientSolverError, UnknownProxy
-from .redaction import RedactedTask
+import kombu.exceptions
+import redis
+
+from .errors import (
+    ChallengeRejected,
+    InvalidTaskInput,
+    RedisUnavailable,
+    TransientSolverError,
+    UnknownProxy,
+)
+from .redaction import RedactedTask, mask_url
 from .settings import Settings, get_settings
 from .solver import SolverClient
 
@@ -27,6 +37,22 @@ class SolverTask(RedactedTask):
     throws = (InvalidTaskInput, UnknownProxy, ChallengeRejected)
     _solver: SolverClient | None = None
     _solver_pid: int | None = None
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
+        """Celery's ``apply_async``; a Redis that does not answer is one typed error
+        (:class:`RedisUnavailable`, after a few seconds of retries) instead of a
+        ``RuntimeError`` at the end of a hundred-line chain of reconnect attempts."""
+        try:
+            return super().apply_async(args, kwargs, *rest, **options)
+        except (kombu.exceptions.OperationalError, redis.RedisError, RuntimeError) as exc:
+            cause = exc if not isinstance(exc, RuntimeError) else exc.__cause__
+            if not isinstance(cause, (kombu.exceptions.OperationalError, redis.RedisError)):
+                raise
+            url = mask_url(self.app.conf.broker_url)
+            raise RedisUnavailable(
+                f"{self.name}: cannot reach Redis at {url} ({cause}); "
+                "the task may not have been queued"
+            ) from None
 
     @property
     def settings(self) -> Settings:

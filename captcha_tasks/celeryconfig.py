@@ -15,9 +15,27 @@ NAME worker``.
 
 from __future__ import annotations
 
-from captcha_tasks.settings import get_settings
+import click
 
-_settings = get_settings()
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks.settings import Settings, get_settings
+
+
+def _read_settings() -> Settings:
+    try:
+        return get_settings()
+    except ConfigurationError as exc:
+        from celery.bin.celery import celery as celery_command
+
+        context = click.get_current_context(silent=True)
+        if context is not None and context.find_root().command is celery_command:
+            # `celery -A captcha_tasks worker` (or any celery command): one line that
+            # names the variable, not a traceback through Celery's option parsing.
+            raise click.ClickException(f"captcha_tasks: {exc.message}") from None
+        raise  # a program of the caller's: the typed error, for it to handle
+
+
+_settings = _read_settings()
 
 #: Marks a module as a configuration of captcha_tasks' app: ``celery --config NAME``
 #: (``CELERY_CONFIG_MODULE``) is honoured only for a module that has it, which a
@@ -64,7 +82,18 @@ broker_transport_options = {
     "unacked_restore_interval": RESTORE_INTERVAL_SECONDS,
     "unacked_restore_throttle": 1,
 }
-result_backend_transport_options = {"visibility_timeout": VISIBILITY_TIMEOUT_SECONDS}
+#: How long the result backend keeps reconnecting to a Redis that does not answer. A
+#: caller's ``.delay()`` gives up after about 3 s with ``RedisUnavailable``, where
+#: Celery's default made it wait 20 s; a worker (``captcha_tasks.app`` switches it when
+#: a worker starts) rides out a Redis restart of up to ~20 s while it stores results.
+CLIENT_BACKEND_RETRY = {"max_retries": 4, "interval_start": 0, "interval_step": 0.5,
+                        "interval_max": 1}  # fmt: skip
+WORKER_BACKEND_RETRY = {"max_retries": 20, "interval_start": 0, "interval_step": 1,
+                        "interval_max": 1}  # fmt: skip
+result_backend_transport_options = {
+    "visibility_timeout": VISIBILITY_TIMEOUT_SECONDS,
+    "retry_policy": CLIENT_BACKEND_RETRY,
+}
 
 # JSON only: no pickle on the wire or in the backend.
 task_serializer = "json"

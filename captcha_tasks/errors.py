@@ -4,6 +4,7 @@
 
     CaptchaTasksError
     ├── ConfigurationError            bad or missing settings (raised at start-up)
+    ├── RedisUnavailable              a caller's .delay() could not reach the broker's Redis
     ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
     │   └── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
     ├── SessionLockBusy               another worker holds a host's session lock (retried)
@@ -32,6 +33,10 @@ Every error carries ``code`` (the provider's code, e.g. ``"ERROR_NO_SLOT_AVAILAB
 ``"HTTP_502"`` or ``"NETWORK"``) and transient ones a suggested ``retry_after`` in
 seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied).
 
+No message carries a URL's password: the constructor masks ``scheme://user:pw@`` as
+``scheme://user:***@`` (:func:`captcha_tasks.redaction.mask_urls_in`) before it is
+stored, in ``message`` and in ``args`` alike.
+
 The constructor arguments are also ``self.args``: Celery's JSON result backend
 stores ``args`` and rebuilds the exception with ``cls(*args)`` on the caller's
 side, so ``AsyncResult.get()`` raises the same type with the same code.
@@ -56,6 +61,7 @@ __all__ = [
     "ProviderUnavailable",
     "ProxyRejected",
     "RateLimited",
+    "RedisUnavailable",
     "SessionLockBusy",
     "SessionLockTimeout",
     "SolveTimeout",
@@ -66,6 +72,19 @@ __all__ = [
     "TransientSolverError",
     "UnknownProxy",
 ]
+
+
+def _masked(message: str) -> str:
+    """``message`` with every URL password masked (``scheme://user:***@host``).
+
+    Messages end up in worker logs, events (Flower) and the result backend, and many
+    quote a URL a caller or an operator gave (``http://user:pw@...``).
+    """
+    if not isinstance(message, str) or "://" not in message or "@" not in message:
+        return message
+    from .redaction import mask_urls_in  # imported on need: it brings Celery's Request
+
+    return mask_urls_in(message)
 
 
 class CaptchaTasksError(Exception):
@@ -81,6 +100,7 @@ class CaptchaTasksError(Exception):
     def __init__(
         self, message: str = "", code: str | None = None, retry_after: float | None = None
     ) -> None:
+        message = _masked(message)
         super().__init__(message, code, retry_after)
         self.message = message
         self.code = code if code is not None else self.default_code
@@ -99,6 +119,13 @@ class ConfigurationError(CaptchaTasksError):
     """A setting is missing or malformed; raised when settings are read."""
 
     default_code = "CONFIG"
+
+
+class RedisUnavailable(CaptchaTasksError, ConnectionError):
+    """``.delay()`` / ``apply_async()`` could not reach the broker or the result backend's
+    Redis within a few seconds: the task was not queued (or may not have been)."""
+
+    default_code = "REDIS_UNAVAILABLE"
 
 
 class InvalidTaskInput(CaptchaTasksError, ValueError):

@@ -16,6 +16,14 @@ Plain code, no Celery. Page tasks only touch hosts in ``CAPTCHA_TASKS_ALLOWED_DO
   Through a pool proxy, the proxy resolves and connects.
 
 Every refusal raises :class:`~captcha_tasks.errors.TargetNotAllowed`.
+
+Proxies (``session.proxies``, set from the worker's pinned proxy): ``http://`` and
+``https://`` ones, and SOCKS through PySocks (``requests[socks]``): ``socks5h://`` and
+``socks4a://``, host names resolved by the proxy (what
+:func:`~captcha_tasks.session.proxies.proxy_url` builds), as well as ``socks5://`` and
+``socks4://``. A proxy that cannot be reached, refuses its credentials or the
+connection raises :class:`~captcha_tasks.errors.ProxyRejected` (codes ``PROXY_*``),
+the proxy shown with its password masked, never requests' own exception.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import requests
@@ -33,7 +43,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from .errors import TargetNotAllowed
+from .errors import ConfigurationError, ProxyRejected, TargetNotAllowed
+from .redaction import mask_url, mask_urls_in
 from .settings import Settings
 
 __all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"]
@@ -74,25 +85,32 @@ def _allowed_entry(settings: Settings, host: str, port: int) -> str | None:
     return None
 
 
+def _shown(url: str) -> str:
+    """``url`` for a message: its password masked *before* it is cut to 80 characters
+    (a cut could otherwise leave a password without the ``@`` that marks it)."""
+    return f"{mask_urls_in(url)!r:.80}"
+
+
 def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
     """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
-        raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {url!r:.80}")
+        shown = _shown(url) if isinstance(url, str) else f"{url!r:.80}"
+        raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {shown}")
     if _UNSAFE.search(url):
-        raise TargetNotAllowed(f"whitespace or control characters in the URL {url!r:.80}")
+        raise TargetNotAllowed(f"whitespace or control characters in the URL {_shown(url)}")
     try:
         parts = urlsplit(url)
     except ValueError:  # an unclosed [IPv6 bracket, a host that NFKC-normalises oddly
-        raise TargetNotAllowed(f"not a valid URL: {url!r:.80}") from None
+        raise TargetNotAllowed(f"not a valid URL: {_shown(url)}") from None
     if parts.scheme not in ("http", "https"):
         raise TargetNotAllowed(f"only http and https pages are fetched, not {parts.scheme!r}")
     host = (parts.hostname or "").lower().rstrip(".")
     if not host or parts.username or parts.password:
-        raise TargetNotAllowed(f"no host, or credentials in the URL: {url!r:.80}")
+        raise TargetNotAllowed(f"no host, or credentials in the URL: {_shown(url)}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise TargetNotAllowed(f"bad port in {url!r:.80}") from None
+        raise TargetNotAllowed(f"bad port in {_shown(url)}") from None
     entry = _allowed_entry(settings, host, port)
     if entry is None:
         allowed = ", ".join(settings.allowed_domains) or "none configured"
@@ -172,6 +190,95 @@ class Page:
     redirects: int = 0
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps (causes, contexts, urllib3's ``reason``, PySocks'
+    ``socket_err``), each once."""
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < 32:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        inner = [current.__cause__, current.__context__, getattr(current, "reason", None),
+                 getattr(current, "socket_err", None), *current.args]  # fmt: skip
+        todo += [e for e in inner if isinstance(e, BaseException)]
+
+
+def _proxy_failure(
+    session: requests.Session, url: str, exc: requests.exceptions.RequestException
+) -> ProxyRejected | None:
+    """The typed error for a request that failed at its proxy, or ``None`` (not one)."""
+    proxy = requests.utils.select_proxy(url, session.proxies)
+    shown = f"the proxy {mask_url(proxy)}" if proxy else "the proxy"
+    target = urlsplit(url).netloc.rpartition("@")[2]
+    causes = list(_causes(exc))
+    timed_out = any(isinstance(e, TimeoutError | requests.exceptions.Timeout) for e in causes)
+    # PySocks' errors (imported by urllib3 when a SOCKS proxy is used).
+    socks: Any = sys.modules.get("socks")
+    failed = [e for e in causes if socks is not None and isinstance(e, socks.ProxyError)]
+    if failed:
+        innermost = failed[-1]
+        reason = str(getattr(innermost, "msg", "") or type(innermost).__name__)
+        socket_error = getattr(innermost, "socket_err", None)
+        if socket_error is not None and str(socket_error) not in reason:
+            reason = f"{reason}: {socket_error}"
+
+        def seen(*kinds: type[BaseException]) -> bool:
+            return any(isinstance(e, kinds) for e in failed)
+
+        if seen(socks.SOCKS5AuthError):
+            message, code = f"{shown} refused its username or password ({reason})", "AUTH_FAILED"
+        elif timed_out:
+            message, code = f"{shown} did not answer in time: {reason}", "TIMEOUT"
+        elif seen(socks.ProxyConnectionError):
+            message, code = f"cannot connect to {shown}: {reason}", "CONNECTION_FAILED"
+        elif seen(socks.SOCKS5Error, socks.SOCKS4Error):
+            # The proxy answered: it could not (or would not) connect to the target.
+            message, code = f"{shown} could not connect to {target}: {reason}", "CONNECT_REFUSED"
+        else:
+            message, code = f"{shown} failed: {reason}", "ERROR"
+    elif isinstance(exc, requests.exceptions.ProxyError):  # an HTTP(S) proxy
+        text = " ".join(str(e) for e in causes)
+        tunnel = re.search(r"Tunnel connection failed: (\d{3}[^'\")]*)", text)
+        if tunnel and tunnel.group(1).startswith("407"):
+            message, code = f"{shown} refused its credentials (HTTP 407)", "AUTH_FAILED"
+        elif tunnel:
+            detail = tunnel.group(1).strip()
+            message, code = f"{shown} refused to connect to {target}: {detail}", "CONNECT_REFUSED"
+        elif timed_out:
+            message, code = f"{shown} did not answer in time", "TIMEOUT"
+        else:
+            os_errors = [
+                e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"
+            ]
+            why = f": {os_errors[-1].strerror or os_errors[-1]}" if os_errors else ""
+            message, code = f"cannot connect to {shown}{why}", "CONNECTION_FAILED"
+    else:
+        return None
+    return ProxyRejected(message, code=f"PROXY_{code}")
+
+
+def _request(
+    session: requests.Session, method: str, url: str, data: Mapping[str, str] | None
+) -> requests.Response:
+    try:
+        return session.request(method, url, data=data, allow_redirects=False, timeout=PAGE_TIMEOUT)
+    except requests.exceptions.InvalidSchema as exc:
+        if "SOCKS" in str(exc):  # requests without PySocks
+            raise ConfigurationError(
+                "a SOCKS proxy needs PySocks: pip install 'requests[socks]'"
+            ) from None
+        raise
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        failure = _proxy_failure(session, url, exc)
+        if failure is None:
+            raise
+        # Not chained: requests' messages quote the page's path and query.
+        raise failure from None
+
+
 def _follow(
     session: requests.Session,
     method: str,
@@ -183,9 +290,7 @@ def _follow(
     hops = 0
     while True:
         check_url(url, settings)
-        response = session.request(
-            method, url, data=data, allow_redirects=False, timeout=PAGE_TIMEOUT
-        )
+        response = _request(session, method, url, data)
         with response:
             if response.is_redirect and hops < MAX_REDIRECTS:
                 location = response.headers.get("Location", "")
@@ -196,7 +301,7 @@ def _follow(
                     method, data = "GET", None
                 continue
             if response.is_redirect:
-                raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {url!r:.80}")
+                raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {_shown(url)}")
             return Page(response.status_code, url, response.text, hops)
 
 

@@ -16,7 +16,7 @@ import re
 import ssl
 from collections.abc import Mapping
 from typing import Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 
@@ -34,16 +34,13 @@ _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 
 
 def mask_url(url: str) -> str:
-    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0`` (for logs and repr)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0`` (for logs and repr).
+
+    :func:`captcha_tasks.redaction.mask_url`: the one masking of URL passwords.
+    """
+    from .redaction import mask_url as masked  # imported on need: it brings Celery
+
+    return masked(url)
 
 
 def _check_redis_url(name: str, url: str) -> str:
@@ -151,7 +148,8 @@ class Settings:
             try:
                 value = kind(raw)
             except ValueError:
-                raise ConfigurationError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+                what = "an integer" if kind is int else "a number"
+                raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
             if not (value >= low and math.isfinite(value)):  # also rejects NaN
                 raise ConfigurationError(f"{name} must be a finite number >= {low}, got {raw!r}")
             return value
@@ -300,12 +298,19 @@ class Settings:
             )
         return self.api_key
 
+    def __repr__(self) -> str:
+        # The dataclass repr would show URL passwords (a log line, a traceback's locals).
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.describe().items())
+        return f"Settings({shown})"
+
     def describe(self) -> dict[str, object]:
         """The settings as a dict with secrets masked (for logs, ``status`` and docs)."""
         out = dataclasses.asdict(self)
         out["api_key"] = "***" if self.api_key else ""
-        for name in ("redis_url", "broker_url", "result_backend", "state_url"):
-            out[name] = mask_url(str(out[name]))
+        # Every URL-valued setting (solver, broker, backend, state, ...): its password.
+        for name, value in out.items():
+            if isinstance(value, str) and "://" in value:
+                out[name] = mask_url(value)
         return out
 
 

@@ -51,10 +51,12 @@ from ..state.keys import PROXY_POOL_TTL
 from ..state.scripts import run
 
 __all__ = [
+    "SCHEMES",
     "NoProxyAvailable",
     "ProxyPool",
     "ProxyView",
     "UnknownProxy",
+    "checked_proxy",
     "masked",
     "proxy_id",
     "proxy_url",
@@ -63,9 +65,22 @@ __all__ = [
 #: Longest quarantine reason kept (characters).
 MAX_REASON = 200
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# The proxy URL ``requests`` gets for each type. SOCKS proxies resolve the target's
+# name themselves (socks5h, socks4a), not the worker: for scraping that is what users
+# want (the page is looked up where it is fetched from, geo-DNS included, and the
+# worker's resolver does not see the names). pages.check_url still resolves a name on
+# the worker first, for the allowlist's public-address check.
 _SCHEMES: dict[str, str] = {
-    "HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4", "SOCKS5": "socks5h",
+    "HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4a", "SOCKS5": "socks5h",
 }  # fmt: skip
+#: Schemes ``add`` takes (``host:port`` without one is HTTP), and the type of each.
+#: Every one works both for page fetches and for the provider (``proxytype``).
+SCHEMES: dict[str, str] = {
+    "http": "HTTP", "https": "HTTPS", "socks4": "SOCKS4", "socks4a": "SOCKS4",
+    "socks5": "SOCKS5", "socks5h": "SOCKS5",
+}  # fmt: skip
+_ALLOWED = ", ".join(f"{name}://" for name in SCHEMES) + " (none: http)"
+_SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]{0,15})://")
 
 
 def proxy_id(proxy: Proxy) -> str:
@@ -83,13 +98,46 @@ def masked(proxy: Proxy) -> str:
 def proxy_url(proxy: Proxy) -> str:
     """The URL with credentials that ``requests`` wants in ``session.proxies``.
 
-    SOCKS5 becomes ``socks5h://`` (names resolved by the proxy, so DNS does not leak
-    the worker's own address); SOCKS needs ``requests[socks]``. Keep it in memory only.
+    SOCKS5 becomes ``socks5h://`` and SOCKS4 ``socks4a://`` (names resolved by the
+    proxy, see ``_SCHEMES``); SOCKS goes through PySocks (``requests[socks]``, a
+    dependency). Keep it in memory only.
     """
     auth = ""
     if proxy.username is not None and proxy.password is not None:
         auth = f"{quote(proxy.username, safe='')}:{quote(proxy.password, safe='')}@"
     return f"{_SCHEMES[proxy.type]}://{auth}{proxy.address}"
+
+
+def checked_proxy(url: str | Proxy, type: str | None = None) -> Proxy:
+    """The :class:`Proxy` of ``url`` if the pool can use it for both page fetches and
+    the provider, else :class:`InvalidTaskInput` (naming what is allowed, never
+    echoing the URL, which may hold the password).
+
+    Refused: schemes other than :data:`SCHEMES` (``ftp://``, ``socks6://``, ...), and
+    SOCKS4 with a password (SOCKS4 has a user id but no password: use SOCKS5).
+    """
+    if isinstance(url, Proxy):
+        proxy = url if type is None else dataclasses.replace(url, type=type)  # type: ignore[arg-type]
+    else:
+        if not isinstance(url, str):
+            raise InvalidTaskInput("Proxy: must be a '[scheme://][user:pass@]host:port' string")
+        scheme = _SCHEME.match(url)
+        if scheme is None and "://" in url:
+            raise InvalidTaskInput(f"Proxy: unreadable scheme; use one of {_ALLOWED}")
+        name = scheme.group(1).lower() if scheme else ""
+        if name and name not in SCHEMES:
+            raise InvalidTaskInput(
+                f"Proxy: scheme {name}:// is not supported; use one of {_ALLOWED}"
+            )
+        if name == "socks4a" and type is None:
+            type = "SOCKS4"  # Proxy.parse knows the types, not this alias
+        proxy = Proxy.parse(url, type)
+    if proxy.type == "SOCKS4" and proxy.password is not None:
+        raise InvalidTaskInput(
+            "Proxy: SOCKS4 has no password authentication; add it without user:password, "
+            "or as socks5:// if the proxy speaks SOCKS5"
+        )
+    return proxy
 
 
 def _record(proxy: Proxy) -> str:
@@ -146,12 +194,12 @@ class ProxyPool:
     def add(self, url: str | Proxy, type: str | None = None) -> str:
         """Add (or update: same host, port and user) a proxy; returns its id.
 
-        ``url``: ``[scheme://][user:pass@]host:port`` or ``host:port:user:pass``;
-        ``type`` (HTTP, HTTPS, SOCKS4, SOCKS5) wins over the scheme.
+        ``url``: ``[scheme://][user:pass@]host:port`` or ``host:port:user:pass``, the
+        scheme one of :data:`SCHEMES`; ``type`` (HTTP, HTTPS, SOCKS4, SOCKS5) wins over
+        the scheme. Raises :class:`InvalidTaskInput` for a proxy the workers could not
+        use (see :func:`checked_proxy`).
         """
-        proxy = url if isinstance(url, Proxy) else Proxy.parse(url, type)
-        if isinstance(url, Proxy) and type is not None:
-            proxy = dataclasses.replace(proxy, type=type)  # type: ignore[arg-type]
+        proxy = checked_proxy(url, type)
         ident = proxy_id(proxy)
         with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(self.keys.proxies, ident, _record(proxy))

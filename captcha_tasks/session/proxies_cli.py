@@ -44,7 +44,9 @@ def proxies_group() -> None:
 def add(url: str, kind: str | None) -> None:
     """Add a proxy: [scheme://][user:pass@]host:port or host:port:user:pass ("-": stdin).
 
-    Adding the same host, port and user again updates it (same id).
+    Schemes: http, https, socks5 or socks5h (SOCKS5, names resolved by the proxy),
+    socks4 or socks4a (no password). Adding the same host, port and user again
+    updates it (same id).
     """
     if url == "-":
         url = sys.stdin.readline().strip()

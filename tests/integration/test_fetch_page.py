@@ -1,4 +1,5 @@
-"""The page workflow through real workers against the sandbox's demo site."""
+"""The page workflow through real workers against the sandbox's demo site (directly,
+and through a SOCKS5 proxy of the pool)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,21 @@ import signal
 from typing import Any
 
 import pytest
+import redis
 
 from captcha_tasks.dev.procs import wait_until
-from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
+from captcha_tasks.errors import InvalidTaskInput, ProxyRejected, TargetNotAllowed
 from captcha_tasks.page_tasks import fetch_page
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.session.locks import SessionLock
+from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.solver import RecaptchaV2
 from captcha_tasks.solving.pool import TokenPool
-from captcha_tasks.state import state_redis
+from captcha_tasks.state import Keys, state_redis
 from tests.conftest import worker_env
+from tests.secret_scan import leaks, redis_dump, scan_needles
+from tests.socks_proxy import SocksProxy
 
 pytestmark = pytest.mark.integration
 
@@ -127,3 +132,108 @@ def test_a_worker_killed_holding_the_session_lock_is_replaced_within_its_ttl(
     worker_factory(survivor_env, name="survivor@127.0.0.1")
     page = fetch_page.delay(f"{demo_sandbox.demo_url}/page/after-crash").get(timeout=60)
     assert page["status"] == 200 and page["solved"]
+
+
+SOCKS_USER = "pageuser"
+SOCKS_PASSWORD = "S0cks-Page-Pa55"
+URL_PASSWORDS = ("B0b-Url-Pa55", "Car0l-Url-Pa55", "F0rm-Url-Pa55")
+
+
+def _lease(worker: Any, timeout: float = 10) -> str:
+    """The pool id of the proxy ``worker`` leased (it leases at start)."""
+    settings = get_settings()
+    client = state_redis(settings)
+    key = Keys(settings.key_prefix).worker_proxy(worker.name)
+    wait_until(lambda: client.get(key) is not None, timeout=timeout, what="the proxy lease")
+    return str(client.get(key))
+
+
+def test_a_page_is_fetched_and_its_challenge_solved_through_a_socks5_proxy(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any
+) -> None:
+    settings = get_settings()
+    with SocksProxy(username=SOCKS_USER, password=SOCKS_PASSWORD) as socks:
+        ident = ProxyPool(state_redis(settings), settings).add(socks.url("socks5"))
+        worker = worker_factory(_env(demo_sandbox))
+        assert _lease(worker) == ident
+        page = fetch_page.delay(f"{demo_sandbox.demo_url}/page/socks").get(timeout=120)
+        tunnels = socks.tunnels
+    # Challenged, solved (the provider was given the same proxy, as SOCKS5), submitted.
+    assert page["status"] == 200 and page["solved"] and page["source"] == "api"
+    site = demo_sandbox.demo.stats()
+    assert site["challenges"] >= 1 and site["tokens_accepted"] == 1
+    assert site["pages_served"] == 1
+    assert demo_sandbox.stats()["submitted"] == 1
+    assert "is gone" not in worker.log() and "ERROR_BAD_PROXY" not in worker.log()
+    # Every request of the page went through the proxy, authenticated.
+    port = int(demo_sandbox.demo_url.rsplit(":", 1)[1])
+    assert len(tunnels) >= 2  # fetch_page's GET, submit_challenge's POST (and GET)
+    assert all(t.username == SOCKS_USER and t.auth_ok for t in tunnels)
+    assert {t.target for t in tunnels} == {("127.0.0.1", port)}
+    assert SOCKS_PASSWORD not in worker.log()
+
+
+def test_a_wrong_socks5_password_fails_the_page_with_a_typed_error(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any
+) -> None:
+    settings = get_settings()
+    wrong = "Wr0ng-Socks-Pa55"
+    with SocksProxy(username=SOCKS_USER, password=SOCKS_PASSWORD) as socks:
+        ProxyPool(state_redis(settings), settings).add(socks.url("socks5h", password=wrong))
+        worker = worker_factory(_env(demo_sandbox))
+        _lease(worker)
+        result = fetch_page.delay(f"{demo_sandbox.demo_url}/page/wrong")
+        with pytest.raises(ProxyRejected) as info:
+            result.get(timeout=60)
+        handshakes = list(socks.handshakes)
+    assert info.value.code == "PROXY_AUTH_FAILED"
+    assert f"socks5h://{SOCKS_USER}:***@127.0.0.1:{socks.port}" in str(info.value)
+    assert handshakes and all(h.auth_ok is False for h in handshakes)
+    assert demo_sandbox.demo.stats()["challenges"] == 0
+    raw = redis.Redis.from_url(settings.redis_url)
+    meta = raw.get(f"celery-task-meta-{result.id}") or b""
+    assert b"captcha_tasks.errors" in meta and b"ProxyRejected" in meta
+    for text in (worker.log(), meta.decode(), str(info.value)):
+        assert wrong not in text and SOCKS_PASSWORD not in text
+
+
+def test_a_refused_url_with_a_password_leaves_the_password_nowhere(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any
+) -> None:
+    host = demo_sandbox.demo_url.split("//")[1]
+    worker = worker_factory(_env(demo_sandbox))
+    refused = [
+        (f"http://bob:{URL_PASSWORDS[0]}@{host}/page/1",),
+        (f"https://carol:{URL_PASSWORDS[1]}@example.org/page",),  # off the allowlist too
+    ]
+    # A URL with a password as form data: the page task runs, and its solve's job record
+    # carries the chain's arguments (as a broker message does); never a log or a result.
+    form = {"note": f"https://u:{URL_PASSWORDS[2]}@x.example/"}
+    needles = scan_needles(task_args=refused)
+    form_needles = scan_needles(task_args=[form])
+    assert needles == set(URL_PASSWORDS[:2]) and form_needles == {URL_PASSWORDS[2]}
+    results = [fetch_page.apply_async(args) for args in refused]
+    errors = []
+    for result in results:
+        with pytest.raises(TargetNotAllowed) as info:
+            result.get(timeout=30)
+        errors.append(info.value)
+    assert "credentials in the URL: 'http://bob:***@" in str(errors[0])
+    with_form = fetch_page.apply_async((f"http://{host}/page/2",), {"form": form})
+    assert with_form.get(timeout=60)["status"] == 200
+    wait_until(lambda: worker.log().count(" succeeded in ") + worker.log().count(" raised ") >= 3,
+               timeout=10, what="the worker's log lines")  # fmt: skip
+    settings = get_settings()
+    raw = redis.Redis.from_url(settings.redis_url)
+    metas = [raw.get(f"celery-task-meta-{r.id}") or b"" for r in [*results, with_form]]
+    assert all(metas)
+    redis_text, _ = redis_dump(raw, exclude=set())
+    shown = {"worker log": worker.log(), "results": repr(metas),
+             "errors": repr([(str(e), e.args) for e in errors])}  # fmt: skip
+    assert not leaks({**shown, "redis": redis_text}, needles)
+    assert not leaks(shown, form_needles)
+    assert "bob:***@" in shown["worker log"]  # the refusal is logged, masked
+    # An expected refusal: one line, not an error with a traceback.
+    assert shown["worker log"].count("raised expected: TargetNotAllowed") == 2
+    assert "raised unexpected" not in shown["worker log"]
+    assert "Traceback" not in shown["worker log"]

@@ -1,4 +1,5 @@
-"""The proxy pool on a real redis-server: leases, heartbeats, crashes, quarantine, CLI."""
+"""The proxy pool on a real redis-server: leases, heartbeats, crashes, quarantine, CLI;
+and page fetches through real (loopback) SOCKS proxies."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import logging
 import os
 import random
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,8 +23,10 @@ import requests
 from celery import Celery, signals
 from click.testing import CliRunner
 
-from captcha_tasks.dev.procs import wait_until
-from captcha_tasks.session.proxies import ProxyPool, UnknownProxy
+from captcha_tasks.dev.procs import free_port, wait_until
+from captcha_tasks.errors import ProxyRejected
+from captcha_tasks.pages import Page, fetch
+from captcha_tasks.session.proxies import ProxyPool, UnknownProxy, checked_proxy, proxy_url
 from captcha_tasks.session.proxies_cli import proxies_group
 from captcha_tasks.session.proxy_step import (
     PinnedProxyTask,
@@ -36,6 +40,7 @@ from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
 from tests.conftest import ROOT
 from tests.processes import SpawnPython, python_processes, read_line
+from tests.socks_proxy import SocksProxy
 
 pytestmark = pytest.mark.integration
 
@@ -422,3 +427,122 @@ def test_a_task_reports_its_proxy_bad_and_the_worker_moves_on(
     finally:
         keeper.stop()
         app.close()
+
+
+# -- page fetches through SOCKS proxies (tests/socks_proxy.py, loopback only) ---------
+
+SOCKS_USER = "sockuser"
+SOCKS_PASSWORD = "S0cks-Pa55word"
+
+
+@pytest.fixture
+def socks() -> Iterator[SocksProxy]:
+    with SocksProxy(username=SOCKS_USER, password=SOCKS_PASSWORD) as proxy:
+        yield proxy
+
+
+def _fetch_via(proxy_url_: str, url: str, host: str) -> Page:
+    settings = Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": host})
+    with requests.Session() as session:
+        session.proxies.update({"http": proxy_url_, "https": proxy_url_})
+        return fetch(session, url, settings)
+
+
+def _demo_host(sandbox: Any) -> str:
+    return str(sandbox.demo_url.split("//")[1])
+
+
+@pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
+def test_pages_are_fetched_through_a_socks5_proxy_with_credentials(
+    demo_sandbox: Any, socks: SocksProxy, scheme: str
+) -> None:
+    host = _demo_host(demo_sandbox)
+    # As the pool hands it to a worker: parsed, checked, and turned into requests' URL.
+    proxy = checked_proxy(socks.url(scheme))
+    assert proxy.type == "SOCKS5" and proxy.to_params()["proxytype"] == "SOCKS5"
+    page = _fetch_via(proxy_url(proxy), f"{demo_sandbox.demo_url}/page/socks", host)
+    assert page.status == 200 and 'class="g-recaptcha"' in page.text
+    assert demo_sandbox.demo.stats()["challenges"] == 1
+    (tunnel,) = socks.tunnels  # the page came through the proxy, authenticated
+    assert tunnel.method == "userpass" and tunnel.username == SOCKS_USER and tunnel.auth_ok
+    assert tunnel.target == ("127.0.0.1", int(host.split(":")[1]))
+
+
+def test_socks_proxies_without_credentials_and_socks4(demo_sandbox: Any) -> None:
+    host = _demo_host(demo_sandbox)
+    with SocksProxy() as open_proxy:
+        for url in (open_proxy.url("socks5"), open_proxy.url("socks4")):
+            page = _fetch_via(
+                proxy_url(checked_proxy(url)), f"{demo_sandbox.demo_url}/page/a", host
+            )
+            assert page.status == 200
+        assert [(h.version, h.method) for h in open_proxy.tunnels] == [(5, "none"), (4, "userid")]
+        assert open_proxy.connections == 2
+
+
+def test_names_are_resolved_by_the_socks_proxy(demo_sandbox: Any) -> None:
+    # socks5h/socks4a (what the pool builds): the proxy gets the name, not an address.
+    port = int(_demo_host(demo_sandbox).split(":")[1])
+    with SocksProxy() as open_proxy:
+        for kind in ("SOCKS5", "SOCKS4"):
+            url = proxy_url(checked_proxy(open_proxy.url("socks5"), kind))
+            with requests.Session() as session:
+                session.proxies.update({"http": url})
+                assert session.get(f"http://localhost:{port}/healthz", timeout=10).ok
+        targets = [(h.version, h.address_type, h.target) for h in open_proxy.tunnels]
+    assert targets == [(5, "domain", ("localhost", port)), (4, "domain", ("localhost", port))]
+
+
+@pytest.mark.parametrize(
+    ("make_url", "code", "fragment"),
+    [
+        (lambda p: p.url(password="wrong-password"), "PROXY_AUTH_FAILED", "username or password"),
+        (lambda p: p.url(username="nobody"), "PROXY_AUTH_FAILED", "username or password"),
+        (lambda p: f"socks5h://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
+         "PROXY_CONNECTION_FAILED", "cannot connect to the proxy"),
+        (lambda p: f"http://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
+         "PROXY_CONNECTION_FAILED", "cannot connect to the proxy"),
+    ],
+)  # fmt: skip
+def test_a_proxy_failure_is_a_typed_error_without_the_password(
+    demo_sandbox: Any, socks: SocksProxy, make_url: Callable[[SocksProxy], str], code: str,
+    fragment: str,
+) -> None:  # fmt: skip
+    url = make_url(socks)
+    with pytest.raises(ProxyRejected) as info:
+        _fetch_via(url, f"{demo_sandbox.demo_url}/page/x", _demo_host(demo_sandbox))
+    error = info.value
+    assert error.code == code and fragment in str(error)
+    assert not isinstance(error, requests.RequestException)
+    assert error.__cause__ is None and error.__suppress_context__
+    for text in (str(error), repr(error), repr(error.args)):
+        assert SOCKS_PASSWORD not in text and "wrong-password" not in text
+    assert f"{SOCKS_USER}:***@" in str(error) or "nobody:***@" in str(error)
+    assert demo_sandbox.demo.stats()["challenges"] == 0
+    if code == "PROXY_AUTH_FAILED":
+        assert [h.auth_ok for h in socks.handshakes] == [False] and not socks.tunnels
+
+
+def test_a_target_the_proxy_cannot_reach_is_a_typed_error(socks: SocksProxy) -> None:
+    port = free_port()  # nothing listens there
+    with pytest.raises(ProxyRejected) as info:
+        _fetch_via(socks.url(), f"http://127.0.0.1:{port}/", f"127.0.0.1:{port}")
+    assert info.value.code == "PROXY_CONNECT_REFUSED"
+    assert f"could not connect to 127.0.0.1:{port}" in str(info.value)
+    assert SOCKS_PASSWORD not in repr(info.value.args)
+
+
+def test_the_socks_double_is_bounded_and_stops_everything() -> None:
+    proxy = SocksProxy(max_connections=2, timeout=5).start()
+    idle = [socket.create_connection(("127.0.0.1", proxy.port), timeout=5) for _ in range(3)]
+    try:
+        wait_until(lambda: proxy.connections + proxy.turned_away == 3, timeout=5,
+                   what="three connections")  # fmt: skip
+        assert (proxy.connections, proxy.turned_away) == (2, 1)
+    finally:
+        proxy.stop()  # closes the two half-open handshakes and joins their threads
+        for sock in idle:
+            sock.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("socks-")]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=1).close()

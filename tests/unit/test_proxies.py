@@ -9,20 +9,24 @@ import pytest
 import requests
 from celery import Celery
 
-from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
+from captcha_tasks.pages import check_url
 from captcha_tasks.session import proxy_step
 from captcha_tasks.session.proxies import (
+    SCHEMES,
     NoProxyAvailable,
     ProxyView,
     UnknownProxy,
     _from_record,
     _record,
     _worker,
+    checked_proxy,
     masked,
     proxy_id,
     proxy_url,
 )
 from captcha_tasks.session.proxy_step import PinnedProxyTask, ProxyKeeper
+from captcha_tasks.settings import Settings
 from captcha_tasks.solver.proxy import Proxy
 
 SECRET = "s3cr3t-Pa55"
@@ -55,12 +59,83 @@ def test_records_round_trip_with_credentials() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "scheme"),
-    [("HTTP", "http"), ("HTTPS", "https"), ("SOCKS4", "socks4"), ("SOCKS5", "socks5h")],
+    [("HTTP", "http"), ("HTTPS", "https"), ("SOCKS4", "socks4a"), ("SOCKS5", "socks5h")],
 )
 def test_requests_url_carries_quoted_credentials(kind: str, scheme: str) -> None:
     proxy = Proxy("proxy.example.com", 1080, kind, "al/ice", "p:w%d")  # type: ignore[arg-type]
     assert proxy_url(proxy) == f"{scheme}://al%2Fice:p%3Aw%25d@proxy.example.com:1080"
     assert proxy_url(Proxy("::1", 8080)) == "http://[::1]:8080"
+
+
+TAKEN = [
+    (f"socks5://alice:{SECRET}@10.0.0.1:1080", "SOCKS5", "socks5h"),
+    (f"socks5h://alice:{SECRET}@10.0.0.1:1080", "SOCKS5", "socks5h"),
+    (f"SOCKS5H://alice:{SECRET}@10.0.0.1:1080", "SOCKS5", "socks5h"),
+    ("socks5://10.0.0.1:1080", "SOCKS5", "socks5h"),
+    ("socks4://10.0.0.1:1080", "SOCKS4", "socks4a"),
+    ("socks4a://10.0.0.1:1080", "SOCKS4", "socks4a"),
+    (f"http://alice:{SECRET}@10.0.0.1:3128", "HTTP", "http"),
+    (f"https://alice:{SECRET}@10.0.0.1:3128", "HTTPS", "https"),
+    (f"10.0.0.1:3128:alice:{SECRET}", "HTTP", "http"),
+]
+
+
+def test_every_scheme_the_pool_takes_is_tested() -> None:
+    assert set(SCHEMES) == {url.split("://")[0].lower() for url, _, _ in TAKEN if "://" in url}
+
+
+@pytest.mark.parametrize(("url", "kind", "scheme"), TAKEN)
+def test_every_scheme_the_pool_takes_works_for_fetches_and_the_provider(
+    url: str, kind: str, scheme: str
+) -> None:
+    proxy = checked_proxy(url)
+    assert proxy.type == kind
+    # Page fetches: the URL requests gets (SOCKS names resolved by the proxy).
+    assert proxy_url(proxy).startswith(f"{scheme}://")
+    # The provider: in.php's proxytype, one of the four it knows.
+    assert proxy.to_params()["proxytype"] == kind
+    assert requests.adapters.HTTPAdapter().proxy_manager_for(proxy_url(proxy)) is not None
+
+
+@pytest.mark.parametrize(
+    ("url", "kind", "fragment"),
+    [
+        (f"ftp://alice:{SECRET}@10.0.0.1:21", None, "scheme ftp:// is not supported"),
+        (f"socks6://alice:{SECRET}@10.0.0.1:1080", None, "scheme socks6:// is not supported"),
+        (f"gopher+x-y.z://alice:{SECRET}@h:1", None, "is not supported"),
+        (f"a-very-long-scheme-name://alice:{SECRET}@h:1", None, "unreadable scheme"),
+        (f"socks4://alice:{SECRET}@10.0.0.1:1080", None, "SOCKS4 has no password"),
+        (f"alice:{SECRET}@10.0.0.1:1080", "SOCKS4", "SOCKS4 has no password"),
+    ],
+)
+def test_proxies_the_workers_could_not_use_are_refused_by_name(
+    url: str, kind: str | None, fragment: str
+) -> None:
+    with pytest.raises(InvalidTaskInput) as info:
+        checked_proxy(url, kind)
+    text = str(info.value) + repr(info.value) + repr(info.value.args)
+    assert fragment in text and SECRET not in text
+    if "scheme" in fragment:
+        for scheme in ("http://", "https://", "socks4://", "socks5://", "socks5h://"):
+            assert scheme in str(info.value)  # names what is allowed
+    with pytest.raises(InvalidTaskInput):
+        checked_proxy(Proxy("10.0.0.1", 1080, "SOCKS4", "alice", SECRET))
+
+
+def test_a_refused_target_never_shows_a_url_password_even_cut_short() -> None:
+    settings = Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": "example.com"})
+    long_password = "Lp" + "x" * 120  # longer than the 80 characters a message quotes
+    for url in (
+        f"http://user:{SECRET}@example.com/page",
+        f"https://user:{long_password}@example.com/page",
+        f"http://user:{SECRET}@example.com:99999/",
+        f"http://user:pa/{SECRET}@example.com/",  # a password with '/': host "user"
+    ):
+        with pytest.raises(TargetNotAllowed) as info:
+            check_url(url, settings)
+        text = str(info.value) + repr(info.value) + repr(info.value.args)
+        assert SECRET not in text and long_password[:10] not in text, text
+        assert "user:***@" in text or "not in CAPTCHA_TASKS_ALLOWED_DOMAINS" in text
 
 
 def test_worker_names_are_checked() -> None:

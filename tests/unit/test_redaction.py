@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import pickle
+import string
 from collections.abc import Callable, Iterator
 from unittest import mock
 
@@ -10,9 +12,12 @@ import pytest
 from celery.app.task import Task
 from celery.contrib.testing.mocks import TaskMessage
 from celery.exceptions import MaxRetriesExceededError
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from captcha_tasks import (
     app,
+    errors,
     fill_token_pool,
     get_balance,
     ping,
@@ -20,6 +25,7 @@ from captcha_tasks import (
     solve_image,
     solve_recaptcha_v2,
 )
+from captcha_tasks.errors import CaptchaTasksError, ProxyRejected, TargetNotAllowed
 from captcha_tasks.page_tasks import fetch_page, release_session_lock, submit_challenge
 from captcha_tasks.redaction import (
     MASK,
@@ -27,9 +33,12 @@ from captcha_tasks.redaction import (
     RedactedTask,
     _positional_names,
     known_secrets,
+    mask_url,
+    mask_urls_in,
     redact_call,
     scrub_text,
 )
+from tests.secret_scan import leaks, scan_needles, url_passwords
 
 API_KEY = "Unit0123456789abcdefABCDEF987654"
 REDIS_PASSWORD = "R3disUnitPw"
@@ -214,3 +223,166 @@ def test_positional_names_come_from_the_task_signature() -> None:
     assert _positional_names(report_solution) == ("task_id", "correct")
     assert _positional_names(fill_token_pool) == ("captcha_type", "sitekey", "pageurl")
     assert _positional_names(release_session_lock) == ("request", "exc", "traceback")
+
+
+# -- URL passwords: mask_url, mask_urls_in, error messages, task arguments -------------
+
+#: Deterministic and bounded, like tests/unit/test_properties.py.
+PROPS = settings(derandomize=True, database=None, max_examples=300, deadline=None)
+URL_PASSWORD = "Url-Pa55word"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+        ("redis://default:pw@h/0", "redis://default:***@h/0"),
+        ("rediss://u:p%40w@[::1]:6380/1", "rediss://u:***@[::1]:6380/1"),
+        ("unix://:pw@/run/redis.sock?db=2", "unix://:***@/run/redis.sock?db=2"),
+        (
+            "https://user:p@ss@solver.example/in.php?x=1",
+            "https://user:***@solver.example/in.php?x=1",
+        ),
+        ("socks5h://alice:pa/ss@10.0.0.1:1080", "socks5h://alice:***@10.0.0.1:1080"),
+        ("http://u:@h/", "http://u:***@h/"),
+        # Nothing to mask: kept exactly as written.
+        ("https://Solver.Example:8443/p?mail=a@b.c", "https://Solver.Example:8443/p?mail=a@b.c"),
+        ("http://[::1]:8080/@user", "http://[::1]:8080/@user"),
+        ("https://user@h/", "https://user@h/"),
+        ("redis://h:1/0", "redis://h:1/0"),
+        ("h:1:user:pw", "h:1:user:pw"),
+        ("", ""),
+    ],
+)
+def test_mask_url_masks_only_the_password(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
+    assert mask_urls_in(url) == shown
+
+
+def test_mask_urls_in_finds_urls_anywhere_in_a_text() -> None:
+    text = (
+        'Task raised unexpected: TargetNotAllowed("no host, or credentials in the URL: '
+        "'http://bob:hunter22@127.0.0.1:8/p'\") via [\"socks5://a:b'c@h:1\", "
+        "'http://x:y\\'zz@h2/'] and redis://:R3d@r:6379/0, http://plain/path"
+    )
+    masked = mask_urls_in(text)
+    for secret in ("hunter22", "b'c", "y\\'zz", "R3d"):
+        assert secret not in masked
+    assert "'http://bob:***@127.0.0.1:8/p'" in masked
+    assert "redis://:***@r:6379/0, http://plain/path" in masked
+    assert mask_urls_in(masked) == masked
+
+
+USERS = st.text(string.ascii_letters + string.digits + "._-", max_size=12)
+# Any printable password, '@' and quotes included; '/', '?' and '#' (which make a URL
+# ambiguous unless percent-encoded) have examples of their own.
+PASSWORDS = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Z", "C"), exclude_characters="/?#"),
+    min_size=1,
+    max_size=30,
+)
+HOSTS = st.sampled_from(["h", "proxy.example.com", "127.0.0.1", "[::1]", "xn--bcher-kva.ch"])
+PORTS = st.sampled_from(["", ":1", ":8080"])
+PATHS = st.sampled_from(["", "/", "/p?q=1", "/a/b#frag", "?x=y"])
+SCHEMES = st.sampled_from(["http", "https", "redis", "rediss", "socks5h", "svn+ssh"])
+
+
+@PROPS
+@given(
+    scheme=SCHEMES, user=USERS, password=PASSWORDS, host=HOSTS, port=PORTS, path=PATHS,
+    before=st.sampled_from(["", "got ", "url='", 'url="', "(", "[<"]),
+    quote=st.booleans(),
+)  # fmt: skip
+@example(scheme="http", user="u", password="p@ss/w?#", host="h", port="", path="/x",
+         before="", quote=False)  # fmt: skip
+@example(scheme="http", user="", password="'\"", host="h", port="", path="", before="",
+         quote=True)  # fmt: skip
+def test_no_url_password_survives_masking(
+    scheme: str, user: str, password: str, host: str, port: str, path: str, before: str,
+    quote: bool,
+) -> None:  # fmt: skip
+    url = f"{scheme}://{user}:{password}@{host}{port}{path}"
+    expected = f"{scheme}://{user}:{MASK}@{host}{port}{path}"
+    assert mask_url(url) == expected
+    shown = f"{before}{url!r}" if quote else f"{before}{url} and more"
+    masked = mask_urls_in(shown)
+    assert expected in masked or f"{scheme}://{user}:{MASK}@" in masked
+    if len(password) >= 3 and password not in shown.replace(password, "", 1):
+        assert password not in masked, masked
+        assert password not in repr(masked)
+    assert mask_urls_in(masked) == masked  # idempotent
+    # The error hierarchy masks its messages the same way, in every form it shows.
+    error = TargetNotAllowed(f"refused {url!r:.200}")
+    for form in (str(error), repr(error), error.message, repr(error.args)):
+        assert f"{user}:{MASK}@" in form
+        if len(password) >= 3 and password not in f"refused {expected!r}":
+            assert password not in form
+
+
+@PROPS
+@given(text=st.text(max_size=80))
+def test_text_without_urls_is_left_alone(text: str) -> None:
+    if "://" not in text:
+        assert mask_urls_in(text) == text
+
+
+def test_every_error_of_the_hierarchy_masks_url_passwords() -> None:
+    url = f"http://user:{URL_PASSWORD}@127.0.0.1:8080/page"
+    kinds = [getattr(errors, name) for name in errors.__all__]
+    assert all(issubclass(kind, CaptchaTasksError) for kind in kinds)
+    for kind in kinds:
+        error = kind(f"no host, or credentials in the URL: {url!r:.80}")
+        shown = [str(error), repr(error), error.message, repr(error.args)]
+        shown.append(repr(pickle.loads(pickle.dumps(error)).args))  # noqa: S301 - our own
+        # As the result backend rebuilds it on the caller's side.
+        shown.append(str(kind(*error.args)))
+        for text in shown:
+            assert URL_PASSWORD not in text, (kind, text)
+        assert "http://user:***@127.0.0.1:8080/page" in error.message
+    proxy = ProxyRejected("cannot connect to the proxy socks5h://u:S0ck5pw@h:1", code="PROXY_X")
+    assert str(proxy) == "PROXY_X: cannot connect to the proxy socks5h://u:***@h:1"
+
+
+def test_url_passwords_in_any_string_argument_are_masked() -> None:
+    url = f"https://bob:{URL_PASSWORD}@shop.example.com/login?next=/a"
+    proxy = f"socks5h://alice:{URL_PASSWORD}@10.0.0.1:1080"
+    args, kwargs = redact_call(
+        (url, [f"see {proxy} now"], {"nested": {"deeper": (url,)}}),
+        {"note": f"use {proxy}", "pageurl": url, f"{url}": 1, "long": "x" * 150 + url},
+    )
+    for text in (args, kwargs):
+        assert URL_PASSWORD not in text, text
+        assert URL_PASSWORD[:4] not in text, text  # not even cut in half
+    assert "https://bob:***@shop.example.com/login?next=***" in args
+    assert "'see socks5h://alice:***@10.0.0.1:1080 now'" in args
+    # Messages sent by other clients: the worker's view is masked too.
+    message = TaskMessage(
+        "captcha_tasks.fetch_page", args=[url], kwargs={},
+        argsrepr=f"({url!r},)", kwargsrepr="{}",
+    )  # fmt: skip
+    request = RedactedRequest(message, app=app, task=fetch_page)
+    assert URL_PASSWORD not in request.argsrepr + repr(request.info())
+    eventer = mock.Mock(enabled=True)
+    request._eventer = eventer
+    request.send_event("task-failed", exception=f"Boom({url!r})", traceback=f"E: {url}")
+    sent = eventer.send.call_args.kwargs
+    assert URL_PASSWORD not in sent["exception"] + sent["traceback"]
+    assert "bob:***@" in sent["exception"]
+
+
+def test_the_secret_scan_looks_for_url_passwords_in_task_arguments() -> None:
+    task_args = [
+        (f"http://u:{URL_PASSWORD}@h/x",),
+        {"form": {"next": "redis://:Re%40dis99@r:6379/0"}, "proxy": "socks5h://a:pa/ss99@h:1"},
+        {"plain": "https://h:8443/x?mail=a@b.c", "user_only": "http://tokenuser@h/"},
+    ]
+    assert url_passwords(*task_args) == {URL_PASSWORD, "Re%40dis99", "Re@dis99", "pa/ss99"}
+    needles = scan_needles(["Api-Key-123"], task_args=task_args)
+    assert len(needles) == 5
+    sources = {"worker log": f"GET http://u:{URL_PASSWORD}@h/x", "redis": "Re@dis99 ok"}
+    found = leaks(sources, needles)
+    assert len(found) == 2 and all(URL_PASSWORD not in f for f in found)
+    assert any(f.startswith("worker log: 1 occurrence") for f in found)
+    assert not leaks({"worker log": "http://u:***@h/x"}, needles)
+    with pytest.raises(ValueError, match="shorter than"):
+        scan_needles(task_args=[("http://u:pw@h/",)])

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+
 import pytest
+from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.settings import Settings, mask_url
@@ -49,7 +53,7 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
     [
         ("CAPTCHAAI_API_KEY", "short", "32 letters and digits"),
         ("CAPTCHA_TASKS_THREADS", "0", "CAPTCHA_TASKS_THREADS must be a finite number >= 1"),
-        ("CAPTCHA_TASKS_THREADS", "five", "must be a int"),
+        ("CAPTCHA_TASKS_THREADS", "five", "must be an integer"),
         ("CAPTCHA_TASKS_TIME_SCALE", "nan", "CAPTCHA_TASKS_TIME_SCALE"),
         ("CAPTCHA_TASKS_TIME_SCALE", "-1", "CAPTCHA_TASKS_TIME_SCALE"),
         ("CAPTCHA_TASKS_SOLVER_URL", "ftp://x", "http(s) URL"),
@@ -73,6 +77,63 @@ def test_secrets_are_masked_everywhere_they_are_shown() -> None:
     assert KEY not in shown and "hunter2" not in shown
     assert s.describe()["broker_url"] == "redis://:***@h:6379/0"
     assert mask_url("redis://h:1/0") == "redis://h:1/0"
+
+
+SOLVER_PASSWORD = "S0lver-Pass"
+REDIS_PASSWORD = "R3dis-Pass"
+
+
+def test_every_url_valued_setting_shows_its_password_masked() -> None:
+    s = Settings.from_env(
+        {
+            "CAPTCHAAI_API_KEY": KEY,
+            "CAPTCHA_TASKS_SOLVER_URL": f"https://user:{SOLVER_PASSWORD}@solver.example.com",
+            "CAPTCHA_TASKS_REDIS_URL": f"redis://default:{REDIS_PASSWORD}@h:6379/0",
+            "CAPTCHA_TASKS_STATE_URL": f"rediss://:{REDIS_PASSWORD}@s:6380/2",
+        }
+    )
+    shown = s.describe()
+    assert shown["solver_url"] == "https://user:***@solver.example.com"
+    assert shown["broker_url"] == shown["result_backend"] == "redis://default:***@h:6379/0"
+    assert shown["state_url"] == "rediss://:***@s:6380/2"
+    assert shown["api_key"] == "***"
+    for secret in (KEY, SOLVER_PASSWORD, REDIS_PASSWORD):
+        assert secret not in str(shown)
+    # A malformed one is refused without echoing its password either.
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env({"CAPTCHA_TASKS_SOLVER_URL": f"ftp://u:{SOLVER_PASSWORD}@h"})
+    assert SOLVER_PASSWORD not in str(info.value) + repr(info.value.args)
+    assert "ftp://u:***@h" in str(info.value)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_the_settings_command_masks_passwords_and_the_api_key(
+    settings_env: Callable[..., None], as_json: bool
+) -> None:
+    from captcha_tasks.cli import main
+
+    env = {
+        "CAPTCHAAI_API_KEY": KEY,
+        "CAPTCHA_TASKS_SOLVER_URL": f"https://user:{SOLVER_PASSWORD}@solver.example.com",
+        "CAPTCHA_TASKS_BROKER_URL": f"redis://:{REDIS_PASSWORD}@127.0.0.1:6379/1",
+        "CAPTCHA_TASKS_STATE_URL": f"redis://state:{REDIS_PASSWORD}@127.0.0.1:6379/2",
+    }
+    settings_env(**env)
+    result = CliRunner().invoke(main, ["settings", *(["--json"] if as_json else [])], env=env)
+    assert result.exit_code == 0, result.output
+    for secret in (KEY, SOLVER_PASSWORD, REDIS_PASSWORD):
+        assert secret not in result.output
+    if as_json:
+        shown = json.loads(result.output)
+        assert shown["solver_url"] == "https://user:***@solver.example.com"
+        assert shown["broker_url"] == "redis://:***@127.0.0.1:6379/1"
+        assert shown["state_url"] == "redis://state:***@127.0.0.1:6379/2"
+        assert shown["api_key"] == "***"
+    else:
+        lines = result.output.splitlines()
+        assert "solver_url       https://user:***@solver.example.com" in lines
+        assert "broker_url       redis://:***@127.0.0.1:6379/1" in lines
+        assert "api_key          ***" in lines
 
 
 def test_time_scale_multiplies_timings() -> None:

@@ -1,0 +1,80 @@
+"""The package's public surface, and what importing it does (and does not do)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import captcha_tasks
+from captcha_tasks import page_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(code: str, cwd: Path, **env: str) -> str:
+    """Run ``code`` in a fresh interpreter in ``cwd``; its standard output."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("CAPTCHA", "CELERY"))}
+    full.update(PYTHONPATH=str(ROOT), **env)
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_every_task_is_importable_from_the_package_root() -> None:
+    ours = {name.removeprefix("captcha_tasks.") for name in captcha_tasks.app.tasks
+            if name.startswith("captcha_tasks.")}  # fmt: skip
+    assert {"fetch_page", "submit_challenge", "solve_recaptcha_v2", "ping"} <= ours
+    for name in ours:
+        assert name in captcha_tasks.__all__, name
+        assert getattr(captcha_tasks, name).name == f"captcha_tasks.{name}"
+    # The module path keeps working.
+    assert page_tasks.fetch_page is captcha_tasks.fetch_page
+
+
+def test_an_applications_own_celeryconfig_does_not_take_over_ours(tmp_path: Path) -> None:
+    (tmp_path / "celeryconfig.py").write_text(
+        'broker_url = "redis://127.0.0.1:6399/5"\n'
+        'task_serializer = "pickle"\n'
+        "task_acks_late = False\n"
+    )
+    code = (
+        "import json\n"
+        "from captcha_tasks import app\n"
+        "c = app.conf\n"
+        "print(json.dumps([c.broker_url, c.task_serializer, c.task_acks_late]))\n"
+    )
+    ours = ["redis://localhost:6379/0", "json", True]
+    assert json.loads(_python(code, tmp_path)) == ours
+    # Even when the environment names it (another app's CELERY_CONFIG_MODULE).
+    assert json.loads(_python(code, tmp_path, CELERY_CONFIG_MODULE="celeryconfig")) == ours
+
+
+def test_celery_config_points_at_the_operators_file(tmp_path: Path) -> None:
+    (tmp_path / "opsconfig.py").write_text(
+        "from captcha_tasks.celeryconfig import *  # noqa: F403\n"
+        "worker_soft_shutdown_timeout = 42.0\n"
+    )
+    code = (
+        "from captcha_tasks import app\n"
+        "print(app.conf.worker_soft_shutdown_timeout, app.conf.task_acks_late)\n"
+    )
+    assert _python(code, tmp_path, CELERY_CONFIG_MODULE="opsconfig").split() == ["42.0", "True"]
+    # The repository's own celeryconfig.py is such a file.
+    assert _python(code, ROOT, CELERY_CONFIG_MODULE="celeryconfig").split() == ["10.0", "True"]
+
+
+def test_importing_the_package_reads_no_settings_and_patches_nothing(tmp_path: Path) -> None:
+    code = (
+        "import captcha_tasks\n"
+        "from celery.app import trace\n"
+        "from captcha_tasks.settings import get_settings\n"
+        "print(captcha_tasks.app.configured, get_settings.cache_info().currsize,\n"
+        "      'return_value' in trace.LOG_SUCCESS)\n"
+    )
+    # A bad setting does not break the import: settings are read when first needed.
+    out = _python(code, tmp_path, CAPTCHA_TASKS_THREADS="abc")
+    assert out.split() == ["False", "0", "True"]
