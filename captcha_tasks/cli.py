@@ -2,22 +2,190 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from gettext import gettext as _
 from pathlib import Path
 from typing import Any
 
 import click
 
+from .cli_errors import EXTRA_OF_MODULE, MissingExtra
 from .errors import ConfigurationError
 from .settings import get_settings
 from .version import worker_version
 
-__all__ = ["main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "main"]
+
+#: The subcommands defined in other modules, imported only when one is run (or asked for
+#: its ``--help``): name -> ("module:attribute", short help). The short help is the first
+#: paragraph of the command's docstring, shown by ``captcha-tasks --help`` without
+#: importing anything (tests/integration/test_install.py checks it against the commands).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "sandbox": (
+        "captcha_tasks.sandbox.cli:sandbox_command",
+        "Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.",
+    ),
+    "bench": (
+        "captcha_tasks.bench.cli:bench_group",
+        "Benchmarks: each starts its own redis-server, sandbox and workers, and stops them.",
+    ),
+    "sessions": (
+        "captcha_tasks.session.cookies_cli:sessions_group",
+        "Shared session state per host: the cookies every worker loads and merges back.",
+    ),
+    "pool": (
+        "captcha_tasks.solving.pool_cli:pool_group",
+        "Pools of pre-solved single-use tokens.",
+    ),
+    "proxies": (
+        "captcha_tasks.session.proxies_cli:proxies_group",
+        "The proxy pool: each worker leases one proxy and keeps it (proxy affinity).",
+    ),
+    "watch": (
+        "captcha_tasks.monitor.cli:watch_command",
+        "Count finished tasks live from Celery events: solved, failed, rate, by type, "
+        "by error code and by source (api or pool).",
+    ),
+    "status": (
+        "captcha_tasks.monitor.cli:status_command",
+        "One snapshot: thread budget, queues, token pools, proxy leases, session locks, "
+        "workers and the provider balance.",
+    ),
+    "rollout": (
+        "captcha_tasks.fleet.cli:rollout_command",
+        "Roll every worker to a new version, a few at a time, without losing a task.",
+    ),
+    "check": (
+        "captcha_tasks.fleet.cli:check_command",
+        "Liveness/readiness probe: a fresh worker heartbeat and a reachable broker.",
+    ),
+    "bridge": (
+        "captcha_tasks.bridge.cli:bridge_group",
+        "Take solve jobs from a message bus and publish their results (docs/NATS.md).",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands: those added, and those of a table imported on first access.
+
+    Names and membership never import anything; reading a command (``[name]``,
+    ``get``, ``items``, ``values``) imports its module, runs ``on_load`` on it once
+    and keeps it. A module that fails on a missing optional package is
+    :class:`MissingExtra` (one line naming the extra), not a traceback.
+    """
+
+    def __init__(
+        self,
+        loaded: Mapping[str, click.Command],
+        table: Mapping[str, tuple[str, str]],
+        on_load: Callable[[click.Command], None],
+    ) -> None:
+        self._loaded = dict(loaded)
+        self._table = {name: spec for name, spec in table.items() if name not in self._loaded}
+        self._on_load = on_load
+
+    def pending(self, name: str) -> bool:
+        """The command is in the table and not imported yet."""
+        return name in self._table and name not in self._loaded
+
+    def short_help(self, name: str) -> str:
+        return self._table[name][1]
+
+    def loaded(self) -> list[click.Command]:
+        """The commands imported so far (and those added)."""
+        return list(self._loaded.values())
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name in self._loaded:
+            return self._loaded[name]
+        target, _short_help = self._table[name]
+        module_name, _, attribute = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            extra = EXTRA_OF_MODULE.get((exc.name or "").partition(".")[0])
+            if extra is None:
+                raise
+            raise MissingExtra(name, extra) from None
+        command = getattr(module, attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        self._on_load(command)
+        self._loaded[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        self._table.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._table.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._loaded
+        yield from (name for name in self._table if name not in self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._loaded.keys() | self._table.keys())
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands of ``lazy_commands`` are imported on demand
+    (click's "lazily loading subcommands" pattern): ``--help`` lists them with the short
+    help of the table, and running one imports only its module, so a command needing
+    an optional package fails alone, in one line, when that package is missing."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: Mapping[str, tuple[str, str]] | None = None,
+        on_load: Callable[[click.Command], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = _LazyCommands(self.commands, lazy_commands or {}, on_load or (lambda c: None))
+        self.commands = self._lazy
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, with the table's short help for the commands not imported yet."""
+        shown: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            if self._lazy.pending(name):
+                # A stand-in with the table's text: shortened as click shortens help.
+                shown.append((name, click.Command(name, help=self._lazy.short_help(name))))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                shown.append((name, command))
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _command in shown)
+        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
+        with formatter.section(_("Commands")):
+            formatter.write_dl(rows)
+
+
+def _on_load(command: click.Command) -> None:
+    _finite_floats(command)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=LAZY_COMMANDS,
+    on_load=_on_load,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(worker_version(), prog_name="captcha-tasks")
 def main() -> None:
     """Run CAPTCHA solving at scale on Celery and Redis.
@@ -136,31 +304,6 @@ def settings(as_json: bool) -> None:
         click.echo(f"{name:16} {value}")
 
 
-def _add_subcommands() -> None:
-    from .bench.cli import bench_group
-    from .bridge.cli import bridge_group
-    from .fleet.cli import check_command, rollout_command
-    from .monitor.cli import status_command, watch_command
-    from .sandbox import sandbox_command
-    from .session.cookies_cli import sessions_group
-    from .session.proxies_cli import proxies_group
-    from .solving.pool_cli import pool_group
-
-    main.add_command(sandbox_command, "sandbox")
-    main.add_command(bench_group, "bench")
-    main.add_command(sessions_group, "sessions")
-    main.add_command(pool_group, "pool")
-    main.add_command(proxies_group, "proxies")
-    main.add_command(watch_command, "watch")
-    main.add_command(status_command, "status")
-    main.add_command(rollout_command, "rollout")
-    main.add_command(check_command, "check")
-    main.add_command(bridge_group, "bridge")
-
-
-_add_subcommands()
-
-
 class _FiniteFloat(click.types.FloatParamType):
     """A float option that refuses nan and inf (``float()`` reads both)."""
 
@@ -183,7 +326,7 @@ class _FiniteFloatRange(click.FloatRange):
 
 
 def _finite_floats(command: click.Command) -> None:
-    """Every float option of every subcommand refuses nan and inf."""
+    """Every float option of the command and its subcommands refuses nan and inf."""
     for param in command.params:
         kind = param.type
         if isinstance(kind, click.FloatRange) and not isinstance(kind, _FiniteFloatRange):
@@ -192,7 +335,10 @@ def _finite_floats(command: click.Command) -> None:
             )
         elif type(kind) is click.types.FloatParamType:
             param.type = _FiniteFloat()
-    for sub in getattr(command, "commands", {}).values():
+    commands = getattr(command, "commands", {})
+    # Not yet imported subcommands get it when they are (LazyGroup's on_load).
+    subs = commands.loaded() if isinstance(commands, _LazyCommands) else commands.values()
+    for sub in subs:
         _finite_floats(sub)
 
 

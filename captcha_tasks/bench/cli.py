@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
+from ..cli_errors import require_extra
 from ..errors import CaptchaTasksError
 from .pages import PagesOptions, format_pages_report, run_pages
 from .solve import BenchOptions, format_report, run_bench
@@ -61,6 +62,8 @@ def _run_and_print(
     as_json: bool,
 ) -> None:
     """Run a benchmark (progress to stderr), then print its report (text or JSON)."""
+    # CPU times come from psutil (the dev extra): one line before anything starts.
+    require_extra("psutil", "bench")
     try:
         report = run(options, lambda m: click.echo(f"[bench] {m}", err=True))
     except KeyboardInterrupt:

@@ -1,5 +1,6 @@
 """The benchmarks' processes: redis-server, sandbox and celery workers, each in its own
-session with its own log, stopped by PID; and their CPU time (psutil)."""
+session with its own log, stopped by PID; and their CPU time (psutil, of the dev extra,
+imported only when measured)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TypeVar
 
-import psutil  # type: ignore[import-untyped, unused-ignore]
 import requests
 
 from ..dev.procs import free_port, stop_process, wait_until
@@ -191,6 +191,8 @@ def start_workers(
 
 def _cpu(pid: int, *, tree: bool = True) -> float:
     """User + system CPU seconds of ``pid`` and (``tree``) its live descendants."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
+
     try:
         root = psutil.Process(pid)
         members = [root, *root.children(recursive=True)] if tree else [root]
@@ -206,6 +208,8 @@ def _cpu(pid: int, *, tree: bool = True) -> float:
 
 def _machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine so far."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
+
     times = psutil.cpu_times()
     idle = times.idle + getattr(times, "iowait", 0.0)
     total = float(sum(times))
