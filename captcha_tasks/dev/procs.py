@@ -62,23 +62,39 @@ def stop_process(
     sig: int = signal.SIGTERM,
     timeout: float = 10.0,
     group: bool = False,
+    hurry: Callable[[], bool] | None = None,
 ) -> int | None:
     """Send ``sig`` to ``proc`` (or to its process group, when it leads one), wait up to
-    ``timeout`` seconds, then SIGKILL what is left. Returns the exit code."""
-    if proc.poll() is None:
+    ``timeout`` seconds, then SIGKILL what is left. Returns the exit code.
+
+    ``hurry``, when given, is asked while waiting: once it answers true (e.g. a second
+    Ctrl-C), the wait ends at once and the process (group) is SIGKILLed. Either way the
+    call returns within ``timeout`` plus a few seconds and raises for no signal.
+    """
+
+    def in_a_hurry() -> bool:
+        return hurry is not None and hurry()
+
+    def kill() -> None:
         with contextlib.suppress(ProcessLookupError):
             if group:
-                os.killpg(proc.pid, sig)
+                os.killpg(proc.pid, signal.SIGKILL)
             else:
-                proc.send_signal(sig)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
+                proc.kill()
+
+    if proc.poll() is None:
+        if not in_a_hurry():
             with contextlib.suppress(ProcessLookupError):
                 if group:
-                    os.killpg(proc.pid, signal.SIGKILL)
+                    os.killpg(proc.pid, sig)
                 else:
-                    proc.kill()
+                    proc.send_signal(sig)
+            # Polled rather than one proc.wait(timeout): ``hurry`` must be able to cut it short.
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None and time.monotonic() < deadline and not in_a_hurry():
+                time.sleep(0.05)
+        if proc.poll() is None:
+            kill()
             proc.wait(timeout=10)
     if group:
         # Children of a group leader (e.g. prefork pool processes) may outlive it.
