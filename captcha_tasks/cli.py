@@ -244,7 +244,12 @@ def main() -> None:
     type=click.Path(path_type=Path),
     help="Where logs and the local Redis data go.",
 )
-@click.option("--no-smoke", is_flag=True, help="Skip the ping + get_balance round trip at start.")
+@click.option(
+    "--no-smoke",
+    is_flag=True,
+    help="Skip the round trip at start (ping, get_balance, a reCAPTCHA v2 solve and a "
+    "fetch_page of the demo site).",
+)
 def dev(
     workers: int,
     concurrency: int,

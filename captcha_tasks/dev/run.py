@@ -13,15 +13,17 @@ import contextlib
 import gc
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import redis
@@ -109,6 +111,21 @@ def _say(message: str) -> None:
     print(f"[captcha-tasks dev] {message}", flush=True)
 
 
+def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
+    """Copy a child's output to its log file and to our terminal, line by line."""
+    terminal: IO[bytes] | None = sys.stdout.buffer
+    with stream, log:
+        for line in iter(stream.readline, b""):
+            log.write(line)
+            log.flush()
+            if terminal is not None:
+                try:
+                    terminal.write(line)
+                    terminal.flush()
+                except (OSError, ValueError):  # the terminal went away: the file goes on
+                    terminal = None
+
+
 def _redis_reachable(url: str) -> bool:
     try:
         with redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1) as conn:
@@ -138,18 +155,24 @@ class DevStack:
         self.log_dir = options.run_dir / "logs"
 
     def _spawn(self, name: str, argv: list[str], *, to_terminal: bool = False) -> _Child:
+        """Start a child with its output in ``.run/logs/NAME.log`` (and, ``to_terminal``,
+        on our terminal as well)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
-        out = None if to_terminal else log_path.open("ab")
+        out = log_path.open("ab")
         proc = subprocess.Popen(
             argv,
             env=self.env,
             stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT if out else None,
+            stdout=subprocess.PIPE if to_terminal else out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
         )
-        if out is not None:
+        if to_terminal and proc.stdout is not None:
+            # Ends at the child's end of output (it exited); the file closes with it.
+            threading.Thread(target=_tee, args=(proc.stdout, out), name=f"tee-{name}",
+                             daemon=True).start()  # fmt: skip
+        else:
             out.close()
         child = _Child(name, proc)
         self.children.append(child)
@@ -353,6 +376,30 @@ class DevStack:
         finally:
             control.close()
 
+    #: What a second terminal needs to talk to this stack (``source .run/env``).
+    ENV_NAMES = ("CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_BROKER_URL",
+                 "CAPTCHA_TASKS_RESULT_BACKEND", "CAPTCHA_TASKS_SOLVER_URL",
+                 "CAPTCHA_TASKS_PROVIDER", "CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_THREADS",
+                 "CAPTCHA_TASKS_TIME_SCALE", "CAPTCHA_TASKS_ALLOWED_DOMAINS",
+                 "FLOWER_BASIC_AUTH")  # fmt: skip
+
+    @property
+    def env_file(self) -> Path:
+        return self.options.run_dir / "env"
+
+    def write_env_file(self) -> Path:
+        """``export`` lines for the variables the stack's processes got (the key is the
+        sandbox's, not a real one), readable by the owner only; removed at stop."""
+        lines = ["# captcha-tasks dev: `source` this in another terminal; removed at stop."]
+        for name in self.ENV_NAMES:
+            if self.env.get(name):
+                lines.append(f"export {name}={shlex.quote(self.env[name])}")
+        self.env_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        return self.env_file
+
     def stop(self) -> None:
         """Stop the children in reverse order, then Redis, each by PID: SIGTERM, then
         SIGKILL once its deadline passed or a second signal asked to hurry. Raises nothing,
@@ -365,6 +412,8 @@ class DevStack:
         # backend"): the supervisor outlived its children by a minute. Collect them now,
         # while Redis still answers.
         gc.collect()
+        with contextlib.suppress(OSError):
+            self.env_file.unlink(missing_ok=True)
         for child in reversed(self.children):
             try:
                 code = stop_process(
@@ -414,11 +463,9 @@ def run_dev(options: DevOptions, settings: Settings) -> int:
             if options.smoke:
                 stack.smoke()
             stack.check_signals()
-            prefix = ""
-            used = stack.env.get("CAPTCHA_TASKS_REDIS_URL", settings.redis_url)
-            if used.replace("127.0.0.1", "localhost") != settings.redis_url:
-                prefix = f"CAPTCHA_TASKS_REDIS_URL={used} "
-            _say(f"up. Try:  {prefix}.venv/bin/celery -A captcha_tasks inspect ping")
+            env_file = stack.write_env_file()
+            _say(f"env     : source {env_file}  (another terminal: the stack's variables)")
+            _say(f"up. Try:  source {env_file} && .venv/bin/celery -A captcha_tasks inspect ping")
             _say("Ctrl-C (or SIGTERM) stops everything; a second one kills what is left.")
             stack.wait()
         except _Stop as stop:

@@ -171,12 +171,19 @@ def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.S
         pids = _stack_pids(run)
         tree = run.note_tree()
         assert len(tree) >= 7, tree  # make, supervisor, redis, sandbox, worker + pool, flower
+        # A second terminal: `source .run/env` is all it needs to talk to the stack.
+        env_file = tmp_path / "run" / "env"
+        assert f"source {env_file}" in out
+        bare = {k: v for k, v in run.env.items() if not k.startswith("CAPTCHA")}
         ping = subprocess.run(
-            [sys.executable, "-m", "celery", "-A", "captcha_tasks", "inspect", "ping", "-t", "5"],
-            cwd=ROOT, env=run.env, capture_output=True, text=True, timeout=60,
+            ["bash", "-c", f"source {shlex.quote(str(env_file))} && exec {sys.executable} "
+             "-m celery -A captcha_tasks inspect ping -t 5"],
+            cwd=ROOT, env=bare, capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert "pong" in ping.stdout
+        # Every child's log is in the run directory, the worker's too (also on the terminal).
+        assert " ready." in (tmp_path / "run" / "logs" / "worker1.log").read_text()
 
         os.killpg(run.pgid, sig)
         left = run.wait_until_gone(GONE_WITHIN)
@@ -188,6 +195,7 @@ def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.S
         for name in ("flower", "worker1", "sandbox"):
             assert re.search(rf"stopped {name} \(pid \d+, exit -?\d+\)", out), out
         assert f"stopped redis-server (pid {pids['redis']})" in out
+        assert not env_file.exists()  # the stack it described is gone
         # One signal (make's copy of a SIGTERM included) is a graceful stop: nothing killed,
         assert "second signal" not in out and "exit -9)" not in out, out
         # and the supervisor exited 0 (else make says "make: *** [...] Error 1").
