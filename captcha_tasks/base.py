@@ -20,7 +20,8 @@ from .errors import (
     TransientSolverError,
     UnknownProxy,
 )
-from .redaction import RedactedTask, mask_url
+from .masking import mask_url
+from .redaction import RedactedTask
 from .settings import Settings, get_settings
 from .solver import SolverClient
 

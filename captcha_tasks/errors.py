@@ -34,7 +34,7 @@ Every error carries ``code`` (the provider's code, e.g. ``"ERROR_NO_SLOT_AVAILAB
 seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied).
 
 No message carries a URL's password: the constructor masks ``scheme://user:pw@`` as
-``scheme://user:***@`` (:func:`captcha_tasks.redaction.mask_urls_in`) before it is
+``scheme://user:***@`` (:func:`captcha_tasks.masking.mask_urls_in`) before it is
 stored, in ``message`` and in ``args`` alike.
 
 The constructor arguments are also ``self.args``: Celery's JSON result backend
@@ -43,6 +43,8 @@ side, so ``AsyncResult.get()`` raises the same type with the same code.
 """
 
 from __future__ import annotations
+
+from .masking import mask_urls_in
 
 __all__ = [
     "BadImage",
@@ -82,8 +84,6 @@ def _masked(message: str) -> str:
     """
     if not isinstance(message, str) or "://" not in message or "@" not in message:
         return message
-    from .redaction import mask_urls_in  # imported on need: it brings Celery's Request
-
     return mask_urls_in(message)
 
 

@@ -44,7 +44,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from .errors import ConfigurationError, ProxyRejected, TargetNotAllowed
-from .redaction import mask_url, mask_urls_in
+from .masking import mask_url, mask_urls_in
 from .settings import Settings
 
 __all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"]

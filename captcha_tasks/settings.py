@@ -19,6 +19,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
+from .masking import mask_url as _mask_url
 
 __all__ = ["PROVIDERS", "Provider", "Settings", "get_settings", "mask_url"]
 
@@ -36,11 +37,9 @@ _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 def mask_url(url: str) -> str:
     """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0`` (for logs and repr).
 
-    :func:`captcha_tasks.redaction.mask_url`: the one masking of URL passwords.
+    :func:`captcha_tasks.masking.mask_url`: the one masking of URL passwords.
     """
-    from .redaction import mask_url as masked  # imported on need: it brings Celery
-
-    return masked(url)
+    return _mask_url(url)
 
 
 def _check_redis_url(name: str, url: str) -> str:

@@ -1,0 +1,103 @@
+"""Masking the passwords of URLs, wherever a text may quote one.
+
+Pure: no Celery, nothing of the package but this. :mod:`.errors` (every message),
+:mod:`.settings` (``captcha-tasks settings``, ``repr``) and :mod:`.redaction` (task
+arguments in events, logs and Flower) all mask through these two functions.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["MASK", "mask_url", "mask_urls_in"]
+
+#: What a secret is shown as.
+MASK = "***"
+
+# The start of a URL: a scheme (RFC 3986) and "://", not inside a longer word.
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _mask_authority(rest: str) -> str:
+    """``rest`` (what follows ``scheme://``) with its password replaced by ``***``.
+
+    The userinfo is what :func:`urllib.parse.urlsplit` takes it to be (up to the last
+    ``@`` before the first ``/``, ``?`` or ``#``), so ``:p@ss@host`` loses ``p@ss``.
+    A password holding ``/``, ``?`` or ``#`` unencoded makes the URL ambiguous
+    (``user:pa/ss@host`` parses as host ``user``, ``u:p@ss/w@host`` as host ``ss``):
+    the mask then runs to a later ``@`` unless what lies before it reads as a path or
+    query (an ``=`` in it, or the ``@`` right after a ``/``, as in ``/@user``). A user
+    name alone (``user@host``) is kept, as in ``user:***@host``.
+    """
+    netloc_end = len(rest)
+    for stop in "/?#":
+        found = rest.find(stop)
+        if 0 <= found < netloc_end:
+            netloc_end = found
+    netloc = rest[:netloc_end]
+    last = rest.rfind("@")
+    if last < 0:
+        return rest
+    between = rest[netloc_end:last]
+    later = last >= netloc_end and "=" not in between and not between.endswith("/")
+    at = netloc.rfind("@")
+    if at >= 0:
+        user, has_password, _ = netloc[:at].partition(":")
+        if not has_password:
+            return rest
+        return f"{user}:{MASK}{rest[last if later else at :]}"
+    host_end = netloc.find("]") + 1 if netloc.startswith("[") else 0  # [::1]:port
+    colon = netloc.find(":", host_end)
+    if colon < 0 or netloc[colon + 1 :].isdigit() or not later:  # host:port/path@...
+        return rest
+    return f"{netloc[:colon]}:{MASK}{rest[last:]}"
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password of its userinfo masked: ``redis://:pw@h:6379/0`` ->
+    ``redis://:***@h:6379/0``, ``https://user:pw@h/p`` -> ``https://user:***@h/p``.
+
+    Everything else is kept as written (host, port, path, query). A string that is not
+    a ``scheme://`` URL is returned as it is.
+    """
+    scheme = _SCHEME.match(url)
+    if scheme is None or "@" not in url:
+        return url
+    return url[: scheme.end()] + _mask_authority(url[scheme.end() :])
+
+
+def _run_end(text: str, begin: int, end: int, quote: str | None) -> int:
+    """Where the URL starting at ``begin`` ends: whitespace, the quote it was opened
+    with (unless escaped), or ``end`` (the next URL)."""
+    i = begin
+    while i < end:
+        char = text[i]
+        if char.isspace() or char == quote:
+            return i
+        i += 2 if char == "\\" and quote is not None else 1
+    return min(i, end)
+
+
+def mask_urls_in(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it masked
+    (``scheme://user:***@``): in messages, reprs and log lines.
+
+    Idempotent; the rest of the text is kept as written. ``user@host`` (no password)
+    and scheme-less ``user:pass@host`` are left to :func:`scrub_text`.
+    """
+    if "://" not in text or "@" not in text:
+        return text
+    starts = list(_SCHEME.finditer(text))
+    out: list[str] = []
+    last = 0
+    for n, match in enumerate(starts):
+        begin = match.end()
+        if begin < last:
+            continue
+        end = starts[n + 1].start() if n + 1 < len(starts) else len(text)
+        before = text[match.start() - 1] if match.start() > 0 else ""
+        stop = _run_end(text, begin, end, before if before in ("'", '"') else None)
+        out += [text[last:begin], _mask_authority(text[begin:stop])]
+        last = stop
+    out.append(text[last:])
+    return "".join(out)
