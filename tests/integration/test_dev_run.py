@@ -95,6 +95,20 @@ class _DevRun:
         return [port for port in self.ports.values() if not port_is_free(port)]
 
 
+#: Run a command with SIGINT and SIGQUIT at their defaults, as a terminal's foreground
+#: job has them. A test session started in the background by a shell without job
+#: control inherits them ignored (POSIX), and so would make: a Ctrl-C would then stop
+#: the supervisor but not make, which is not what a user's terminal does.
+AS_A_TERMINAL_JOB = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.signal(signal.SIGQUIT, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])",
+)
+
+
 @contextlib.contextmanager
 def dev_under_make(tmp_path: Path) -> Iterator[_DevRun]:
     """Start the stack under `make` and yield once it printed "up."; on the way out,
@@ -114,7 +128,7 @@ def dev_under_make(tmp_path: Path) -> Iterator[_DevRun]:
     makefile = tmp_path / "Makefile"
     makefile.write_text(f"run:\n\t{shlex.join(argv)}\n")
     make = subprocess.Popen(
-        ["make", "-s", "-f", str(makefile), "run"],
+        [*AS_A_TERMINAL_JOB, "make", "-s", "-f", str(makefile), "run"],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
