@@ -73,6 +73,8 @@ BATCH_MAX = 50
 PROVIDER_LIMIT_TTL = 60.0
 #: Seconds (scaled) an engine whose key the provider refused stays out of the work.
 KEY_REFUSED_PAUSE = 30.0
+#: Seconds (not scaled) between two log lines about retried provider calls of one engine.
+RETRY_LOG_INTERVAL = 10.0
 
 
 class Completer(Protocol):
@@ -133,6 +135,8 @@ class Engine:
         self.pause_s = settings.scaled(KEY_REFUSED_PAUSE)
         self._paused_until = 0.0
         self._refusal: InvalidApiKey | None = None
+        self._retry_logged_at = -math.inf
+        self._retries_unlogged = 0
         # A claim outlives the longest provider call, so only a dead engine's expires.
         self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
 
@@ -426,6 +430,7 @@ class Engine:
             self.stats.add(f"submit_retry:{exc.code}")
             solve_observer().submitted(job.type, exc)
             delay = self.settings.scaled(exc.retry_after or 5.0)
+            self._log_retry("a submit", exc)
             self._requeue(job, "sending", self.clock() + delay, counter="")
             if isinstance(exc, NoSlotAvailable):
                 # The provider holds fewer captchas of ours than the budget allows:
@@ -459,6 +464,19 @@ class Engine:
             if not ok:
                 self.stats.add("submitted_after_end")
         self._acquire_and_submit()
+
+    def _log_retry(self, what: str, exc: TransientSolverError) -> None:
+        """Say that provider calls are being retried: at most one line per
+        ``RETRY_LOG_INTERVAL`` (a provider that is away must be seen in the log, and a
+        burst of 502s must not flood it)."""
+        now = time.monotonic()
+        if now - self._retry_logged_at < RETRY_LOG_INTERVAL:
+            self._retries_unlogged += 1
+            return
+        more = f" ({self._retries_unlogged} more since the last line)" if (
+            self._retries_unlogged) else ""  # fmt: skip
+        self._retry_logged_at, self._retries_unlogged = now, 0
+        log.warning("engine %s: %s failed, retrying: %s%s", self.name, what, exc, more)
 
     def _record_submitted(
         self, job: Job, captcha_id: str, at: float, first: float, claim_until: float
@@ -517,6 +535,7 @@ class Engine:
             answers = self._get_answers(jobs)
         except TransientSolverError as exc:
             self.stats.add(f"poll_retry:{exc.code}")
+            self._log_retry("a poll", exc)
             later = self._on_tick(
                 now + max(self.settings.scaled(exc.retry_after or 5.0), self.interval)
             )

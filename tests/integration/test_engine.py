@@ -491,3 +491,18 @@ def _engine_settings(redis_url: str, sandbox_url: str) -> Settings:
             "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
         }
     )
+
+
+def test_retried_provider_calls_are_logged_without_flooding(
+    sandbox_factory: Any, make_engines: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A provider that is away is seen in the worker's log (retries were silent), once per
+    interval however many calls fail."""
+    sandbox = sandbox_factory(fail_rate=1.0)  # every request: an HTML 502 page
+    engines, _ = make_engines(sandbox.url)
+    with caplog.at_level("WARNING", logger="captcha_tasks.solving.engine"):
+        _admit(engines[0], 3)
+        wait_until(lambda: sandbox.stats()["requests"] >= 6, timeout=30, what="retried submits")
+    lines = [r.getMessage() for r in caplog.records if "failed, retrying" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert "a submit failed, retrying" in lines[0] and "502" in lines[0]

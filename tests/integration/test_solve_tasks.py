@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import requests
+from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from captcha_tasks import (
     report_solution,
@@ -40,6 +41,29 @@ PNG = base64.b64decode(
 )
 
 
+def _evidence(results: dict[str, Any], sandbox: Any) -> str:
+    """What Redis and the sandbox hold for results that did not come: for a flake."""
+    import redis
+
+    from captcha_tasks.settings import get_settings
+    from captcha_tasks.state import Keys
+
+    settings = get_settings()
+    keys = Keys(settings.key_prefix)
+    lines = [f"sandbox stats: {sandbox.stats()}"]
+    with redis.Redis.from_url(settings.redis_url) as raw:
+        for kind, result in results.items():
+            fields = raw.hgetall(keys.job(result.id))
+            job = {k.decode(): v.decode(errors="replace")[:80]
+                   for k, v in fields.items() if k != b"captcha"}  # fmt: skip
+            meta = (raw.get(f"celery-task-meta-{result.id}") or b"").decode()[:300]
+            lines.append(f"{kind} {result.id}: backend {meta!r}; job {job}")
+        lines.append(f"waiting {raw.zrange(keys.waiting, 0, -1, withscores=True)}")
+        lines.append(f"due {raw.zrange(keys.due, 0, -1, withscores=True)}")
+        lines.append(f"budget {raw.zrange(keys.budget, 0, -1, withscores=True)}")
+    return "\n".join(lines)
+
+
 def _verify(sandbox: Any, token: str) -> dict[str, Any]:
     reply = requests.post(f"{sandbox.url}/siteverify", data={"response": token}, timeout=5)
     return dict(reply.json())
@@ -58,7 +82,10 @@ def test_every_type_solves_with_the_documented_result(
         "geetest": solve_geetest.delay(GT, CHALLENGE, page),
         "hcaptcha": solve_hcaptcha.delay(HCAPTCHA_KEY, page),
     }
-    got = {kind: result.get(timeout=60) for kind, result in results.items()}
+    try:
+        got = {kind: result.get(timeout=60) for kind, result in results.items()}
+    except CeleryTimeoutError:
+        raise AssertionError(_evidence(results, sandbox)) from None
     for kind, result in got.items():
         assert result["type"] == kind
         assert result["source"] == "api"
