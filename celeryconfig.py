@@ -1,7 +1,7 @@
 """The file an operator edits: captcha_tasks' Celery configuration, with your changes.
 
 captcha_tasks' app does not read this file by itself: it loads its configuration from
-inside the package (``captcha_tasks.celeryconfig``), so that no other application's
+inside the package (``captcha_tasks.worker.celeryconfig``), so that no other application's
 ``celeryconfig.py`` can take it over. Point Celery at this one to use it::
 
     celery -A captcha_tasks --config celeryconfig worker

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 from . import errors
-from .app import app
 from .errors import (
     CaptchaTasksError,
     InvalidTaskInput,
@@ -14,9 +13,11 @@ from .errors import (
     SolverError,
     TransientSolverError,
 )
-from .page_tasks import fetch_page, release_session_lock, submit_challenge
 from .settings import Settings, get_settings
-from .tasks import (
+from .version import __version__
+from .worker.app import app
+from .worker.page_tasks import fetch_page, release_session_lock, submit_challenge
+from .worker.solve_tasks import (
     fill_token_pool,
     get_balance,
     ping,
@@ -28,7 +29,6 @@ from .tasks import (
     solve_recaptcha_v3,
     solve_turnstile,
 )
-from .version import __version__
 
 __all__ = [
     "CaptchaTasksError",

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.dev.procs import stop_process, wait_until
-from captcha_tasks.dev.redis_server import RedisServer
+from captcha_tasks.devtools.procs import stop_process, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
 
-pytest_plugins = ["tests.sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Solver timings in tests run this much faster than in production.
@@ -159,7 +159,7 @@ def celery_app(redis_url: str) -> Any:
 
 def worker_env(sandbox_url: str, **extra: str) -> dict[str, str]:
     """Environment for a worker process that talks to the test Redis and ``sandbox_url``."""
-    from captcha_tasks.sandbox import DEV_API_KEY
+    from captcha_tasks.devtools.sandbox import DEV_API_KEY
 
     env = {
         "CAPTCHA_TASKS_REDIS_URL": os.environ["CAPTCHA_TASKS_REDIS_URL"],

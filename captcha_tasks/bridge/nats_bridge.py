@@ -28,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..engine.timing import DEADLINE
 from ..errors import ConfigurationError, InvalidTaskInput, SolveTimeout
 from ..redaction import scrub_text
 from ..settings import Settings, mask_url
-from ..solving.timing import DEADLINE
 from .jobs import TaskCall, failed, jetstream_task_id, parse_job, solved, task_call
 from .pending import Entry, PendingResults, has_state, ready_results
 
@@ -112,7 +112,7 @@ class NatsBridge:
 
     def __init__(self, options: BridgeOptions, settings: Settings, app: Any = None) -> None:
         if app is None:
-            from ..app import app
+            from ..worker.app import app
         self.options = options
         self.settings = settings
         self.app = app

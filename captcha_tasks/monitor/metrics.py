@@ -3,7 +3,7 @@
 **Events** go through a :class:`SolveObserver`. The solve engine (a thread of each
 worker's main process) reports submits, polls and ended solves; solve tasks (prefork
 children) report tokens served from a pool. :func:`solve_observer` is a no-op until
-a worker enables metrics (:mod:`captcha_tasks.metrics_step`, which also sets up
+a worker enables metrics (:mod:`captcha_tasks.worker.metrics_step`, which also sets up
 prometheus_client's multiprocess mode, so what the children count adds up with what
 the main process counts); then it is a :class:`PrometheusObserver`.
 

@@ -15,12 +15,12 @@ from urllib.parse import urlsplit
 
 import redis
 
+from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
+from ..provider import SolverClient
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
-from ..solver import SolverClient
-from ..solving.pool import TokenPool
 from ..state import Keys, state_redis
 
 __all__ = ["broker_queues", "collect", "render"]
@@ -71,7 +71,7 @@ def broker_queues(client: redis.Redis, names: list[str]) -> dict[str, Any]:
     worker but not acknowledged yet (``reserved``, all queues together).
 
     Task messages our app publishes are recorded as unacknowledged from the moment they
-    are queued (:mod:`captcha_tasks.broker`), so the queued ones are taken off kombu's
+    are queued (:mod:`captcha_tasks.worker.broker`), so the queued ones are taken off kombu's
     count: exact while the listed queues are the only ones with a backlog."""
     with client.pipeline(transaction=False) as pipe:
         for name in names:

@@ -4,7 +4,7 @@ A task that logs in (or passes a challenge) leaves cookies that other workers sh
 reuse instead of solving again. Each execution loads the host's shared cookies into
 its own ``requests.Session`` and, when it ends, writes back only what it changed::
 
-    from captcha_tasks.app import app
+    from captcha_tasks import app
     from captcha_tasks.session.cookies import SharedCookiesTask
 
     @app.task(base=SharedCookiesTask, bind=True, name="myproject.fetch")

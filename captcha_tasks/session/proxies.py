@@ -44,8 +44,8 @@ from urllib.parse import quote
 import redis
 
 from ..errors import InvalidTaskInput, NoProxyAvailable, UnknownProxy
+from ..provider.proxy import Proxy, ProxyType
 from ..settings import Settings
-from ..solver.proxy import Proxy, ProxyType
 from ..state import Keys
 from ..state.keys import PROXY_POOL_TTL
 from ..state.scripts import run

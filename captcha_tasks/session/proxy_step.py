@@ -39,8 +39,8 @@ import redis
 import requests
 from celery import Task, bootsteps, signals
 
+from ..provider.proxy import Proxy
 from ..settings import Settings, get_settings
-from ..solver.proxy import Proxy
 from ..state import state_redis
 from .proxies import NoProxyAvailable, ProxyPool, UnknownProxy, masked, proxy_url
 

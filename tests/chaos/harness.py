@@ -43,13 +43,13 @@ import redis
 import requests
 from celery import Celery
 
-from captcha_tasks.dev.procs import free_port, stop_process, wait_until
-from captcha_tasks.dev.redis_server import RedisServer
-from captcha_tasks.sandbox import SandboxServer
+from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
-from tests.secret_scan import redis_dump
+from tests.support.secret_scan import redis_dump
 
 ROOT = Path(__file__).resolve().parents[2]
 TIME_SCALE = 0.05
@@ -134,7 +134,7 @@ def client_app(url: str) -> Celery:
     so it has no result backend, and no ``AsyncResult`` of it talks to Redis (one that
     is collected while Redis is away would block the sender in reconnect retries)."""
     app = Celery("chaos-client", set_as_current=False)
-    app.config_from_object("captcha_tasks.celeryconfig")
+    app.config_from_object("captcha_tasks.worker.celeryconfig")
     app.conf.update(broker_url=url, result_backend=None)
     return app
 

@@ -32,7 +32,7 @@ from captcha_tasks import (
     solve_turnstile,
 )
 from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
-from captcha_tasks.page_tasks import fetch_page
+from captcha_tasks.worker.page_tasks import fetch_page
 from tests.conftest import worker_env
 
 pytestmark = pytest.mark.integration

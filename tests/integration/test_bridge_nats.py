@@ -19,11 +19,11 @@ from typing import Any
 import nats
 import pytest
 
-from captcha_tasks.sandbox import DEV_API_KEY
+from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from tests.conftest import worker_env
 
 pytestmark = pytest.mark.integration
-pytest_plugins = ["tests.nats_fixtures"]
+pytest_plugins = ["tests.support.nats_fixtures"]
 
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"

@@ -29,8 +29,7 @@ from captcha_tasks.errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
-from captcha_tasks.settings import Settings
-from captcha_tasks.solver import (
+from captcha_tasks.provider import (
     Answer,
     Image,
     Proxy,
@@ -41,9 +40,10 @@ from captcha_tasks.solver import (
     make_session,
     shared_session,
 )
-from captcha_tasks.solver import client as client_module
-from tests.provider_double import DEFAULT_KEY as KEY
-from tests.provider_double import ProviderDouble, Scripted
+from captcha_tasks.provider import client as client_module
+from captcha_tasks.settings import Settings
+from tests.support.provider_double import DEFAULT_KEY as KEY
+from tests.support.provider_double import ProviderDouble, Scripted
 
 pytestmark = pytest.mark.integration
 

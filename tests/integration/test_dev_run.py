@@ -28,7 +28,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from captcha_tasks.dev.procs import free_port, port_is_free, stop_process, wait_until
+from captcha_tasks.devtools.procs import free_port, port_is_free, stop_process, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -122,7 +122,14 @@ def dev_under_make(tmp_path: Path) -> Iterator[_DevRun]:
         PYTHONUNBUFFERED="1",
     )
     argv = [
-        *(sys.executable, "-m", "captcha_tasks.cli", "dev", "--run-dir", str(tmp_path / "run")),
+        *(
+            sys.executable,
+            "-m",
+            "captcha_tasks.cli.main",
+            "dev",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ),
         *("--sandbox-port", str(ports["sandbox"]), "--flower-port", str(ports["flower"])),
     ]
     makefile = tmp_path / "Makefile"

@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 import requests
 
-from captcha_tasks.dev.procs import wait_until
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.devtools.sandbox import DEV_API_KEY
+from captcha_tasks.engine import Engine, Job, admit
+from captcha_tasks.engine.timing import FirstPollLearner
 from captcha_tasks.errors import (
     CaptchaTasksError,
     CaptchaUnsolvable,
@@ -21,11 +24,8 @@ from captcha_tasks.errors import (
     SolveTimeout,
     SubmitUncertain,
 )
-from captcha_tasks.sandbox import DEV_API_KEY
+from captcha_tasks.provider import RecaptchaV2, SolverClient
 from captcha_tasks.settings import Settings
-from captcha_tasks.solver import RecaptchaV2, SolverClient
-from captcha_tasks.solving import Engine, Job, admit
-from captcha_tasks.solving.timing import FirstPollLearner
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import STRUCTURE_TTL
 from captcha_tasks.state.scripts import run
@@ -297,7 +297,7 @@ def test_the_first_poll_is_learned_from_recent_solves(redis_url: str) -> None:
 
 def test_a_jobs_proxy_goes_to_the_provider_from_the_pool(make_engines: Any) -> None:
     from captcha_tasks.session.proxies import ProxyPool
-    from tests.provider_double import DEFAULT_KEY, ProviderDouble
+    from tests.support.provider_double import DEFAULT_KEY, ProviderDouble
 
     with ProviderDouble() as provider:
         engines, outcomes = make_engines(provider.base_url, api_key=DEFAULT_KEY)
@@ -500,7 +500,7 @@ def test_retried_provider_calls_are_logged_without_flooding(
     interval however many calls fail."""
     sandbox = sandbox_factory(fail_rate=1.0)  # every request: an HTML 502 page
     engines, _ = make_engines(sandbox.url)
-    with caplog.at_level("WARNING", logger="captcha_tasks.solving.engine"):
+    with caplog.at_level("WARNING", logger="captcha_tasks.engine.loop"):
         _admit(engines[0], 3)
         wait_until(lambda: sandbox.stats()["requests"] >= 6, timeout=30, what="retried submits")
     lines = [r.getMessage() for r in caplog.records if "failed, retrying" in r.getMessage()]

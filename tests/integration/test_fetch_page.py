@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 import redis
 
-from captcha_tasks.dev.procs import wait_until
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import InvalidTaskInput, ProxyRejected, TargetNotAllowed
-from captcha_tasks.page_tasks import fetch_page
+from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
-from captcha_tasks.solver import RecaptchaV2
-from captcha_tasks.solving.pool import TokenPool
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks.worker.page_tasks import fetch_page
 from tests.conftest import worker_env
-from tests.secret_scan import leaks, redis_dump, scan_needles
-from tests.socks_proxy import SocksProxy
+from tests.support.secret_scan import leaks, redis_dump, scan_needles
+from tests.support.socks_proxy import SocksProxy
 
 pytestmark = pytest.mark.integration
 

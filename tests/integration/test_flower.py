@@ -26,15 +26,15 @@ import redis
 import requests
 
 from captcha_tasks import get_balance, report_solution, solve_image, solve_recaptcha_v2
-from captcha_tasks.dev.procs import free_port, stop_process, wait_until
-from captcha_tasks.dev.redis_server import RedisServer
-from captcha_tasks.page_tasks import fetch_page
+from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks.worker.page_tasks import fetch_page
 from tests.conftest import ROOT, worker_env
-from tests.secret_scan import redis_dump
+from tests.support.secret_scan import redis_dump
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

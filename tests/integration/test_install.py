@@ -28,10 +28,10 @@ import pytest
 import requests
 import yaml
 
-from captcha_tasks.cli import LAZY_COMMANDS, main
-from captcha_tasks.cli_errors import EXTRA_OF_MODULE
-from captcha_tasks.dev.procs import free_port, stop_process, wait_until
-from captcha_tasks.dev.redis_server import RedisServer
+from captcha_tasks.cli.errors import EXTRA_OF_MODULE
+from captcha_tasks.cli.main import LAZY_COMMANDS, main
+from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from tests.conftest import WorkerProcess, wait_for_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -55,7 +55,7 @@ import importlib, json, pkgutil, sys
 import click
 from click.testing import CliRunner
 import captcha_tasks
-from captcha_tasks.cli import main
+from captcha_tasks.cli.main import main
 failures = []
 for info in pkgutil.walk_packages(captcha_tasks.__path__, "captcha_tasks."):
     try:
@@ -220,7 +220,7 @@ def check_wheel_contents(wheel: Path, source: Path) -> None:
     modules = {p.relative_to(source).as_posix() for p in package.rglob("*.py")}
     assert modules <= names, sorted(modules - names)
     assert "captcha_tasks/py.typed" in names
-    assert "captcha_tasks/celeryconfig.py" in names  # the app's configuration
+    assert "captcha_tasks/worker/celeryconfig.py" in names  # the app's configuration
     top = {name.split("/")[0] for name in names}
     dist_info = {t for t in top if re.fullmatch(r"captcha_tasks-[^/]+\.dist-info", t)}
     assert len(dist_info) == 1 and top == {"captcha_tasks", *dist_info}, sorted(top)

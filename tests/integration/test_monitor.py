@@ -16,14 +16,14 @@ import pytest
 import requests
 
 from captcha_tasks import solve_image, solve_recaptcha_v2, solve_turnstile
-from captcha_tasks.dev.procs import stop_process, wait_until
+from captcha_tasks.devtools.procs import stop_process, wait_until
+from captcha_tasks.devtools.sandbox import DEV_API_KEY
+from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import CaptchaUnsolvable, InvalidTaskInput
-from captcha_tasks.sandbox import DEV_API_KEY
+from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
-from captcha_tasks.solver import RecaptchaV2
-from captcha_tasks.solving.pool import TokenPool
 from captcha_tasks.state import state_redis
 from tests.conftest import ROOT, worker_env
 
@@ -40,7 +40,9 @@ class Cli:
 
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         script = Path(sys.executable).with_name("captcha-tasks")
-        argv = [str(script)] if script.exists() else [sys.executable, "-m", "captcha_tasks.cli"]
+        argv = (
+            [str(script)] if script.exists() else [sys.executable, "-m", "captcha_tasks.cli.main"]
+        )
         self.proc = subprocess.Popen(
             argv + args,
             cwd=ROOT,

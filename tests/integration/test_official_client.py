@@ -18,7 +18,7 @@ import requests
 import trustme
 from twocaptcha import TwoCaptcha
 
-from captcha_tasks.sandbox import DEV_API_KEY, SandboxServer, image_answer
+from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, image_answer
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +101,7 @@ def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
 CLI = [
     sys.executable,
     "-c",
-    "from captcha_tasks.sandbox.cli import sandbox_command; sandbox_command()",
+    "from captcha_tasks.devtools.sandbox.cli import sandbox_command; sandbox_command()",
 ]
 
 

@@ -23,11 +23,11 @@ import requests
 from celery import Celery, signals
 from click.testing import CliRunner
 
-from captcha_tasks.dev.procs import free_port, wait_until
+from captcha_tasks.cli.proxies import proxies_group
+from captcha_tasks.devtools.procs import free_port, wait_until
 from captcha_tasks.errors import ProxyRejected
-from captcha_tasks.pages import Page, fetch
+from captcha_tasks.session.pages import Page, fetch
 from captcha_tasks.session.proxies import ProxyPool, UnknownProxy, checked_proxy, proxy_url
-from captcha_tasks.session.proxies_cli import proxies_group
 from captcha_tasks.session.proxy_step import (
     PinnedProxyTask,
     ProxyKeeper,
@@ -39,8 +39,8 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
 from tests.conftest import ROOT
-from tests.processes import SpawnPython, python_processes, read_line
-from tests.socks_proxy import SocksProxy
+from tests.support.processes import SpawnPython, python_processes, read_line
+from tests.support.socks_proxy import SocksProxy
 
 pytestmark = pytest.mark.integration
 
@@ -429,7 +429,7 @@ def test_a_task_reports_its_proxy_bad_and_the_worker_moves_on(
         app.close()
 
 
-# -- page fetches through SOCKS proxies (tests/socks_proxy.py, loopback only) ---------
+# -- page fetches through SOCKS proxies (tests/support/socks_proxy.py, loopback only) ---------
 
 SOCKS_USER = "sockuser"
 SOCKS_PASSWORD = "S0cks-Pa55word"

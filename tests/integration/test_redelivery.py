@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.dev.procs import wait_until
+from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.errors import CaptchaUnsolvable
 from tests.conftest import worker_env
 

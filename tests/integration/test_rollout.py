@@ -1,5 +1,5 @@
 """``captcha-tasks rollout`` against a real fleet: 4 ``celery worker`` processes under
-continuous solve load, restarted one at a time by ``tests/fleet_restart.py``."""
+continuous solve load, restarted one at a time by ``tests/support/fleet_restart.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.fleet.control import CeleryControlPlane
+from captcha_tasks.worker.control import CeleryControlPlane
 from tests import fleet_restart
 from tests.conftest import ROOT, worker_env
 
@@ -121,7 +121,7 @@ class Load:
 
 
 def _rollout(fleet: Fleet, version: str, *extra: str) -> tuple[int, dict[str, Any], str]:
-    argv = [sys.executable, "-m", "captcha_tasks.cli", "rollout", "--to", version,
+    argv = [sys.executable, "-m", "captcha_tasks.cli.main", "rollout", "--to", version,
             "--restart", fleet.restart_command(), "--max-unavailable", "1",
             "--drain-timeout", "auto", "--health-check", "balance",
             "--start-timeout", "60", "--health-timeout", "20", "--json", *extra]  # fmt: skip

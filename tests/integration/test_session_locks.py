@@ -21,7 +21,7 @@ from captcha_tasks.session.locks import (
 )
 from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.state import Keys, state_redis
-from tests.processes import SpawnPython, python_processes, read_line
+from tests.support.processes import SpawnPython, python_processes, read_line
 
 pytestmark = pytest.mark.integration
 

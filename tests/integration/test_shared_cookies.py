@@ -21,6 +21,7 @@ from celery import Celery
 from celery.exceptions import Retry
 from click.testing import CliRunner
 
+from captcha_tasks.cli.sessions import sessions_group
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.session.cookies import (
     MAX_TTL,
@@ -29,7 +30,6 @@ from captcha_tasks.session.cookies import (
     SharedCookiesTask,
     StoredCookie,
 )
-from captcha_tasks.session.cookies_cli import sessions_group
 from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.state import Keys
 

@@ -11,8 +11,8 @@ import requests
 from celery import Celery
 
 from captcha_tasks import get_balance, ping
-from captcha_tasks.dev.procs import wait_until
-from captcha_tasks.dev.redis_server import RedisServer
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.errors import InvalidApiKey
 from tests.conftest import worker_env
 
@@ -85,7 +85,7 @@ def test_rediss_url_with_a_private_ca(sandbox: Any, worker_factory: Any, tmp_pat
 
     import trustme
 
-    from tests.tls_proxy import TLSProxy
+    from tests.support.tls_proxy import TLSProxy
 
     ca = trustme.CA()
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import captcha_tasks
-from captcha_tasks import page_tasks
+from captcha_tasks.worker import page_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -26,7 +26,6 @@ from captcha_tasks import (
     solve_recaptcha_v2,
 )
 from captcha_tasks.errors import CaptchaTasksError, ProxyRejected, TargetNotAllowed
-from captcha_tasks.page_tasks import fetch_page, release_session_lock, submit_challenge
 from captcha_tasks.redaction import (
     MASK,
     RedactedRequest,
@@ -38,7 +37,8 @@ from captcha_tasks.redaction import (
     redact_call,
     scrub_text,
 )
-from tests.secret_scan import leaks, scan_needles, url_passwords
+from captcha_tasks.worker.page_tasks import fetch_page, release_session_lock, submit_challenge
+from tests.support.secret_scan import leaks, scan_needles, url_passwords
 
 API_KEY = "Unit0123456789abcdefABCDEF987654"
 REDIS_PASSWORD = "R3disUnitPw"
@@ -227,7 +227,7 @@ def test_positional_names_come_from_the_task_signature() -> None:
 
 # -- URL passwords: mask_url, mask_urls_in, error messages, task arguments -------------
 
-#: Deterministic and bounded, like tests/unit/test_properties.py.
+#: Deterministic and bounded, like tests/unit/provider/test_properties.py.
 PROPS = settings(derandomize=True, database=None, max_examples=300, deadline=None)
 URL_PASSWORD = "Url-Pa55word"
 

@@ -110,7 +110,7 @@ def test_every_url_valued_setting_shows_its_password_masked() -> None:
 def test_the_settings_command_masks_passwords_and_the_api_key(
     settings_env: Callable[..., None], as_json: bool
 ) -> None:
-    from captcha_tasks.cli import main
+    from captcha_tasks.cli.main import main
 
     env = {
         "CAPTCHAAI_API_KEY": KEY,

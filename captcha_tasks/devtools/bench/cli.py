@@ -1,0 +1,149 @@
+"""``captcha-tasks bench``: benchmarks that start their own Redis, sandbox and workers."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from ...cli.errors import require_extra
+from ...errors import CaptchaTasksError
+from .pages import PagesOptions, format_pages_report, run_pages
+from .solve import BenchOptions, format_report, run_bench
+
+__all__ = ["bench_group", "format_report"]
+
+Options = TypeVar("Options", BenchOptions, PagesOptions)
+Decorator = Callable[[Callable[..., None]], Callable[..., None]]
+#: An option of a benchmark: its declarations (space-separated), its type (None: a flag)
+#: and its help.
+Spec = tuple[str, "click.ParamType[Any, Any] | None", str]
+
+
+def _options(defaults: BenchOptions | PagesOptions, *specs: Spec) -> Decorator:
+    """These options, in this order; each one's default (shown in ``--help``) is the field
+    of ``defaults`` that its first declaration names."""
+
+    def decorate(command: Callable[..., None]) -> Callable[..., None]:
+        for decls, kind, text in reversed(specs):
+            names = decls.split()
+            if kind is None:
+                option = click.option(*names, is_flag=True, help=text)
+            else:
+                default = getattr(defaults, names[0].lstrip("-").replace("-", "_"))
+                option = click.option(
+                    *names, default=default, show_default=True, type=kind, help=text
+                )
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _log_dir_option(text: str) -> Decorator:
+    return click.option(
+        "--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help=text
+    )
+
+
+_JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document instead."
+)
+
+
+def _run_and_print(
+    run: Callable[[Options, Callable[[str], None]], dict[str, Any]],
+    options: Options,
+    format_text: Callable[[dict[str, Any]], str],
+    as_json: bool,
+) -> None:
+    """Run a benchmark (progress to stderr), then print its report (text or JSON)."""
+    # CPU times come from psutil (the dev extra): one line before anything starts.
+    require_extra("psutil", "bench")
+    try:
+        report = run(options, lambda m: click.echo(f"[bench] {m}", err=True))
+    except KeyboardInterrupt:
+        click.echo("[bench] interrupted; every process it started is stopped", err=True)
+        sys.exit(130)
+    except (CaptchaTasksError, TimeoutError) as exc:
+        raise click.ClickException(f"{exc} (every process it started is stopped)") from None
+    click.echo(json.dumps(report, indent=2) if as_json else format_text(report))
+
+
+@click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
+def bench_group() -> None:
+    """Benchmarks: each starts its own redis-server, sandbox and workers, and stops them."""
+
+
+@bench_group.command("solve")
+@_options(
+    BenchOptions(),
+    ("--threads", click.IntRange(1, 1000), "T: the plan's threads (sandbox and budget)."),
+    (
+        "--latency",
+        click.FloatRange(min=0.05),
+        "L: real seconds of one solve at the sandbox; time scale = L/15.",
+    ),
+    ("--jitter", click.FloatRange(0.0, 0.95), "Solve times vary by a factor in [1-J, 1+J]."),
+    ("--solves", click.IntRange(1, 100_000), "N: solves measured for captcha_tasks."),
+    ("--workers", click.IntRange(1, 16), "celery worker processes of captcha_tasks."),
+    ("--baseline-solves", click.IntRange(1, 100_000), "Solves measured for the seeds' design."),
+    ("--skip-baseline", None, "Measure captcha_tasks only."),
+    ("--warmup", click.IntRange(0, 1000), "Warm-up solves per design, not measured."),
+    (
+        "--baseline-first-wait",
+        click.FloatRange(min=0.0),
+        "Unscaled seconds the seeds' design sleeps before its first poll "
+        "(their code: 5; PROTOCOL.md advises 15-20 for reCAPTCHA v2).",
+    ),
+)
+@_log_dir_option(
+    "Keep worker, sandbox and Redis logs here (default: a temporary "
+    "directory, removed unless the run fails)."
+)
+@_JSON_OPTION
+def solve_command(as_json: bool, **options: Any) -> None:
+    """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
+    against the seeds' blocking design, each on a fresh Redis and sandbox.
+
+    Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
+    process the run started.
+    """
+    _run_and_print(run_bench, BenchOptions(**options), format_report, as_json)
+
+
+@bench_group.command("pages")
+@_options(
+    PagesOptions(),
+    ("--workers", click.IntRange(1, 16), "celery worker processes (nodes), each -P prefork."),
+    ("--concurrency -c", click.IntRange(1, 64), "Pool size of each worker (celery worker -c)."),
+    ("--pages", click.IntRange(1, 100_000), "Pages enqueued at once per run."),
+    (
+        "--threads",
+        click.IntRange(1, 1000),
+        "T: the plan's threads (sandbox --threads and CAPTCHA_TASKS_THREADS).",
+    ),
+    (
+        "--time-scale",
+        click.FloatRange(min=0.001),
+        "CAPTCHA_TASKS_TIME_SCALE of the sandbox and workers (reCAPTCHA v2: 15 s x this).",
+    ),
+)
+@_log_dir_option(
+    "Keep worker, sandbox and Redis logs here (default: a temporary directory, "
+    "removed unless a run fails, a page fails or sharing spends too many solves)."
+)
+@_JSON_OPTION
+def pages_command(as_json: bool, **options: Any) -> None:
+    """Pages behind a reCAPTCHA challenge: fetch_page with shared cookies and the session
+    lock, against fetch_page(isolated=True), each run on a fresh Redis, sandbox and
+    demo site: pages fetched, solves spent, wall time, worker CPU per page.
+
+    Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
+    process the run started.
+    """
+    _run_and_print(run_pages, PagesOptions(**options), format_pages_report, as_json)

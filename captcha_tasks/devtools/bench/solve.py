@@ -1,0 +1,484 @@
+"""The solve benchmark: our design and the seeds' design against the sandbox.
+
+Each design runs in the same invocation against its own fresh ``redis-server``
+and its own fresh sandbox process (``captcha-tasks sandbox``), with real
+``celery worker`` processes:
+
+1. start the workers and wait until each logs `` ready.``; warm up with a few
+   solves; zero the sandbox's counters; note CPU times (psutil);
+2. enqueue N reCAPTCHA v2 solves with ``.delay()`` from this process, as fast as
+   it can, each with its own pageurl;
+3. record when each result lands in the result backend (a pattern subscription
+   to the backend's ``celery-task-meta-*`` channels, which Celery publishes on
+   every stored state), until all are in or the deadline passes;
+4. read CPU times, ``GET /stats`` and ``GET /admin/captchas`` (each captcha's
+   submit, ready and first-answered times at the sandbox), stop every process.
+
+Every timing is in epoch seconds of this machine's clock; the sandbox reports its
+per-captcha times the same way, so "ready at the sandbox" and "result stored"
+compare directly. ``CAPTCHA_TASKS_TIME_SCALE`` is ``L / 15``: the sandbox's
+reCAPTCHA v2 solve (15 s documented) takes ``L`` seconds, and every client
+default (first-poll wait, poll interval, deadlines) shrinks in proportion.
+
+:func:`run_bench` points ``captcha_tasks.app`` at its private Redis through the
+environment: call it once per process, before anything has used the app. The
+processes live in :mod:`.stack`, the figures are computed in :mod:`.metrics`, the
+report's table is laid out by :mod:`.report`.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import redis
+import requests
+
+from ...engine.timing import POLL_INTERVAL
+from ...errors import CaptchaTasksError
+from . import seed_design
+from .metrics import Outcome, solve_metrics
+from .report import Cell, Row, cpu_rows, field, fields, joined, render_report, section
+from .stack import (
+    DOCUMENTED_V2_SECONDS,
+    Processes,
+    passed_environment,
+    start_stack,
+    start_workers,
+)
+
+__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "format_report", "run_bench"]
+
+#: A well-formed reCAPTCHA v2 sitekey (40 characters; Google's public demo key).
+SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+_TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
+
+Progress = Callable[[str], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchOptions:
+    #: T: the plan's threads (sandbox ``--threads`` and ``CAPTCHA_TASKS_THREADS``).
+    threads: int = 50
+    #: L: real seconds of one reCAPTCHA v2 solve at the sandbox (before jitter).
+    latency: float = 2.0
+    #: Each solve takes L times a uniform factor in [1 - jitter, 1 + jitter].
+    jitter: float = 0.3
+    #: N: solves measured for our design.
+    solves: int = 300
+    #: ``celery worker`` processes of our app (default prefork concurrency each).
+    workers: int = 2
+    #: Solves measured for the seeds' design.
+    baseline_solves: int = 40
+    skip_baseline: bool = False
+    #: Warm-up solves per design before the counters are zeroed (imports, connections,
+    #: scripts; for ours also enough solves for the first-poll learner to start).
+    warmup: int = 10
+    #: The seeds' design runs one prefork worker with this concurrency.
+    baseline_concurrency: int = 4
+    #: Unscaled seconds the baseline sleeps before its first poll (the seeds' code: 5).
+    baseline_first_wait: float = seed_design.SEED_POLL_WAIT
+    #: Where worker, sandbox and Redis logs go; None: a temporary directory, kept on failure.
+    log_dir: Path | None = None
+
+    @property
+    def time_scale(self) -> float:
+        return self.latency / DOCUMENTED_V2_SECONDS
+
+
+@dataclasses.dataclass
+class DesignRun:
+    """What one design's run measured (``metrics``: flat, JSON-ready, None when n/a)."""
+
+    name: str
+    label: str
+    metrics: dict[str, Any]
+
+
+# -- measuring ------------------------------------------------------------------------
+
+
+class ResultWatcher:
+    """When each task's final state was stored: subscribes to the result backend's
+    ``celery-task-meta-*`` channels (the Redis backend publishes every state it stores)."""
+
+    def __init__(self, url: str) -> None:
+        self._client = redis.Redis.from_url(url, socket_connect_timeout=5)
+        self._pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+        self._cond = threading.Condition()
+        self.outcomes: dict[str, Outcome] = {}
+        #: How many times each state was stored, any task (e.g. RETRY: tasks retried).
+        self.states: collections.Counter[str] = collections.Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-results", daemon=True)
+
+    def start(self) -> ResultWatcher:
+        self._pubsub.psubscribe("celery-task-meta-*")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the subscription is live once confirmed
+            message = self._pubsub.get_message(timeout=1.0)
+            if message and message["type"] == "psubscribe":
+                break
+        else:
+            raise CaptchaTasksError("could not subscribe to the result backend's channels")
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                message = self._pubsub.get_message(timeout=0.2)
+            except (redis.RedisError, OSError):
+                if self._stop.is_set():
+                    return
+                raise
+            if not message or message["type"] != "pmessage":
+                continue
+            at = time.time()
+            try:
+                meta = json.loads(message["data"])
+            except (TypeError, ValueError):
+                continue
+            if not isinstance(meta, dict):
+                continue
+            self.states[str(meta.get("status"))] += 1
+            if meta.get("status") not in _TERMINAL or not meta.get("task_id"):
+                continue
+            with self._cond:
+                self.outcomes.setdefault(
+                    str(meta["task_id"]), Outcome(at, meta["status"], meta.get("result"))
+                )
+                self._cond.notify_all()
+
+    def wait(self, task_ids: Sequence[str], deadline: float) -> None:
+        """Until every one of ``task_ids`` ended, or ``deadline`` (monotonic) passes."""
+        pending = set(task_ids)
+        with self._cond:
+            while True:
+                pending -= self.outcomes.keys()
+                left = deadline - time.monotonic()
+                if not pending or left <= 0:
+                    return
+                self._cond.wait(min(left, 0.5))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        with contextlib.suppress(Exception):
+            self._pubsub.close()
+        self._client.close()
+
+
+# -- one design -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Design:
+    name: str
+    label: str
+    tasks: int
+    #: (log name, argv) of each worker process.
+    workers: list[tuple[str, list[str]]]
+    #: Prepare this process as a client of ``redis_url``; returns the results' Redis URL
+    #: and a function that enqueues one solve for a pageurl and returns its task id.
+    client: Callable[[str], tuple[str, Callable[[str], str]]]
+    #: Extra per-task figures read from Redis after the run (task id -> epoch seconds).
+    admitted: Callable[[Sequence[str]], dict[str, float]] | None = None
+    #: Seconds after the enqueue of the last solve when waiting gives up.
+    deadline: float = 60.0
+
+
+def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
+    stack = start_stack(
+        procs, design.name, threads=opts.threads, time_scale=opts.time_scale, jitter=opts.jitter
+    )
+    sandbox_url = stack.sandbox_url
+    say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
+    results_url, enqueue = design.client(stack.redis.url)
+    workers = start_workers(procs, design.workers, stack.env)
+    pools = [size for _, size in workers]
+    say(f"{design.label}: {len(workers)} worker(s) ready (pool sizes {pools})")
+    watcher = ResultWatcher(results_url).start()
+    try:
+        stamp = f"{int(time.time() * 1000)}"
+        warm = [enqueue(f"https://example.com/bench/{design.name}/warmup/{stamp}/{i}")
+                for i in range(opts.warmup)]  # fmt: skip
+        watcher.wait(warm, time.monotonic() + 60)
+        bad = [t for t in warm if t not in watcher.outcomes or
+               watcher.outcomes[t].status != "SUCCESS"]  # fmt: skip
+        if bad:
+            raise CaptchaTasksError(
+                f"{design.label}: {len(bad)} of {len(warm)} warm-up solves did not succeed; "
+                f"logs in {procs.log_dir}"
+            )
+        requests.post(f"{sandbox_url}/admin/reset", timeout=5).raise_for_status()
+        probe = stack.cpu_probe(workers)
+        before = probe.read()
+        say(f"{design.label}: enqueueing {design.tasks} solves")
+        enqueued: dict[str, float] = {}
+        for i in range(design.tasks):
+            at = time.time()
+            enqueued[enqueue(f"https://example.com/bench/{design.name}/{stamp}/{i}")] = at
+        enqueue_end = time.time()
+        watcher.wait(list(enqueued), time.monotonic() + design.deadline)
+        after = probe.read()
+        outcomes = dict(watcher.outcomes)
+    finally:
+        watcher.stop()
+    stats = requests.get(f"{sandbox_url}/stats", timeout=10).json()
+    captchas = requests.get(f"{sandbox_url}/admin/captchas", timeout=30).json()["captchas"]
+    admitted = design.admitted(list(enqueued)) if design.admitted else None
+    procs.stop([p for p, _ in workers])
+    metrics = solve_metrics(
+        threads=opts.threads,
+        latency=opts.latency,
+        tasks=design.tasks,
+        enqueued=enqueued,
+        enqueue_end=enqueue_end,
+        outcomes=outcomes,
+        captchas=captchas,
+        stats=stats,
+        cpu={k: after[k] - before[k] for k in after},
+        admitted=admitted,
+    )
+    metrics["workers"] = len(workers)
+    metrics["concurrency"] = pools
+    say(
+        f"{design.label}: {metrics['completed']}/{design.tasks} solved in "
+        f"{metrics['makespan_seconds']} s"
+    )
+    return DesignRun(design.name, design.label, metrics)
+
+
+def _ours(opts: BenchOptions) -> _Design:
+    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+        # Point captcha_tasks.app (configured lazily from the environment) at this run.
+        os.environ.update(
+            CAPTCHA_TASKS_REDIS_URL=redis_url,
+            CAPTCHA_TASKS_SOLVER_URL="http://127.0.0.1:9",  # the client never calls it
+            CAPTCHA_TASKS_THREADS=str(opts.threads),
+            CAPTCHA_TASKS_TIME_SCALE=repr(opts.time_scale),
+        )
+        for name in ("CAPTCHA_TASKS_BROKER_URL", "CAPTCHA_TASKS_RESULT_BACKEND",
+                     "CAPTCHA_TASKS_STATE_URL"):  # fmt: skip
+            os.environ.pop(name, None)
+        from ...settings import get_settings
+
+        get_settings.cache_clear()
+        from ... import app, solve_recaptcha_v2
+
+        if app.conf.broker_url != redis_url or app.conf.result_backend != redis_url:
+            raise CaptchaTasksError(
+                "captcha_tasks.app was configured before the benchmark set its environment: "
+                "run the benchmark in a fresh process"
+            )
+
+        def enqueue(pageurl: str) -> str:
+            return str(solve_recaptcha_v2.delay(SITEKEY, pageurl).id)
+
+        return redis_url, enqueue
+
+    def admitted(task_ids: Sequence[str]) -> dict[str, float]:
+        from ...settings import get_settings
+        from ...state import Keys, state_redis
+
+        settings = get_settings()
+        keys = Keys(settings.key_prefix)
+        pipe = state_redis(settings).pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hget(keys.job(task_id), "enqueued_at")
+        return {t: float(v) for t, v in zip(task_ids, pipe.execute(), strict=True) if v}
+
+    workers = [
+        (f"ours-worker{i}",
+         [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", f"bench{i}@%h",
+          "-l", "INFO"])
+        for i in range(1, opts.workers + 1)
+    ]  # fmt: skip
+    slots = opts.threads
+    estimate = math.ceil(opts.solves / slots) * (
+        opts.latency * (1 + opts.jitter) + POLL_INTERVAL * opts.time_scale
+    )
+    return _Design(
+        name="ours",
+        label="captcha_tasks",
+        tasks=opts.solves,
+        workers=workers,
+        client=client,
+        admitted=admitted,
+        deadline=30 + 2 * (estimate + opts.latency),
+    )
+
+
+def _seeds(opts: BenchOptions) -> _Design:
+    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+        from ...settings import Settings
+
+        seed_design.configure(Settings(redis_url=redis_url))
+        task = seed_design.solve_recaptcha_v2
+
+        def enqueue(pageurl: str) -> str:
+            return str(task.delay(SITEKEY, pageurl, first_wait=opts.baseline_first_wait).id)
+
+        return seed_design.seed_redis_url(redis_url), enqueue
+
+    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks.devtools.bench.seed_design",
+            "worker", "-P", "prefork", "-c", str(opts.baseline_concurrency), "-n", "seed1@%h",
+            "-l", "INFO"]  # fmt: skip
+    slots = min(opts.baseline_concurrency, opts.threads)
+    per_solve = opts.time_scale * max(opts.baseline_first_wait, seed_design.SEED_POLL_WAIT) + (
+        opts.latency * (1 + opts.jitter)
+    )
+    estimate = math.ceil(opts.baseline_solves / slots) * per_solve
+    return _Design(
+        name="seeds",
+        label="seeds' design",
+        tasks=opts.baseline_solves,
+        workers=[("seeds-worker1", argv)],
+        client=client,
+        deadline=30 + 2 * (estimate + opts.latency),
+    )
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]:
+    """Run both designs (ours first) and return parameters, wall time and each design's
+    metrics. Stops every process it started, on errors and Ctrl-C/SIGTERM too."""
+    say = say or (lambda message: None)
+    started = time.monotonic()
+    procs = Processes.logging_to(opts.log_dir, "captcha-tasks-bench-")
+    saved_env = dict(os.environ)
+    designs = [_ours(opts)] + ([] if opts.skip_baseline else [_seeds(opts)])
+    succeeded = False
+    try:
+        runs = procs.run_each([partial(_run_design, d, opts, say=say) for d in designs])
+        succeeded = True
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        if opts.log_dir is None and succeeded:
+            shutil.rmtree(procs.log_dir, ignore_errors=True)
+        elif not succeeded:
+            say(f"logs kept in {procs.log_dir}")
+    return {
+        "parameters": {
+            "threads": opts.threads,
+            "latency": opts.latency,
+            "jitter": opts.jitter,
+            "solves": opts.solves,
+            "baseline_solves": 0 if opts.skip_baseline else opts.baseline_solves,
+            "time_scale": round(opts.time_scale, 6),
+            "workers": opts.workers,
+            "baseline_concurrency": opts.baseline_concurrency,
+            "baseline_first_wait": opts.baseline_first_wait,
+            "warmup": opts.warmup,
+            "target_solves_per_second": round(opts.threads / opts.latency, 3),
+            "cpus": os.cpu_count(),
+            "environment": passed_environment(saved_env),
+        },
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "designs": {run.name: {"label": run.label, **run.metrics} for run in runs},
+    }
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def _p50_p95(key: str) -> Cell:
+    return fields(f"{key}_p50", f"{key}_p95", spec=".3f")
+
+
+def _pools(m: Mapping[str, Any]) -> str:
+    sizes = {str(size) for size in m["concurrency"]}
+    pools = sizes.pop() if len(sizes) == 1 else "/".join(map(str, m["concurrency"]))
+    return f"{m['workers']} x {pools}"
+
+
+_ROWS: list[Row] = [
+    section("throughput"),
+    Row("solved / tasks", fields("completed", "tasks")),
+    Row("failures (task raised)", field("failures", "d")),
+    Row("not finished by the deadline", field("unfinished", "d")),
+    Row("makespan, first enqueue -> last result (s)", field("makespan_seconds", ".2f")),
+    Row("solves per second", field("solves_per_second", ".2f")),
+    # Steady state: while requests waited for a thread, the share of the plan's
+    # thread-seconds the provider spent solving. 1.0 = every thread busy all the time.
+    Row(
+        "throughput / (T/L), steady state (backlog waiting)",
+        field("sandbox_utilisation_backlogged", ".3f"),
+    ),
+    Row(
+        "throughput / (T/L), whole run incl. ramp-up and tail",
+        field("fraction_of_t_over_l", ".3f"),
+    ),
+    Row(
+        "  bound for the whole run: zero overhead, same latencies",
+        field("ideal_fraction_for_these_latencies", ".3f"),
+    ),
+    Row("sandbox utilisation (solver s / (T x makespan))", field("sandbox_utilisation", ".3f")),
+    section("time (s; p50 / p95)"),
+    Row("enqueue all N tasks (s)", field("enqueue_seconds", ".3f")),
+    Row(
+        "first enqueue -> 1st / T-th submit (s)",
+        fields("first_submit_seconds", "t_th_submit_seconds", spec=".3f"),
+    ),
+    Row("end to end - solver latency, p50 / p95 (s)", _p50_p95("e2e_minus_latency")),
+    Row("  enqueue -> submitted at the sandbox, p50 / p95 (s)", _p50_p95("enqueue_to_submit")),
+    Row("  enqueue -> admitted (ours: job record), p50 / p95 (s)", _p50_p95("enqueue_to_admitted")),
+    Row(
+        "  slot refill gap (thread freed -> next submit), p50 / p95 (s)",
+        _p50_p95("slot_refill_gap"),
+    ),
+    Row(
+        "result later than in a zero-overhead schedule, p50 / p95 (s)",
+        _p50_p95("lateness_vs_ideal"),
+    ),
+    Row("collection delay (ready -> result stored), p50 / p95 (s)", _p50_p95("collection_delay")),
+    Row("  ready -> answered by res.php, p50 / p95 (s)", _p50_p95("ready_to_answered")),
+    Row("  answered -> result stored, p50 / p95 (s)", _p50_p95("answered_to_result")),
+    Row("mean solver latency at the sandbox", field("solver_latency_mean", ".3f")),
+    section("provider traffic"),
+    Row("res.php polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
+    Row(
+        "times a captcha was asked for (mean / max)",
+        joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
+    ),
+    Row("submits per task", field("submits_per_task", ".3f")),
+    Row("duplicates", field("duplicates", "d")),
+    Row("no_slot answers", field("no_slot", "d")),
+    Row("max in flight / T", fields("max_in_flight", "threads")),
+    *cpu_rows("solve"),
+    Row("workers x pool size", _pools),
+]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a text table: one column per design."""
+    p = report["parameters"]
+    intro = [
+        f"captcha-tasks bench solve: T={p['threads']} threads, L={p['latency']} s "
+        f"(jitter {p['jitter']}), T/L={p['target_solves_per_second']} solves/s, "
+        f"time scale {p['time_scale']} (= L/15 s)",
+        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency), "
+        f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
+        f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
+        f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
+    ]
+    lines = render_report(intro, p["environment"], _ROWS, list(report["designs"].values()))
+    lines.append("")
+    lines.append(f"wall time: {report['wall_seconds']} s")
+    return "\n".join(lines)

@@ -1,0 +1,292 @@
+"""The benchmarks' processes: redis-server, sandbox and celery workers, each in its own
+session with its own log, stopped by PID; and their CPU time (psutil, of the dev extra,
+imported only when measured)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import TypeVar
+
+import requests
+
+from ...errors import CaptchaTasksError
+from ..procs import free_port, stop_process, wait_until
+from ..redis_server import RedisServer
+from ..sandbox import DEV_API_KEY
+
+__all__ = [
+    "DECIDED",
+    "DOCUMENTED_V2_SECONDS",
+    "CpuProbe",
+    "Processes",
+    "Stack",
+    "passed_environment",
+    "start_sandbox",
+    "start_stack",
+    "start_workers",
+    "terminate_on_sigterm",
+]
+
+#: Documented reCAPTCHA v2 solve time (PROTOCOL.md): a run's time scale maps it onto the
+#: sandbox's latency.
+DOCUMENTED_V2_SECONDS = 15.0
+#: Settings a run decides; anything else set in the environment is passed through to the
+#: workers and shown in the report.
+DECIDED: tuple[str, ...] = (
+    "CAPTCHA_TASKS_REDIS_URL",
+    "CAPTCHA_TASKS_BROKER_URL",
+    "CAPTCHA_TASKS_RESULT_BACKEND",
+    "CAPTCHA_TASKS_STATE_URL",
+    "CAPTCHA_TASKS_SOLVER_URL",
+    "CAPTCHA_TASKS_PROVIDER",
+    "CAPTCHA_TASKS_THREADS",
+    "CAPTCHA_TASKS_TIME_SCALE",
+    "CAPTCHAAI_API_KEY",
+)
+
+_CONCURRENCY_RE = re.compile(r"concurrency:\s*(\d+)")
+
+T = TypeVar("T")
+
+
+class Processes:
+    """The child processes of a run, each in its own session; stopped by PID."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.redis_servers: list[RedisServer] = []
+
+    @classmethod
+    def logging_to(cls, log_dir: Path | None, prefix: str) -> Processes:
+        """Processes that log to ``log_dir``, or (None) to a new temporary directory
+        named ``prefix...``; the directory is created."""
+        path = log_dir or Path(tempfile.mkdtemp(prefix=prefix))
+        path.mkdir(parents=True, exist_ok=True)
+        return cls(path)
+
+    def run_each(self, runs: Iterable[Callable[[Processes], T]]) -> list[T]:
+        """Each of ``runs`` in turn, and what each returned. Every process a run started
+        is stopped after it, and on errors and Ctrl-C/SIGTERM too."""
+        results = []
+        try:
+            with terminate_on_sigterm():
+                for run in runs:
+                    try:
+                        results.append(run(self))
+                    finally:
+                        self.stop_all()
+        finally:
+            self.stop_all()
+        return results
+
+    def spawn(self, name: str, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+        with (self.log_dir / f"{name}.log").open("ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C reaches the harness only; it stops these
+            )
+        self.children.append((name, proc))
+        return proc
+
+    def log(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def redis(self) -> RedisServer:
+        server = RedisServer(data_dir=self.log_dir / f"redis{len(self.redis_servers) + 1}")
+        self.redis_servers.append(server)
+        return server.start()
+
+    def stop(self, procs: Sequence[subprocess.Popen[bytes]], timeout: float = 20.0) -> None:
+        """Stop these children (warm shutdown first), in parallel, by PID."""
+        threads = [
+            threading.Thread(target=stop_process, args=(p,), kwargs={"timeout": timeout,
+                             "group": True}, daemon=True)
+            for p in procs
+        ]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout + 15)
+        self.children = [(n, p) for n, p in self.children if p not in procs]
+
+    def stop_all(self) -> None:
+        self.stop([p for _, p in reversed(self.children)])
+        for server in reversed(self.redis_servers):
+            with contextlib.suppress(Exception):
+                server.stop()
+        self.redis_servers.clear()
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C, so every ``finally`` stops what it started."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def start_sandbox(procs: Processes, name: str, args: Sequence[str]) -> tuple[str, int]:
+    """Start ``captcha-tasks sandbox`` on a free port with ``args``; its URL and PID once
+    ``/healthz`` answers."""
+    port = free_port()
+    argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port), *args]
+    proc = procs.spawn(name, argv, os.environ)
+    url = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise CaptchaTasksError(f"the sandbox exited ({proc.returncode}):\n{procs.log(name)}")
+        return requests.get(f"{url}/healthz", timeout=1).ok
+
+    wait_until(ready, timeout=30, what="the sandbox")
+    return url, proc.pid
+
+
+def start_workers(
+    procs: Processes, argvs: Sequence[tuple[str, list[str]]], env: Mapping[str, str]
+) -> list[tuple[subprocess.Popen[bytes], int | None]]:
+    """Start the workers, wait until each logs " ready."; (process, pool size) each."""
+    started = [(name, procs.spawn(name, argv, env)) for name, argv in argvs]
+
+    def all_ready() -> bool:
+        for name, proc in started:
+            if proc.poll() is not None:
+                raise CaptchaTasksError(f"{name} exited ({proc.returncode}):\n{procs.log(name)}")
+        return all(" ready." in procs.log(name) for name, _ in started)
+
+    wait_until(all_ready, timeout=90, interval=0.2, what="the workers to be ready")
+    out = []
+    for name, proc in started:
+        found = _CONCURRENCY_RE.search(procs.log(name))
+        out.append((proc, int(found.group(1)) if found else None))
+    return out
+
+
+def _cpu(pid: int, *, tree: bool = True) -> float:
+    """User + system CPU seconds of ``pid`` and (``tree``) its live descendants."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
+
+    try:
+        root = psutil.Process(pid)
+        members = [root, *root.children(recursive=True)] if tree else [root]
+    except psutil.NoSuchProcess:
+        return 0.0
+    total = 0.0
+    for member in members:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = member.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def _machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
+
+    times = psutil.cpu_times()
+    idle = times.idle + getattr(times, "iowait", 0.0)
+    total = float(sum(times))
+    return total - idle, total
+
+
+@dataclasses.dataclass
+class CpuProbe:
+    """CPU seconds so far of the workers (with their pool children), other processes by
+    name, this harness, and the machine (``machine_busy`` of ``machine_total``)."""
+
+    workers: list[int]
+    others: dict[str, int]
+
+    def read(self) -> dict[str, float]:
+        out = {"workers": sum(_cpu(pid) for pid in self.workers)}
+        out.update({name: _cpu(pid) for name, pid in self.others.items()})
+        out["harness"] = _cpu(os.getpid(), tree=False)
+        out["machine_busy"], out["machine_total"] = _machine_busy()
+        return out
+
+
+def passed_environment(
+    environ: Mapping[str, str], decided: Sequence[str] = DECIDED
+) -> dict[str, str]:
+    """The ``CAPTCHA_TASKS_*`` settings of ``environ`` that a run passes through to its
+    workers: those it does not decide."""
+    return {k: v for k, v in environ.items() if k.startswith("CAPTCHA_TASKS_") and k not in decided}
+
+
+@dataclasses.dataclass
+class Stack:
+    """One run's fresh redis-server and sandbox, and the environment of its workers."""
+
+    redis: RedisServer
+    sandbox_url: str
+    sandbox_pid: int
+    env: dict[str, str]
+
+    def cpu_probe(self, workers: Sequence[tuple[subprocess.Popen[bytes], int | None]]) -> CpuProbe:
+        """A probe of these workers (as :func:`start_workers` returns them), the
+        redis-server and the sandbox."""
+        return CpuProbe(
+            [p.pid for p, _ in workers],
+            {"redis": self.redis.proc.pid if self.redis.proc else 0, "sandbox": self.sandbox_pid},
+        )
+
+
+def start_stack(
+    procs: Processes,
+    name: str,
+    *,
+    threads: int,
+    time_scale: float,
+    jitter: float,
+    sandbox_args: Sequence[str] = (),
+    decided: Sequence[str] = DECIDED,
+    env: Mapping[str, str] | None = None,
+) -> Stack:
+    """Start the run ``name``'s redis-server and its sandbox (T ``threads``, reCAPTCHA v2
+    in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, then ``sandbox_args``).
+    The workers' environment: this process's without the ``decided`` settings, pointed
+    at both, with the same threads and time scale, then ``env``."""
+    redis_server = procs.redis()
+    args = ["--threads", str(threads), "--time-scale", repr(time_scale),
+            "--jitter", repr(jitter), "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
+            *sandbox_args]  # fmt: skip
+    sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", args)
+    worker_env = {k: v for k, v in os.environ.items() if k not in decided}
+    worker_env.update(
+        CAPTCHA_TASKS_REDIS_URL=redis_server.url,
+        CAPTCHA_TASKS_SOLVER_URL=sandbox_url,
+        CAPTCHA_TASKS_PROVIDER="captchaai",
+        CAPTCHAAI_API_KEY=DEV_API_KEY,
+        CAPTCHA_TASKS_THREADS=str(threads),
+        CAPTCHA_TASKS_TIME_SCALE=repr(time_scale),
+        PYTHONUNBUFFERED="1",
+    )
+    worker_env.update(env or {})
+    return Stack(redis_server, sandbox_url, sandbox_pid, worker_env)

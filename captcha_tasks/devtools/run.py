@@ -1,0 +1,478 @@
+"""``captcha-tasks dev`` (what ``make run`` starts): the whole product on one machine.
+
+Starts, in order, a local ``redis-server`` (only if ``CAPTCHA_TASKS_REDIS_URL`` is
+unreachable), the solver sandbox, a Celery worker and Flower; waits until each
+answers; prints where each listens; runs a smoke round trip; then waits. Ctrl-C
+or SIGTERM stops them in reverse order, by PID, and nothing is left behind; a second
+signal during that stop kills what is left instead of waiting for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import redis
+import requests
+from celery import Celery
+from celery.exceptions import TimeoutError as CeleryTimeoutError
+
+from ..settings import Settings, mask_url
+from .procs import free_port, port_is_free, stop_process, wait_until
+from .redis_server import RedisServer
+
+__all__ = ["DevOptions", "run_dev"]
+
+#: Solver time scale of the dev stack unless CAPTCHA_TASKS_TIME_SCALE says otherwise.
+DEV_TIME_SCALE = 0.2
+#: A well-formed reCAPTCHA v2 sitekey for the start-up round trip (the sandbox's).
+SMOKE_SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+#: Signals closer together than this are one request to stop: ``make`` passes the SIGTERM
+#: it gets on to its child, so one ``kill -TERM -<pgid>`` reaches the supervisor twice
+#: within milliseconds. Only a signal that comes later means "hurry".
+SAME_REQUEST_SECONDS = 0.5
+
+
+@dataclass
+class DevOptions:
+    workers: int = 1
+    concurrency: int = 2
+    sandbox_port: int = 8765
+    demo_port: int = 8766
+    flower_port: int = 5555
+    time_scale: float | None = None
+    sandbox_threads: int = 5
+    run_dir: Path = field(default_factory=lambda: Path(".run"))
+    smoke: bool = True
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    stop_timeout: float = 10.0
+
+
+class _Stop(BaseException):
+    """Raised by :meth:`DevStack.check_signals` (never by the signal handler) to leave the
+    start-up or the wait. A BaseException, so that ``wait_until``, which treats an
+    ``Exception`` from its predicate as "not yet", lets it through."""
+
+
+class _Signals:
+    """SIGINT and SIGTERM as they arrive: the handler only records them.
+
+    A handler that raises does so in whatever the main thread is doing: a second signal
+    (``make`` passes SIGTERM on; people press Ctrl-C twice) landed in the stop sequence,
+    in ``proc.wait()`` while Flower was stopping, and the supervisor died with the worker,
+    the sandbox and Redis still running. So the supervisor looks at :attr:`first` between
+    steps and in its wait loops, and the stop sequence asks :attr:`hurry`, which a later
+    signal sets, whether to kill what is left at once.
+    """
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.hurry = False
+        self._first_at = 0.0
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        now = time.monotonic()
+        if self.first is None:
+            self.first, self._first_at = signal.Signals(signum).name, now
+        elif now - self._first_at >= SAME_REQUEST_SECONDS:
+            self.hurry = True
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        sigs = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self._handle) for sig in sigs}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def _say(message: str) -> None:
+    print(f"[captcha-tasks dev] {message}", flush=True)
+
+
+def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
+    """Copy a child's output to its log file and to our terminal, line by line."""
+    terminal: IO[bytes] | None = sys.stdout.buffer
+    with stream, log:
+        for line in iter(stream.readline, b""):
+            log.write(line)
+            log.flush()
+            if terminal is not None:
+                try:
+                    terminal.write(line)
+                    terminal.flush()
+                except (OSError, ValueError):  # the terminal went away: the file goes on
+                    terminal = None
+
+
+def _redis_reachable(url: str) -> bool:
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1) as conn:
+            return bool(conn.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _pick_port(preferred: int) -> int:
+    return preferred if preferred and port_is_free(preferred) else free_port()
+
+
+class DevStack:
+    """The processes of one ``captcha-tasks dev`` run."""
+
+    def __init__(
+        self, options: DevOptions, settings: Settings, signals: _Signals | None = None
+    ) -> None:
+        self.options = options
+        self.settings = settings
+        #: None: nothing interrupts the start-up and ``stop()`` always takes its time.
+        self.signals = signals
+        self._hurry_said = False
+        self.children: list[_Child] = []
+        self.redis: RedisServer | None = None
+        self.env = dict(os.environ)
+        self.log_dir = options.run_dir / "logs"
+
+    def _spawn(self, name: str, argv: list[str], *, to_terminal: bool = False) -> _Child:
+        """Start a child with its output in ``.run/logs/NAME.log`` (and, ``to_terminal``,
+        on our terminal as well)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        out = log_path.open("ab")
+        proc = subprocess.Popen(
+            argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if to_terminal else out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
+        )
+        if to_terminal and proc.stdout is not None:
+            # Ends at the child's end of output (it exited); the file closes with it.
+            threading.Thread(target=_tee, args=(proc.stdout, out), name=f"tee-{name}",
+                             daemon=True).start()  # fmt: skip
+        else:
+            out.close()
+        child = _Child(name, proc)
+        self.children.append(child)
+        return child
+
+    def check_signals(self) -> None:
+        """``_Stop`` if SIGINT or SIGTERM came: called between steps and in every wait."""
+        if self.signals is not None and self.signals.first is not None:
+            raise _Stop(self.signals.first)
+
+    def _hurry(self) -> bool:
+        """Whether a second signal asked to kill rather than wait (said once)."""
+        if self.signals is None or not self.signals.hurry:
+            return False
+        if not self._hurry_said:
+            self._hurry_said = True
+            _say("second signal: killing what is left (SIGKILL)")
+        return True
+
+    def _check_alive(self, child: _Child) -> None:
+        if child.proc.poll() is not None:
+            raise RuntimeError(
+                f"{child.name} exited with code {child.proc.returncode}; "
+                f"see {self.log_dir / (child.name + '.log')}"
+            )
+
+    def start_redis(self) -> str:
+        url = self.settings.redis_url
+        if _redis_reachable(url):
+            _say(f"redis   : using {mask_url(url)} (reachable)")
+            return url
+        parts = urlsplit(url)
+        if parts.hostname not in ("localhost", "127.0.0.1", "::1") or parts.scheme != "redis":
+            raise RuntimeError(
+                f"CAPTCHA_TASKS_REDIS_URL ({mask_url(url)}) does not answer and is not a local "
+                "redis:// URL, so no Redis is started for it: start that Redis, or unset the "
+                "variable to get a local one"
+            )
+        port = parts.port or 6379
+        if not port_is_free(port):
+            raise RuntimeError(f"port {port} is taken by something that is not a Redis we can use")
+        self.redis = RedisServer(port, data_dir=self.options.run_dir / "redis", appendonly=True)
+        self.redis.start()
+        url = self.redis.url
+        for name in (
+            "CAPTCHA_TASKS_REDIS_URL",
+            "CAPTCHA_TASKS_BROKER_URL",
+            "CAPTCHA_TASKS_RESULT_BACKEND",
+            "CAPTCHA_TASKS_STATE_URL",
+        ):
+            self.env.pop(name, None)
+        self.env["CAPTCHA_TASKS_REDIS_URL"] = url
+        _say(
+            f"redis   : started redis-server pid {self.redis.proc.pid if self.redis.proc else '?'} "
+            f"on {url} (data in {self.redis.data_dir})"
+        )
+        return url
+
+    def start_sandbox(self) -> str:
+        from .sandbox import DEV_API_KEY
+
+        port = _pick_port(self.options.sandbox_port)
+        demo_port = _pick_port(self.options.demo_port)
+        argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port),
+                "--threads", str(self.options.sandbox_threads),
+                "--demo-port", str(demo_port)]  # fmt: skip
+        if self.options.time_scale is not None:
+            argv += ["--time-scale", str(self.options.time_scale)]
+        child = self._spawn("sandbox", argv)
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            self.check_signals()
+            self._check_alive(child)
+            return requests.get(f"{url}/healthz", timeout=1).ok
+
+        wait_until(ready, timeout=20, what="the sandbox")
+        self.env["CAPTCHA_TASKS_SOLVER_URL"] = url
+        self.env["CAPTCHAAI_API_KEY"] = DEV_API_KEY
+        self.env["CAPTCHA_TASKS_PROVIDER"] = "captchaai"
+        self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
+        if self.options.time_scale is not None:
+            self.env["CAPTCHA_TASKS_TIME_SCALE"] = str(self.options.time_scale)
+        # The demo site is the one target page tasks may fetch here (unless configured).
+        demo = f"127.0.0.1:{demo_port}"
+        allowed = self.env.get("CAPTCHA_TASKS_ALLOWED_DOMAINS", "")
+        self.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"] = f"{allowed},{demo}" if allowed else demo
+        scale = self.env.get("CAPTCHA_TASKS_TIME_SCALE", "1.0")
+        _say(f"sandbox : {url}  (stats: {url}/stats, time scale {scale}, pid {child.proc.pid})")
+        _say(f"demo    : http://{demo}/page/1  (a protected site for fetch_page; /stats)")
+        return url
+
+    def _control_app(self) -> Celery:
+        """The supervisor's own Celery client of the stack's Redis (pings, the smoke)."""
+        broker = self.env.get("CAPTCHA_TASKS_BROKER_URL") or self.env["CAPTCHA_TASKS_REDIS_URL"]
+        backend = self.env.get("CAPTCHA_TASKS_RESULT_BACKEND") or broker
+        app = Celery("captcha_tasks_dev", broker=broker, backend=backend, set_as_current=False)
+        # A result consumer that lost its Redis retries 20 times, a second apart, before it
+        # gives up (Celery's default): per AsyncResult, when one is collected after Redis was
+        # stopped. One attempt is enough for a client of a stack that is going away.
+        app.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 0}}
+        return app
+
+    def _result(self, result: Any, *, timeout: float, what: str) -> Any:
+        """``result.get()`` in short slices, so that a signal is seen within about a second."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_signals()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+            try:
+                return result.get(timeout=min(0.5, left))
+            except CeleryTimeoutError:
+                continue
+
+    def start_workers(self) -> list[str]:
+        names = []
+        for index in range(1, self.options.workers + 1):
+            name = f"dev{index}@%h"
+            argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
+                    "-c", str(self.options.concurrency), "-l", "INFO", "-n", name]  # fmt: skip
+            child = self._spawn(f"worker{index}", argv, to_terminal=True)
+            child.stop_timeout = 30.0
+            names.append(name.replace("%h", os.uname().nodename))
+        control = self._control_app()
+        try:
+
+            def all_answer() -> bool:
+                self.check_signals()
+                for child in self.children:
+                    self._check_alive(child)
+                replies = control.control.ping(timeout=1.0)
+                answered = {name for reply in replies for name in reply}
+                return set(names) <= answered
+
+            wait_until(all_answer, timeout=60, interval=0.5, what="the workers to answer ping")
+        finally:
+            control.close()
+        for index, name in enumerate(names, 1):
+            _say(
+                f"worker  : {name} (-c {self.options.concurrency}, "
+                f"pid {self.children[-len(names) + index - 1].proc.pid})"
+            )
+        return names
+
+    def start_flower(self) -> tuple[str, str]:
+        port = _pick_port(self.options.flower_port)
+        auth = self.env.get("FLOWER_BASIC_AUTH") or f"admin:{secrets.token_urlsafe(12)}"
+        self.env["FLOWER_BASIC_AUTH"] = auth
+        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
+                "--address=127.0.0.1", f"--port={port}"]  # fmt: skip
+        child = self._spawn("flower", argv)
+        url = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            self.check_signals()
+            self._check_alive(child)
+            return requests.get(f"{url}/healthcheck", timeout=1).ok
+
+        wait_until(ready, timeout=30, what="Flower")
+        _say(f"flower  : {url}  (user/password {auth}, pid {child.proc.pid})")
+        return url, auth
+
+    def smoke(self) -> None:
+        control = self._control_app()
+        try:
+            started = time.monotonic()
+            pong = self._result(control.send_task("captcha_tasks.ping"), timeout=30, what="ping")
+            balance = self._result(
+                control.send_task("captcha_tasks.get_balance"), timeout=60, what="get_balance"
+            )
+            _say(
+                f"smoke   : ping -> {pong['hostname']} v{pong['version']}; get_balance -> "
+                f"{balance['balance']} via the sandbox ({time.monotonic() - started:.2f} s)"
+            )
+            started = time.monotonic()
+            solved = self._result(
+                control.send_task(
+                    "captcha_tasks.solve_recaptcha_v2",
+                    args=(SMOKE_SITEKEY, "https://example.com/make-run"),
+                ),
+                timeout=120,
+                what="solve_recaptcha_v2",
+            )
+            _say(
+                f"smoke   : solve_recaptcha_v2 -> captcha {solved['captcha_id']}, token "
+                f"{solved['solution'][:12]}... ({time.monotonic() - started:.2f} s end to end)"
+            )
+            started = time.monotonic()
+            demo = self.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"].split(",")[-1]
+            page = self._result(
+                control.send_task("captcha_tasks.fetch_page", args=(f"http://{demo}/page/1",)),
+                timeout=120,
+                what="fetch_page",
+            )
+            _say(
+                f"smoke   : fetch_page {page['url']} -> HTTP {page['status']}, "
+                f"solved={page['solved']} ({time.monotonic() - started:.2f} s)"
+            )
+        finally:
+            control.close()
+
+    #: What a second terminal needs to talk to this stack (``source .run/env``).
+    ENV_NAMES = ("CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_BROKER_URL",
+                 "CAPTCHA_TASKS_RESULT_BACKEND", "CAPTCHA_TASKS_SOLVER_URL",
+                 "CAPTCHA_TASKS_PROVIDER", "CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_THREADS",
+                 "CAPTCHA_TASKS_TIME_SCALE", "CAPTCHA_TASKS_ALLOWED_DOMAINS",
+                 "FLOWER_BASIC_AUTH")  # fmt: skip
+
+    @property
+    def env_file(self) -> Path:
+        return self.options.run_dir / "env"
+
+    def write_env_file(self) -> Path:
+        """``export`` lines for the variables the stack's processes got (the key is the
+        sandbox's, not a real one), readable by the owner only; removed at stop."""
+        lines = ["# captcha-tasks dev: `source` this in another terminal; removed at stop."]
+        for name in self.ENV_NAMES:
+            if self.env.get(name):
+                lines.append(f"export {name}={shlex.quote(self.env[name])}")
+        self.env_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write("\n".join(lines) + "\n")
+        return self.env_file
+
+    def stop(self) -> None:
+        """Stop the children in reverse order, then Redis, each by PID: SIGTERM, then
+        SIGKILL once its deadline passed or a second signal asked to hurry. Raises nothing,
+        so that one child that will not die does not leave the others running."""
+        # Every AsyncResult subscribed to its result's pub/sub channel when it was sent and
+        # unsubscribes in __del__; it sits in a reference cycle, so that runs whenever the
+        # garbage collector next does. For the smoke round trip's results that was at exit,
+        # after Redis had been stopped, and each spent ~19 s in Celery's reconnect retries
+        # ("Retry limit exceeded while trying to reconnect to the Celery result store
+        # backend"): the supervisor outlived its children by a minute. Collect them now,
+        # while Redis still answers.
+        gc.collect()
+        with contextlib.suppress(OSError):
+            self.env_file.unlink(missing_ok=True)
+        for child in reversed(self.children):
+            try:
+                code = stop_process(
+                    child.proc, timeout=child.stop_timeout, group=True, hurry=self._hurry
+                )
+                _say(f"stopped {child.name} (pid {child.proc.pid}, exit {code})")
+            except Exception as exc:
+                _say(f"could not stop {child.name} (pid {child.proc.pid}): {exc!r}")
+        self.children.clear()
+        if self.redis is not None:
+            proc = self.redis.proc
+            try:
+                if proc is not None:
+                    # Here rather than in RedisServer.stop(), which would not hurry.
+                    stop_process(proc, timeout=10, hurry=self._hurry)
+                self.redis.stop()
+                _say(f"stopped redis-server (pid {proc.pid if proc else '?'})")
+            except Exception as exc:
+                _say(f"could not stop redis-server: {exc!r}")
+            self.redis = None
+
+    def wait(self) -> None:
+        while True:
+            self.check_signals()
+            for child in self.children:
+                self._check_alive(child)
+            time.sleep(0.2)
+
+
+def run_dev(options: DevOptions, settings: Settings) -> int:
+    """Run the stack until interrupted. Returns the process exit code."""
+    if options.time_scale is None and not os.environ.get("CAPTCHA_TASKS_TIME_SCALE"):
+        # Local solves in seconds rather than the provider's real 15-20 s.
+        options.time_scale = DEV_TIME_SCALE
+    signals = _Signals()
+    stack = DevStack(options, settings, signals)
+    code = 0
+    # The handler raises nothing (see _Signals), so nothing below is cut short by a signal:
+    # a _Stop comes only from stack.check_signals(), and stack.stop() always runs to its end.
+    with signals.installed():
+        try:
+            stack.start_redis()
+            stack.check_signals()
+            stack.start_sandbox()
+            stack.start_workers()
+            stack.start_flower()
+            if options.smoke:
+                stack.smoke()
+            stack.check_signals()
+            env_file = stack.write_env_file()
+            _say(f"env     : source {env_file}  (another terminal: the stack's variables)")
+            _say(f"up. Try:  source {env_file} && .venv/bin/celery -A captcha_tasks inspect ping")
+            _say("Ctrl-C (or SIGTERM) stops everything; a second one kills what is left.")
+            stack.wait()
+        except _Stop as stop:
+            _say(f"{stop} received, stopping")
+        except Exception as exc:
+            _say(f"error: {exc}")
+            code = 1
+        finally:
+            stack.stop()
+    return code

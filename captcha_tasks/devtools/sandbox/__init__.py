@@ -1,0 +1,38 @@
+"""The solver sandbox: a local in.php/res.php server for development, tests and benchmarks.
+
+::
+
+    from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxConfig, SandboxServer
+
+    with SandboxServer(SandboxConfig(time_scale=0.01)) as sandbox:
+        ...  # point the solver client at sandbox.url with DEV_API_KEY
+
+Modules: ``config`` (what is emulated), ``protocol`` (submit parameters, error codes,
+wire replies), ``answers`` (tokens, image answers), ``state`` (threads, billing,
+tokens, counters), ``server`` (HTTP), ``cli`` (``captcha-tasks sandbox``),
+``demo_site`` (a captcha-protected target site, ``SandboxConfig(demo_port=0)``).
+"""
+
+from __future__ import annotations
+
+from .answers import image_answer
+from .cli import sandbox_command
+from .config import DEFAULT_LATENCY, DEMO_SITEKEY, DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
+from .demo_site import DEMO_COUNTERS, SESSION_COOKIE, VALIDATION_COOKIE, DemoSite
+from .server import SandboxServer
+
+__all__ = [
+    "DEFAULT_LATENCY",
+    "DEMO_COUNTERS",
+    "DEMO_SITEKEY",
+    "DEV_API_KEY",
+    "KINDS",
+    "SESSION_COOKIE",
+    "TOKEN_TTL",
+    "VALIDATION_COOKIE",
+    "DemoSite",
+    "SandboxConfig",
+    "SandboxServer",
+    "image_answer",
+    "sandbox_command",
+]

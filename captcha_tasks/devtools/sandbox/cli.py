@@ -1,0 +1,339 @@
+"""``captcha-tasks sandbox``: run the solver sandbox in the foreground until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+
+from ...errors import ConfigurationError
+from .config import (
+    DEMO_SITEKEY,
+    DEV_API_KEY,
+    DIALECTS,
+    FAULT_PATHS,
+    KINDS,
+    OVER_LIMIT_CODES,
+    SandboxConfig,
+)
+from .server import SandboxServer
+
+__all__ = ["sandbox_command"]
+
+_RATE = click.FloatRange(0.0, 1.0)
+_SECONDS = click.FloatRange(min=0.0)
+
+
+def _parse_latency(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, float]:
+    latency: dict[str, float] = {}
+    for value in values:
+        kind, sep, raw = value.partition("=")
+        kind = kind.strip().lower()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            seconds = -1.0
+        if not sep or kind not in KINDS or not seconds >= 0:
+            raise click.BadParameter(
+                f"expected KIND=SECONDS with KIND one of {', '.join(KINDS)}, got {value!r}",
+                ctx=ctx,
+                param=param,
+            )
+        latency[kind] = seconds
+    return latency
+
+
+@click.command("sandbox", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Interface to listen on. The /admin endpoints listen there too: "
+    "keep it on loopback unless the network is trusted.",
+)
+@click.option(
+    "--port",
+    default=8765,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="TCP port; 0 picks a free one (printed on start).",
+)
+@click.option(
+    "--key",
+    "keys",
+    multiple=True,
+    metavar="KEY",
+    help=f"Accept this API key too (32 letters and digits; repeatable). "
+    f"{DEV_API_KEY} is always accepted.",
+)
+@click.option(
+    "--threads",
+    default=5,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Plan thread limit: captchas in flight at once; more submits are refused.",
+)
+@click.option(
+    "--over-limit-code",
+    type=click.Choice(OVER_LIMIT_CODES),
+    default=OVER_LIMIT_CODES[0],
+    show_default=True,
+    help="Answer to a submit over the thread limit (CaptchaAI documents both).",
+)
+@click.option(
+    "--dialect",
+    type=click.Choice(DIALECTS),
+    default="captchaai",
+    show_default=True,
+    help="captchaai: billing by threads, balance informational; "
+    "2captcha: each solve costs --price, ERROR_ZERO_BALANCE when funds run out.",
+)
+@click.option(
+    "--balance",
+    default=100.0,
+    show_default=True,
+    type=float,
+    help="Starting balance reported by getbalance (and spent in the 2captcha dialect).",
+)
+@click.option(
+    "--price",
+    default=0.003,
+    show_default=True,
+    type=_SECONDS,
+    help="Cost of one solve in the 2captcha dialect (unsolvable ones are not billed).",
+)
+@click.option(
+    "--time-scale",
+    type=click.FloatRange(min=0.001),
+    default=None,
+    help="Multiply latencies, token lifetimes and the report window "
+    "(default: CAPTCHA_TASKS_TIME_SCALE or 1.0).",
+)
+@click.option(
+    "--latency",
+    "latency",
+    multiple=True,
+    metavar="KIND=SECONDS",
+    callback=_parse_latency,
+    help=f"Unscaled solve time of one kind ({', '.join(KINDS)}); repeatable. "
+    "Defaults: recaptcha_v2=15 recaptcha_v3=4 turnstile=8 image=3 "
+    "geetest=10 hcaptcha=15.",
+)
+@click.option(
+    "--latency-all",
+    type=_SECONDS,
+    default=None,
+    metavar="SECONDS",
+    help="Unscaled solve time of every kind (--latency overrides single kinds).",
+)
+@click.option(
+    "--jitter",
+    default=0.2,
+    show_default=True,
+    type=_RATE,
+    help="Each solve time is multiplied by a random factor in [1-J, 1+J].",
+)
+@click.option(
+    "--min-image-bytes",
+    default=100,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Smaller images answer ERROR_ZERO_CAPTCHA_FILESIZE (2Captcha documents 100).",
+)
+@click.option(
+    "--max-image-bytes",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Larger images answer ERROR_TOO_BIG_CAPTCHA_FILESIZE "
+    "(default: CAPTCHA_TASKS_MAX_IMAGE_BYTES or 100000).",
+)
+@click.option(
+    "--fail-rate",
+    default=0.0,
+    show_default=True,
+    type=_RATE,
+    help="Fraction of in.php/res.php requests (see --fault-path) answered with an HTML 502 page.",
+)
+@click.option(
+    "--unsolvable-rate",
+    default=0.0,
+    show_default=True,
+    type=_RATE,
+    help="Fraction of captchas that end as ERROR_CAPTCHA_UNSOLVABLE.",
+)
+@click.option(
+    "--slow-rate",
+    default=0.0,
+    show_default=True,
+    type=_RATE,
+    help="Fraction of in.php/res.php responses (see --fault-path) held back --slow-seconds "
+    "(the request still takes effect).",
+)
+@click.option(
+    "--slow-seconds",
+    default=5.0,
+    show_default=True,
+    type=_SECONDS,
+    help="How long a slow response is held back, in real (unscaled) seconds.",
+)
+@click.option(
+    "--fault-path",
+    "fault_paths",
+    multiple=True,
+    default=FAULT_PATHS,
+    show_default=True,
+    type=click.Choice(FAULT_PATHS),
+    help="Endpoint --fail-rate and --slow-rate apply to; repeat for both "
+    "(e.g. only in.php to fault submits, only res.php to fault polls).",
+)
+@click.option(
+    "--report-window",
+    default=900.0,
+    show_default=True,
+    type=_SECONDS,
+    help="Unscaled seconds after submit during which reportbad/reportgood count.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Seed every random choice (ids, jitter, faults, tokens) for reproducible runs.",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM certificate chain: serve https (needs --tls-key).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="PEM private key for --tls-cert.",
+)
+@click.option(
+    "--demo-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Also serve the demo target site (pages behind a reCAPTCHA-style challenge "
+    "checked against this sandbox's tokens) on this port; 0 picks a free one.",
+)
+@click.option(
+    "--demo-sitekey",
+    default=DEMO_SITEKEY,
+    show_default=True,
+    help="The sitekey the demo site shows and accepts tokens for.",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Log one line per request (keys and proxy passwords masked).",
+)
+def sandbox_command(
+    host: str,
+    port: int,
+    keys: tuple[str, ...],
+    threads: int,
+    over_limit_code: str,
+    dialect: str,
+    balance: float,
+    price: float,
+    time_scale: float | None,
+    latency: dict[str, float],
+    latency_all: float | None,
+    jitter: float,
+    min_image_bytes: int,
+    max_image_bytes: int | None,
+    fail_rate: float,
+    unsolvable_rate: float,
+    slow_rate: float,
+    slow_seconds: float,
+    fault_paths: tuple[str, ...],
+    report_window: float,
+    seed: int | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    demo_port: int | None,
+    demo_sitekey: str,
+    verbose: bool,
+) -> None:
+    """Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.
+
+    Answers come after each kind's latency times the time scale; GET /stats shows
+    the counters, POST /admin/config changes settings at runtime. Stops on Ctrl-C
+    or SIGTERM.
+    """
+    if time_scale is None or max_image_bytes is None:
+        from ...settings import get_settings
+
+        try:
+            settings = get_settings()
+        except ConfigurationError as exc:
+            raise click.ClickException(f"configuration error: {exc}") from None
+        time_scale = settings.time_scale if time_scale is None else time_scale
+        max_image_bytes = settings.max_image_bytes if max_image_bytes is None else max_image_bytes
+    latencies = dict.fromkeys(KINDS, latency_all) if latency_all is not None else {}
+    latencies.update(latency)
+    try:
+        config = SandboxConfig(
+            host=host,
+            port=port,
+            api_keys=keys,
+            threads=threads,
+            dialect="2captcha" if dialect == "2captcha" else "captchaai",
+            balance=balance,
+            price=price,
+            time_scale=time_scale,
+            latency=latencies,
+            jitter=jitter,
+            over_limit_code=over_limit_code,
+            min_image_bytes=min_image_bytes,
+            max_image_bytes=max_image_bytes,
+            fail_rate=fail_rate,
+            unsolvable_rate=unsolvable_rate,
+            slow_rate=slow_rate,
+            slow_seconds=slow_seconds,
+            fault_paths=fault_paths,
+            seed=seed,
+            report_window=report_window,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            demo_port=demo_port,
+            demo_sitekey=demo_sitekey,
+            verbose=verbose,
+        )
+    except ConfigurationError as exc:
+        raise click.UsageError(str(exc)) from None
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = SandboxServer(config)
+    try:
+        try:
+            server.start()
+        except OSError as exc:  # port taken, unreadable TLS files
+            ports = f"{port}" if demo_port is None else f"{port} and {demo_port}"
+            raise click.ClickException(f"cannot listen on {host} ({ports}): {exc}") from None
+        click.echo(f"sandbox listening on {server.url} (key {DEV_API_KEY})")
+        if server.demo_url is not None:
+            click.echo(f"demo site on {server.demo_url} (sitekey {config.demo_sitekey})")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

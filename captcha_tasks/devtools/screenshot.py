@@ -1,0 +1,127 @@
+"""``make screenshot``: Flower's task page and ``captcha-tasks status``, as PNG files.
+
+Starts the dev stack (Redis if needed, the sandbox and its demo site, a worker,
+Flower with basic auth), runs a few solves and a page fetch, then renders Flower's
+tasks page and the status output in headless Chromium (Debian's ``chromium``).
+Everything it started is stopped by PID at the end.
+"""
+
+from __future__ import annotations
+
+import html
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..settings import get_settings
+from .run import DEV_TIME_SCALE, DevOptions, DevStack, _say
+
+__all__ = ["take_screenshots"]
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise RuntimeError(
+        "no Chromium found: install Debian's package (apt-get install chromium) and run again"
+    )
+
+
+def _shoot(browser: str, url: str, out: Path, size: str = "1400,900") -> None:
+    with tempfile.TemporaryDirectory(prefix="captcha-tasks-chromium-") as profile:
+        subprocess.run(
+            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
+             "--virtual-time-budget=8000", f"--screenshot={out}", url],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+    _say(f"screenshot: {out}")
+
+
+def take_screenshots(out_dir: Path) -> int:
+    browser = _chromium()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options = DevOptions(
+        time_scale=DEV_TIME_SCALE, sandbox_port=0, flower_port=0, demo_port=0, smoke=True
+    )
+    stack = DevStack(options, get_settings())
+    try:
+        stack.start_redis()
+        stack.start_sandbox()
+        stack.start_workers()
+        flower_url, auth = stack.start_flower()
+        stack.smoke()
+        control = stack._control_app()
+        try:
+            demo = stack.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"].split(",")[-1]
+            pending = [
+                control.send_task(
+                    "captcha_tasks.solve_recaptcha_v2",
+                    args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/{i}"),
+                )
+                for i in range(3)
+            ]
+            pending.append(
+                control.send_task(
+                    "captcha_tasks.fetch_page",
+                    args=(f"http://{demo}/page/2",),
+                    kwargs={"form": {"password": "not-shown-in-flower"}},
+                )
+            )
+            for result in pending:
+                result.get(timeout=120)
+        finally:
+            control.close()
+        time.sleep(1.0)  # let Flower take in the last events
+        user_pass = auth
+        host = flower_url.split("//", 1)[1]
+        _shoot(browser, f"http://{user_pass}@{host}/tasks", out_dir / "flower-tasks.png")
+        # Some load, so the status shows a budget in use, a queue and a pool filling.
+        busy = stack._control_app()
+        try:
+            for i in range(20):
+                busy.send_task(
+                    "captcha_tasks.solve_recaptcha_v2",
+                    args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/b{i}"),
+                )
+            busy.send_task(
+                "captcha_tasks.fill_token_pool",
+                args=("recaptcha_v2", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+                      "https://example.com/login"),
+                kwargs={"target": 3},
+            ).get(timeout=60)  # fmt: skip
+        finally:
+            busy.close()
+        time.sleep(0.5)
+        status = subprocess.run(
+            [sys.executable, "-m", "captcha_tasks.cli.main", "status"],
+            env=stack.env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        page = out_dir / "status.html"
+        page.write_text(
+            "<html><body style='background:#1e1e1e;color:#ddd;margin:16px'>"
+            "<pre style='font:14px monospace'>$ captcha-tasks status\n"
+            f"{html.escape(status.stdout or status.stderr)}</pre></body></html>",
+            encoding="utf-8",
+        )
+        _shoot(browser, page.resolve().as_uri(), out_dir / "status.png", size="1100,700")
+        page.unlink()
+        return 0
+    finally:
+        stack.stop()

@@ -1,0 +1,74 @@
+"""Admitting a solve request: validate it, then record it in Redis exactly once."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import redis
+
+from ..provider import Captcha
+from ..settings import Settings
+from ..state.keys import STRUCTURE_TTL, Keys
+from ..state.scripts import run
+from .jobs import captcha_to_json
+from .timing import DEADLINE, TOKEN_TTL
+
+__all__ = ["REPORT_WINDOW", "admit"]
+
+#: Providers refuse reports later than ~15 min after submit; jobs are kept that long
+#: after their deadline so ``report_solution`` can still find the captcha id.
+REPORT_WINDOW = 900.0
+
+
+def admit(
+    client: redis.Redis,
+    settings: Settings,
+    task_id: str,
+    captcha: Captcha,
+    *,
+    now: float | None = None,
+    request: dict[str, object] | None = None,
+    pool: str = "",
+    proxy_id: str = "",
+) -> bool:
+    """Queue ``captcha`` for a thread under ``task_id``. False if that task id was
+    admitted before (a redelivered message): nothing is queued twice.
+
+    ``request``: the admitting Celery request's routing fields (chain, callbacks,
+    errbacks, chord, group), kept so the engine can end the task as a worker would.
+    ``pool``: admit a fill job whose token goes to that pool.
+    ``proxy_id``: a proxy of the pool the provider solves through (the id only: the
+    engine reads the credentials from the pool when it submits).
+
+    Raises :class:`~captcha_tasks.errors.InvalidTaskInput` before touching Redis if
+    the captcha is not valid.
+    """
+    captcha.validate(max_image_bytes=settings.max_image_bytes)
+    now = time.time() if now is None else now
+    deadline_s = settings.scaled(DEADLINE[captcha.type])
+    token_ttl = TOKEN_TTL.get(captcha.type)
+    # A thread's lease outlives every legitimate holder: a solve's deadline plus the
+    # longest provider call; only a job nobody finishes lets it run out.
+    lease_s = deadline_s + 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
+    job_ttl = int(settings.queue_timeout + deadline_s + lease_s + REPORT_WINDOW)
+    fields: dict[str, str | float] = {
+        "type": captcha.type,
+        "captcha": captcha_to_json(captcha),
+        "enqueued_at": now,
+        "queue_deadline": now + settings.queue_timeout,
+        "deadline_s": deadline_s,
+        "lease_s": lease_s,
+        "token_ttl_s": settings.scaled(token_ttl) if token_ttl else "",
+        "submits": 0,
+        "resubmits": 0,
+        "polls": 0,
+        "pool": pool,
+        "proxy_id": proxy_id,
+        "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
+    }
+    keys = Keys(settings.key_prefix)
+    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL]
+    for name, value in fields.items():
+        args += [name, value]
+    return bool(run(client, "admit", [keys.job(task_id), keys.waiting, keys.wake], args))

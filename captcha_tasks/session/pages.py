@@ -1,0 +1,381 @@
+"""Fetching target pages safely, and finding the captcha challenge in them.
+
+Plain code, no Celery. Page tasks only touch hosts in ``CAPTCHA_TASKS_ALLOWED_DOMAINS``:
+
+- ``example.com`` allows ``example.com`` and its subdomains, on any port;
+  ``example.com:8443`` only that port; an IP literal (``127.0.0.1:8766``) only as
+  written. Schemes other than http and https are refused.
+- A host name must resolve to public addresses only: a name that resolves to a
+  loopback, private, link-local or otherwise reserved address is refused (DNS
+  pointing inside the network). Reaching an internal address is possible only by
+  listing that address itself.
+- Redirects are followed by hand, each hop checked the same way.
+- A direct connection is checked again once made: the address the socket actually
+  reached must be public too (unless the URL is an address listed as written), so a
+  DNS answer that changes between the check and the connect (rebinding) is caught.
+  Through a pool proxy, the proxy resolves and connects.
+
+Every refusal raises :class:`~captcha_tasks.errors.TargetNotAllowed`.
+
+Proxies (``session.proxies``, set from the worker's pinned proxy): ``http://`` and
+``https://`` ones, and SOCKS through PySocks (``requests[socks]``): ``socks5h://`` and
+``socks4a://``, host names resolved by the proxy (what
+:func:`~captcha_tasks.session.proxies.proxy_url` builds), as well as ``socks5://`` and
+``socks4://``. A proxy that cannot be reached, refuses its credentials or the
+connection raises :class:`~captcha_tasks.errors.ProxyRejected` (codes ``PROXY_*``),
+the proxy shown with its password masked, never requests' own exception.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import socket
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from ..errors import ConfigurationError, ProxyRejected, TargetNotAllowed
+from ..masking import mask_url, mask_urls_in
+from ..settings import Settings
+
+__all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"]
+
+MAX_REDIRECTS = 5
+MAX_URL_LENGTH = 2048
+#: Never in a URL as written (urlsplit would drop some and keep others).
+_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]|\s")
+#: (connect, read) seconds for a target page.
+PAGE_TIMEOUT = (5.0, 30.0)
+
+
+def _split_host(entry: str) -> tuple[str, int | None]:
+    if entry.startswith("["):  # [::1]:8080
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else None
+    if entry.count(":") == 1:
+        host, port = entry.split(":")
+        return host, int(port)
+    return entry, None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _allowed_entry(settings: Settings, host: str, port: int) -> str | None:
+    for entry in settings.allowed_domains:
+        name, entry_port = _split_host(entry)
+        if entry_port is not None and entry_port != port:
+            continue
+        if host == name or (not _is_ip(name) and host.endswith("." + name)):
+            return name
+    return None
+
+
+def _shown(url: str) -> str:
+    """``url`` for a message: its password masked *before* it is cut to 80 characters
+    (a cut could otherwise leave a password without the ``@`` that marks it)."""
+    return f"{mask_urls_in(url)!r:.80}"
+
+
+def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
+    """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`."""
+    if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
+        shown = _shown(url) if isinstance(url, str) else f"{url!r:.80}"
+        raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {shown}")
+    if _UNSAFE.search(url):
+        raise TargetNotAllowed(f"whitespace or control characters in the URL {_shown(url)}")
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed [IPv6 bracket, a host that NFKC-normalises oddly
+        raise TargetNotAllowed(f"not a valid URL: {_shown(url)}") from None
+    if parts.scheme not in ("http", "https"):
+        raise TargetNotAllowed(f"only http and https pages are fetched, not {parts.scheme!r}")
+    host = (parts.hostname or "").lower().rstrip(".")
+    if not host or parts.username or parts.password:
+        raise TargetNotAllowed(f"no host, or credentials in the URL: {_shown(url)}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise TargetNotAllowed(f"bad port in {_shown(url)}") from None
+    entry = _allowed_entry(settings, host, port)
+    if entry is None:
+        allowed = ", ".join(settings.allowed_domains) or "none configured"
+        raise TargetNotAllowed(f"{host}:{port} is not in CAPTCHA_TASKS_ALLOWED_DOMAINS ({allowed})")
+    if _is_ip(host) or not resolve:
+        return url  # an address the operator listed as written
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:  # UnicodeError: not IDNA-encodable
+        raise TargetNotAllowed(f"{host} does not resolve: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        if not address.is_global:
+            raise TargetNotAllowed(
+                f"{host} resolves to {address}, a non-public address: list the address "
+                "itself in CAPTCHA_TASKS_ALLOWED_DOMAINS to allow it"
+            )
+    return url
+
+
+def _checked_socket(host: str, sock: socket.socket) -> socket.socket:
+    """``sock`` if the address it reached may be fetched (see the module docstring)."""
+    host = host.strip("[]")
+    if _is_ip(host):
+        return sock  # an address the operator listed as written (check_url saw it)
+    peer = ipaddress.ip_address(sock.getpeername()[0])
+    if peer.is_global:
+        return sock
+    sock.close()
+    raise TargetNotAllowed(
+        f"{host} connected to {peer}, a non-public address (its DNS answer changed after "
+        "the allowlist check?)"
+    )
+
+
+class _CheckedHTTPConnection(HTTPConnection):
+    def _new_conn(self) -> socket.socket:
+        return _checked_socket(self.host, super()._new_conn())
+
+
+class _CheckedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _checked_socket(self.host, super()._new_conn())
+
+
+class _CheckedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _CheckedHTTPConnection
+
+
+class _CheckedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _CheckedHTTPSConnection
+
+
+class CheckedAdapter(HTTPAdapter):
+    """Direct connections whose peer address is checked once connected."""
+
+    def init_poolmanager(self, *args: object, **kwargs: object) -> None:
+        super().init_poolmanager(*args, **kwargs)  # type: ignore[arg-type]
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _CheckedHTTPPool,
+            "https": _CheckedHTTPSPool,
+        }
+
+
+def _guard(session: requests.Session) -> None:
+    """Mount :class:`CheckedAdapter` on ``session`` (once)."""
+    if not isinstance(session.get_adapter("https://example.com/"), CheckedAdapter):
+        session.mount("http://", CheckedAdapter())
+        session.mount("https://", CheckedAdapter())
+
+
+@dataclass
+class Page:
+    status: int
+    url: str
+    text: str
+    redirects: int = 0
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps (causes, contexts, urllib3's ``reason``, PySocks'
+    ``socket_err``), each once."""
+    todo: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while todo and len(seen) < 32:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        inner = [current.__cause__, current.__context__, getattr(current, "reason", None),
+                 getattr(current, "socket_err", None), *current.args]  # fmt: skip
+        todo += [e for e in inner if isinstance(e, BaseException)]
+
+
+def _proxy_failure(
+    session: requests.Session, url: str, exc: requests.exceptions.RequestException
+) -> ProxyRejected | None:
+    """The typed error for a request that failed at its proxy, or ``None`` (not one)."""
+    proxy = requests.utils.select_proxy(url, session.proxies)
+    shown = f"the proxy {mask_url(proxy)}" if proxy else "the proxy"
+    target = urlsplit(url).netloc.rpartition("@")[2]
+    causes = list(_causes(exc))
+    timed_out = any(isinstance(e, TimeoutError | requests.exceptions.Timeout) for e in causes)
+    # PySocks' errors (imported by urllib3 when a SOCKS proxy is used).
+    socks: Any = sys.modules.get("socks")
+    failed = [e for e in causes if socks is not None and isinstance(e, socks.ProxyError)]
+    if failed:
+        innermost = failed[-1]
+        reason = str(getattr(innermost, "msg", "") or type(innermost).__name__)
+        socket_error = getattr(innermost, "socket_err", None)
+        if socket_error is not None and str(socket_error) not in reason:
+            reason = f"{reason}: {socket_error}"
+
+        def seen(*kinds: type[BaseException]) -> bool:
+            return any(isinstance(e, kinds) for e in failed)
+
+        if seen(socks.SOCKS5AuthError):
+            message, code = f"{shown} refused its username or password ({reason})", "AUTH_FAILED"
+        elif timed_out:
+            message, code = f"{shown} did not answer in time: {reason}", "TIMEOUT"
+        elif seen(socks.ProxyConnectionError):
+            message, code = f"cannot connect to {shown}: {reason}", "CONNECTION_FAILED"
+        elif seen(socks.SOCKS5Error, socks.SOCKS4Error):
+            # The proxy answered: it could not (or would not) connect to the target.
+            message, code = f"{shown} could not connect to {target}: {reason}", "CONNECT_REFUSED"
+        else:
+            message, code = f"{shown} failed: {reason}", "ERROR"
+    elif isinstance(exc, requests.exceptions.ProxyError):  # an HTTP(S) proxy
+        text = " ".join(str(e) for e in causes)
+        tunnel = re.search(r"Tunnel connection failed: (\d{3}[^'\")]*)", text)
+        if tunnel and tunnel.group(1).startswith("407"):
+            message, code = f"{shown} refused its credentials (HTTP 407)", "AUTH_FAILED"
+        elif tunnel:
+            detail = tunnel.group(1).strip()
+            message, code = f"{shown} refused to connect to {target}: {detail}", "CONNECT_REFUSED"
+        elif timed_out:
+            message, code = f"{shown} did not answer in time", "TIMEOUT"
+        else:
+            os_errors = [
+                e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"
+            ]
+            why = f": {os_errors[-1].strerror or os_errors[-1]}" if os_errors else ""
+            message, code = f"cannot connect to {shown}{why}", "CONNECTION_FAILED"
+    else:
+        return None
+    return ProxyRejected(message, code=f"PROXY_{code}")
+
+
+def _request(
+    session: requests.Session, method: str, url: str, data: Mapping[str, str] | None
+) -> requests.Response:
+    try:
+        return session.request(method, url, data=data, allow_redirects=False, timeout=PAGE_TIMEOUT)
+    except requests.exceptions.InvalidSchema as exc:
+        if "SOCKS" in str(exc):  # requests without PySocks
+            raise ConfigurationError(
+                "a SOCKS proxy needs PySocks: pip install 'requests[socks]'"
+            ) from None
+        raise
+    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
+        failure = _proxy_failure(session, url, exc)
+        if failure is None:
+            raise
+        # Not chained: requests' messages quote the page's path and query.
+        raise failure from None
+
+
+def _follow(
+    session: requests.Session,
+    method: str,
+    url: str,
+    settings: Settings,
+    data: Mapping[str, str] | None = None,
+) -> Page:
+    _guard(session)
+    hops = 0
+    while True:
+        check_url(url, settings)
+        response = _request(session, method, url, data)
+        with response:
+            if response.is_redirect and hops < MAX_REDIRECTS:
+                location = response.headers.get("Location", "")
+                url = urljoin(url, location)
+                hops += 1
+                # 303, and 301/302 after a POST, turn into a GET (as browsers do).
+                if response.status_code in (301, 302, 303) and method != "GET":
+                    method, data = "GET", None
+                continue
+            if response.is_redirect:
+                raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {_shown(url)}")
+            return Page(response.status_code, url, response.text, hops)
+
+
+def fetch(session: requests.Session, url: str, settings: Settings) -> Page:
+    """GET ``url`` (allowlist-checked, redirects checked hop by hop)."""
+    return _follow(session, "GET", url, settings)
+
+
+def submit(
+    session: requests.Session, url: str, settings: Settings, data: Mapping[str, str]
+) -> Page:
+    """POST a form to ``url`` the same way."""
+    return _follow(session, "POST", url, settings, data)
+
+
+#: Widget class -> (captcha type, the form field its token goes in).
+WIDGETS = {
+    "g-recaptcha": ("recaptcha_v2", "g-recaptcha-response"),
+    "cf-turnstile": ("turnstile", "cf-turnstile-response"),
+    "h-captcha": ("hcaptcha", "h-captcha-response"),
+}
+
+
+@dataclass
+class Challenge:
+    """A captcha widget found in a page, and the form that carries its token."""
+
+    type: str
+    sitekey: str
+    token_field: str
+    action: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class _ChallengeParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.found: Challenge | None = None
+        self._form: tuple[str, dict[str, str]] | None = None
+        self._form_of_widget: tuple[str, dict[str, str]] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        if tag == "form":
+            self._form = (attributes.get("action", ""), {})
+        elif tag == "input" and self._form is not None:
+            name = attributes.get("name")
+            if name and attributes.get("type", "text").lower() == "hidden":
+                self._form[1][name] = attributes.get("value", "")
+        classes = attributes.get("class", "").split()
+        sitekey = attributes.get("data-sitekey", "")
+        if self.found is None and sitekey:
+            for widget, (kind, token_field) in WIDGETS.items():
+                if widget in classes:
+                    self.found = Challenge(kind, sitekey, token_field, "")
+                    self._form_of_widget = self._form
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._form = None
+
+
+def find_challenge(html: str, page_url: str) -> Challenge | None:
+    """The first reCAPTCHA, Turnstile or hCaptcha widget in ``html``, with the form
+    (absolute action URL and hidden fields) its token is submitted with."""
+    if "data-sitekey" not in html:
+        return None
+    parser = _ChallengeParser()
+    parser.feed(html)
+    parser.close()
+    challenge = parser.found
+    if challenge is None or not re.fullmatch(r"[A-Za-z0-9_.-]{10,100}", challenge.sitekey):
+        return None
+    form = parser._form_of_widget
+    challenge.action = urljoin(page_url, form[0] if form else "")
+    challenge.fields = dict(form[1]) if form else {}
+    return challenge

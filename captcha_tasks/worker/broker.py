@@ -1,0 +1,88 @@
+"""The broker transport: kombu's Redis transport, where a task message is never lost
+between the queue and the worker.
+
+kombu's Redis transport takes a message off its queue with ``BRPOP`` and only then
+records it as unacknowledged (``unacked`` hash, ``unacked_index`` zset), from which it
+is restored after the visibility timeout if the worker dies. A worker SIGKILLed in
+between (``BRPOP`` served, the record not written yet: a few milliseconds, more on a
+loaded machine) loses the message for good: it is in no queue and in no record. The
+fault suite's SIGKILL row lost a solve that way (the task never appeared in any
+worker's log; celery/kombu#305, celery/celery#7950).
+
+Here a task message is recorded as unacknowledged *when it is published*, in the same
+``MULTI`` as the ``LPUSH`` that queues it, under the delivery tag the worker will
+acknowledge it by. The worker's own record (written when it takes the message)
+replaces it with a fresh time; its acknowledgement deletes it. If the worker dies
+before that, the message is restored after the visibility timeout as any unacked
+one is. The price: one round trip still, two more commands in it, and a task message
+stored twice while it waits in its queue. A message that waits longer than the
+visibility timeout (``CAPTCHA_TASKS_VISIBILITY_TIMEOUT``, an hour by default) is
+queued a second time: our tasks are idempotent (a solve's admission ignores a task
+id it has seen, a page task fetches again), so that is a duplicate, never a loss.
+
+Only task messages (those with a ``task`` header) are recorded: replies and events
+are not acknowledged by anyone. Messages published by another application's own
+kombu connection (``send_task`` from an app that is not ours) take the plain path.
+"""
+
+from __future__ import annotations
+
+from time import time
+from typing import Any
+
+from kombu import connection as kombu_connection
+from kombu.transport import redis as kombu_redis
+from kombu.utils.json import dumps
+
+__all__ = ["TRANSPORTS", "Channel", "SslTransport", "Transport"]
+
+#: ``broker_transport`` for each URL scheme we serve.
+TRANSPORTS = {
+    "redis": "captcha_tasks.worker.broker:Transport",
+    "rediss": "captcha_tasks.worker.broker:SslTransport",
+}
+# kombu names a connection's URL (the worker's banner, Flower's broker page, `inspect`)
+# after its transport: show these under the URL's own scheme, as for kombu's aliases.
+for _scheme, _path in TRANSPORTS.items():
+    kombu_connection.resolve_aliases.setdefault(_path, _scheme)
+
+
+class Channel(kombu_redis.Channel):
+    def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
+        headers = message.get("headers") or {}
+        properties = message.get("properties") or {}
+        tag = properties.get("delivery_tag")
+        if "task" not in headers or tag is None or not self.ack_emulation:
+            super()._put(queue, message, **kwargs)
+            return
+        info = properties.get("delivery_info") or {}
+        record = dumps([message, info.get("exchange", ""), info.get("routing_key", queue)])
+        key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
+        expire = [self._q_for_pri(queue, p) for p in self.priority_steps] if (
+            self._expires and queue in self._expires) else []  # fmt: skip
+        batch = kwargs.pop("_publish_batch", None)
+        if batch is not None:
+            # Batched publishes: the batch's pipeline sends these commands together.
+            batch.add("zadd", self.unacked_index_key, {tag: time()})
+            batch.add("hset", self.unacked_key, tag, record)
+            batch.add("lpush", key, dumps(message))
+            for name in expire:
+                batch.add("pexpire", name, self._expires[queue])
+            return
+        with self.conn_or_acquire() as client, client.pipeline(transaction=True) as pipe:
+            pipe.zadd(self.unacked_index_key, {tag: time()})
+            pipe.hset(self.unacked_key, tag, record)
+            pipe.lpush(key, dumps(message))
+            for name in expire:
+                pipe.pexpire(name, self._expires[queue])
+            pipe.execute()
+
+
+class Transport(kombu_redis.Transport):
+    """``broker_transport`` of captcha_tasks' app for ``redis://`` URLs."""
+
+    Channel = Channel
+
+
+class SslTransport(Transport):
+    """The same for ``rediss://`` URLs (a class of its own so it is shown as rediss)."""

@@ -1,0 +1,240 @@
+"""The page workflow (the seeds' ``process_page``) as Celery tasks.
+
+``fetch_page(url, *, form=None)`` loads the host's shared cookies, requests the page
+through the worker's pinned proxy, and if the page is challenged (a reCAPTCHA,
+Turnstile or hCaptcha sitekey in it) gets a token (a pooled one first) and submits
+it, then saves the cookies for the whole cluster.
+
+Spending a solve is serialised per host by the session lock, double-checked: the
+task takes the lock only when the page is challenged, and looks again under the
+lock with the cookies as they are now (the last holder may have just saved a
+validation cookie). Tasks that find the lock held wait by retrying, holding no
+worker slot, and then read the fresh cookies. The solve itself holds no worker
+either: the task replaces itself with ``solve | submit_challenge`` (same task id,
+so ``AsyncResult.get()`` returns the final page), and the lock is handed to
+``submit_challenge``, or released by an errback if the solve fails.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..engine.pool import TokenPool
+from ..engine.timing import DEADLINE
+from ..errors import ChallengeRejected, InvalidTaskInput
+from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
+from ..redaction import RedactedTask
+from ..session.cookies import CookieStore, SharedCookiesTask
+from ..session.locks import SessionLock, SessionLockTask
+from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
+from ..session.proxy_step import PinnedProxyTask
+from ..state import state_redis
+from .app import app
+from .solve_tasks import CheckedTask
+
+__all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]
+
+MAX_FORM_FIELDS = 50
+MAX_FORM_VALUE = 4096
+#: Solve tasks by challenge type.
+_SOLVERS = {
+    "recaptcha_v2": "captcha_tasks.solve_recaptcha_v2",
+    "turnstile": "captcha_tasks.solve_turnstile",
+    "hcaptcha": "captcha_tasks.solve_hcaptcha",
+}
+
+
+class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
+    """Shared cookies, the session lock, the pinned proxy and the solver, together."""
+
+    abstract = True
+
+    def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
+        if kwargs.get("isolated"):
+            return None  # an isolated visitor neither reads nor writes shared cookies
+        host: str | None = super().cookie_host(args, kwargs)
+        return host
+
+    def browser(self) -> Any:
+        """This execution's HTTP session: shared cookies in, the worker's proxy on."""
+        session = self.http
+        self.use_proxy(session)
+        return session
+
+
+def _check_form(form: Any) -> dict[str, str]:
+    if form is None:
+        return {}
+    if not isinstance(form, dict) or len(form) > MAX_FORM_FIELDS:
+        raise InvalidTaskInput(f"form must be a dict of at most {MAX_FORM_FIELDS} fields")
+    for name, value in form.items():
+        if not isinstance(name, str) or not isinstance(value, str) or len(value) > MAX_FORM_VALUE:
+            raise InvalidTaskInput(f"form fields must be strings (<= {MAX_FORM_VALUE} chars)")
+    return dict(form)
+
+
+def _host(url: str) -> str:
+    """``host[:port]`` of a checked URL (``url.split("/")[2]`` would keep ``?q`` of
+    ``https://host?q``)."""
+    return urlsplit(url).netloc
+
+
+def _captcha(challenge: Challenge, page_url: str) -> Captcha:
+    if challenge.type == "turnstile":
+        return Turnstile(challenge.sitekey, page_url)
+    if challenge.type == "hcaptcha":
+        return HCaptcha(challenge.sitekey, page_url)
+    return RecaptchaV2(challenge.sitekey, page_url)
+
+
+def _result(page: Page, *, solved: bool, source: str | None, **extra: Any) -> dict[str, Any]:
+    return {"status": page.status, "url": page.url, "solved": solved, "source": source, **extra}
+
+
+def _submit_token(task: PageTask, challenge: Challenge, token: str, form: dict[str, str]) -> Page:
+    data = {**challenge.fields, **form, challenge.token_field: token}
+    page = submit(task.browser(), challenge.action, task.settings, data)
+    if page.status >= 400 or find_challenge(page.text, page.url) is not None:
+        raise ChallengeRejected(
+            f"{challenge.action} refused the {challenge.type} token (HTTP {page.status})"
+        )
+    return page
+
+
+@app.task(name="captcha_tasks.fetch_page", base=PageTask, bind=True)
+def fetch_page(
+    self: PageTask, url: str, *, form: dict[str, str] | None = None, isolated: bool = False
+) -> dict[str, Any]:
+    """Fetch ``url`` (allowlisted hosts only) as the cluster's one coherent visitor.
+
+    ``form``: fields to submit with the challenge's token (or to POST to the page when
+    it is not challenged). ``isolated=True``: fetch as a visitor of its own, with no
+    shared cookies, pool or session lock (one solve per challenged page).
+
+    Returns ``{"status", "url", "solved", "source"}``: ``solved`` is whether this call
+    spent a solve, ``source`` where its token came from (``"api"``, ``"pool"``, or
+    ``None`` when the page was not challenged).
+    """
+    fields = _check_form(form)
+    if isolated not in (True, False):
+        raise InvalidTaskInput("isolated must be true or false")
+    settings = self.settings
+    check_url(url, settings)
+    if not isolated:
+        # Someone is solving this host's challenge right now: wait for their cookies
+        # rather than load (and be challenged by) the page again meanwhile.
+        busy = SessionLock(state_redis(settings), settings, _host(url))
+        if busy.holder() is not None:
+            raise self._wait_for(busy, settings)
+    page = fetch(self.browser(), url, settings)
+    challenge = find_challenge(page.text, page.url)
+    if challenge is None:
+        if fields:
+            page = submit(self.browser(), page.url, settings, fields)
+        return _result(page, solved=False, source=None)
+
+    if isolated:
+        solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
+        raise self.replace(solve | _finish(challenge, page.url, fields, isolated=True))
+
+    captcha = _captcha(challenge, page.url)
+    client = state_redis(settings)
+    pooled = TokenPool(client, settings).take(captcha)
+    if pooled is not None:
+        page = _submit_token(self, challenge, pooled["solution"], fields)
+        return _result(page, solved=False, source="pool")
+
+    host = _host(page.url)
+    lock = SessionLock(client, settings, host, owner=self.request.hostname)
+    if not lock.acquire():
+        raise self._wait_for(lock, settings)  # retried: by then the cookies are fresh
+    try:
+        # Double check under the lock, with the cookies as they are now.
+        CookieStore(client, settings).apply(self.http, host)
+        page = fetch(self.browser(), url, settings)
+        challenge = find_challenge(page.text, page.url)
+        if challenge is None:
+            lock.release()
+            return _result(page, solved=False, source=None)
+        # The lock must outlive the solve: it is handed to submit_challenge.
+        lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl)
+        token = lock.token
+        assert token is not None
+        # The provider solves through the proxy this worker fetched the page with.
+        solve = app.signature(
+            _SOLVERS[challenge.type],
+            args=(challenge.sitekey, page.url),
+            kwargs={"proxy_id": self.proxy_id} if self.proxy_id else {},
+        ).on_error(release_session_lock.s(host=host, token=token))
+        finish = _finish(challenge, page.url, fields, host=host, lock_token=token)
+    except BaseException:
+        lock.release()
+        raise
+    raise self.replace(solve | finish)
+
+
+def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: Any) -> Any:
+    return submit_challenge.s(
+        url=page_url,
+        action=challenge.action,
+        fields=challenge.fields,
+        token_field=challenge.token_field,
+        challenge_type=challenge.type,
+        form=form,
+        **extra,
+    )
+
+
+@app.task(name="captcha_tasks.submit_challenge", base=PageTask, bind=True)
+def submit_challenge(
+    self: PageTask,
+    solved: dict[str, Any],
+    *,
+    url: str,
+    action: str,
+    fields: dict[str, str],
+    token_field: str,
+    challenge_type: str,
+    form: dict[str, str],
+    host: str = "",
+    lock_token: str = "",
+    isolated: bool = False,
+) -> dict[str, Any]:
+    """The second half of ``fetch_page``: submit the solved token, keep the cookies
+    (the mixin saves them for the cluster), release the host's session lock."""
+    settings = self.settings
+    if not isinstance(host, str) or not isinstance(lock_token, str):
+        raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
+    try:
+        if not isinstance(solved, dict) or not isinstance(solved.get("solution"), str):
+            raise InvalidTaskInput("submit_challenge needs a solve task's result")
+        check_url(action, settings)
+        if not isinstance(token_field, str) or not token_field:
+            raise InvalidTaskInput("submit_challenge: token_field must be a form field name")
+        if not isinstance(fields, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in fields.items()
+        ):
+            raise InvalidTaskInput("submit_challenge: fields must map names to strings")
+        challenge = Challenge(str(challenge_type), "", token_field, action, dict(fields))
+        page = _submit_token(self, challenge, solved["solution"], _check_form(form))
+        # The waiters read the cookies as soon as the lock is free: save them first.
+        self.save_cookies()
+    finally:
+        if lock_token:
+            SessionLock.adopt(state_redis(settings), settings, host, lock_token).release()
+    return _result(
+        page, solved=solved.get("source") == "api", source=solved.get("source"),
+        captcha_id=solved.get("captcha_id"),
+    )  # fmt: skip
+
+
+@app.task(name="captcha_tasks.release_session_lock", base=RedactedTask, bind=True)
+def release_session_lock(
+    self: Any, request: Any, exc: Any, traceback: Any, *, host: str, token: str
+) -> None:
+    """Errback of a page solve that failed: free the host's session lock at once."""
+    from ..settings import get_settings
+
+    settings = get_settings()
+    SessionLock.adopt(state_redis(settings), settings, host, token).release()

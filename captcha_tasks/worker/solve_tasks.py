@@ -1,0 +1,289 @@
+"""Thin Celery tasks: arguments, retries and serialization here; logic in plain modules.
+
+A solve task validates its arguments, records the request in Redis and returns
+without holding the worker: the worker's solve engine (:mod:`.engine_step`)
+submits it when the thread budget allows, polls it, and stores the result under
+the same task id, so ``AsyncResult.get()`` works as for any task.
+"""
+
+from __future__ import annotations
+
+import inspect
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from celery.exceptions import Ignore
+
+from ..engine import admit
+from ..engine.pool import TokenPool
+from ..errors import ClientError, InvalidTaskInput, TransientSolverError
+from ..monitor.metrics import solve_observer
+from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from ..redaction import RedactedTask
+from ..state import Keys, state_redis
+from ..version import worker_version
+from .app import app
+from .task_bases import SolverTask
+
+__all__ = [
+    "fill_token_pool",
+    "get_balance",
+    "ping",
+    "report_solution",
+    "solve_geetest",
+    "solve_hcaptcha",
+    "solve_image",
+    "solve_recaptcha_v2",
+    "solve_recaptcha_v3",
+    "solve_turnstile",
+]
+
+
+class CheckedTask(SolverTask):
+    """A solver task whose message must fit its signature: arguments that do not (a
+    ``send_task`` from another client; ``delay`` checks on the caller's side) fail
+    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``."""
+
+    abstract = True
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        try:
+            inspect.signature(self.run).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        super().before_start(task_id, args, kwargs)
+
+
+class SolveTask(CheckedTask):
+    """Base of the solve tasks: validation at the edge, then admission."""
+
+    abstract = True
+    #: Invalid input is final: never retried.
+    max_retries = 0
+
+    def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
+        """A pooled token at once if the pool has one, else queue a solve (the engine
+        ends this task later: this execution records nothing)."""
+        # A worker without a key runs no engine: fail now rather than queue forever.
+        self.settings.require_api_key()
+        try:
+            captcha = build().validate(max_image_bytes=self.settings.max_image_bytes)
+        except TypeError as exc:  # wrong argument types or names reaching a constructor
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
+            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        client = state_redis(self.settings)
+        if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
+            raise Ignore()  # a redelivered message: its job is queued, in flight or done
+        pooled = TokenPool(client, self.settings).take(captcha)
+        if pooled is not None:
+            solve_observer().solved(captcha.type, "pool")
+            return pooled
+        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
+              proxy_id=proxy_id or "")  # fmt: skip
+        # The engine stores this task's result; this run records no state of its own.
+        raise Ignore()
+
+
+#: Request fields the engine needs to end a task as a worker would.
+_ROUTING = ("chain", "callbacks", "errbacks", "chord", "group", "group_index", "root_id",
+            "parent_id", "reply_to", "correlation_id", "ignore_result")  # fmt: skip
+
+
+def _routing(request: Any) -> dict[str, object]:
+    return {name: value for name in _ROUTING if (value := getattr(request, name, None))}
+
+
+def _no_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
+    if unknown:
+        names = ", ".join(sorted(unknown))
+        raise InvalidTaskInput(f"{task}: unknown option(s) {names}; allowed: {allowed}")
+
+
+@app.task(name="captcha_tasks.solve_recaptcha_v2", base=SolveTask, bind=True)
+def solve_recaptcha_v2(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    invisible: bool = False,
+    enterprise: bool = False,
+    data_s: str | None = None,
+    cookies: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    **unknown: Any,
+) -> dict[str, Any]:
+    """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
+    ``cookies``, ``user_agent``). ``proxy_id``: a proxy of the pool (``captcha-tasks
+    proxies``) the provider solves through. Result: the token in ``solution``."""
+    _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id")
+    return self.admit(
+        lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
+                            data_s=data_s, cookies=cookies, user_agent=user_agent),
+        proxy_id=proxy_id,
+    )  # fmt: skip
+
+
+@app.task(name="captcha_tasks.solve_recaptcha_v3", base=SolveTask, bind=True)
+def solve_recaptcha_v3(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str = "verify",
+    min_score: float = 0.3,
+    enterprise: bool = False,
+    proxy_id: str | None = None,
+    **unknown: Any,
+) -> dict[str, Any]:
+    """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
+    _no_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
+    return self.admit(
+        lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
+                            enterprise=enterprise),
+        proxy_id=proxy_id,
+    )  # fmt: skip
+
+
+@app.task(name="captcha_tasks.solve_turnstile", base=SolveTask, bind=True)
+def solve_turnstile(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str | None = None,
+    cdata: str | None = None,
+    proxy_id: str | None = None,
+    **unknown: Any,
+) -> dict[str, Any]:
+    """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``)."""
+    _no_unknown(self.name, unknown, "action, cdata, proxy_id")
+    return self.admit(
+        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata), proxy_id=proxy_id
+    )
+
+
+@app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
+def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]:
+    """Read the text of an image (base64; jpg, png or gif). Hints: numeric, min_len,
+    max_len, phrase, regsense, calc, lang, textinstructions."""
+    allowed = {"numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
+               "textinstructions"}  # fmt: skip
+    _no_unknown(self.name, {k: v for k, v in hints.items() if k not in allowed},
+                ", ".join(sorted(allowed)))  # fmt: skip
+    if not isinstance(image_b64, str):
+        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
+    return self.admit(lambda: Image.from_base64(image_b64, **hints))
+
+
+@app.task(name="captcha_tasks.solve_geetest", base=SolveTask, bind=True)
+def solve_geetest(
+    self: SolveTask,
+    gt: str,
+    challenge: str,
+    pageurl: str,
+    *,
+    api_server: str | None = None,
+    **unknown: Any,
+) -> dict[str, Any]:
+    """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
+    geetest_seccode."""
+    _no_unknown(self.name, unknown, "api_server")
+    return self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
+
+
+@app.task(name="captcha_tasks.solve_hcaptcha", base=SolveTask, bind=True)
+def solve_hcaptcha(
+    self: SolveTask, sitekey: str, pageurl: str, *, proxy_id: str | None = None, **unknown: Any
+) -> dict[str, Any]:
+    """Solve an hCaptcha (where the provider supports it)."""
+    _no_unknown(self.name, unknown, "proxy_id")
+    return self.admit(lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id)
+
+
+@app.task(name="captcha_tasks.fill_token_pool", base=CheckedTask, bind=True)
+def fill_token_pool(
+    self: CheckedTask,
+    captcha_type: str,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str = "verify",
+    min_score: float = 0.3,
+    target: int | None = None,
+    adaptive: bool = False,
+) -> dict[str, Any]:
+    """Keep the pool of (type, sitekey, page or action) at ``target`` tokens, or size it
+    from recent demand (``adaptive``). Queues the missing solves and returns at once;
+    run it periodically (celery beat) to refill pools nobody takes from."""
+    builders: dict[str, Callable[[], Captcha]] = {
+        "recaptcha_v2": lambda: RecaptchaV2(sitekey, pageurl),
+        "recaptcha_v3": lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score),
+        "turnstile": lambda: Turnstile(sitekey, pageurl),
+        "hcaptcha": lambda: HCaptcha(sitekey, pageurl),
+    }
+    if not isinstance(captcha_type, str) or captcha_type not in builders:
+        raise InvalidTaskInput(
+            f"fill_token_pool: captcha_type must be one of {', '.join(builders)}, "
+            f"got {captcha_type!r:.40}"
+        )
+    if target is not None and (isinstance(target, bool) or not isinstance(target, int)):
+        raise InvalidTaskInput(f"fill_token_pool: target must be an integer, got {target!r:.40}")
+    if adaptive not in (True, False):
+        raise InvalidTaskInput("fill_token_pool: adaptive must be true or false")
+    self.settings.require_api_key()
+    try:
+        captcha = builders[captcha_type]()
+    except TypeError as exc:
+        raise InvalidTaskInput(f"fill_token_pool: {exc}") from None
+    pool = TokenPool(state_redis(self.settings), self.settings)
+    return pool.fill(captcha, target=target, adaptive=bool(adaptive)).as_dict()
+
+
+@app.task(name="captcha_tasks.report_solution", base=CheckedTask, bind=True, max_retries=3)
+def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> dict[str, Any]:
+    """Tell the provider whether the answer of solve task ``task_id`` worked
+    (``reportbad`` refunds wrong answers; reports older than ~15 min are refused)."""
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise InvalidTaskInput("report_solution: task_id must be a solve task's id")
+    if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
+        raise InvalidTaskInput("report_solution: correct must be true or false")
+    client = state_redis(self.settings)
+    captcha_id = client.hget(Keys(self.settings.key_prefix).job(task_id), "captcha_id")
+    if not captcha_id:
+        raise ClientError(
+            f"report_solution: no captcha is known for task {task_id} (unknown, not "
+            "submitted yet, or older than the report window)",
+            "UNKNOWN_TASK",
+        )
+    try:
+        self.solver.report(str(captcha_id), correct=bool(correct))
+    except TransientSolverError as exc:
+        raise self.retry_transient(exc) from exc
+    return {
+        "task_id": task_id,
+        "captcha_id": str(captcha_id),
+        "reported": "good" if correct else "bad",
+    }
+
+
+@app.task(name="captcha_tasks.ping", base=RedactedTask, bind=True)
+def ping(self: Any) -> dict[str, Any]:
+    """Round trip through the broker, a worker and the result backend."""
+    return {
+        "pong": True,
+        "hostname": self.request.hostname or socket.gethostname(),
+        "version": worker_version(),
+    }
+
+
+@app.task(name="captcha_tasks.get_balance", base=CheckedTask, bind=True, max_retries=3)
+def get_balance(self: CheckedTask) -> dict[str, Any]:
+    """The provider account's balance, as a string to keep its decimals exact."""
+    try:
+        balance = self.solver.balance()
+    except TransientSolverError as exc:
+        raise self.retry_transient(exc) from exc
+    return {"balance": str(balance), "provider": self.settings.provider}

@@ -1,0 +1,77 @@
+"""Custom Celery Task base classes.
+
+Per-process resources (the solver client and its HTTP session) are built lazily
+on first use in the process that uses them, so prefork children never share a
+connection opened before the fork.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kombu.exceptions
+import redis
+
+from ..errors import (
+    ChallengeRejected,
+    InvalidTaskInput,
+    RedisUnavailable,
+    TransientSolverError,
+    UnknownProxy,
+)
+from ..masking import mask_url
+from ..provider import SolverClient
+from ..redaction import RedactedTask
+from ..settings import Settings, get_settings
+
+__all__ = ["SolverTask"]
+
+
+class SolverTask(RedactedTask):
+    """A task that talks to the solver provider (arguments shown redacted: see
+    :mod:`.redaction`)."""
+
+    abstract = True
+    #: Refusals at the edge are normal operation: the worker logs them in one line
+    #: ("raised expected"), without a traceback; the caller still gets the error.
+    throws = (InvalidTaskInput, UnknownProxy, ChallengeRejected)
+    _solver: SolverClient | None = None
+    _solver_pid: int | None = None
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
+        """Celery's ``apply_async``; a Redis that does not answer is one typed error
+        (:class:`RedisUnavailable`, after a few seconds of retries) instead of a
+        ``RuntimeError`` at the end of a hundred-line chain of reconnect attempts."""
+        try:
+            return super().apply_async(args, kwargs, *rest, **options)
+        except (kombu.exceptions.OperationalError, redis.RedisError, RuntimeError) as exc:
+            cause = exc if not isinstance(exc, RuntimeError) else exc.__cause__
+            if not isinstance(cause, (kombu.exceptions.OperationalError, redis.RedisError)):
+                raise
+            url = mask_url(self.app.conf.broker_url)
+            raise RedisUnavailable(
+                f"{self.name}: cannot reach Redis at {url} ({cause}); "
+                "the task may not have been queued"
+            ) from None
+
+    @property
+    def settings(self) -> Settings:
+        return get_settings()
+
+    @property
+    def solver(self) -> SolverClient:
+        if self._solver is None or self._solver_pid != os.getpid():
+            self._solver = SolverClient.from_settings(self.settings)
+            self._solver_pid = os.getpid()
+        return self._solver
+
+    def retry_transient(self, exc: TransientSolverError) -> Exception:
+        """``raise self.retry_transient(exc)``: retry after the error's own back-off
+        (scaled by ``CAPTCHA_TASKS_TIME_SCALE``), within the task's ``max_retries``."""
+        from .celeryconfig import MAX_COUNTDOWN_SECONDS
+
+        # Capped so a countdown never nears the broker's visibility timeout.
+        countdown = min(self.settings.scaled(exc.retry_after or 5.0), MAX_COUNTDOWN_SECONDS)
+        result: Exception = self.retry(exc=exc, countdown=countdown)
+        return result

@@ -1,0 +1,74 @@
+"""pytest fixtures for the solver sandbox (registered by ``tests/conftest.py``).
+
+``sandbox`` is a started :class:`SandboxServer` on a free loopback port, serving in
+a background thread and stopped after the test; ``sandbox_factory(**config)``
+starts more, each with its own :class:`SandboxConfig`; ``demo_sandbox`` also serves
+the demo target site (``demo_sandbox.demo_url``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from captcha_tasks.devtools.sandbox import SandboxConfig, SandboxServer
+from captcha_tasks.settings import get_settings
+
+__all__ = [
+    "DEFAULT_SANDBOX_TIME_SCALE",
+    "demo_sandbox",
+    "sandbox",
+    "sandbox_factory",
+    "sandbox_time_scale",
+]
+
+#: Time scale of test sandboxes when CAPTCHA_TASKS_TIME_SCALE is not set.
+DEFAULT_SANDBOX_TIME_SCALE = 0.05
+
+SandboxFactory = Callable[..., SandboxServer]
+
+
+def sandbox_time_scale() -> float:
+    """The session's CAPTCHA_TASKS_TIME_SCALE (so workers and sandbox agree), else 0.05."""
+    if os.environ.get("CAPTCHA_TASKS_TIME_SCALE"):
+        return get_settings().time_scale
+    return DEFAULT_SANDBOX_TIME_SCALE
+
+
+@pytest.fixture
+def sandbox_factory() -> Iterator[SandboxFactory]:
+    """``make(config=None, **fields)``: start a sandbox; every one is stopped at teardown.
+
+    ``fields`` are :class:`SandboxConfig` fields, applied over ``config`` (default: a
+    config with the test time scale), e.g. ``make(threads=2, dialect="2captcha")``.
+    """
+    started: list[SandboxServer] = []
+
+    def make(config: SandboxConfig | None = None, **fields: Any) -> SandboxServer:
+        if config is None:
+            config = SandboxConfig(**{"time_scale": sandbox_time_scale(), **fields})
+        elif fields:
+            config = dataclasses.replace(config, **fields)
+        server = SandboxServer(config)
+        started.append(server)
+        return server.start()
+
+    yield make
+    for server in reversed(started):
+        server.stop()
+
+
+@pytest.fixture
+def sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
+    """A started sandbox with the default plan (5 threads, captchaai dialect)."""
+    return sandbox_factory()
+
+
+@pytest.fixture
+def demo_sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
+    """A started sandbox that also serves the demo target site on a free port."""
+    return sandbox_factory(demo_port=0)

@@ -1,0 +1,348 @@
+"""The NATS bridge's pure parts: job -> solve task mapping, result messages, task ids;
+and its Redis bookkeeping of pending results (against the session's redis-server)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from captcha_tasks.bridge.jobs import (
+    Job,
+    TaskCall,
+    failed,
+    jetstream_task_id,
+    parse_job,
+    solved,
+    task_call,
+)
+from captcha_tasks.bridge.pending import Entry, PendingResults, ready_results
+from captcha_tasks.errors import CaptchaUnsolvable, ConfigurationError, InvalidTaskInput
+from tests.conftest import ROOT
+
+V2 = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+PAGE = "https://example.com/page/0"
+
+
+def call(**fields: Any) -> TaskCall:
+    return task_call(parse_job(json.dumps({"task_id": "t", **fields}).encode()))
+
+
+def rejected(**fields: Any) -> InvalidTaskInput:
+    with pytest.raises(InvalidTaskInput) as info:
+        call(**fields)
+    return info.value
+
+
+# -- parse_job ---------------------------------------------------------------------
+
+
+def test_the_guides_job_parses() -> None:
+    data = json.dumps(
+        {"task_id": "task_7", "method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE}
+    ).encode()
+    assert parse_job(data) == Job("task_7", "userrecaptcha", {"sitekey": V2, "pageurl": PAGE})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not json",
+        b"\xff\xfe",
+        b"[1, 2]",
+        b'"task"',
+        b"{}",
+        b'{"task_id": null}',
+        b'{"task_id": true}',
+        b'{"task_id": ""}',
+        b'{"task_id": {"a": 1}}',
+        json.dumps({"task_id": "x" * 257}).encode(),
+        json.dumps({"task_id": "a\nb"}).encode(),
+    ],
+)
+def test_what_is_not_a_job_is_a_bad_job(data: bytes) -> None:
+    with pytest.raises(InvalidTaskInput) as info:
+        parse_job(data)
+    assert info.value.code == "BAD_JOB"
+
+
+def test_an_integer_task_id_is_kept_as_it_is() -> None:
+    assert parse_job(b'{"task_id": 42, "method": "hcaptcha"}').task_id == 42
+
+
+# -- task_call ---------------------------------------------------------------------
+
+
+def test_userrecaptcha_is_a_recaptcha_v2_solve() -> None:
+    assert call(method="userrecaptcha", sitekey=V2, pageurl=PAGE) == TaskCall(
+        "captcha_tasks.solve_recaptcha_v2", (V2, PAGE), {}
+    )
+    # in.php's own names and text values work too.
+    got = call(method="userrecaptcha", googlekey=V2, pageurl=PAGE, invisible="1",
+               enterprise=0, **{"data-s": "abc", "userAgent": "UA/1"})  # fmt: skip
+    assert got.args == (V2, PAGE)
+    assert got.kwargs == {"invisible": True, "enterprise": False, "data_s": "abc",
+                          "user_agent": "UA/1"}  # fmt: skip
+
+
+def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
+    got = call(method="userrecaptcha", version="v3", googlekey=V2, pageurl=PAGE,
+               action="login", min_score="0.7")  # fmt: skip
+    assert got == TaskCall(
+        "captcha_tasks.solve_recaptcha_v3", (V2, PAGE), {"action": "login", "min_score": 0.7}
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"method": "turnstile", "sitekey": "0x4AAAAAAABkMYinukE8nzY", "pageurl": PAGE,
+          "action": "a", "data": "c"},
+         TaskCall("captcha_tasks.solve_turnstile", ("0x4AAAAAAABkMYinukE8nzY", PAGE),
+                  {"action": "a", "cdata": "c"})),
+        ({"method": "base64", "body": "R0lGODlh", "numeric": "1", "phrase": "0", "lang": "en"},
+         TaskCall("captcha_tasks.solve_image", ("R0lGODlh",),
+                  {"numeric": 1, "phrase": False, "lang": "en"})),
+        ({"method": "geetest", "gt": "g", "challenge": "c", "pageurl": PAGE,
+          "api_server": "api.geetest.com"},
+         TaskCall("captcha_tasks.solve_geetest", ("g", "c", PAGE),
+                  {"api_server": "api.geetest.com"})),
+        ({"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE},
+         TaskCall("captcha_tasks.solve_hcaptcha", ("k", PAGE), {})),
+    ],
+)  # fmt: skip
+def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall) -> None:
+    assert call(**fields) == expected
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "invisible": "1",
+         "enterprise": "true", "data_s": "x", "cookies": "a=b", "user_agent": "UA",
+         "proxy_id": "p1"},
+        {"method": "userrecaptcha", "version": "v3", "sitekey": V2, "pageurl": PAGE,
+         "action": "a", "min_score": "0.5", "enterprise": 1, "proxy_id": "p1"},
+        {"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "a", "cdata": "c",
+         "proxy_id": "p"},
+        {"method": "base64", "image_b64": "x", "numeric": 1, "min_len": "2", "max_len": 5,
+         "phrase": 1, "regsense": "1", "calc": "0", "lang": "en", "textinstructions": "t"},
+        {"method": "geetest", "gt": "g", "challenge": "c", "pageurl": PAGE, "api_server": "h"},
+        {"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
+    ],
+)  # fmt: skip
+def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
+    import dataclasses
+
+    from captcha_tasks import app
+    from captcha_tasks.provider import Image
+
+    mapped = call(**fields)
+    parameters = inspect.signature(app.tasks[mapped.task].run).parameters.values()
+    required = [p.name for p in parameters if p.default is inspect.Parameter.empty
+                and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]  # fmt: skip
+    assert len(mapped.args) == len(required)
+    if mapped.task == "captcha_tasks.solve_image":  # **hints: the Image fields
+        known = {f.name for f in dataclasses.fields(Image)} - {"body", "multipart"}
+    else:  # the named options, not **unknown (which the task refuses)
+        known = {p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(mapped.kwargs) <= known
+
+
+def test_in_php_transport_parameters_are_ignored_and_never_echoed() -> None:
+    secret = "0123456789abcdef0123456789abcdef"
+    got = call(method="hcaptcha", sitekey="k", pageurl=PAGE, key=secret, json=1, soft_id=7)
+    assert got.kwargs == {}
+    error = rejected(method="hcaptcha", sitekey="k", pageurl=PAGE, key=secret, colour="red")
+    assert secret not in str(error)
+
+
+def test_an_unknown_method_is_named() -> None:
+    error = rejected(method="funcaptcha", sitekey=V2, pageurl=PAGE)
+    assert error.code == "UNKNOWN_METHOD"
+    assert "funcaptcha" in str(error)
+    assert "userrecaptcha" in str(error)  # and the known ones listed
+    assert rejected(method="x" * 500).code == "UNKNOWN_METHOD"
+    assert len(str(rejected(method="x" * 500))) < 200
+
+
+@pytest.mark.parametrize("method", [None, "", 3, ["userrecaptcha"]])
+def test_a_missing_method_is_a_bad_job(method: object) -> None:
+    fields = {} if method is None else {"method": method}
+    assert rejected(**fields, sitekey=V2, pageurl=PAGE).code == "BAD_JOB"
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"method": "userrecaptcha", "pageurl": PAGE}, "missing googlekey or sitekey"),
+        ({"method": "userrecaptcha", "sitekey": V2}, "missing pageurl"),
+        ({"method": "userrecaptcha", "sitekey": V2, "googlekey": V2, "pageurl": PAGE},
+         "not both"),
+        ({"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "data_s": "a",
+          "data-s": "b"}, "data_s given twice"),
+        ({"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "colour": "red",
+          "size": 3}, "unknown parameter(s) colour, size"),
+        ({"method": "userrecaptcha", "version": "v3", "sitekey": V2, "pageurl": PAGE,
+          "invisible": 1}, "invisible"),
+        ({"method": "userrecaptcha", "version": "v4", "sitekey": V2, "pageurl": PAGE},
+         "version"),
+        ({"method": "base64"}, "missing body or image_b64"),
+        ({"method": "geetest", "gt": "g", "pageurl": PAGE}, "missing challenge"),
+    ],
+)  # fmt: skip
+def test_missing_and_unknown_parameters_are_invalid_input(
+    fields: dict[str, Any], fragment: str
+) -> None:
+    error = rejected(**fields)
+    assert error.code == "INVALID_INPUT"
+    assert fragment in str(error)
+
+
+def test_values_that_do_not_convert_are_left_for_the_task_to_refuse() -> None:
+    got = call(method="userrecaptcha", version="v3", sitekey=V2, pageurl=PAGE,
+               min_score="high", enterprise="maybe")  # fmt: skip
+    assert got.kwargs == {"min_score": "high", "enterprise": "maybe"}
+    got = call(method="base64", body="x", numeric="-1", phrase=2)
+    assert got.kwargs == {"numeric": "-1", "phrase": 2}
+
+
+# -- ids and messages --------------------------------------------------------------
+
+
+def test_a_jetstream_message_always_gets_the_same_task_id() -> None:
+    first = jetstream_task_id("CAPTCHA", 7, "2026-01-01T00:00:00.123456+00:00")
+    assert first == jetstream_task_id("CAPTCHA", 7, "2026-01-01T00:00:00.123456+00:00")
+    others = {
+        jetstream_task_id("CAPTCHA", 8, "2026-01-01T00:00:00.123456+00:00"),
+        jetstream_task_id("OTHER", 7, "2026-01-01T00:00:00.123456+00:00"),
+        # The same sequence number in a stream created again later.
+        jetstream_task_id("CAPTCHA", 7, "2026-02-01T00:00:00+00:00"),
+    }
+    assert first not in others
+    assert len(others) == 3
+
+
+def test_result_messages() -> None:
+    assert solved("task_1", {"solution": "03AF", "type": "recaptcha_v2"}, "cid") == {
+        "task_id": "task_1", "solution": "03AF", "celery_task_id": "cid"}  # fmt: skip
+    message = failed("task_2", CaptchaUnsolvable("the workers gave up"), "cid")
+    assert message == {
+        "task_id": "task_2",
+        "error": "ERROR_CAPTCHA_UNSOLVABLE: the workers gave up",
+        "code": "ERROR_CAPTCHA_UNSOLVABLE",
+        "celery_task_id": "cid",
+    }
+    assert failed(None, "REVOKED: gone") == {"task_id": None, "error": "REVOKED: gone",
+                                             "code": "REVOKED"}  # fmt: skip
+    assert failed("t", RuntimeError("boom"))["code"] == "RuntimeError"
+
+
+def test_error_messages_mask_secrets_and_stay_short(settings_env: Any) -> None:
+    secret = "0123456789abcdef0123456789abcdef"
+    settings_env(CAPTCHAAI_API_KEY=secret)
+    message = failed("t", InvalidTaskInput(f"bad {secret} at https://e.com/?sid=123 " + "x" * 900))
+    assert secret not in message["error"]
+    assert "sid=123" not in message["error"]
+    assert len(message["error"]) <= 500
+    assert message["error"].startswith("INVALID_INPUT: bad ***")
+
+
+# -- the lazy import of nats-py ----------------------------------------------------
+
+
+def test_the_package_and_the_cli_work_without_the_nats_extra() -> None:
+    code = (
+        "import sys; sys.modules['nats'] = None\n"  # as if nats-py were not installed
+        "import captcha_tasks, captcha_tasks.cli.main, captcha_tasks.bridge.nats_bridge as b\n"
+        "from captcha_tasks.errors import ConfigurationError\n"
+        "try:\n    b.load_nats()\nexcept ConfigurationError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True)  # fmt: skip
+    assert "pip install 'captcha_tasks[nats]'" in out.stdout
+    cli = subprocess.run(
+        [sys.executable, "-c", "import sys; sys.modules['nats'] = None\n"
+         "from captcha_tasks.cli.main import run; sys.argv = ['captcha-tasks', 'bridge', 'nats', "
+         "'--url', 'nats://127.0.0.1:1']; run()"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert cli.returncode == 2
+    assert "configuration error" in cli.stderr
+    assert "captcha_tasks[nats]" in cli.stderr
+    assert "Traceback" not in cli.stderr
+
+
+def test_load_nats_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from captcha_tasks.bridge.nats_bridge import load_nats
+
+    monkeypatch.setitem(sys.modules, "nats", None)
+    with pytest.raises(ConfigurationError, match=r"captcha_tasks\[nats\]"):
+        load_nats()
+
+
+# -- pending results in Redis ------------------------------------------------------
+
+
+@pytest.fixture
+def store(redis_url: str) -> PendingResults:
+    import redis
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    return PendingResults(client, "ct:", "captcha-workers", ttl=60)
+
+
+def test_a_pending_result_is_claimed_by_one_bridge_once(store: PendingResults) -> None:
+    entry = Entry("task_1", "captcha.results", time.time() + 30)
+    assert store.track("c1", entry)
+    assert store.track("c2", Entry(7, "captcha.results", time.time() + 30))
+    entries = store.entries()
+    assert set(entries) == {"c1", "c2"}
+    assert entries["c1"] == entry
+    assert entries["c2"].task_id == 7
+    assert 0 < store.client.ttl(store.key) <= 60
+    assert store.claim(["c1", "unknown"]) == {"c1"}
+    assert store.claim(["c1"]) == set()  # another bridge gets nothing
+    assert store.is_published("c1")
+    assert set(store.entries()) == {"c2"}
+
+
+def test_a_job_whose_result_went_out_is_not_tracked_again(store: PendingResults) -> None:
+    entry = Entry("task_1", "captcha.results", time.time() + 30)
+    assert store.track("c1", entry)
+    assert store.claim(["c1"]) == {"c1"}
+    assert not store.track("c1", entry)  # the redelivered job of a published result
+    assert store.entries() == {}
+
+
+def test_a_released_result_is_pending_again(store: PendingResults) -> None:
+    entry = Entry("task_1", "captcha.results", time.time() + 30)
+    store.track("c1", entry)
+    store.claim(["c1"])
+    store.release("c1", entry)
+    assert store.entries() == {"c1": entry}
+    assert not store.is_published("c1")
+
+
+def test_unreadable_entries_are_skipped(store: PendingResults) -> None:
+    store.client.hset(store.key, mapping={"bad": "{", "worse": '{"task_id": 1}'})
+    assert store.entries() == {}
+
+
+def test_ready_results_reads_ended_tasks_only(celery_app: Any) -> None:
+    backend = celery_app.backend
+    backend.mark_as_done("done-1", {"solution": "tok"})
+    backend.mark_as_failure("failed-1", InvalidTaskInput("RecaptchaV2.sitekey: bad"))
+    backend.mark_as_started("started-1")
+    got = ready_results(backend, ["done-1", "failed-1", "started-1", "unknown"])
+    assert set(got) == {"done-1", "failed-1"}
+    assert got["done-1"]["result"] == {"solution": "tok"}
+    error = backend.exception_to_python(got["failed-1"]["result"])
+    assert isinstance(error, InvalidTaskInput)
+    assert failed("t", error)["code"] == "INVALID_INPUT"
+    assert ready_results(backend, []) == {}

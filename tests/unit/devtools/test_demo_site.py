@@ -1,0 +1,503 @@
+"""The sandbox's demo target site over real HTTP: challenge, verify, cookies, login, stats."""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import os
+import re
+import selectors
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import trustme
+from click.testing import CliRunner
+
+from captcha_tasks.devtools.procs import stop_process
+from captcha_tasks.devtools.sandbox import (
+    DEMO_COUNTERS,
+    DEMO_SITEKEY,
+    DEV_API_KEY,
+    SESSION_COOKIE,
+    VALIDATION_COOKIE,
+    SandboxConfig,
+    SandboxServer,
+    sandbox_command,
+)
+from captcha_tasks.errors import ConfigurationError
+
+SCALE = 0.01  # reCAPTCHA v2 solves in 0.15 s; tokens live 1.2 s; cookies 18 s
+OTHER_SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
+SITEKEY_RE = re.compile(r'<div class="g-recaptcha" data-sitekey="([^"]+)"></div>')
+
+
+class Demo:
+    """A sandbox with its demo site, a browser-like session and a solver client."""
+
+    def __init__(self, server: SandboxServer) -> None:
+        assert server.demo_url is not None
+        self.server = server
+        self.url = server.demo_url
+        self.session = requests.Session()
+
+    def close(self) -> None:
+        self.session.close()
+
+    def get(self, path: str, **kwargs: Any) -> requests.Response:
+        return self.session.get(f"{self.url}{path}", timeout=5, **kwargs)
+
+    def post(self, path: str, data: dict[str, str], **kwargs: Any) -> requests.Response:
+        return self.session.post(
+            f"{self.url}{path}", data=data, timeout=5, allow_redirects=False, **kwargs
+        )
+
+    def solve(self, sitekey: str | None = None, pageurl: str | None = None) -> str:
+        """A reCAPTCHA v2 token from the sandbox's in.php/res.php (as a fetcher gets one)."""
+        submit = {
+            "key": DEV_API_KEY,
+            "method": "userrecaptcha",
+            "googlekey": sitekey or self.server.config.demo_sitekey,
+            "pageurl": pageurl or f"{self.url}/page/1",
+            "json": "1",
+        }
+        with requests.Session() as api:
+            reply = api.post(f"{self.server.url}/in.php", data=submit, timeout=5).json()
+            assert reply["status"] == 1, reply
+            poll = {"key": DEV_API_KEY, "action": "get", "id": reply["request"], "json": "1"}
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                answer = api.get(f"{self.server.url}/res.php", params=poll, timeout=5).json()
+                if answer["request"] != "CAPCHA_NOT_READY":
+                    assert answer["status"] == 1, answer
+                    return str(answer["request"])
+                time.sleep(0.005)
+        raise AssertionError("the sandbox did not solve the captcha")
+
+    def verify(self, token: str, next_path: str = "/page/1", **kwargs: Any) -> requests.Response:
+        return self.post("/verify", {"g-recaptcha-response": token, "next": next_path}, **kwargs)
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.get("/stats").json())
+
+
+@pytest.fixture
+def make_demo(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[Callable[..., Demo]]:
+    demos: list[Demo] = []
+
+    def make(**config: Any) -> Demo:
+        demo = Demo(sandbox_factory(**{"time_scale": SCALE, "demo_port": 0, **config}))
+        demos.append(demo)
+        return demo
+
+    yield make
+    for demo in demos:
+        demo.close()
+
+
+@pytest.fixture
+def demo(make_demo: Callable[..., Demo]) -> Demo:
+    return make_demo()
+
+
+def reason_of(reply: requests.Response) -> str:
+    assert reply.status_code == 403, reply.text
+    match = re.search(r'<p class="error" id="reason">([^<]*)</p>', reply.text)
+    assert match, reply.text
+    return match[1]
+
+
+# -- challenge and verification -----------------------------------------------------
+
+
+def test_a_page_without_cookie_is_a_challenge(demo: Demo) -> None:
+    assert demo.url.startswith("http://127.0.0.1:")
+    assert demo.server.demo_port != demo.server.port
+    reply = demo.get("/page/7?q=1")
+    assert reply.status_code == 200
+    assert reply.headers["Content-Type"] == "text/html; charset=utf-8"
+    page = reply.text
+    match = SITEKEY_RE.search(page)
+    assert match and match[1] == DEMO_SITEKEY
+    assert '<form method="post" action="/verify">' in page
+    assert '<input type="hidden" name="next" value="/page/7?q=1">' in page
+    assert 'name="g-recaptcha-response"' in page
+    assert "<h1>page 7</h1>" not in page
+    assert demo.stats() == {**dict.fromkeys(DEMO_COUNTERS, 0), "challenges": 1}
+
+
+def test_a_solved_token_earns_the_cookie_and_opens_pages(demo: Demo) -> None:
+    page = demo.get("/page/7").text
+    match = SITEKEY_RE.search(page)
+    assert match
+    token = demo.solve(sitekey=match[1], pageurl=f"{demo.url}/page/7")
+    reply = demo.verify(token, "/page/7")
+    assert reply.status_code == 302
+    assert reply.headers["Location"] == "/page/7"
+    set_cookie = reply.headers["Set-Cookie"]
+    assert re.fullmatch(
+        rf"{VALIDATION_COOKIE}=[A-Za-z0-9_\-]{{40,}}; Path=/; Max-Age=18; HttpOnly; SameSite=Lax",
+        set_cookie,
+    )
+    cookie = demo.session.cookies.get(VALIDATION_COOKIE)
+    assert cookie and cookie in set_cookie
+    for name in ("7", "8", "a/b"):
+        content = demo.get(f"/page/{name}")
+        assert content.status_code == 200
+        assert f"<h1>page {name}</h1>" in content.text
+        assert "g-recaptcha" not in content.text
+    # Following the redirect, as a browser does.
+    followed = demo.session.post(
+        f"{demo.url}/verify", data={"g-recaptcha-response": demo.solve(), "next": "/page/9"}
+    )
+    assert followed.status_code == 200
+    assert "<h1>page 9</h1>" in followed.text
+    stats = demo.stats()
+    assert stats["pages_served"] == 4
+    assert (stats["challenges"], stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 2, 0)
+    # The demo site spends the sandbox's own tokens: /siteverify saw them too.
+    assert demo.server.stats()["tokens_verified"] == 2
+
+
+def test_a_token_is_single_use_and_shared_with_siteverify(demo: Demo) -> None:
+    token = demo.solve()
+    assert demo.verify(token).status_code == 302
+    with requests.Session() as other:
+        again = other.post(
+            f"{demo.url}/verify",
+            data={"g-recaptcha-response": token, "next": "/page/1"},
+            allow_redirects=False,
+            timeout=5,
+        )
+        assert reason_of(again) == "timeout-or-duplicate"
+        assert "Set-Cookie" not in again.headers
+        assert "g-recaptcha" in other.get(f"{demo.url}/page/1", timeout=5).text
+    siteverify = requests.post(f"{demo.server.url}/siteverify", data={"response": token}, timeout=5)
+    assert siteverify.json()["error-codes"] == ["timeout-or-duplicate"]
+    # And a token spent at /siteverify no longer opens the demo site.
+    spent = demo.solve()
+    requests.post(f"{demo.server.url}/siteverify", data={"response": spent}, timeout=5)
+    assert reason_of(demo.verify(spent)) == "timeout-or-duplicate"
+    stats = demo.stats()
+    assert (stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 2)
+
+
+def test_unknown_missing_and_foreign_tokens_are_rejected(demo: Demo) -> None:
+    assert reason_of(demo.verify("03AFcWeAnot-a-token")) == "invalid-input-response"
+    assert reason_of(demo.verify("")) == "missing-input-response"
+    foreign = demo.solve(sitekey=OTHER_SITEKEY)
+    assert reason_of(demo.verify(foreign)) == "sitekey-secret-mismatch"
+    assert demo.stats()["tokens_rejected"] == 3
+    assert VALIDATION_COOKIE not in demo.session.cookies
+
+
+def test_next_must_be_a_local_path(demo: Demo) -> None:
+    token = demo.solve()
+    for target in (
+        "https://evil.example/x",
+        "//evil.example/x",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "page/1",
+        "/page/1\r\nSet-Cookie: x=1",
+    ):
+        reply = demo.verify(token, target)
+        assert reply.status_code == 400, target
+        assert "Location" not in reply.headers
+    # Refused before the token was looked at: it still works, and empty next means "/".
+    reply = demo.verify(token, "")
+    assert (reply.status_code, reply.headers["Location"]) == (302, "/")
+    assert demo.stats()["tokens_rejected"] == 0
+
+
+def test_an_expired_token_is_rejected(make_demo: Callable[..., Demo]) -> None:
+    scale = 0.005  # tokens live 0.6 s after they are solved
+    demo = make_demo(time_scale=scale, jitter=0.0)
+    token = demo.solve()
+    time.sleep(120 * scale + 0.15)
+    assert reason_of(demo.verify(token)) == "timeout-or-duplicate"
+    assert demo.stats()["tokens_rejected"] == 1
+
+
+def test_cookies_expire_at_their_scaled_lifetime(make_demo: Callable[..., Demo]) -> None:
+    scale = 0.002  # cookies and sessions live 3.6 s (Max-Age=4), tokens 0.24 s
+    demo = make_demo(time_scale=scale)
+    reply = demo.verify(demo.solve())
+    assert "Max-Age=4;" in reply.headers["Set-Cookie"]
+    login = {"username": "u", "password": "p", "g-recaptcha-response": demo.solve()}
+    assert demo.post("/login", login).status_code == 302
+    issued = time.monotonic()  # both were issued before this moment
+    cookies = {name: demo.session.cookies[name] for name in (VALIDATION_COOKIE, SESSION_COOKIE)}
+    with requests.Session() as replay:  # the server's clock decides, not the cookie jar
+        replay.cookies.update(cookies)
+        assert "<h1>page 1</h1>" in replay.get(f"{demo.url}/page/1", timeout=5).text
+        assert replay.get(f"{demo.url}/account", timeout=5).status_code == 200
+        time.sleep(max(0.0, issued + 1800 * scale + 0.2 - time.monotonic()))
+        assert "g-recaptcha" in replay.get(f"{demo.url}/page/1", timeout=5).text
+        late = replay.get(f"{demo.url}/account", allow_redirects=False, timeout=5)
+        assert (late.status_code, late.headers["Location"]) == (302, "/login")
+    forged = requests.get(f"{demo.url}/page/1", cookies={VALIDATION_COOKIE: "made-up"}, timeout=5)
+    assert "g-recaptcha" in forged.text
+    stats = demo.stats()
+    assert (stats["pages_served"], stats["challenges"], stats["cookies_rejected"]) == (1, 2, 2)
+
+
+# -- login --------------------------------------------------------------------------
+
+
+def test_login_flow(demo: Demo) -> None:
+    account = demo.get("/account", allow_redirects=False)
+    assert (account.status_code, account.headers["Location"]) == (302, "/login")
+    form = demo.get("/login")
+    assert form.status_code == 200
+    assert '<form method="post" action="/login">' in form.text
+    assert 'name="username"' in form.text and 'type="password"' in form.text
+    match = SITEKEY_RE.search(form.text)
+    assert match and match[1] == DEMO_SITEKEY
+    token = demo.solve(pageurl=f"{demo.url}/login")
+    user = {"username": "alice <admin>", "password": "hunter2"}
+    missing = demo.post("/login", {"username": "alice", "g-recaptcha-response": token})
+    assert missing.status_code == 400
+    bad = demo.post("/login", {**user, "g-recaptcha-response": "03AFcWeAnope"})
+    assert reason_of(bad) == "invalid-input-response"
+    assert SESSION_COOKIE not in demo.session.cookies
+    ok = demo.post("/login", {**user, "g-recaptcha-response": token})
+    assert (ok.status_code, ok.headers["Location"]) == (302, "/account")
+    assert re.fullmatch(
+        rf"{SESSION_COOKIE}=[A-Za-z0-9_\-]{{40,}}; Path=/; Max-Age=18; HttpOnly; SameSite=Lax",
+        ok.headers["Set-Cookie"],
+    )
+    page = demo.get("/account")
+    assert page.status_code == 200
+    assert "Signed in as alice &lt;admin&gt;" in page.text
+    reused = demo.post("/login", {**user, "g-recaptcha-response": token})
+    assert reason_of(reused) == "timeout-or-duplicate"
+    forged = requests.get(
+        f"{demo.url}/account",
+        cookies={SESSION_COOKIE: "made-up"},
+        allow_redirects=False,
+        timeout=5,
+    )
+    assert forged.status_code == 302
+    stats = demo.stats()
+    assert (stats["logins"], stats["login_forms"]) == (1, 1)
+    assert (stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 2)
+
+
+# -- stats, redirect, misc ----------------------------------------------------------
+
+
+def test_stats_reset_and_healthz(demo: Demo) -> None:
+    demo.get("/page/1")
+    demo.get("/login")
+    demo.verify("03AFcWeAnope")
+    stats = demo.stats()
+    assert set(stats) == set(DEMO_COUNTERS)
+    assert {"pages_served", "challenges", "tokens_accepted", "tokens_rejected", "logins"} <= set(
+        stats
+    )
+    assert (stats["challenges"], stats["login_forms"], stats["tokens_rejected"]) == (1, 1, 1)
+    assert demo.server.demo is not None
+    assert demo.server.demo.stats() == stats
+    assert demo.get("/reset").status_code == 405
+    assert demo.post("/reset", {}).json() == {"ok": True}
+    assert demo.stats() == dict.fromkeys(DEMO_COUNTERS, 0)
+    assert demo.get("/healthz").json() == {"ok": True}
+    assert demo.get("/nowhere").status_code == 404
+    assert demo.get("/verify").status_code == 405
+    assert demo.post("/page/1", {}).status_code == 405
+    assert "/page/1" in demo.get("/").text
+
+
+def test_redirect_answers_302_to_any_url(demo: Demo) -> None:
+    for target in (
+        "http://127.0.0.1:9/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/",
+        "http://[::1]:8080/x?y=1&z=2",
+        "/page/1",
+    ):
+        reply = demo.get("/redirect", params={"to": target}, allow_redirects=False)
+        assert (reply.status_code, reply.headers["Location"]) == (302, target)
+    followed = demo.get("/redirect", params={"to": "/page/3"})
+    assert followed.url == f"{demo.url}/page/3"
+    assert "g-recaptcha" in followed.text
+    for bad in ("", "http://x/\r\nSet-Cookie: a=b", "http://x/ y", "http://ü.example/"):
+        reply = demo.get("/redirect", params={"to": bad}, allow_redirects=False)
+        assert reply.status_code == 400, bad
+    assert demo.stats()["redirects"] == 6
+
+
+def test_custom_sitekey_and_keep_alive(make_demo: Callable[..., Demo]) -> None:
+    sitekey = "6LcCustomDemoKey_000000000000000000000000"
+    demo = make_demo(demo_sitekey=sitekey)
+    match = SITEKEY_RE.search(demo.get("/page/1").text)
+    assert match and match[1] == sitekey
+    assert reason_of(demo.verify(demo.solve(sitekey=DEMO_SITEKEY))) == "sitekey-secret-mismatch"
+    assert demo.verify(demo.solve(sitekey=sitekey)).status_code == 302
+    port = demo.server.demo_port
+    assert port is not None
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        for _ in range(3):
+            conn.request("GET", "/page/1")
+            reply = conn.getresponse()
+            body = reply.read()
+            assert reply.getheader("Content-Length") == str(len(body))
+            assert not reply.will_close
+    finally:
+        conn.close()
+
+
+def test_the_demo_site_is_off_by_default_and_stops_with_the_sandbox(
+    sandbox: SandboxServer,
+) -> None:
+    assert (sandbox.demo, sandbox.demo_url, sandbox.demo_port) == (None, None, None)
+    server = SandboxServer(SandboxConfig(time_scale=SCALE, demo_port=0)).start()
+    url, port = server.demo_url, server.demo_port
+    assert url is not None and port is not None
+    with requests.Session() as session:
+        assert session.get(f"{url}/healthz", timeout=5).ok  # an idle keep-alive connection
+        started = time.monotonic()
+        server.stop()
+        assert time.monotonic() - started < 2.0
+        with pytest.raises(requests.ConnectionError):
+            session.get(f"{url}/healthz", timeout=2)
+    with SandboxServer(SandboxConfig(time_scale=SCALE, demo_port=port)) as again:
+        assert again.demo_url == url  # the port was released
+        assert requests.get(f"{url}/healthz", timeout=5).ok
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"demo_port": -1}, {"demo_port": 70000}, {"demo_sitekey": "bad key!"}, {"demo_sitekey": "x"}],
+)
+def test_config_rejects_bad_demo_values(fields: dict[str, Any]) -> None:
+    with pytest.raises(ConfigurationError):
+        SandboxConfig(**fields)
+    with pytest.raises(ConfigurationError):
+        SandboxConfig(port=8765, demo_port=8765)
+    assert SandboxConfig(demo_port=0).describe()["demo_port"] == 0
+
+
+def test_logs_never_show_tokens_passwords_or_cookies(
+    make_demo: Callable[..., Demo], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="captcha_tasks.devtools.sandbox")
+    quiet = make_demo()
+    quiet.verify(quiet.solve())
+    assert not [r for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    loud = make_demo(verbose=True)
+    token = loud.solve()
+    loud.session.post(
+        f"{loud.url}/verify?g-recaptcha-response={token}", data={"next": "/page/1"}, timeout=5
+    )
+    login = loud.solve()
+    loud.post("/login", {"username": "u", "password": "hunter2", "g-recaptcha-response": login})
+    loud.get("/account")
+    lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    assert any("demo POST /verify 302" in line for line in lines), lines
+    secrets = [token, login, "hunter2", *loud.session.cookies.values()]
+    assert len(secrets) == 5
+    for secret in secrets:
+        assert secret not in caplog.text
+
+
+def test_the_demo_site_speaks_https_with_the_sandbox(
+    make_demo: Callable[..., Demo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
+    cert.private_key_pem.write_to_path(str(key_path))
+    ca.cert_pem.write_to_path(str(ca_path))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
+    demo = make_demo(tls_cert=str(cert_path), tls_key=str(key_path))
+    assert demo.url.startswith("https://127.0.0.1:")
+    reply = demo.verify(demo.solve())
+    assert reply.status_code == 302
+    assert reply.headers["Set-Cookie"].endswith("; Secure")
+    assert "<h1>page 1</h1>" in demo.get("/page/1").text
+
+
+def test_serve_forever_serves_the_demo_site_too() -> None:
+    server = SandboxServer(SandboxConfig(time_scale=SCALE, demo_port=0))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert requests.get(f"{server.demo_url}/healthz", timeout=5).ok
+        assert requests.get(f"{server.url}/healthz", timeout=5).ok
+    finally:
+        server.stop()
+        thread.join(5)
+    assert not thread.is_alive()
+
+
+# -- CLI ------------------------------------------------------------------------------
+
+
+def test_cli_demo_port_option() -> None:
+    runner = CliRunner()
+    assert "--demo-port" in runner.invoke(sandbox_command, ["--help"]).output
+    bad = runner.invoke(sandbox_command, ["--demo-port", "70000", "--time-scale", "1"])
+    assert bad.exit_code == 2
+    same = runner.invoke(
+        sandbox_command,
+        [
+            "--port",
+            "8765",
+            "--demo-port",
+            "8765",
+            "--time-scale",
+            "1",
+            "--max-image-bytes",
+            "100000",
+        ],
+    )
+    assert same.exit_code == 2
+    assert "demo_port must differ" in same.output
+
+
+def test_cli_serves_the_demo_site() -> None:
+    argv = [
+        sys.executable,
+        "-c",
+        "from captcha_tasks.devtools.sandbox.cli import sandbox_command; sandbox_command()",
+        "--port",
+        "0",
+        "--demo-port",
+        "0",
+        "--time-scale",
+        "0.01",
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            with selectors.DefaultSelector() as selector:
+                selector.register(proc.stdout, selectors.EVENT_READ)
+                assert selector.select(30), "no output from the sandbox"
+            lines = [proc.stdout.readline(), proc.stdout.readline()]
+            assert lines[0].startswith("sandbox listening on http://127.0.0.1:")
+            match = re.fullmatch(
+                rf"demo site on (http://127\.0\.0\.1:\d+) \(sitekey {DEMO_SITEKEY}\)\n", lines[1]
+            )
+            assert match, lines
+            page = requests.get(f"{match[1]}/page/1", timeout=5)
+            assert SITEKEY_RE.search(page.text)
+        finally:
+            assert stop_process(proc, timeout=10) == 0
