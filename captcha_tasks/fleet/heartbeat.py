@@ -30,7 +30,7 @@ import redis
 from celery import bootsteps
 
 from ..settings import Settings, get_settings
-from ..state import Keys, state_redis
+from ..state import Keys, redis_client, state_redis
 from ..version import worker_version
 
 __all__ = [
@@ -186,10 +186,9 @@ class ProbeResult:
 
 def _broker_ok(settings: Settings, timeout: float) -> str | None:
     """``None`` when the broker answers ``PING``, else why not (no credentials shown)."""
-    options: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    options.update(settings.redis_ssl_options(settings.broker_url) or {})
     try:
-        client = redis.Redis.from_url(settings.broker_url, **options)
+        client = redis_client(settings, settings.broker_url, timeout=timeout,
+                              connect_timeout=timeout, decode=False)  # fmt: skip
         try:
             client.ping()
         finally:

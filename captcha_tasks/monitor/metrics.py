@@ -25,12 +25,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from ..errors import CaptchaTasksError
 from ..settings import Settings
 from ..state.keys import Keys
+from ..state.redis import redis_client
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -236,13 +235,8 @@ class StateCollector:
         """A collector with a client of its own: short timeouts and no retries, so a
         scrape reports ``state_up 0`` at once instead of outlasting the scrape timeout
         while Redis is away."""
-        client = redis.Redis.from_url(
-            settings.state_url,
-            decode_responses=True,
-            socket_timeout=SCRAPE_REDIS_TIMEOUT,
-            socket_connect_timeout=SCRAPE_REDIS_TIMEOUT,
-            retry=Retry(NoBackoff(), 0),
-            **(settings.redis_ssl_options(settings.state_url) or {}),
+        client = redis_client(
+            settings, settings.state_url, timeout=SCRAPE_REDIS_TIMEOUT, retries=False
         )
         return cls(client, settings)
 

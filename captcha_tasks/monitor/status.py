@@ -21,7 +21,7 @@ from ..provider import SolverClient
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
-from ..state import Keys, state_redis
+from ..state import Keys, redis_client, state_redis
 
 __all__ = ["broker_queues", "collect", "render"]
 
@@ -133,10 +133,7 @@ def ping_workers(app: Any, timeout: float) -> dict[str, Any]:
 def _broker_client(settings: Settings, state: redis.Redis) -> redis.Redis:
     if settings.broker_url == settings.state_url:
         return state
-    options: dict[str, Any] = {"socket_timeout": 10, "socket_connect_timeout": 5,
-                               "decode_responses": True}  # fmt: skip
-    options.update(settings.redis_ssl_options(settings.broker_url) or {})
-    return redis.Redis.from_url(settings.broker_url, **options)
+    return redis_client(settings, settings.broker_url)
 
 
 def collect(

@@ -5,6 +5,6 @@ multi-step change is one Lua script (atomic), never check-then-set.
 """
 
 from .keys import Keys
-from .redis import state_redis
+from .redis import redis_client, state_redis
 
-__all__ = ["Keys", "state_redis"]
+__all__ = ["Keys", "redis_client", "state_redis"]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from captcha_tasks.worker.control import CeleryControlPlane
-from tests import fleet_restart
 from tests.conftest import ROOT, worker_env
+from tests.support import fleet_restart
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ class Fleet:
     app: Any
 
     def restart_command(self) -> str:
-        script = ROOT / "tests" / "fleet_restart.py"
+        script = ROOT / "tests" / "support" / "fleet_restart.py"
         return f"{sys.executable} {script} {self.directory} restart {{worker}} {{version}}"
 
     def versions(self) -> dict[str, str]:
@@ -60,7 +60,7 @@ def make_fleet(
         (directory / "fleet.json").write_text(json.dumps(config))
         fleets.append(directory)
         # Through the script, as the rollout will: the workers are not our children.
-        script = str(ROOT / "tests" / "fleet_restart.py")
+        script = str(ROOT / "tests" / "support" / "fleet_restart.py")
         starts = [subprocess.Popen([sys.executable, script, str(directory), "start", w, OLD],
                                    cwd=ROOT) for w in WORKERS]  # fmt: skip
         assert [proc.wait(timeout=90) for proc in starts] == [0] * len(WORKERS)
