@@ -4,14 +4,13 @@ connection (one pool per process, rebuilt after a fork)."""
 
 from __future__ import annotations
 
-import os
-import threading
 from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..forksafe import PerProcess
 from ..settings import Settings
 
 __all__ = ["redis_client", "state_redis"]
@@ -21,8 +20,7 @@ SOCKET_TIMEOUT = 10.0
 #: Seconds to open a connection.
 CONNECT_TIMEOUT = 5.0
 
-_lock = threading.Lock()
-_clients: dict[tuple[int, str], redis.Redis] = {}
+_state_clients: PerProcess[redis.Redis] = PerProcess()
 
 
 def redis_client(
@@ -52,10 +50,7 @@ def redis_client(
 
 def state_redis(settings: Settings) -> redis.Redis:
     """The process's client for ``settings.state_url``, shared by its threads."""
-    key = (os.getpid(), settings.state_url)
-    with _lock:
-        client = _clients.get(key)
-        if client is None:
-            client = redis_client(settings, settings.state_url, health_check_interval=30)
-            _clients[key] = client
-        return client
+    return _state_clients.get(
+        settings.state_url,
+        lambda: redis_client(settings, settings.state_url, health_check_interval=30),
+    )
