@@ -14,8 +14,8 @@ import math
 import os
 import re
 import ssl
-from collections.abc import Mapping
-from typing import Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
@@ -42,6 +42,15 @@ def mask_url(url: str) -> str:
     return _mask_url(url)
 
 
+#: Turns a variable's value (stripped, never empty) into its setting, or raises
+#: :class:`ConfigurationError` naming the variable: ``parse(variable, value)``.
+Parse = Callable[[str, str], Any]
+
+
+def _as_is(name: str, raw: str) -> str:
+    return raw
+
+
 def _check_redis_url(name: str, url: str) -> str:
     try:
         parts = urlsplit(url)
@@ -54,6 +63,85 @@ def _check_redis_url(name: str, url: str) -> str:
             f"{name} must be a redis://, rediss:// or unix:// URL, got {mask_url(url)!r}"
         )
     return url
+
+
+def _api_key(name: str, raw: str) -> str:
+    if not _API_KEY_RE.match(raw):
+        raise ConfigurationError(
+            f"{name} must be 32 letters and digits (got {len(raw)} characters)"
+        )
+    return raw
+
+
+def _solver_url(name: str, raw: str) -> str:
+    url = raw.rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{name} must be an http(s) URL, got {url!r}")
+    return url
+
+
+def _provider(name: str, raw: str) -> Provider:
+    value = raw.lower()
+    if value not in PROVIDERS:
+        raise ConfigurationError(f"{name} must be one of {', '.join(PROVIDERS)}, got {value!r}")
+    return "2captcha" if value == "2captcha" else "captchaai"
+
+
+def _key_prefix(name: str, raw: str) -> str:
+    if not _PREFIX_RE.match(raw):
+        raise ConfigurationError(f"{name} must be 1-32 characters of letters, digits and _.:-")
+    return raw
+
+
+def _batch_poll(name: str, raw: str) -> str:
+    value = raw.lower()
+    if value not in ("auto", "on", "off"):
+        raise ConfigurationError(f"{name} must be auto, on or off, got {value!r}")
+    return value
+
+
+def _domains(name: str, raw: str) -> tuple[str, ...]:
+    domains = sorted({d.strip().lower().rstrip(".") for d in raw.split(",") if d.strip()})
+    for domain in domains:
+        if not re.fullmatch(r"[a-z0-9.:\[\]-]{1,253}", domain) or domain.startswith("."):
+            raise ConfigurationError(f"{name}: {domain!r} is not a host name")
+    return tuple(domains)
+
+
+def _number(kind: type[int] | type[float], low: float) -> Parse:
+    """A number ``>= low`` (finite: NaN and infinities are refused)."""
+
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = kind(raw)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
+        if not (value >= low and math.isfinite(value)):  # also rejects NaN
+            raise ConfigurationError(f"{name} must be a finite number >= {low}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _between(kind: type[int] | type[float], low: float, high: float, what: str) -> Parse:
+    """A number in ``[low, high]``; ``what`` names the unit in the error."""
+
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
+        if not low <= value <= high:  # also rejects NaN
+            raise ConfigurationError(f"{name} must be {low}-{high}, got {raw!r}")
+        return value
+
+    return parse
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,144 +223,18 @@ class Settings:
         Raises :class:`ConfigurationError` naming the variable at fault.
         """
         env = os.environ if environ is None else environ
-
-        def text(name: str, default: str) -> str:
-            value = env.get(name, "").strip()
-            return value or default
-
-        def number(name: str, default: float, kind: type[int] | type[float], low: float) -> float:
-            raw = env.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = kind(raw)
-            except ValueError:
-                what = "an integer" if kind is int else "a number"
-                raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
-            if not (value >= low and math.isfinite(value)):  # also rejects NaN
-                raise ConfigurationError(f"{name} must be a finite number >= {low}, got {raw!r}")
-            return value
-
-        api_key = env.get("CAPTCHAAI_API_KEY", "").strip()
-        if api_key and not _API_KEY_RE.match(api_key):
-            raise ConfigurationError(
-                f"CAPTCHAAI_API_KEY must be 32 letters and digits (got {len(api_key)} characters)"
-            )
-
-        solver_url = text("CAPTCHA_TASKS_SOLVER_URL", DEFAULT_SOLVER_URL).rstrip("/")
-        try:
-            parts = urlsplit(solver_url)
-            parts.port  # noqa: B018 - raises ValueError for a port out of range
-        except ValueError as exc:
-            raise ConfigurationError(
-                f"CAPTCHA_TASKS_SOLVER_URL is not a valid URL ({exc})"
-            ) from None
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(
-                f"CAPTCHA_TASKS_SOLVER_URL must be an http(s) URL, got {solver_url!r}"
-            )
-
-        provider_raw = text(
-            "CAPTCHA_TASKS_PROVIDER",
-            "2captcha" if "2captcha" in (parts.hostname or "") else "captchaai",
-        ).lower()
-        if provider_raw not in PROVIDERS:
-            raise ConfigurationError(
-                f"CAPTCHA_TASKS_PROVIDER must be one of {', '.join(PROVIDERS)}, "
-                f"got {provider_raw!r}"
-            )
-        provider: Provider = "2captcha" if provider_raw == "2captcha" else "captchaai"
-
-        redis_url = _check_redis_url(
-            "CAPTCHA_TASKS_REDIS_URL", text("CAPTCHA_TASKS_REDIS_URL", DEFAULT_REDIS_URL)
-        )
-
-        def redis_override(name: str) -> str:
-            return _check_redis_url(name, text(name, redis_url))
-
-        key_prefix = text("CAPTCHA_TASKS_KEY_PREFIX", "ct:")
-        if not _PREFIX_RE.match(key_prefix):
-            raise ConfigurationError(
-                "CAPTCHA_TASKS_KEY_PREFIX must be 1-32 characters of letters, digits and _.:-"
-            )
-
-        batch_poll = text("CAPTCHA_TASKS_BATCH_POLL", "auto").lower()
-        if batch_poll not in ("auto", "on", "off"):
-            raise ConfigurationError(
-                f"CAPTCHA_TASKS_BATCH_POLL must be auto, on or off, got {batch_poll!r}"
-            )
-
-        allowed_domains = tuple(
-            sorted(
-                {
-                    d.strip().lower().rstrip(".")
-                    for d in env.get("CAPTCHA_TASKS_ALLOWED_DOMAINS", "").split(",")
-                    if d.strip()
-                }
-            )
-        )
-        for domain in allowed_domains:
-            if not re.fullmatch(r"[a-z0-9.:\[\]-]{1,253}", domain) or domain.startswith("."):
-                raise ConfigurationError(
-                    f"CAPTCHA_TASKS_ALLOWED_DOMAINS: {domain!r} is not a host name"
-                )
-
-        beat_raw = env.get("CAPTCHA_TASKS_HEARTBEAT_INTERVAL", "").strip()
-        heartbeat = 5.0
-        if beat_raw:
-            try:
-                heartbeat = float(beat_raw)
-            except ValueError:
-                raise ConfigurationError(
-                    f"CAPTCHA_TASKS_HEARTBEAT_INTERVAL must be seconds, got {beat_raw!r}"
-                ) from None
-            if not 0.1 <= heartbeat <= 300:
-                raise ConfigurationError(
-                    f"CAPTCHA_TASKS_HEARTBEAT_INTERVAL must be 0.1-300, got {beat_raw!r}"
-                )
-        port_raw = env.get("CAPTCHA_TASKS_METRICS_PORT", "").strip()
-        metrics_port: int | None = None
-        if port_raw:
-            try:
-                metrics_port = int(port_raw)
-            except ValueError:
-                raise ConfigurationError(
-                    f"CAPTCHA_TASKS_METRICS_PORT must be a port number, got {port_raw!r}"
-                ) from None
-            if not 0 <= metrics_port <= 65535:
-                raise ConfigurationError(
-                    f"CAPTCHA_TASKS_METRICS_PORT must be 0-65535, got {port_raw!r}"
-                )
-
-        return cls(
-            api_key=api_key,
-            solver_url=solver_url,
-            provider=provider,
-            redis_url=redis_url,
-            broker_url=redis_override("CAPTCHA_TASKS_BROKER_URL"),
-            result_backend=redis_override("CAPTCHA_TASKS_RESULT_BACKEND"),
-            state_url=redis_override("CAPTCHA_TASKS_STATE_URL"),
-            redis_ca_certs=text("CAPTCHA_TASKS_REDIS_CA_CERTS", "") or None,
-            threads=int(number("CAPTCHA_TASKS_THREADS", 5, int, 1)),
-            time_scale=float(number("CAPTCHA_TASKS_TIME_SCALE", 1.0, float, 0.001)),
-            http_timeout=float(number("CAPTCHA_TASKS_HTTP_TIMEOUT", 30.0, float, 0.1)),
-            key_prefix=key_prefix,
-            max_image_bytes=int(number("CAPTCHA_TASKS_MAX_IMAGE_BYTES", 100_000, int, 100)),
-            queue_timeout=float(number("CAPTCHA_TASKS_QUEUE_TIMEOUT", 600.0, float, 1.0)),
-            batch_poll=batch_poll,  # type: ignore[arg-type]  # checked above
-            engine_threads=int(number("CAPTCHA_TASKS_ENGINE_THREADS", 16, int, 1)),
-            allowed_domains=allowed_domains,
-            pool_min_life=float(number("CAPTCHA_TASKS_POOL_MIN_LIFE", 10.0, float, 0.0)),
-            lock_ttl=float(number("CAPTCHA_TASKS_LOCK_TTL", 60.0, float, 0.1)),
-            proxy_lease_ttl=float(number("CAPTCHA_TASKS_PROXY_LEASE_TTL", 30.0, float, 0.1)),
-            proxy_cooldown=float(number("CAPTCHA_TASKS_PROXY_COOLDOWN", 300.0, float, 0.0)),
-            heartbeat_interval=heartbeat,
-            heartbeat_file=text("CAPTCHA_TASKS_HEARTBEAT_FILE", "") or None,
-            metrics_port=metrics_port,
-            metrics_address=text("CAPTCHA_TASKS_METRICS_ADDRESS", "127.0.0.1"),
-            result_expires=int(number("CAPTCHA_TASKS_RESULT_EXPIRES", 86_400, int, 60)),
-            visibility_timeout=int(number("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", 3600, int, 10)),
-        )
+        values: dict[str, Any] = {}
+        # In field order, so a derived default can read the settings before it.
+        for field in dataclasses.fields(cls):
+            variable, parse = _SOURCES[field.name]
+            raw = env.get(variable, "").strip()
+            if raw:
+                values[field.name] = parse(variable, raw)
+            elif field.name in _DERIVED_DEFAULTS:
+                values[field.name] = _DERIVED_DEFAULTS[field.name](values)
+            else:
+                values[field.name] = field.default
+        return cls(**values)
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
         """SSL options for a ``rediss://`` URL (``None`` for plain ones): verify the
@@ -311,6 +273,58 @@ class Settings:
             if isinstance(value, str) and "://" in value:
                 out[name] = mask_url(value)
         return out
+
+
+def _default_provider(earlier: Mapping[str, Any]) -> Provider:
+    return (
+        "2captcha"
+        if "2captcha" in (urlsplit(earlier["solver_url"]).hostname or "")
+        else "captchaai"
+    )
+
+
+#: Where each :class:`Settings` field comes from: its variable and how its value is read.
+#: An unset or blank variable gives the field's default (or its derived default below).
+_SOURCES: dict[str, tuple[str, Parse]] = {
+    "api_key": ("CAPTCHAAI_API_KEY", _api_key),
+    "solver_url": ("CAPTCHA_TASKS_SOLVER_URL", _solver_url),
+    "provider": ("CAPTCHA_TASKS_PROVIDER", _provider),
+    "redis_url": ("CAPTCHA_TASKS_REDIS_URL", _check_redis_url),
+    "broker_url": ("CAPTCHA_TASKS_BROKER_URL", _check_redis_url),
+    "result_backend": ("CAPTCHA_TASKS_RESULT_BACKEND", _check_redis_url),
+    "state_url": ("CAPTCHA_TASKS_STATE_URL", _check_redis_url),
+    "redis_ca_certs": ("CAPTCHA_TASKS_REDIS_CA_CERTS", _as_is),
+    "threads": ("CAPTCHA_TASKS_THREADS", _number(int, 1)),
+    "time_scale": ("CAPTCHA_TASKS_TIME_SCALE", _number(float, 0.001)),
+    "http_timeout": ("CAPTCHA_TASKS_HTTP_TIMEOUT", _number(float, 0.1)),
+    "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
+    "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
+    "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
+    "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
+    "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
+    "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
+    "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),
+    "lock_ttl": ("CAPTCHA_TASKS_LOCK_TTL", _number(float, 0.1)),
+    "proxy_lease_ttl": ("CAPTCHA_TASKS_PROXY_LEASE_TTL", _number(float, 0.1)),
+    "proxy_cooldown": ("CAPTCHA_TASKS_PROXY_COOLDOWN", _number(float, 0.0)),
+    "heartbeat_interval": (
+        "CAPTCHA_TASKS_HEARTBEAT_INTERVAL",
+        _between(float, 0.1, 300, "seconds"),
+    ),
+    "heartbeat_file": ("CAPTCHA_TASKS_HEARTBEAT_FILE", _as_is),
+    "metrics_port": ("CAPTCHA_TASKS_METRICS_PORT", _between(int, 0, 65535, "a port number")),
+    "metrics_address": ("CAPTCHA_TASKS_METRICS_ADDRESS", _as_is),
+    "result_expires": ("CAPTCHA_TASKS_RESULT_EXPIRES", _number(int, 60)),
+    "visibility_timeout": ("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", _number(int, 10)),
+}
+
+#: Defaults that follow settings read before them rather than a constant.
+_DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "provider": _default_provider,
+    "broker_url": lambda earlier: earlier["redis_url"],
+    "result_backend": lambda earlier: earlier["redis_url"],
+    "state_url": lambda earlier: earlier["redis_url"],
+}
 
 
 @functools.lru_cache(maxsize=1)

@@ -60,6 +60,15 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
         ("CAPTCHA_TASKS_REDIS_URL", "http://x", "redis://"),
         ("CAPTCHA_TASKS_PROVIDER", "anticaptcha", "CAPTCHA_TASKS_PROVIDER"),
         ("CAPTCHA_TASKS_KEY_PREFIX", "has space", "CAPTCHA_TASKS_KEY_PREFIX"),
+        ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", "99", "MAX_IMAGE_BYTES must be a finite number >= 100"),
+        ("CAPTCHA_TASKS_QUEUE_TIMEOUT", "soon", "QUEUE_TIMEOUT must be a number, got 'soon'"),
+        ("CAPTCHA_TASKS_BATCH_POLL", "maybe", "BATCH_POLL must be auto, on or off"),
+        ("CAPTCHA_TASKS_ALLOWED_DOMAINS", "a.com,.b", "'.b' is not a host name"),
+        ("CAPTCHA_TASKS_HEARTBEAT_INTERVAL", "x", "HEARTBEAT_INTERVAL must be seconds, got 'x'"),
+        ("CAPTCHA_TASKS_HEARTBEAT_INTERVAL", "0.05", "HEARTBEAT_INTERVAL must be 0.1-300"),
+        ("CAPTCHA_TASKS_METRICS_PORT", "http", "METRICS_PORT must be a port number"),
+        ("CAPTCHA_TASKS_METRICS_PORT", "65536", "METRICS_PORT must be 0-65535"),
+        ("CAPTCHA_TASKS_STATE_URL", "http://x", "CAPTCHA_TASKS_STATE_URL must be a redis://"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:
