@@ -31,7 +31,8 @@
 
 Every error carries ``code`` (the provider's code, e.g. ``"ERROR_NO_SLOT_AVAILABLE"``,
 ``"HTTP_502"`` or ``"NETWORK"``) and transient ones a suggested ``retry_after`` in
-seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied).
+seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied). Whether a provider error is
+worth retrying is its class: ``isinstance(exc, TransientSolverError)``.
 
 No message carries a URL's password: the constructor masks ``scheme://user:pw@`` as
 ``scheme://user:***@`` (:func:`captcha_tasks.masking.mask_urls_in`) before it is
@@ -92,8 +93,6 @@ class CaptchaTasksError(Exception):
 
     #: Default code when none is given.
     default_code: str | None = None
-    #: Whether retrying the same request later may succeed.
-    transient: bool = False
     #: Suggested wait in seconds before a retry (unscaled); ``None`` for permanent errors.
     default_retry_after: float | None = None
 
@@ -148,7 +147,6 @@ class SessionLockBusy(CaptchaTasksError):
     """Another owner holds the session lock of the host (the task retries)."""
 
     default_code = "SESSION_LOCK_BUSY"
-    transient = True
 
 
 class SessionLockTimeout(CaptchaTasksError):
@@ -170,7 +168,6 @@ class NoProxyAvailable(CaptchaTasksError):
     """A task required the worker's proxy but the worker holds none right now."""
 
     default_code = "NO_PROXY"
-    transient = True
     default_retry_after = 5.0
 
 
@@ -187,7 +184,6 @@ class SolverError(CaptchaTasksError):
 class TransientSolverError(SolverError):
     """Retry later: the same request may succeed after ``retry_after`` seconds."""
 
-    transient = True
     default_retry_after = 5.0
 
 

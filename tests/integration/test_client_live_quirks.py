@@ -28,6 +28,7 @@ from captcha_tasks.errors import (
     ProviderUnavailable,
     SolverNetworkError,
     SubmitUncertain,
+    TransientSolverError,
 )
 from captcha_tasks.provider import (
     Answer,
@@ -151,7 +152,7 @@ def test_html_502_page_is_transient(client: SolverClient, double: ProviderDouble
     with pytest.raises(ProviderUnavailable) as info:
         client.submit(RecaptchaV2(SITEKEY, PAGE))
     assert info.value.code == "HTTP_502"
-    assert info.value.transient and info.value.retry_after == 10.0
+    assert isinstance(info.value, TransientSolverError) and info.value.retry_after == 10.0
     assert client.stats["errors:HTTP_502"] == 1
 
 
@@ -161,7 +162,7 @@ def test_slow_answer_times_out_quickly(client: SolverClient, double: ProviderDou
     with pytest.raises(SolverNetworkError) as info:
         client.balance()
     assert time.monotonic() - started < 2.0
-    assert info.value.transient and info.value.code == "NETWORK"
+    assert isinstance(info.value, TransientSolverError) and info.value.code == "NETWORK"
     assert isinstance(info.value.__cause__, requests.RequestException)
     assert KEY not in str(info.value)
 
@@ -276,7 +277,7 @@ def test_zero_balance_dialects(double: ProviderDouble, session: requests.Session
     )
     with pytest.raises(InsufficientFunds) as info:
         twocaptcha.submit(RecaptchaV2(SITEKEY, PAGE))
-    assert not info.value.transient and info.value.retry_after == 60.0
+    assert not isinstance(info.value, TransientSolverError) and info.value.retry_after == 60.0
 
 
 def test_wrong_key(double: ProviderDouble, session: requests.Session) -> None:
@@ -284,7 +285,7 @@ def test_wrong_key(double: ProviderDouble, session: requests.Session) -> None:
     client = SolverClient(double.base_url, wrong, timeout=TIMEOUT, session=session)
     with pytest.raises(InvalidApiKey) as info:
         client.balance()
-    assert not info.value.transient and wrong not in str(info.value)
+    assert not isinstance(info.value, TransientSolverError) and wrong not in str(info.value)
     assert wrong not in repr(client)
 
 
@@ -417,7 +418,7 @@ def test_a_submit_that_may_have_been_accepted_is_uncertain(
         client.submit(RecaptchaV2(SITEKEY, PAGE))
     assert time.monotonic() - started < 2.5
     error = info.value
-    assert error.code == "SUBMIT_OUTCOME_UNKNOWN" and not error.transient
+    assert error.code == "SUBMIT_OUTCOME_UNKNOWN" and not isinstance(error, TransientSolverError)
     assert isinstance(error, PermanentSolverError) and error.retry_after is None
     assert "may have accepted" in str(error) and "not paid twice" in str(error)
     assert KEY not in str(error)
@@ -450,7 +451,7 @@ def test_a_5xx_page_on_submit_was_not_processed_and_is_transient(
     double.script(plain(f"<html><title>{status}</title><body>nginx</body></html>", status))
     with pytest.raises(ProviderUnavailable) as info:
         client.submit(RecaptchaV2(SITEKEY, PAGE))
-    assert info.value.transient and info.value.code == f"HTTP_{status}"
+    assert isinstance(info.value, TransientSolverError) and info.value.code == f"HTTP_{status}"
     # The double answered and the next try goes through: one captcha at the provider.
     assert client.submit(RecaptchaV2(SITEKEY, PAGE)) == "3397637370"
 
@@ -479,6 +480,6 @@ def test_a_submit_that_never_connected_is_transient(
     monkeypatch.setattr(urllib3.connection.connection, "create_connection", fail)
     with pytest.raises(SolverNetworkError) as info:
         client.submit(RecaptchaV2(SITEKEY, PAGE))
-    assert info.value.transient and kind in str(info.value)
+    assert isinstance(info.value, TransientSolverError) and kind in str(info.value)
     assert double.requests == []
     assert client.stats == {"submit": 1, "errors:NETWORK": 1}

@@ -20,6 +20,7 @@ from captcha_tasks.errors import (
     ProxyRejected,
     RateLimited,
     SolverError,
+    TransientSolverError,
 )
 from captcha_tasks.provider.protocol import (
     ERROR_TABLE,
@@ -91,7 +92,7 @@ def test_every_documented_error_code(
     exc = raised(body)
     assert type(exc) is cls
     assert exc.code == code
-    assert exc.transient is transient
+    assert isinstance(exc, TransientSolverError) is transient
     assert exc.retry_after == retry_after
     if transient:
         assert exc.retry_after is not None and exc.retry_after >= 5
@@ -106,7 +107,7 @@ def test_zero_balance_depends_on_the_dialect(
     body = json_body("ERROR_ZERO_BALANCE") if mode == "json" else "ERROR_ZERO_BALANCE"
     exc = raised(body, provider=provider)
     assert type(exc) is cls
-    assert (exc.code, exc.transient, exc.retry_after) == (
+    assert (exc.code, isinstance(exc, TransientSolverError), exc.retry_after) == (
         "ERROR_ZERO_BALANCE",
         transient,
         retry_after,
@@ -129,14 +130,22 @@ def test_html_5xx_pages_are_transient(status: int) -> None:
     page = f"<html><head><title>{status} Bad Gateway</title></head><body>nginx</body></html>"
     exc = raised(page, status=status)
     assert type(exc) is ProviderUnavailable
-    assert (exc.code, exc.transient, exc.retry_after) == (f"HTTP_{status}", True, 10.0)
+    assert (exc.code, isinstance(exc, TransientSolverError), exc.retry_after) == (
+        f"HTTP_{status}",
+        True,
+        10.0,
+    )
     assert "Bad Gateway" in str(exc)
 
 
 def test_html_page_with_200_is_unrecognised_and_transient() -> None:
     exc = raised("<!DOCTYPE html><html><title>Just a moment...</title></html>")
     assert type(exc) is ProviderUnavailable
-    assert (exc.code, exc.transient, exc.retry_after) == ("UNRECOGNISED_ANSWER", True, 10.0)
+    assert (exc.code, isinstance(exc, TransientSolverError), exc.retry_after) == (
+        "UNRECOGNISED_ANSWER",
+        True,
+        10.0,
+    )
 
 
 @pytest.mark.parametrize(
@@ -160,14 +169,14 @@ def test_garbage_is_unrecognised_and_transient(body: str) -> None:
     exc = raised(body)
     assert type(exc) is ProviderUnavailable
     assert exc.code == "UNRECOGNISED_ANSWER"
-    assert exc.transient and exc.retry_after == 5.0
+    assert isinstance(exc, TransientSolverError) and exc.retry_after == 5.0
 
 
 @pytest.mark.parametrize("body", ["", b"", "   \n", b"\xef\xbb\xbf"])
 def test_empty_bodies(body: str | bytes) -> None:
     exc = raised(body)
     assert type(exc) is ProviderUnavailable
-    assert exc.code == "EMPTY_ANSWER" and exc.transient
+    assert exc.code == "EMPTY_ANSWER" and isinstance(exc, TransientSolverError)
 
 
 def test_non_2xx_statuses() -> None:
@@ -175,7 +184,11 @@ def test_non_2xx_statuses() -> None:
     assert type(raised("Too Many Requests", status=429)) is RateLimited
     for status in (301, 302, 404, 405):
         exc = raised("<html>moved</html>", status=status)
-        assert type(exc) is ClientError and exc.code == f"HTTP_{status}" and not exc.transient
+        assert (
+            type(exc) is ClientError
+            and exc.code == f"HTTP_{status}"
+            and not isinstance(exc, TransientSolverError)
+        )
     # Unusual 4xx (a WAF's 403): treat like any unrecognised answer.
     assert type(raised("blocked", status=403)) is ProviderUnavailable
     # An explicit error code wins over the status; a success under a 5xx is not trusted.
@@ -258,7 +271,11 @@ def test_unknown_error_codes_are_permanent_client_errors(mode: str) -> None:
     body = json_body("ERROR_SOMETHING_NEW") if mode == "json" else "ERROR_SOMETHING_NEW"
     exc = raised(body)
     assert type(exc) is ClientError
-    assert exc.code == "ERROR_SOMETHING_NEW" and not exc.transient and exc.retry_after is None
+    assert (
+        exc.code == "ERROR_SOMETHING_NEW"
+        and not isinstance(exc, TransientSolverError)
+        and exc.retry_after is None
+    )
     assert type(raised("ERROR: 9999")) is ClientError
     assert raised("ERROR: 9999").code == "ERROR: 9999"
 
