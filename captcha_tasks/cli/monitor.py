@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, NoReturn
 
 import click
@@ -14,10 +15,11 @@ import redis
 
 from ..monitor.status import collect
 from ..monitor.status import render as render_status
-from ..monitor.watch import Result, ResultsCollector, consume
+from ..monitor.watch import Result, ResultsCollector
 from ..monitor.watch import render as render_watch
-from ..settings import get_settings, mask_url
+from ..settings import Settings, get_settings, mask_url
 from ..state import Keys, state_redis
+from .events import consume
 
 __all__ = ["status_command", "watch_command"]
 
@@ -72,6 +74,22 @@ def watch_command(
     from ..worker.app import app
 
     settings = get_settings()
+    collector = ResultsCollector(window=window, type_lookup=_job_type_lookup(settings))
+    broker = mask_url(settings.broker_url)
+    screen = _Screen(collector, broker=broker, as_json=as_json, interval=interval)
+    reached = _watch(app, collector, screen, limit=limit, timeout=timeout)
+    screen.draw(force=True)
+    elapsed = time.time() - collector.started_at
+    click.echo(
+        f"watch: {collector.finished} finished ({collector.solved} solved, "
+        f"{collector.failed} failed) in {elapsed:.1f} s",
+        err=True,
+    )
+    if limit is not None and reached is False:
+        sys.exit(1)
+
+
+def _job_type_lookup(settings: Settings) -> Callable[[str], str | None]:
     client = state_redis(settings)
     keys = Keys(settings.key_prefix)
 
@@ -83,74 +101,90 @@ def watch_command(
             return None
         return str(value) if value else None
 
-    collector = ResultsCollector(window=window, type_lookup=lookup)
-    out = sys.stdout
-    tty = out.isatty()
-    broker = mask_url(settings.broker_url)
-    title = f"captcha-tasks watch   {broker}"
-    drawn: dict[str, Any] = {"at": 0.0, "seen": None}
+    return lookup
 
-    def draw(force: bool = False) -> None:
+
+class _Screen:
+    """What ``watch`` shows as events arrive: the screen redrawn every ``interval``
+    (or one JSON line per finished task), and one line per broker outage on stderr."""
+
+    def __init__(
+        self, collector: ResultsCollector, *, broker: str, as_json: bool, interval: float
+    ) -> None:
+        self.collector = collector
+        self.broker = broker
+        self.as_json = as_json
+        self.interval = interval
+        self.title = f"captcha-tasks watch   {broker}"
+        self.out = sys.stdout
+        self.tty = self.out.isatty()
+        self.drawn_at = 0.0
+        self.drawn_seen: tuple[int, int, int] | None = None
+        self.down = False
+
+    def draw(self, force: bool = False) -> None:
         now = time.monotonic()
-        if as_json or (not force and now - drawn["at"] < interval):
+        if self.as_json or (not force and now - self.drawn_at < self.interval):
             return
+        collector = self.collector
         seen = (collector.finished, collector.retried, collector.in_progress)
-        if not tty and not force and seen == drawn["seen"]:
+        if not self.tty and not force and seen == self.drawn_seen:
             return  # a log file gets a frame per change, not one per second
-        drawn.update(at=now, seen=seen)
-        screen = render_watch(collector, title=title)
-        out.write((_CLEAR if tty else "\n") + screen + "\n")
-        out.flush()
+        self.drawn_at, self.drawn_seen = now, seen
+        screen = render_watch(collector, title=self.title)
+        self.out.write((_CLEAR if self.tty else "\n") + screen + "\n")
+        self.out.flush()
 
-    def on_result(result: Result) -> None:
-        if as_json:
-            out.write(result.to_json() + "\n")
-            out.flush()
+    def on_result(self, result: Result) -> None:
+        if self.as_json:
+            self.out.write(result.to_json() + "\n")
+            self.out.flush()
 
-    def on_ready() -> None:
-        click.echo(f"watching task events on {broker} (Ctrl-C to stop)", err=True)
-        draw(force=True)
+    def on_ready(self) -> None:
+        click.echo(f"watching task events on {self.broker} (Ctrl-C to stop)", err=True)
+        self.draw(force=True)
 
-    def on_error(exc: Exception) -> None:
-        if not drawn.get("down"):  # once per outage, not once per retry
+    def on_error(self, exc: Exception) -> None:
+        if not self.down:  # once per outage, not once per retry
             message = f"watch: no connection to the broker ({type(exc).__name__}); retrying"
             click.echo(message, err=True)
-        drawn["down"] = True
+        self.down = True
 
-    def on_tick() -> None:
-        drawn["down"] = False
-        draw()
+    def on_tick(self) -> None:
+        self.down = False
+        self.draw()
 
+
+def _watch(
+    app: Any,
+    collector: ResultsCollector,
+    screen: _Screen,
+    *,
+    limit: int | None,
+    timeout: float | None,
+) -> bool | None:
+    """Run :func:`consume` until it ends (whether ``limit`` was reached) or Ctrl-C /
+    SIGTERM (None)."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    reached: bool | None = None
     try:
-        reached = consume(
+        return consume(
             app,
             collector,
-            on_result=on_result,
-            on_ready=on_ready,
-            on_tick=on_tick,
-            on_error=on_error,
+            on_result=screen.on_result,
+            on_ready=screen.on_ready,
+            on_tick=screen.on_tick,
+            on_error=screen.on_error,
             limit=limit,
             timeout=timeout,
         )
     except KeyboardInterrupt:
-        pass
+        return None
     except BrokenPipeError:
         # The reader went away (``watch --json | head``): stop quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    draw(force=True)
-    elapsed = time.time() - collector.started_at
-    click.echo(
-        f"watch: {collector.finished} finished ({collector.solved} solved, "
-        f"{collector.failed} failed) in {elapsed:.1f} s",
-        err=True,
-    )
-    if limit is not None and reached is False:
-        sys.exit(1)
 
 
 @click.command("status")

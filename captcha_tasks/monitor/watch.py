@@ -3,7 +3,7 @@
 Workers send task events (``worker_send_task_events``), and the solve engine sends
 ``task-succeeded`` / ``task-failed`` itself for the solves it ends.
 :class:`ResultsCollector` counts them with no broker in sight (feed it event dicts);
-:func:`consume` wires it to an ``app.events.Receiver``.
+:func:`captcha_tasks.cli.events.consume` wires it to an ``app.events.Receiver``.
 
 Events carry secrets: ``task-received`` has the task's arguments and a pooled
 token's ``task-succeeded`` has the token in its ``result`` repr. So nothing from an
@@ -13,7 +13,6 @@ strict patterns (captcha type, ``source``, the error code).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import re
@@ -22,13 +21,10 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kombu.exceptions import OperationalError
-
 __all__ = [
     "EVENT_TYPES",
     "Result",
     "ResultsCollector",
-    "consume",
     "error_code",
     "render",
     "task_type",
@@ -327,88 +323,3 @@ def render(collector: ResultsCollector, *, title: str, now: float | None = None)
             lines.append(f"  {at} {r.state:8} {r.type:16} {r.task_id} "
                          f"{r.code or r.source or ''}{runtime}")  # fmt: skip
     return "\n".join(lines)
-
-
-class _CallbackFailed(Exception):
-    """Carries an error of a caller's callback past the reconnect logic: a closed output
-    (``BrokenPipeError`` is an ``OSError``) must not look like a lost broker."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def _guarded(callback: Callable[..., None], *args: Any) -> None:
-    try:
-        callback(*args)
-    except Exception as exc:
-        raise _CallbackFailed(exc) from exc
-
-
-def consume(
-    app: Any,
-    collector: ResultsCollector,
-    *,
-    on_result: Callable[[Result], None],
-    on_ready: Callable[[], None] = lambda: None,
-    on_tick: Callable[[], None] = lambda: None,
-    on_error: Callable[[Exception], None] = lambda exc: None,
-    limit: int | None = None,
-    timeout: float | None = None,
-    tick: float = 0.25,
-) -> bool:
-    """Feed ``collector`` with the events of ``app``'s broker until ``limit`` tasks have
-    ended (True) or ``timeout`` seconds have passed (False); reconnects after a lost
-    connection. ``on_ready`` once the receiver listens, ``on_tick`` every ``tick``."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    seen = 0
-    ready = False
-
-    def handle(event: dict[str, Any]) -> None:
-        nonlocal seen
-        if limit is not None and seen >= limit:
-            return  # one broker message can carry several events: stop at exactly N
-        result = collector.feed(event)
-        if result is not None:
-            seen += 1
-            _guarded(on_result, result)
-
-    def left() -> float | None:
-        return None if deadline is None else deadline - time.monotonic()
-
-    handlers = dict.fromkeys(EVENT_TYPES, handle)
-    while True:
-        connection = app.connection_for_read()
-        errors = (OSError, OperationalError, *connection.connection_errors)
-        try:
-            with connection:
-                # Fail at once if the broker is down (kombu would retry for long): this
-                # loop retries every second, within the deadline.
-                connection.ensure_connection(max_retries=0)
-                receiver = app.events.Receiver(connection, handlers=handlers)
-                receiver.connect_max_retries = 0
-                # wakeup: workers answer with a heartbeat, so they show up at once.
-                with receiver.consumer_context(wakeup=True) as (conn, _channel, _consumers):
-                    while True:
-                        if limit is not None and seen >= limit:
-                            return True
-                        remaining = left()
-                        if remaining is not None and remaining <= 0:
-                            return False
-                        wait = tick if remaining is None else max(0.01, min(tick, remaining))
-                        with contextlib.suppress(TimeoutError):  # socket.timeout: no event
-                            conn.drain_events(timeout=wait)
-                        # The first drain subscribed to the event channel: from now on
-                        # no event is missed.
-                        if not ready:
-                            ready = True
-                            _guarded(on_ready)
-                        _guarded(on_tick)
-        except _CallbackFailed as failed:
-            raise failed.error from None
-        except errors as exc:
-            on_error(exc)
-            remaining = left()
-            if remaining is not None and remaining <= 0:
-                return limit is not None and seen >= limit
-            time.sleep(1.0 if remaining is None else min(1.0, remaining))
