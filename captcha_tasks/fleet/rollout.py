@@ -29,24 +29,35 @@ continues them), so a drain only waits for the milliseconds an admission takes a
 for non-solve tasks (pages, reports); the timeout is a ceiling, not a wait.
 
 The control plane and the restart command are interfaces (:class:`ControlPlane`,
-:data:`Restarter`), so the logic tests against fakes.
+:data:`Restarter`, in :mod:`.plane`), so the logic tests against fakes; what a rollout is
+asked and what it reports (options, per-worker reports, the summary) is :mod:`.plan`.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
-import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from .health import HealthResult
+from .plan import (
+    DRAIN_CAP,
+    DRAIN_CEILINGS,
+    DRAIN_MARGIN,
+    RolloutOptions,
+    WorkerReport,
+    auto_drain_timeout,
+    summarize,
+    summary_json,
+)
+from .plane import ControlPlane, Pending, Restarter, RestartOutcome, shell_restarter
 
+# The names of .plan and .plane stay importable from here, where they were first.
 __all__ = [
+    "DRAIN_CAP",
     "DRAIN_CEILINGS",
+    "DRAIN_MARGIN",
     "ControlPlane",
+    "GateFailed",
     "Pending",
     "RestartOutcome",
     "Restarter",
@@ -55,170 +66,8 @@ __all__ = [
     "WorkerReport",
     "auto_drain_timeout",
     "shell_restarter",
+    "summary_json",
 ]
-
-#: Seconds a solve of each type may take at the provider (CaptchaAI's published
-#: ceilings, seed 003), used for ``--drain-timeout auto`` before any solve was seen.
-DRAIN_CEILINGS: dict[str, float] = {
-    "image": 0.5,
-    "recaptcha_v3": 4.0,
-    "turnstile": 10.0,
-    "geetest": 12.0,
-    "recaptcha_v2": 60.0,
-    "hcaptcha": 60.0,
-}
-#: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
-DRAIN_MARGIN = 10.0
-#: ``auto`` never waits longer than this (seed 003: reCAPTCHA v2 fleets, 120 s).
-DRAIN_CAP = 120.0
-
-
-@dataclass(frozen=True)
-class Pending:
-    """Tasks a worker still holds."""
-
-    active: int = 0
-    reserved: int = 0
-    scheduled: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.active + self.reserved + self.scheduled
-
-    def as_dict(self) -> dict[str, int]:
-        return {"active": self.active, "reserved": self.reserved, "scheduled": self.scheduled}
-
-
-class ControlPlane(Protocol):
-    """What the rollout needs from the fleet (Celery remote control, or a fake)."""
-
-    def versions(self) -> dict[str, str]:
-        """Every worker that answers, with the version it reports."""
-
-    def version(self, worker: str) -> str | None:
-        """The version ``worker`` reports, ``None`` when it does not answer."""
-
-    def consuming(self, worker: str) -> list[str] | None:
-        """The queues ``worker`` consumes (its direct queue excluded); ``None``: no answer."""
-
-    def cancel_consumer(self, worker: str, queue: str) -> None: ...
-
-    def add_consumer(self, worker: str, queue: str) -> None: ...
-
-    def pending(self, worker: str) -> Pending | None:
-        """Its active, reserved and scheduled tasks; ``None`` when it does not answer."""
-
-    def health(self, worker: str, check: str, expected_version: str) -> HealthResult: ...
-
-
-@dataclass(frozen=True)
-class RestartOutcome:
-    ok: bool
-    detail: str
-    seconds: float
-
-
-#: ``restart(worker, version)``: replace the worker's process with ``version``.
-Restarter = Callable[[str, str], RestartOutcome]
-
-
-def shell_restarter(template: str, *, timeout: float = 300.0) -> Restarter:
-    """Run ``template`` in a shell, with ``{worker}`` and ``{version}`` (shell-quoted)."""
-
-    def restart(worker: str, version: str) -> RestartOutcome:
-        command = template.format(worker=shlex.quote(worker), version=shlex.quote(version))
-        started = time.monotonic()
-        try:
-            done = subprocess.run(  # noqa: S602 - the operator's own command line
-                command,
-                shell=True,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            return RestartOutcome(
-                False, f"restart command timed out after {timeout:g} s", time.monotonic() - started
-            )
-        elapsed = time.monotonic() - started
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            return RestartOutcome(
-                False, f"restart command exited {done.returncode}: " + " | ".join(tail), elapsed
-            )
-        return RestartOutcome(True, "ok", elapsed)
-
-    return restart
-
-
-def auto_drain_timeout(recent_ready: dict[str, list[float]]) -> tuple[float, str]:
-    """``--drain-timeout auto``: the slowest captcha type seen recently plus a margin.
-
-    ``recent_ready``: per type, recent seconds from submit to answer (the engine's
-    learning samples). Types never seen count with their published ceiling only
-    when nothing at all was seen (then the slowest ceiling, reCAPTCHA v2: 120 s).
-    """
-    seen = {kind: max(values) for kind, values in recent_ready.items() if values}
-    if not seen:
-        return DRAIN_CAP, (
-            f"auto: no recent solves, the reCAPTCHA v2 ceiling "
-            f"({DRAIN_CEILINGS['recaptcha_v2']:g} s) with margin"
-        )
-    kind, slowest = max(seen.items(), key=lambda item: item[1])
-    value = round(min(DRAIN_CAP, slowest + DRAIN_MARGIN), 1)
-    return value, f"auto: slowest recent type {kind} {slowest:.1f} s + {DRAIN_MARGIN:g} s margin"
-
-
-@dataclass(frozen=True)
-class RolloutOptions:
-    to_version: str
-    max_unavailable: int = 1
-    drain_timeout: float = 120.0
-    drain_timeout_source: str = "given"
-    health_check: str = "balance"
-    abort_threshold: float = 0.25
-    #: Seconds to wait for a restarted worker to answer with the new version.
-    start_timeout: float = 120.0
-    poll_interval: float = 0.25
-    #: Restrict to these workers (default: every worker that answers).
-    workers: tuple[str, ...] = ()
-
-
-@dataclass
-class WorkerReport:
-    worker: str
-    from_version: str
-    to_version: str
-    result: str = "pending"  # updated | skipped | failed | rolled_back | unreachable | untouched
-    queues: list[str] = field(default_factory=list)
-    drain_seconds: float | None = None
-    left_at_restart: dict[str, int] | None = None
-    restart_seconds: float | None = None
-    start_seconds: float | None = None
-    health: dict[str, Any] | None = None
-    error: str | None = None
-    rollback: dict[str, Any] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "worker": self.worker,
-            "from_version": self.from_version,
-            "to_version": self.to_version,
-            "result": self.result,
-            "queues": self.queues,
-            "drain_seconds": _round(self.drain_seconds),
-            "left_at_restart": self.left_at_restart,
-            "restart_seconds": _round(self.restart_seconds),
-            "start_seconds": _round(self.start_seconds),
-            "health": self.health,
-            "error": self.error,
-            "rollback": self.rollback,
-        }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
 
 
 class GateFailed(Exception):
@@ -503,38 +352,20 @@ class Rollout:
         self.echo(f"[{index}/{len(self._order)}] {worker} {message}")
 
     def _summary(self, status: str, started: float, *, error: str | None = None) -> dict[str, Any]:
-        reports = [self.reports[w].as_dict() for w in self._order]
-        by_result: dict[str, list[str]] = {}
-        rolled_back = [r["worker"] for r in reports if r["rollback"] is not None]
-        for report in reports:
-            by_result.setdefault(report["result"], []).append(report["worker"])
-        summary = {
-            "status": status,
-            "to_version": self.options.to_version,
-            "workers": len(self._order),
-            "updated": by_result.get("updated", []) + by_result.get("skipped", []),
-            "failed": by_result.get("failed", []),
-            "unreachable": by_result.get("unreachable", []),
-            "rolled_back": rolled_back,
-            "failures": self.failures,
-            "abort_threshold": self.options.abort_threshold,
-            "max_unavailable": self.options.max_unavailable,
-            "drain_timeout": self.options.drain_timeout,
-            "drain_timeout_source": self.options.drain_timeout_source,
-            "health_check": self.options.health_check,
-            "seconds": round(self.clock() - started, 2),
-            "error": error,
-            "details": reports,
-        }
-        on_target = len(by_result.get("updated", [])) + len(by_result.get("skipped", []))
+        reports = [self.reports[w] for w in self._order]
+        summary = summarize(
+            status,
+            self.options,
+            reports,
+            failures=self.failures,
+            seconds=self.clock() - started,
+            error=error,
+        )
+        on_target = len(summary["updated"])
         self.echo(
             f"rollout: {status} in {summary['seconds']:.1f} s: {on_target} on "
-            f"{self.options.to_version}, {len(by_result.get('failed', []))} failed, "
-            f"{len(by_result.get('unreachable', []))} unreachable, "
-            f"{len(rolled_back)} rolled back"
+            f"{self.options.to_version}, {len(summary['failed'])} failed, "
+            f"{len(summary['unreachable'])} unreachable, "
+            f"{len(summary['rolled_back'])} rolled back"
         )
         return summary
-
-
-def summary_json(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, indent=2, sort_keys=False)
