@@ -188,64 +188,77 @@ def parse_browser_cookies(host: str, cookies: object, now: float) -> tuple[list[
     out: list[StoredCookie] = []
     expired = 0
     for index, entry in enumerate(cookies):
-        where = f"browser cookies for {host}: cookie #{index}"
-        if not isinstance(entry, dict):
-            raise InvalidTaskInput(f"{where} is not an object")
-        name, value = entry.get("name"), entry.get("value")
-        if not isinstance(name, str) or not name or _BAD_NAME.search(name):
-            raise InvalidTaskInput(f"{where}: 'name' must be a non-empty cookie name")
-        where += f" ({name!r})"
-        if not isinstance(value, str) or _BAD_VALUE.search(value):
-            raise InvalidTaskInput(f"{where}: 'value' must be a string without ';' or controls")
-        if len(name) + len(value) > 4096:
-            raise InvalidTaskInput(f"{where}: name and value exceed 4096 characters")
-        domain = entry.get("domain")
-        if domain is None and isinstance(entry.get("url"), str):
-            domain = normalize_host(entry["url"])  # Playwright's {name, value, url} form
-        if not isinstance(domain, str) or not domain.strip("."):
-            raise InvalidTaskInput(f"{where}: 'domain' (or 'url') is required")
-        dot = "." if domain.startswith(".") else ""
-        domain = dot + normalize_host(domain.lstrip("."))
-        if not domain_matches(domain, host):
-            raise InvalidTaskInput(f"{where}: domain {domain!r} is not sent to host {host!r}")
-        if "." not in host and not dot and domain == host:
-            domain = f"{host}.local"  # what http.cookiejar calls a dotless host
-        path = entry.get("path", "/")
-        if not isinstance(path, str) or not path.startswith("/"):
-            raise InvalidTaskInput(f"{where}: 'path' must start with '/'")
-        raw_expires = entry.get("expires", -1)
-        if raw_expires is None or raw_expires == -1:
-            expires = None
-        elif (
-            isinstance(raw_expires, bool)
-            or not isinstance(raw_expires, int | float)
-            or not math.isfinite(raw_expires)
-            or raw_expires < 0
-        ):
-            raise InvalidTaskInput(f"{where}: 'expires' must be epoch seconds or -1")
-        else:
-            expires = int(raw_expires)
-        flags = {}
-        for key in ("httpOnly", "secure"):
-            flag = entry.get(key, False)
-            if not isinstance(flag, bool):
-                raise InvalidTaskInput(f"{where}: {key!r} must be true or false")
-            flags[key] = flag
-        same_site = entry.get("sameSite")
-        if same_site is not None and (
-            not isinstance(same_site, str) or same_site.lower() not in _SAME_SITE
-        ):
-            raise InvalidTaskInput(f"{where}: 'sameSite' must be Strict, Lax or None")
-        cookie = StoredCookie(
-            name=name, value=value, domain=domain, path=path, expires=expires,
-            secure=flags["secure"], http_only=flags["httpOnly"],
-            same_site=_SAME_SITE[same_site.lower()] if same_site else None, set_at=now,
-        )  # fmt: skip
+        cookie = _browser_cookie(host, entry, f"browser cookies for {host}: cookie #{index}", now)
         if cookie.is_expired(now):
             expired += 1
         else:
             out.append(cookie)
     return out, expired
+
+
+def _browser_cookie(host: str, entry: object, where: str, now: float) -> StoredCookie:
+    """One entry of :func:`parse_browser_cookies`; ``where`` names it in errors."""
+    if not isinstance(entry, dict):
+        raise InvalidTaskInput(f"{where} is not an object")
+    name, value = entry.get("name"), entry.get("value")
+    if not isinstance(name, str) or not name or _BAD_NAME.search(name):
+        raise InvalidTaskInput(f"{where}: 'name' must be a non-empty cookie name")
+    where += f" ({name!r})"
+    if not isinstance(value, str) or _BAD_VALUE.search(value):
+        raise InvalidTaskInput(f"{where}: 'value' must be a string without ';' or controls")
+    if len(name) + len(value) > 4096:
+        raise InvalidTaskInput(f"{where}: name and value exceed 4096 characters")
+    domain = _browser_domain(host, entry, where)
+    path = entry.get("path", "/")
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise InvalidTaskInput(f"{where}: 'path' must start with '/'")
+    expires = _browser_expires(entry.get("expires", -1), where)
+    flags = {}
+    for key in ("httpOnly", "secure"):
+        flag = entry.get(key, False)
+        if not isinstance(flag, bool):
+            raise InvalidTaskInput(f"{where}: {key!r} must be true or false")
+        flags[key] = flag
+    same_site = entry.get("sameSite")
+    if same_site is not None and (
+        not isinstance(same_site, str) or same_site.lower() not in _SAME_SITE
+    ):
+        raise InvalidTaskInput(f"{where}: 'sameSite' must be Strict, Lax or None")
+    return StoredCookie(
+        name=name, value=value, domain=domain, path=path, expires=expires,
+        secure=flags["secure"], http_only=flags["httpOnly"],
+        same_site=_SAME_SITE[same_site.lower()] if same_site else None, set_at=now,
+    )  # fmt: skip
+
+
+def _browser_domain(host: str, entry: dict[str, Any], where: str) -> str:
+    """The cookie's domain as stored: normalized, sent to ``host``."""
+    domain = entry.get("domain")
+    if domain is None and isinstance(entry.get("url"), str):
+        domain = normalize_host(entry["url"])  # Playwright's {name, value, url} form
+    if not isinstance(domain, str) or not domain.strip("."):
+        raise InvalidTaskInput(f"{where}: 'domain' (or 'url') is required")
+    dot = "." if domain.startswith(".") else ""
+    domain = dot + normalize_host(domain.lstrip("."))
+    if not domain_matches(domain, host):
+        raise InvalidTaskInput(f"{where}: domain {domain!r} is not sent to host {host!r}")
+    if "." not in host and not dot and domain == host:
+        domain = f"{host}.local"  # what http.cookiejar calls a dotless host
+    return domain
+
+
+def _browser_expires(raw: object, where: str) -> int | None:
+    """Epoch seconds, or None for a session cookie (-1 or null)."""
+    if raw is None or raw == -1:
+        return None
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, int | float)
+        or not math.isfinite(raw)
+        or raw < 0
+    ):
+        raise InvalidTaskInput(f"{where}: 'expires' must be epoch seconds or -1")
+    return int(raw)
 
 
 @dataclass(frozen=True)
