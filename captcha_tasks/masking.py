@@ -2,20 +2,25 @@
 
 Pure: no Celery, nothing of the package but this. :mod:`.errors` (every message),
 :mod:`.settings` (``captcha-tasks settings``, ``repr``) and :mod:`.redaction` (task
-arguments in events, logs and Flower) all mask through these two functions.
+arguments in events, logs and Flower) all mask through :func:`mask_url` and
+:func:`mask_urls_in`. Task arguments hide more than a password (a page URL's query may
+hold a session id): :func:`mask_url_values` and :func:`mask_credentials_in` are for them.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "mask_url", "mask_urls_in"]
+__all__ = ["MASK", "mask_credentials_in", "mask_url", "mask_url_values", "mask_urls_in"]
 
 #: What a secret is shown as.
 MASK = "***"
 
 # The start of a URL: a scheme (RFC 3986) and "://", not inside a longer word.
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
+# user:password@host anywhere in a text (proxy URLs, with or without a scheme).
+_USERINFO = re.compile(r"(?P<user>[^\s:/@'\"]+):(?P<password>[^\s@/'\"]+)@(?=[\w.\[\]-])")
 
 
 def _mask_authority(rest: str) -> str:
@@ -101,3 +106,40 @@ def mask_urls_in(text: str) -> str:
         last = stop
     out.append(text[last:])
     return "".join(out)
+
+
+def mask_credentials_in(text: str) -> str:
+    """``text`` with every ``user:password@host`` masked as ``user:***@host``, with or
+    without a scheme (proxies are often written ``user:pw@203.0.113.5:8080``)."""
+    return _USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", text)
+
+
+def _mask_pairs(text: str, sep: str) -> str:
+    """``a=1&b`` -> ``a=***&***``: names kept, values (and bare items) masked."""
+    out = []
+    for item in text.split(sep):
+        name, eq, _ = item.partition("=")
+        out.append(f"{name}={MASK}" if eq else (MASK if item else item))
+    return sep.join(out)
+
+
+def mask_url_values(url: str) -> str:
+    """``url`` as task arguments show it: its userinfo masked (``user:***@host``, and a
+    user name alone as ``***@host``) and every query and fragment value masked, names
+    kept: ``https://u:pw@h/p?sid=1&x=2#t=3`` -> ``https://u:***@h/p?sid=***&x=***#t=***``.
+
+    A URL :func:`urllib.parse.urlsplit` cannot read gets :func:`mask_credentials_in`.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname  # raises ValueError for a malformed netloc
+    except ValueError:
+        return mask_credentials_in(url)
+    netloc = parts.netloc
+    if "@" in netloc and host is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user, colon, _ = userinfo.partition(":")
+        netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
+    query = _mask_pairs(parts.query, "&") if parts.query else ""
+    fragment = _mask_pairs(parts.fragment, "&") if "=" in parts.fragment else parts.fragment
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
