@@ -1,5 +1,5 @@
-"""How commands fail in one line: the shared-state commands (``pool``, ``proxies``,
-``sessions``) on known errors, and any command whose optional package is missing."""
+"""How commands fail in one line: on known errors (ours, an unreachable Redis), and
+when a command's optional package is missing. Every command reports them through here."""
 
 from __future__ import annotations
 
@@ -32,16 +32,22 @@ EXTRA_OF_MODULE = {
 
 
 @contextmanager
-def one_line_errors() -> Iterator[None]:
+def one_line_errors(doing: str = "", advice: str = "") -> Iterator[None]:
     """Known failures (ours, an unreachable Redis) as one line and exit status 1, not a
-    traceback; the Redis URL is shown with its password masked."""
+    traceback; the Redis URL is shown with its password masked. ``doing`` starts the
+    line (``--drain-timeout auto: ...``), ``advice`` ends it (``...; give the seconds``)."""
     try:
         yield
     except CaptchaTasksError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(_line(doing, str(exc), advice)) from None
     except redis.RedisError as exc:
         url = mask_url(get_settings().state_url)
-        raise click.ClickException(f"shared state at {url}: {exc}") from None
+        raise click.ClickException(_line(doing, f"shared state at {url}: {exc}", advice)) from None
+
+
+def _line(doing: str, what: str, advice: str) -> str:
+    line = f"{doing}: {what}" if doing else what
+    return f"{line}; {advice}" if advice else line
 
 
 class MissingExtra(click.ClickException):

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import click
-import redis
 
-from ..settings import get_settings, mask_url
+from ..settings import get_settings
+from .errors import one_line_errors
 
 __all__ = ["check_command", "rollout_command"]
 
@@ -23,16 +23,11 @@ def _drain_timeout(raw: str) -> tuple[float, str]:
         settings = get_settings()
         client = state_redis(settings)
         keys = Keys(settings.key_prefix)
-        try:
+        with one_line_errors("--drain-timeout auto", "give the seconds instead"):
             recent = {
                 kind: [float(v) for v in client.lrange(keys.timing(kind), 0, -1)]
                 for kind in DRAIN_CEILINGS
             }
-        except redis.RedisError as exc:
-            raise click.ClickException(
-                f"--drain-timeout auto: cannot read Redis at {mask_url(settings.state_url)}: "
-                f"{exc}; give the seconds instead"
-            ) from None
         return auto_drain_timeout(recent)
     try:
         value = float(raw)

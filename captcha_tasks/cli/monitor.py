@@ -19,6 +19,7 @@ from ..monitor.watch import Result, ResultsCollector
 from ..monitor.watch import render as render_watch
 from ..settings import Settings, get_settings, mask_url
 from ..state import Keys, state_redis
+from .errors import one_line_errors
 from .events import consume
 
 __all__ = ["status_command", "watch_command"]
@@ -217,7 +218,7 @@ def status_command(
     from ..worker.app import app
 
     settings = get_settings()
-    try:
+    with one_line_errors():
         report = collect(
             settings,
             app,
@@ -225,8 +226,4 @@ def status_command(
             workers_timeout=workers_timeout,
             balance_timeout=balance_timeout,
         )
-    except redis.RedisError as exc:
-        raise click.ClickException(
-            f"cannot read Redis at {mask_url(settings.state_url)}: {exc}"
-        ) from None
     click.echo(json.dumps(report, indent=2) if as_json else render_status(report))

@@ -12,7 +12,7 @@ import sys
 import click
 
 from ..errors import InvalidTaskInput
-from ..session.proxies import ProxyPool, UnknownProxy, masked
+from ..session.proxies import ProxyPool, masked
 from ..settings import get_settings
 from ..state import state_redis
 from .errors import one_line_errors
@@ -101,11 +101,8 @@ def remove(ident: str) -> None:
 def report_bad(ident: str, reason: str) -> None:
     """Quarantine a proxy for CAPTCHA_TASKS_PROXY_COOLDOWN; its holder moves to another."""
     pool = _pool()
-    try:
-        with one_line_errors():
-            holder = pool.report_bad(ident, reason)
-    except UnknownProxy:
-        raise click.ClickException(f"no proxy with id {ident!r} in the pool") from None
+    with one_line_errors():
+        holder = pool.report_bad(ident, reason)
     cooldown = get_settings().proxy_cooldown
     taken = f"; taken from {holder}" if holder else ""
     click.echo(f"quarantined {ident} for {cooldown:g} s{taken}")
