@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import json
 import math
 import sys
@@ -18,56 +22,45 @@ from ..settings import get_settings
 from ..version import worker_version
 from .errors import EXTRA_OF_MODULE, MissingExtra
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "docstring_of", "main"]
 
 #: The subcommands defined in other modules, imported only when one is run (or asked for
-#: its ``--help``): name -> ("module:attribute", short help). The short help is the first
-#: paragraph of the command's docstring, shown by ``captcha-tasks --help`` without
-#: importing anything (tests/integration/test_install.py checks it against the commands).
-LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "sandbox": (
-        "captcha_tasks.devtools.sandbox.cli:sandbox_command",
-        "Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.",
-    ),
-    "bench": (
-        "captcha_tasks.devtools.bench.cli:bench_group",
-        "Benchmarks: each starts its own redis-server, sandbox and workers, and stops them.",
-    ),
-    "sessions": (
-        "captcha_tasks.cli.sessions:sessions_group",
-        "Shared session state per host: the cookies every worker loads and merges back.",
-    ),
-    "pool": (
-        "captcha_tasks.cli.pool:pool_group",
-        "Pools of pre-solved single-use tokens.",
-    ),
-    "proxies": (
-        "captcha_tasks.cli.proxies:proxies_group",
-        "The proxy pool: each worker leases one proxy and keeps it (proxy affinity).",
-    ),
-    "watch": (
-        "captcha_tasks.cli.monitor:watch_command",
-        "Count finished tasks live from Celery events: solved, failed, rate, by type, "
-        "by error code and by source (api or pool).",
-    ),
-    "status": (
-        "captcha_tasks.cli.monitor:status_command",
-        "One snapshot: thread budget, queues, token pools, proxy leases, session locks, "
-        "workers and the provider balance.",
-    ),
-    "rollout": (
-        "captcha_tasks.cli.fleet:rollout_command",
-        "Roll every worker to a new version, a few at a time, without losing a task.",
-    ),
-    "check": (
-        "captcha_tasks.cli.fleet:check_command",
-        "Liveness/readiness probe: a fresh worker heartbeat and a reachable broker.",
-    ),
-    "bridge": (
-        "captcha_tasks.cli.bridge:bridge_group",
-        "Take solve jobs from a message bus and publish their results (docs/NATS.md).",
-    ),
+#: its ``--help``): name -> "module:function". ``captcha-tasks --help`` lists them with
+#: their docstrings read from the source (:func:`docstring_of`), importing nothing.
+LAZY_COMMANDS: dict[str, str] = {
+    "sandbox": "captcha_tasks.devtools.sandbox.cli:sandbox_command",
+    "bench": "captcha_tasks.devtools.bench.cli:bench_group",
+    "sessions": "captcha_tasks.cli.sessions:sessions_group",
+    "pool": "captcha_tasks.cli.pool:pool_group",
+    "proxies": "captcha_tasks.cli.proxies:proxies_group",
+    "watch": "captcha_tasks.cli.monitor:watch_command",
+    "status": "captcha_tasks.cli.monitor:status_command",
+    "rollout": "captcha_tasks.cli.fleet:rollout_command",
+    "check": "captcha_tasks.cli.fleet:check_command",
+    "bridge": "captcha_tasks.cli.bridge:bridge_group",
 }
+
+
+def docstring_of(target: str) -> str:
+    """The docstring of ``"module:function"``, read from the module's source: neither
+    the module nor its packages are imported (``captcha_tasks.devtools.sandbox``
+    imports its server, the commands import Celery). Empty when there is no source."""
+    module_name, _, attribute = target.partition(":")
+    top, *parts = module_name.split(".")
+    spec = importlib.util.find_spec(top)
+    for depth in range(1, len(parts) + 1):
+        if spec is None or not spec.submodule_search_locations:
+            return ""
+        name = ".".join([top, *parts[:depth]])
+        spec = importlib.machinery.PathFinder.find_spec(name, spec.submodule_search_locations)
+    loader = None if spec is None else spec.loader
+    if spec is None or not isinstance(loader, importlib.abc.InspectLoader):
+        return ""
+    source = loader.get_source(spec.name)
+    for node in ast.parse(source or "").body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == attribute:
+            return ast.get_docstring(node) or ""
+    return ""
 
 
 class _LazyCommands(MutableMapping[str, click.Command]):
@@ -82,7 +75,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
     def __init__(
         self,
         loaded: Mapping[str, click.Command],
-        table: Mapping[str, tuple[str, str]],
+        table: Mapping[str, str],
         on_load: Callable[[click.Command], None],
     ) -> None:
         self._loaded = dict(loaded)
@@ -94,7 +87,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
         return name in self._table and name not in self._loaded
 
     def short_help(self, name: str) -> str:
-        return self._table[name][1]
+        return docstring_of(self._table[name])
 
     def loaded(self) -> list[click.Command]:
         """The commands imported so far (and those added)."""
@@ -103,7 +96,7 @@ class _LazyCommands(MutableMapping[str, click.Command]):
     def __getitem__(self, name: str) -> click.Command:
         if name in self._loaded:
             return self._loaded[name]
-        target, _short_help = self._table[name]
+        target = self._table[name]
         module_name, _, attribute = target.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -143,13 +136,13 @@ class _LazyCommands(MutableMapping[str, click.Command]):
 class LazyGroup(click.Group):
     """A click group whose subcommands of ``lazy_commands`` are imported on demand
     (click's "lazily loading subcommands" pattern): ``--help`` lists them with the short
-    help of the table, and running one imports only its module, so a command needing
+    help of their docstrings, and running one imports only its module, so a command needing
     an optional package fails alone, in one line, when that package is missing."""
 
     def __init__(
         self,
         *args: Any,
-        lazy_commands: Mapping[str, tuple[str, str]] | None = None,
+        lazy_commands: Mapping[str, str] | None = None,
         on_load: Callable[[click.Command], None] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -158,11 +151,11 @@ class LazyGroup(click.Group):
         self.commands = self._lazy
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """As click's, with the table's short help for the commands not imported yet."""
+        """As click's, with the docstrings of the commands not imported yet."""
         shown: list[tuple[str, click.Command]] = []
         for name in self.list_commands(ctx):
             if self._lazy.pending(name):
-                # A stand-in with the table's text: shortened as click shortens help.
+                # A stand-in with the docstring: shortened as click shortens help.
                 shown.append((name, click.Command(name, help=self._lazy.short_help(name))))
                 continue
             command = self.get_command(ctx, name)

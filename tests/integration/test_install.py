@@ -29,7 +29,7 @@ import requests
 import yaml
 
 from captcha_tasks.cli.errors import EXTRA_OF_MODULE
-from captcha_tasks.cli.main import LAZY_COMMANDS, main
+from captcha_tasks.cli.main import LAZY_COMMANDS, docstring_of, main
 from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
 from captcha_tasks.devtools.redis_server import RedisServer
 from tests.conftest import WorkerProcess, wait_for_worker
@@ -353,12 +353,12 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
 
 
 def test_the_lazy_commands_short_help_is_their_own() -> None:
-    """``captcha-tasks --help`` shows LAZY_COMMANDS' text without importing the commands:
-    it must be what the commands themselves would show."""
-    for name, (target, text) in LAZY_COMMANDS.items():
+    """``captcha-tasks --help`` shows the commands' docstrings read from their source
+    without importing them: it must be what the commands themselves would show."""
+    for name, target in LAZY_COMMANDS.items():
         command = main.commands[name]
         module, _, attribute = target.partition(":")
         assert getattr(sys.modules[module], attribute) is command
         for limit in (30, 45, 80, 200):
-            stand_in = click.Command(name, help=text)
+            stand_in = click.Command(name, help=docstring_of(target))
             assert stand_in.get_short_help_str(limit) == command.get_short_help_str(limit), name
