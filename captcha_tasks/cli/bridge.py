@@ -9,7 +9,6 @@ import signal
 import click
 
 from ..settings import get_settings
-from .errors import require_extra
 
 __all__ = ["bridge_group"]
 
@@ -122,9 +121,9 @@ def nats_command(
     "pageurl": "..."} plus other in.php parameters; a result is {"task_id": ...,
     "solution": ...} or {"task_id": ..., "error": ...}. Runs until SIGINT/SIGTERM.
     """
-    require_extra("nats", "bridge")  # a missing extra is one line, before anything starts
-    from ..bridge.nats_bridge import BridgeOptions, NatsBridge
+    from ..bridge.nats_bridge import BridgeOptions, NatsBridge, load_nats
 
+    load_nats()  # a missing extra is one line, before anything starts
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     options = BridgeOptions(
         url=url,

@@ -63,10 +63,3 @@ def test_rollout_drain_auto_without_redis_says_what_to_do(
     line = one_line(invoke(args, env))
     assert line.startswith(f"Error: --drain-timeout auto: shared state at {masked}: "), line
     assert line.endswith("; give the seconds instead"), line
-
-
-def test_bridge_without_the_nats_extra_names_it() -> None:
-    with mock.patch.dict(sys.modules, {"nats": None}):  # as if nats-py were not installed
-        result = invoke(["bridge", "nats", "--url", "nats://127.0.0.1:4222"], {})
-    line = one_line(result, code=2)
-    assert line == "captcha-tasks bridge: needs the nats extra: pip install 'captcha_tasks[nats]'"
