@@ -1,5 +1,7 @@
 """How commands fail in one line: on known errors (ours, an unreachable Redis), and
-when a command's optional package is missing. Every command reports them through here."""
+when a command's optional package is missing. Every command reports them through here,
+but ``bridge nats``, whose missing client is :func:`~captcha_tasks.bridge.nats_bridge.load_nats`'
+:class:`ConfigurationError` (exit 2 too)."""
 
 from __future__ import annotations
 
