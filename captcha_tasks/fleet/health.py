@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
-from celery.utils.nodenames import worker_direct
+__all__ = ["HEALTH_CHECKS", "TEST_SITEKEY", "HealthResult", "RunOnWorker", "run_health_check"]
 
-__all__ = ["HEALTH_CHECKS", "TEST_SITEKEY", "HealthResult", "run_health_check"]
+#: ``run(task_name, worker, timeout, *args)``: run one task on that worker alone (its
+#: direct queue) and return its result or raise what it raised; the worker package
+#: supplies it (:class:`captcha_tasks.worker.control.CeleryControlPlane`).
+RunOnWorker = Callable[..., Any]
 
 HEALTH_CHECKS = ("balance", "solve")
 #: Google's public test sitekey: any provider solves it, no site is involved.
@@ -48,22 +51,13 @@ class HealthResult:
         }
 
 
-def _run(app: Celery, name: str, worker: str, timeout: float, *args: Any) -> Any:
-    """Run task ``name`` on ``worker`` alone; its return value, or raise what it raised."""
-    result = app.signature(name, args=args).apply_async(queue=worker_direct(worker))
-    try:
-        return result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
-    finally:
-        result.forget()
-
-
 def _describe(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}"[:200]
 
 
 def run_health_check(
-    app: Celery, worker: str, check: str, *, expected_version: str, timeout: float = 60.0
+    run: RunOnWorker, worker: str, check: str, *, expected_version: str, timeout: float = 60.0
 ) -> HealthResult:
     """Gate ``worker``: ``check`` is ``balance`` or ``solve`` (see the module docstring)."""
     if check not in HEALTH_CHECKS:
@@ -75,17 +69,15 @@ def run_health_check(
         return HealthResult(ok, check, detail, version, time.monotonic() - started)
 
     try:
-        pong = _run(app, "captcha_tasks.ping", worker, timeout)
+        pong = run("captcha_tasks.ping", worker, timeout)
         version = str(pong.get("version")) if isinstance(pong, dict) else None
         if version != expected_version:
             return result(False, f"runs version {version}, expected {expected_version}")
-        balance = _run(app, "captcha_tasks.get_balance", worker, timeout)
+        balance = run("captcha_tasks.get_balance", worker, timeout)
         detail = f"balance {balance.get('balance')} ({balance.get('provider')})"
         if check == "solve":
             page = f"https://example.com/captcha-tasks-rollout/{uuid.uuid4().hex}"
-            solved = _run(
-                app, "captcha_tasks.solve_recaptcha_v2", worker, timeout, TEST_SITEKEY, page
-            )
+            solved = run("captcha_tasks.solve_recaptcha_v2", worker, timeout, TEST_SITEKEY, page)
             detail += (
                 f"; solved captcha {solved.get('captcha_id')} in "
                 f"{float(solved.get('solve_seconds') or 0):.1f} s"

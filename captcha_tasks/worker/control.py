@@ -96,5 +96,15 @@ class CeleryControlPlane:
 
     def health(self, worker: str, check: str, expected_version: str) -> HealthResult:
         return run_health_check(
-            self.app, worker, check, expected_version=expected_version, timeout=self.health_timeout
-        )
+            self.run_on, worker, check, expected_version=expected_version,
+            timeout=self.health_timeout,
+        )  # fmt: skip
+
+    def run_on(self, name: str, worker: str, timeout: float, *args: Any) -> Any:
+        """Run task ``name`` on ``worker`` alone (its direct queue, which a draining
+        worker keeps consuming); its return value, or raise what it raised."""
+        result = self.app.signature(name, args=args).apply_async(queue=worker_direct(worker))
+        try:
+            return result.get(timeout=timeout, propagate=True, disable_sync_subtasks=False)
+        finally:
+            result.forget()
