@@ -7,24 +7,18 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import stop_process, wait_until
+from captcha_tasks.devtools.procs import stop_process
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
+from tests.support.workers import TEST_TIME_SCALE, WorkerProcess, start_worker, wait_for_worker
 
 pytest_plugins = ["tests.support.sandbox_fixtures"]
-
-ROOT = Path(__file__).resolve().parent.parent
-#: Solver timings in tests run this much faster than in production.
-TEST_TIME_SCALE = 0.05
 
 
 _SESSION_REDIS: RedisServer | None = None
@@ -83,47 +77,16 @@ def settings_env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     get_settings.cache_clear()
 
 
-@dataclass
-class WorkerProcess:
-    name: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
 @pytest.fixture
 def worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
-    """Start real ``celery -A captcha_tasks worker`` processes with the given environment."""
+    """Start real ``celery -A captcha_tasks worker`` processes with the given environment
+    (see :func:`tests.support.workers.start_worker`); stopped by PID at teardown."""
     started: list[WorkerProcess] = []
 
-    def start(
-        env: dict[str, str],
-        *,
-        name: str | None = None,
-        concurrency: int = 1,
-        pool: str = "prefork",
-        extra_args: list[str] | None = None,
-        wait: bool = True,
-    ) -> WorkerProcess:
+    def start(env: dict[str, str], *, name: str | None = None, **options: Any) -> WorkerProcess:
         name = name or f"test{len(started) + 1}-{os.getpid()}@127.0.0.1"
-        log_path = tmp_path / f"{name.split('@')[0]}.log"
-        full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
-        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
-                "-n", name, "-c", str(concurrency), "-P", pool, "-l", "INFO",
-                "--without-gossip", "--without-mingle"]  # fmt: skip
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                argv + (extra_args or []),
-                cwd=ROOT,
-                env=full_env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        worker = WorkerProcess(name, proc, log_path)
+        wait = options.pop("wait", True)
+        worker = start_worker(env, tmp_path, name, wait=False, **options)
         started.append(worker)
         if wait:
             wait_for_worker(worker)
@@ -134,20 +97,6 @@ def worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
         stop_process(worker.proc, timeout=20, group=True)
 
 
-def wait_for_worker(worker: WorkerProcess, timeout: float = 60.0) -> None:
-    """Until the worker logs that it is ready (it consumes from then on)."""
-
-    def ready() -> bool:
-        if worker.proc.poll() is not None:
-            raise AssertionError(f"worker exited with {worker.proc.returncode}:\n{worker.log()}")
-        return " ready." in worker.log()
-
-    try:
-        wait_until(ready, timeout=timeout, interval=0.1, what=f"worker {worker.name}")
-    except TimeoutError as exc:
-        raise AssertionError(f"{exc}\n{worker.log()}") from None
-
-
 @pytest.fixture
 def celery_app(redis_url: str) -> Any:
     """The real ``captcha_tasks.app``, a client of the session's Redis (flushed)."""
@@ -155,18 +104,3 @@ def celery_app(redis_url: str) -> Any:
 
     assert app.conf.broker_url == redis_url
     return app
-
-
-def worker_env(sandbox_url: str, **extra: str) -> dict[str, str]:
-    """Environment for a worker process that talks to the test Redis and ``sandbox_url``."""
-    from captcha_tasks.devtools.sandbox import DEV_API_KEY
-
-    env = {
-        "CAPTCHA_TASKS_REDIS_URL": os.environ["CAPTCHA_TASKS_REDIS_URL"],
-        "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
-        "CAPTCHAAI_API_KEY": DEV_API_KEY,
-        "CAPTCHA_TASKS_TIME_SCALE": str(TEST_TIME_SCALE),
-        "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
-    }
-    env.update(extra)
-    return env

@@ -1,4 +1,11 @@
-"""Starting, waiting for and stopping child processes, always by PID."""
+"""Starting, waiting for and stopping child processes, always by PID.
+
+One supervisor for ``make run`` (:mod:`.run`), the benchmarks (:mod:`.bench.stack`) and
+the tests' clusters: :func:`spawn` starts a process in a session of its own with its
+output in a log file, :func:`wait_ready` waits for it with a deadline (and fails at once
+when it dies), :func:`stop_process` stops it by PID (SIGTERM, then SIGKILL after a grace
+period), and a :class:`Supervisor` stops everything it started on the way out.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +14,31 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import requests
 
 from ..errors import CaptchaTasksError
 
-__all__ = ["free_port", "port_is_free", "stop_process", "wait_until"]
+__all__ = [
+    "Child",
+    "ChildExited",
+    "Supervisor",
+    "free_port",
+    "http_ok",
+    "logged",
+    "port_is_free",
+    "spawn",
+    "stop_process",
+    "wait_ready",
+    "wait_until",
+]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -101,3 +127,202 @@ def stop_process(
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
     return proc.returncode
+
+
+class ChildExited(CaptchaTasksError):
+    """A child ended while it was waited for (a CaptchaTasksError, so that
+    :func:`wait_until` stops at once instead of polling a dead process to its deadline)."""
+
+
+@dataclass(eq=False)
+class Child:
+    """A started process and its log file; ``log_offset`` is the log's size when it
+    started (a restart appends to the same file)."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    stop_timeout: float = 10.0
+    log_offset: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        """The whole log file (every start of this name)."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def output(self) -> str:
+        """What this process wrote."""
+        return self.log()[self.log_offset :]
+
+    def check_alive(self) -> None:
+        """:class:`ChildExited`, with the end of its output, if the process ended."""
+        if self.proc.poll() is not None:
+            tail = "\n".join(self.output().splitlines()[-40:])
+            raise ChildExited(
+                f"{self.name} exited with code {self.proc.returncode}; see {self.log_path}"
+                + (f"\n{tail}" if tail else "")
+            )
+
+
+def spawn(
+    name: str,
+    argv: Sequence[str],
+    log_path: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    to_terminal: bool = False,
+    stop_timeout: float = 10.0,
+) -> Child:
+    """Start ``argv`` in a session of its own (a Ctrl-C reaches its owner only, which
+    stops it by PID), stdin closed, stdout and stderr appended to ``log_path`` (and,
+    ``to_terminal``, copied to ours as well)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    out = log_path.open("ab")
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=None if env is None else dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if to_terminal else out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except BaseException:
+        out.close()
+        raise
+    if to_terminal and proc.stdout is not None:
+        # Ends at the child's end of output (it exited); the file closes with it.
+        threading.Thread(target=_tee, args=(proc.stdout, out), name=f"tee-{name}",
+                         daemon=True).start()  # fmt: skip
+    else:
+        out.close()
+    return Child(name, proc, log_path, stop_timeout, offset)
+
+
+def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
+    """Copy a child's output to its log file and to our terminal, line by line."""
+    terminal: IO[bytes] | None = sys.stdout.buffer
+    with stream, log:
+        for line in iter(stream.readline, b""):
+            log.write(line)
+            log.flush()
+            if terminal is not None:
+                try:
+                    terminal.write(line)
+                    terminal.flush()
+                except (OSError, ValueError):  # the terminal went away: the file goes on
+                    terminal = None
+
+
+def wait_ready(
+    children: Child | Iterable[Child],
+    ready: Callable[[], bool],
+    *,
+    timeout: float,
+    interval: float = 0.1,
+    what: str,
+) -> None:
+    """Poll ``ready`` until it is true, :class:`ChildExited` as soon as one of
+    ``children`` ends, ``TimeoutError`` after ``timeout`` seconds."""
+    watched = [children] if isinstance(children, Child) else list(children)
+
+    def check() -> bool:
+        for child in watched:
+            child.check_alive()
+        return ready()
+
+    wait_until(check, timeout=timeout, interval=interval, what=what)
+
+
+def logged(child: Child, text: str) -> Callable[[], bool]:
+    """A readiness check: ``child`` wrote ``text`` (e.g. a worker's " ready.")."""
+    return lambda: text in child.output()
+
+
+def http_ok(url: str) -> Callable[[], bool]:
+    """A readiness check: ``GET url`` answers 2xx within a second."""
+    return lambda: requests.get(url, timeout=1).ok
+
+
+class Supervisor:
+    """The children one owner started, each logging to ``log_dir/NAME.log``; stopped by
+    PID, group and all, newest first, on :meth:`stop_all` and at the end of ``with``."""
+
+    def __init__(
+        self, log_dir: Path, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
+        self.log_dir = log_dir
+        self.env = env
+        self.cwd = cwd
+        self.children: list[Child] = []
+
+    def spawn(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        to_terminal: bool = False,
+        stop_timeout: float = 10.0,
+    ) -> Child:
+        child = spawn(name, argv, self.log_dir / f"{name}.log", env=env or self.env,
+                      cwd=self.cwd, to_terminal=to_terminal, stop_timeout=stop_timeout)  # fmt: skip
+        self.children.append(child)
+        return child
+
+    def log(self, name: str) -> str:
+        path = self.log_dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(
+        self,
+        children: Sequence[Child] | None = None,
+        *,
+        sig: int = signal.SIGTERM,
+        parallel: bool = False,
+        hurry: Callable[[], bool] | None = None,
+        said: Callable[[Child, int | None, Exception | None], None] | None = None,
+    ) -> None:
+        """Stop ``children`` (default: all), newest first or ``parallel``, each with
+        ``sig``, then SIGKILL after its ``stop_timeout`` or once ``hurry`` answers true.
+        Raises nothing, so that one that will not die does not leave the others running;
+        ``said(child, exit code, error)`` hears how each stop went."""
+        chosen = list(reversed(self.children)) if children is None else list(children)
+
+        def one(child: Child) -> None:
+            try:
+                code = stop_process(
+                    child.proc, sig=sig, timeout=child.stop_timeout, group=True, hurry=hurry
+                )
+            except Exception as exc:
+                if said is not None:
+                    said(child, None, exc)
+                return
+            if said is not None:
+                said(child, code, None)
+
+        if parallel:
+            threads = [threading.Thread(target=one, args=(c,), daemon=True) for c in chosen]
+            for thread in threads:
+                thread.start()
+            for thread, child in zip(threads, chosen, strict=True):
+                thread.join(child.stop_timeout + 15)
+        else:
+            for child in chosen:
+                one(child)
+        self.children = [c for c in self.children if c not in chosen]
+
+    def stop_all(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> Supervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

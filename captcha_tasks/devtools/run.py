@@ -14,26 +14,22 @@ import gc
 import os
 import secrets
 import shlex
-import signal
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
-import requests
 from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from ..settings import Settings, mask_url
-from .procs import free_port, port_is_free, stop_process, wait_until
+from .procs import Child, Supervisor, free_port, http_ok, port_is_free, stop_process, wait_ready
 from .redis_server import RedisServer
+from .signals import StopSignals
 
 __all__ = ["DevOptions", "run_dev"]
 
@@ -41,10 +37,6 @@ __all__ = ["DevOptions", "run_dev"]
 DEV_TIME_SCALE = 0.2
 #: A well-formed reCAPTCHA v2 sitekey for the start-up round trip (the sandbox's).
 SMOKE_SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
-#: Signals closer together than this are one request to stop: ``make`` passes the SIGTERM
-#: it gets on to its child, so one ``kill -TERM -<pgid>`` reaches the supervisor twice
-#: within milliseconds. Only a signal that comes later means "hurry".
-SAME_REQUEST_SECONDS = 0.5
 
 
 @dataclass
@@ -60,70 +52,14 @@ class DevOptions:
     smoke: bool = True
 
 
-@dataclass
-class _Child:
-    name: str
-    proc: subprocess.Popen[bytes]
-    stop_timeout: float = 10.0
-
-
 class _Stop(BaseException):
     """Raised by :meth:`DevStack.check_signals` (never by the signal handler) to leave the
     start-up or the wait. A BaseException, so that ``wait_until``, which treats an
     ``Exception`` from its predicate as "not yet", lets it through."""
 
 
-class _Signals:
-    """SIGINT and SIGTERM as they arrive: the handler only records them.
-
-    A handler that raises does so in whatever the main thread is doing: a second signal
-    (``make`` passes SIGTERM on; people press Ctrl-C twice) landed in the stop sequence,
-    in ``proc.wait()`` while Flower was stopping, and the supervisor died with the worker,
-    the sandbox and Redis still running. So the supervisor looks at :attr:`first` between
-    steps and in its wait loops, and the stop sequence asks :attr:`hurry`, which a later
-    signal sets, whether to kill what is left at once.
-    """
-
-    def __init__(self) -> None:
-        self.first: str | None = None
-        self.hurry = False
-        self._first_at = 0.0
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        now = time.monotonic()
-        if self.first is None:
-            self.first, self._first_at = signal.Signals(signum).name, now
-        elif now - self._first_at >= SAME_REQUEST_SECONDS:
-            self.hurry = True
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        sigs = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self._handle) for sig in sigs}
-        try:
-            yield
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-
 def _say(message: str) -> None:
     print(f"[captcha-tasks dev] {message}", flush=True)
-
-
-def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
-    """Copy a child's output to its log file and to our terminal, line by line."""
-    terminal: IO[bytes] | None = sys.stdout.buffer
-    with stream, log:
-        for line in iter(stream.readline, b""):
-            log.write(line)
-            log.flush()
-            if terminal is not None:
-                try:
-                    terminal.write(line)
-                    terminal.flush()
-                except (OSError, ValueError):  # the terminal went away: the file goes on
-                    terminal = None
 
 
 def _redis_reachable(url: str) -> bool:
@@ -142,41 +78,18 @@ class DevStack:
     """The processes of one ``captcha-tasks dev`` run."""
 
     def __init__(
-        self, options: DevOptions, settings: Settings, signals: _Signals | None = None
+        self, options: DevOptions, settings: Settings, signals: StopSignals | None = None
     ) -> None:
         self.options = options
         self.settings = settings
         #: None: nothing interrupts the start-up and ``stop()`` always takes its time.
         self.signals = signals
         self._hurry_said = False
-        self.children: list[_Child] = []
         self.redis: RedisServer | None = None
         self.env = dict(os.environ)
         self.log_dir = options.run_dir / "logs"
-
-    def _spawn(self, name: str, argv: list[str], *, to_terminal: bool = False) -> _Child:
-        """Start a child with its output in ``.run/logs/NAME.log`` (and, ``to_terminal``,
-        on our terminal as well)."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = self.log_dir / f"{name}.log"
-        out = log_path.open("ab")
-        proc = subprocess.Popen(
-            argv,
-            env=self.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE if to_terminal else out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C reaches us only; we stop children in order
-        )
-        if to_terminal and proc.stdout is not None:
-            # Ends at the child's end of output (it exited); the file closes with it.
-            threading.Thread(target=_tee, args=(proc.stdout, out), name=f"tee-{name}",
-                             daemon=True).start()  # fmt: skip
-        else:
-            out.close()
-        child = _Child(name, proc)
-        self.children.append(child)
-        return child
+        # Every child reads self.env as it is when it starts (each step adds to it).
+        self.processes = Supervisor(self.log_dir, env=self.env)
 
     def check_signals(self) -> None:
         """``_Stop`` if SIGINT or SIGTERM came: called between steps and in every wait."""
@@ -192,12 +105,15 @@ class DevStack:
             _say("second signal: killing what is left (SIGKILL)")
         return True
 
-    def _check_alive(self, child: _Child) -> None:
-        if child.proc.poll() is not None:
-            raise RuntimeError(
-                f"{child.name} exited with code {child.proc.returncode}; "
-                f"see {self.log_dir / (child.name + '.log')}"
-            )
+    def _wait(self, child: Child | list[Child], ready: Callable[[], bool], *, timeout: float,
+              what: str, interval: float = 0.1) -> None:  # fmt: skip
+        """Until ``ready()``; a signal or the child's exit ends the wait at once."""
+
+        def checked() -> bool:
+            self.check_signals()
+            return bool(ready())
+
+        wait_ready(child, checked, timeout=timeout, interval=interval, what=what)
 
     def start_redis(self) -> str:
         url = self.settings.redis_url
@@ -241,15 +157,9 @@ class DevStack:
                 "--demo-port", str(demo_port)]  # fmt: skip
         if self.options.time_scale is not None:
             argv += ["--time-scale", str(self.options.time_scale)]
-        child = self._spawn("sandbox", argv)
+        child = self.processes.spawn("sandbox", argv)
         url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            self.check_signals()
-            self._check_alive(child)
-            return requests.get(f"{url}/healthz", timeout=1).ok
-
-        wait_until(ready, timeout=20, what="the sandbox")
+        self._wait(child, http_ok(f"{url}/healthz"), timeout=20, what="the sandbox")
         self.env["CAPTCHA_TASKS_SOLVER_URL"] = url
         self.env["CAPTCHAAI_API_KEY"] = DEV_API_KEY
         self.env["CAPTCHA_TASKS_PROVIDER"] = "captchaai"
@@ -290,33 +200,28 @@ class DevStack:
                 continue
 
     def start_workers(self) -> list[str]:
-        names = []
+        names, children = [], []
         for index in range(1, self.options.workers + 1):
             name = f"dev{index}@%h"
             argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
                     "-c", str(self.options.concurrency), "-l", "INFO", "-n", name]  # fmt: skip
-            child = self._spawn(f"worker{index}", argv, to_terminal=True)
-            child.stop_timeout = 30.0
+            children.append(self.processes.spawn(f"worker{index}", argv, to_terminal=True,
+                                                 stop_timeout=30.0))  # fmt: skip
             names.append(name.replace("%h", os.uname().nodename))
         control = self._control_app()
         try:
 
             def all_answer() -> bool:
-                self.check_signals()
-                for child in self.children:
-                    self._check_alive(child)
                 replies = control.control.ping(timeout=1.0)
                 answered = {name for reply in replies for name in reply}
                 return set(names) <= answered
 
-            wait_until(all_answer, timeout=60, interval=0.5, what="the workers to answer ping")
+            self._wait(self.processes.children, all_answer, timeout=60, interval=0.5,
+                       what="the workers to answer ping")  # fmt: skip
         finally:
             control.close()
-        for index, name in enumerate(names, 1):
-            _say(
-                f"worker  : {name} (-c {self.options.concurrency}, "
-                f"pid {self.children[-len(names) + index - 1].proc.pid})"
-            )
+        for name, child in zip(names, children, strict=True):
+            _say(f"worker  : {name} (-c {self.options.concurrency}, pid {child.pid})")
         return names
 
     def start_flower(self) -> tuple[str, str]:
@@ -325,15 +230,9 @@ class DevStack:
         self.env["FLOWER_BASIC_AUTH"] = auth
         argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
                 "--address=127.0.0.1", f"--port={port}"]  # fmt: skip
-        child = self._spawn("flower", argv)
+        child = self.processes.spawn("flower", argv)
         url = f"http://127.0.0.1:{port}"
-
-        def ready() -> bool:
-            self.check_signals()
-            self._check_alive(child)
-            return requests.get(f"{url}/healthcheck", timeout=1).ok
-
-        wait_until(ready, timeout=30, what="Flower")
+        self._wait(child, http_ok(f"{url}/healthcheck"), timeout=30, what="Flower")
         _say(f"flower  : {url}  (user/password {auth}, pid {child.proc.pid})")
         return url, auth
 
@@ -414,15 +313,14 @@ class DevStack:
         gc.collect()
         with contextlib.suppress(OSError):
             self.env_file.unlink(missing_ok=True)
-        for child in reversed(self.children):
-            try:
-                code = stop_process(
-                    child.proc, timeout=child.stop_timeout, group=True, hurry=self._hurry
-                )
-                _say(f"stopped {child.name} (pid {child.proc.pid}, exit {code})")
-            except Exception as exc:
-                _say(f"could not stop {child.name} (pid {child.proc.pid}): {exc!r}")
-        self.children.clear()
+
+        def said(child: Child, code: int | None, error: Exception | None) -> None:
+            if error is None:
+                _say(f"stopped {child.name} (pid {child.pid}, exit {code})")
+            else:
+                _say(f"could not stop {child.name} (pid {child.pid}): {error!r}")
+
+        self.processes.stop(hurry=self._hurry, said=said)
         if self.redis is not None:
             proc = self.redis.proc
             try:
@@ -438,8 +336,8 @@ class DevStack:
     def wait(self) -> None:
         while True:
             self.check_signals()
-            for child in self.children:
-                self._check_alive(child)
+            for child in self.processes.children:
+                child.check_alive()
             time.sleep(0.2)
 
 
@@ -448,10 +346,10 @@ def run_dev(options: DevOptions, settings: Settings) -> int:
     if options.time_scale is None and not os.environ.get("CAPTCHA_TASKS_TIME_SCALE"):
         # Local solves in seconds rather than the provider's real 15-20 s.
         options.time_scale = DEV_TIME_SCALE
-    signals = _Signals()
+    signals = StopSignals()
     stack = DevStack(options, settings, signals)
     code = 0
-    # The handler raises nothing (see _Signals), so nothing below is cut short by a signal:
+    # The handler raises nothing (see StopSignals), so nothing below is cut short by a signal:
     # a _Stop comes only from stack.check_signals(), and stack.stop() always runs to its end.
     with signals.installed():
         try:

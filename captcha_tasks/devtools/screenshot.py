@@ -67,61 +67,74 @@ def take_screenshots(out_dir: Path) -> int:
         stack.start_workers()
         flower_url, auth = stack.start_flower()
         stack.smoke()
-        control = stack._control_app()
-        try:
-            demo = stack.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"].split(",")[-1]
-            pending = [
-                control.send_task(
-                    "captcha_tasks.solve_recaptcha_v2",
-                    args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/{i}"),
-                )
-                for i in range(3)
-            ]
-            pending.append(
-                control.send_task(
-                    "captcha_tasks.fetch_page",
-                    args=(f"http://{demo}/page/2",),
-                    kwargs={"form": {"password": "not-shown-in-flower"}},
-                )
-            )
-            for result in pending:
-                result.get(timeout=120)
-        finally:
-            control.close()
+        _some_tasks(stack)
         time.sleep(1.0)  # let Flower take in the last events
-        user_pass = auth
         host = flower_url.split("//", 1)[1]
-        _shoot(browser, f"http://{user_pass}@{host}/tasks", out_dir / "flower-tasks.png")
-        # Some load, so the status shows a budget in use, a queue and a pool filling.
-        busy = stack._control_app()
-        try:
-            for i in range(20):
-                busy.send_task(
-                    "captcha_tasks.solve_recaptcha_v2",
-                    args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/b{i}"),
-                )
-            busy.send_task(
-                "captcha_tasks.fill_token_pool",
-                args=("recaptcha_v2", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
-                      "https://example.com/login"),
-                kwargs={"target": 3},
-            ).get(timeout=60)  # fmt: skip
-        finally:
-            busy.close()
+        _shoot(browser, f"http://{auth}@{host}/tasks", out_dir / "flower-tasks.png")
+        _some_load(stack)
         time.sleep(0.5)
-        status = subprocess.run(
-            [sys.executable, "-m", "captcha_tasks.cli.main", "status"],
-            env=stack.env, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        page = out_dir / "status.html"
-        page.write_text(
-            "<html><body style='background:#1e1e1e;color:#ddd;margin:16px'>"
-            "<pre style='font:14px monospace'>$ captcha-tasks status\n"
-            f"{html.escape(status.stdout or status.stderr)}</pre></body></html>",
-            encoding="utf-8",
-        )
-        _shoot(browser, page.resolve().as_uri(), out_dir / "status.png", size="1100,700")
-        page.unlink()
+        _shoot_status(browser, stack, out_dir)
         return 0
     finally:
         stack.stop()
+
+
+def _some_tasks(stack: DevStack) -> None:
+    """Three solves and a page fetch (with a form secret Flower must not show), to the end."""
+    control = stack._control_app()
+    try:
+        demo = stack.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"].split(",")[-1]
+        pending = [
+            control.send_task(
+                "captcha_tasks.solve_recaptcha_v2",
+                args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/{i}"),
+            )
+            for i in range(3)
+        ]
+        pending.append(
+            control.send_task(
+                "captcha_tasks.fetch_page",
+                args=(f"http://{demo}/page/2",),
+                kwargs={"form": {"password": "not-shown-in-flower"}},
+            )
+        )
+        for result in pending:
+            result.get(timeout=120)
+    finally:
+        control.close()
+
+
+def _some_load(stack: DevStack) -> None:
+    """Some load, so the status shows a budget in use, a queue and a pool filling."""
+    busy = stack._control_app()
+    try:
+        for i in range(20):
+            busy.send_task(
+                "captcha_tasks.solve_recaptcha_v2",
+                args=("6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", f"https://example.com/b{i}"),
+            )
+        busy.send_task(
+            "captcha_tasks.fill_token_pool",
+            args=("recaptcha_v2", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+                  "https://example.com/login"),
+            kwargs={"target": 3},
+        ).get(timeout=60)  # fmt: skip
+    finally:
+        busy.close()
+
+
+def _shoot_status(browser: str, stack: DevStack, out_dir: Path) -> None:
+    """``captcha-tasks status`` against the stack, rendered as a terminal would show it."""
+    status = subprocess.run(
+        [sys.executable, "-m", "captcha_tasks.cli.main", "status"],
+        env=stack.env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    page = out_dir / "status.html"
+    page.write_text(
+        "<html><body style='background:#1e1e1e;color:#ddd;margin:16px'>"
+        "<pre style='font:14px monospace'>$ captcha-tasks status\n"
+        f"{html.escape(status.stdout or status.stderr)}</pre></body></html>",
+        encoding="utf-8",
+    )
+    _shoot(browser, page.resolve().as_uri(), out_dir / "status.png", size="1100,700")
+    page.unlink()

@@ -28,7 +28,6 @@ import random
 import secrets
 import signal
 import string
-import subprocess
 import sys
 import threading
 import time
@@ -43,15 +42,15 @@ import redis
 import requests
 from celery import Celery
 
-from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
+from captcha_tasks.devtools.procs import Child, Supervisor, free_port, logged, wait_ready
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from tests.support.secret_scan import redis_dump
+from tests.support.workers import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TIME_SCALE = 0.05
 #: Redis redelivers a SIGKILLed worker's reserved messages after this (production: 3600).
 VISIBILITY_TIMEOUT = 20
@@ -139,16 +138,6 @@ def client_app(url: str) -> Celery:
     return app
 
 
-@dataclass
-class Worker:
-    name: str
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
 class Cluster:
     """A private Redis (AOF on), ``workers`` celery workers and the given sandbox."""
 
@@ -174,12 +163,15 @@ class Cluster:
         self.threads = threads
         self.time_scale = time_scale
         self.with_flower = flower
-        self.flower: subprocess.Popen[bytes] | None = None
+        #: Every process the cluster started (logs in ``tmp``), stopped by PID at the end.
+        self.processes = Supervisor(tmp, cwd=ROOT)
+        self.flower: Child | None = None
         self.flower_url = ""
         self.flower_auth = ("chaos", _secret("Fl", 16))
         self.extra_env = env or {}
         self.redis = RedisServer(appendonly=True, data_dir=tmp / "redis")
-        self.workers: dict[str, Worker] = {}
+        #: The latest process of each worker name (a restart appends to its log).
+        self.workers: dict[str, Child] = {}
         self.snapshots: list[str] = []
         #: What the fault did, for the row (set by the test).
         self.note = ""
@@ -209,21 +201,14 @@ class Cluster:
         self.flower_url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in self.worker_env().items() if not k.startswith("FLOWER_")}
         env["FLOWER_BASIC_AUTH"] = ":".join(self.flower_auth)  # not on the command line
-        with (self.tmp / "flower.log").open("ab") as log:
-            self.flower = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
-                 "--address=127.0.0.1", f"--port={port}"],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
+                "--address=127.0.0.1", f"--port={port}"]  # fmt: skip
+        self.flower = self.processes.spawn("flower", argv, env=env)
 
         def healthy() -> bool:
-            try:
-                return requests.get(f"{self.flower_url}/healthcheck", timeout=2).ok
-            except requests.RequestException:
-                return False
+            return requests.get(f"{self.flower_url}/healthcheck", timeout=2).ok
 
-        wait_until(healthy, timeout=60, interval=0.2, what="Flower")
+        wait_ready(self.flower, healthy, timeout=60, interval=0.2, what="Flower")
 
     def flower_pages(self, ids: list[str]) -> str:
         """What Flower shows about the run (its API and pages), for the scan; checks that
@@ -259,47 +244,26 @@ class Cluster:
             **self.extra_env,
         }
 
-    def start_worker(self, name: str, wait: bool = True) -> Worker:
-        worker = self.workers.get(name) or Worker(name, self.tmp / f"{name.split('@')[0]}.log")
-        self.workers[name] = worker
-        offset = worker.log_path.stat().st_size if worker.log_path.exists() else 0
+    def start_worker(self, name: str, wait: bool = True) -> Child:
         argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", name,
                 "-c", str(self.concurrency), "-P", "prefork", "-l", "INFO",
                 "--without-gossip", "--without-mingle"]  # fmt: skip
-        with worker.log_path.open("ab") as log:
-            worker.proc = subprocess.Popen(
-                argv,
-                cwd=ROOT,
-                env=self.worker_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        worker = self.processes.spawn(name.split("@")[0], argv, env=self.worker_env())
+        self.workers[name] = worker
         if wait:
-
-            def ready() -> bool:
-                assert worker.proc is not None
-                if worker.proc.poll() is not None:
-                    raise AssertionError(f"{name} exited:\n{worker.log()[offset:]}")
-                return " ready." in worker.log()[offset:]
-
-            wait_until(ready, timeout=60, interval=0.1, what=f"worker {name}")
+            wait_ready(worker, logged(worker, " ready."), timeout=60, what=f"worker {name}")
         return worker
 
     def kill_worker(self, name: str, *, child_only: bool = False) -> str:
         """SIGKILL a worker's whole process group, or one of its pool processes."""
         worker = self.workers[name]
-        assert worker.proc is not None
         if child_only:
-            children = psutil.Process(worker.proc.pid).children()
+            children = psutil.Process(worker.pid).children()
             if children:
                 victim = random.choice(children)
                 victim.kill()
                 return f"pool process {victim.pid} of {name}"
-        os.killpg(worker.proc.pid, signal.SIGKILL)
-        worker.proc.wait(timeout=10)
-        worker.proc = None
+        self.processes.stop([worker], sig=signal.SIGKILL)
         return f"every process of {name}"
 
     def restart_redis(self, outage: float = 0.0) -> float:
@@ -313,13 +277,10 @@ class Cluster:
 
     def stop(self) -> None:
         if self.flower is not None:
-            stop_process(self.flower, timeout=10, group=True)
+            self.processes.stop([self.flower])
             self.flower = None
-        for worker in self.workers.values():
-            if worker.proc is not None:
-                # The row is written: no need for the 10 s soft shutdown of a clean stop.
-                stop_process(worker.proc, sig=signal.SIGKILL, timeout=20, group=True)
-                worker.proc = None
+        # The row is written: no need for the workers' 10 s soft shutdown of a clean stop.
+        self.processes.stop(sig=signal.SIGKILL)
         self.redis.stop()
         # The data directory is the test's tmp_path; RedisServer does not remove it.
 

@@ -33,7 +33,7 @@ from captcha_tasks import (
 )
 from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
 from captcha_tasks.worker.page_tasks import fetch_page
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ import nats
 import pytest
 
 from captcha_tasks.devtools.sandbox import DEV_API_KEY
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 pytest_plugins = ["tests.support.nats_fixtures"]

@@ -21,9 +21,9 @@ from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
-from tests.conftest import worker_env
 from tests.support.secret_scan import leaks, redis_dump, scan_needles
 from tests.support.socks_proxy import SocksProxy
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 

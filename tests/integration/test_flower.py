@@ -33,8 +33,8 @@ from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
-from tests.conftest import ROOT, worker_env
 from tests.support.secret_scan import redis_dump
+from tests.support.workers import ROOT, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

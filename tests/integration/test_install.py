@@ -30,9 +30,9 @@ import yaml
 
 from captcha_tasks.cli.errors import EXTRA_OF_MODULE
 from captcha_tasks.cli.main import LAZY_COMMANDS, docstring_of, main
-from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
+from captcha_tasks.devtools.procs import free_port, spawn, stop_process, wait_until
 from captcha_tasks.devtools.redis_server import RedisServer
-from tests.conftest import WorkerProcess, wait_for_worker
+from tests.support.workers import WorkerProcess, wait_for_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -170,17 +170,7 @@ def run(
 
 
 def start(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path) -> WorkerProcess:
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    return WorkerProcess(" ".join(argv), proc, log_path)
+    return spawn(" ".join(argv), argv, log_path, env=env, cwd=cwd)
 
 
 def wait_for_exit(process: WorkerProcess, deadline: float) -> int:

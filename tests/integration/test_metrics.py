@@ -18,7 +18,7 @@ from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"

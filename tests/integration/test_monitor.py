@@ -25,7 +25,7 @@ from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
-from tests.conftest import ROOT, worker_env
+from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration
 

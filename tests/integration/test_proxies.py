@@ -38,9 +38,9 @@ from captcha_tasks.session.proxy_step import (
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
-from tests.conftest import ROOT
 from tests.support.processes import SpawnPython, python_processes, read_line
 from tests.support.socks_proxy import SocksProxy
+from tests.support.workers import ROOT
 
 pytestmark = pytest.mark.integration
 

@@ -25,7 +25,7 @@ import redis
 from captcha_tasks import solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.errors import CaptchaUnsolvable
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from captcha_tasks.worker.control import CeleryControlPlane
-from tests.conftest import ROOT, worker_env
 from tests.support import fleet_restart
+from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,7 @@ from captcha_tasks import (
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.sandbox import image_answer
 from captcha_tasks.errors import InvalidTaskInput
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 

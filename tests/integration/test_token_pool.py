@@ -17,7 +17,7 @@ from captcha_tasks.engine.pool import TokenPool, pool_id_for
 from captcha_tasks.provider import RecaptchaV2, RecaptchaV3
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"

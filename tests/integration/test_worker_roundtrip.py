@@ -14,7 +14,7 @@ from captcha_tasks import get_balance, ping
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.errors import InvalidApiKey
-from tests.conftest import worker_env
+from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from captcha_tasks.devtools.procs import stop_process, wait_until
-from tests.conftest import ROOT, worker_env
+from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration
 

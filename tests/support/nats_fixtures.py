@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from captcha_tasks.devtools.procs import free_port, stop_process
-from tests.conftest import ROOT
+from tests.support.workers import ROOT
 
 __all__ = ["BridgeProcess", "NatsServer", "bridge_factory", "nats_server", "nats_server_binary"]
 

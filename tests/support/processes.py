@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 from captcha_tasks.devtools.procs import stop_process
-from tests.conftest import ROOT
+from tests.support.workers import ROOT
 
 __all__ = ["SpawnPython", "python_processes", "read_line"]
 

@@ -19,8 +19,9 @@ from collections import deque
 from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.support.servers import BackgroundServer
 
 __all__ = ["ProviderDouble", "Received", "Scripted", "Upload"]
 
@@ -62,7 +63,9 @@ class Scripted:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-class ProviderDouble:
+class ProviderDouble(BackgroundServer):
+    thread_name = "provider-double"
+
     def __init__(self, *, api_key: str = DEFAULT_KEY, balance: str = "12.3400") -> None:
         self.api_key = api_key
         self.balance = balance
@@ -75,35 +78,20 @@ class ProviderDouble:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = False
         self._server.block_on_close = True  # close() joins every handler thread
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        super().__init__()
 
     @property
     def base_url(self) -> str:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
-    def start(self) -> ProviderDouble:
-        self._thread.start()
-        return self
+    def _serve(self) -> None:
+        self._server.serve_forever(poll_interval=0.05)
 
-    def close(self) -> None:
+    def _shutdown(self) -> None:
         self._stopping.set()  # wakes handlers sleeping in a scripted delay
         self._server.shutdown()
         self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> ProviderDouble:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def script(self, *answers: Scripted) -> None:
         """Queue raw answers, used in order before the default behaviour resumes."""

@@ -21,7 +21,8 @@ import select
 import socket
 import struct
 import threading
-from types import TracebackType
+
+from tests.support.servers import BackgroundServer
 
 __all__ = ["Handshake", "SocksProxy"]
 
@@ -47,7 +48,7 @@ class _Refused(Exception):
     """The handshake failed: the connection is closed (after the reply, if any)."""
 
 
-class SocksProxy:
+class SocksProxy(BackgroundServer):
     """``with SocksProxy(username="u", password="p") as proxy:`` ... ``proxy.url()``."""
 
     def __init__(
@@ -58,6 +59,7 @@ class SocksProxy:
         max_connections: int = 16,
         timeout: float = 10.0,
     ) -> None:
+        super().__init__()
         if (username is None) != (password is None):
             raise ValueError("username and password go together")
         self.username = username
@@ -72,7 +74,6 @@ class SocksProxy:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._threads: set[threading.Thread] = set()
-        self._acceptor = threading.Thread(target=self._accept, name="socks-accept", daemon=True)
         #: Connections accepted (including refused handshakes), and turned away when full.
         self.connections = 0
         self.turned_away = 0
@@ -97,15 +98,14 @@ class SocksProxy:
 
     # -- life cycle -------------------------------------------------------------------
 
-    def start(self) -> SocksProxy:
-        self._acceptor.start()
-        return self
+    thread_name = "socks-accept"
 
-    def stop(self) -> None:
-        """Close the listener and every connection; join every thread."""
+    def _shutdown(self) -> None:
         self._stop.set()
         self._listener.close()
-        self._acceptor.join(timeout=5)
+
+    def _cleanup(self) -> None:
+        """Close every connection; join every thread (``stop()`` raises if one lives on)."""
         with self._lock:
             sockets, threads = list(self._sockets), list(self._threads)
         for sock in sockets:
@@ -113,23 +113,12 @@ class SocksProxy:
         for thread in threads:
             thread.join(timeout=5)
         alive = [t.name for t in threads if t.is_alive()]
-        if alive or self._acceptor.is_alive():
+        if alive or self._thread.is_alive():
             raise RuntimeError(f"SOCKS proxy threads did not stop: {alive}")
-
-    def __enter__(self) -> SocksProxy:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- serving ----------------------------------------------------------------------
 
-    def _accept(self) -> None:
+    def _serve(self) -> None:
         while not self._stop.is_set():
             try:
                 client, _ = self._listener.accept()
@@ -144,7 +133,7 @@ class SocksProxy:
                 else:
                     self.connections += 1
                     thread = threading.Thread(
-                        target=self._serve, args=(client,), name=f"socks-{self.connections}",
+                        target=self._connection, args=(client,), name=f"socks-{self.connections}",
                         daemon=True,
                     )  # fmt: skip
                     self._threads.add(thread)
@@ -160,7 +149,7 @@ class SocksProxy:
             if self._stop.is_set():  # stop() may have closed the others already
                 _close(sock)
 
-    def _serve(self, client: socket.socket) -> None:
+    def _connection(self, client: socket.socket) -> None:
         upstream: socket.socket | None = None
         try:
             client.settimeout(self.timeout)

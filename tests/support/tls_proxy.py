@@ -10,11 +10,15 @@ import contextlib
 import socket
 import ssl
 import threading
-from types import TracebackType
+
+from tests.support.servers import BackgroundServer
 
 
-class TLSProxy:
+class TLSProxy(BackgroundServer):
+    thread_name = "tls-proxy"
+
     def __init__(self, upstream_port: int, context: ssl.SSLContext) -> None:
+        super().__init__()
         self.upstream_port = upstream_port
         self.context = context
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -22,17 +26,16 @@ class TLSProxy:
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
 
-    def _accept(self) -> None:
+    def _serve(self) -> None:
         while not self._closed.is_set():
             try:
                 raw, _ = self._listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(raw,), daemon=True).start()
+            threading.Thread(target=self._connection, args=(raw,), daemon=True).start()
 
-    def _serve(self, raw: socket.socket) -> None:
+    def _connection(self, raw: socket.socket) -> None:
         client = self.context.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
         try:
             client.do_handshake()
@@ -58,20 +61,10 @@ class TLSProxy:
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
 
-    def __enter__(self) -> TLSProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _shutdown(self) -> None:
         self._closed.set()
         self._listener.close()
         with self._lock:
             for sock in self._sockets:
                 with contextlib.suppress(OSError):
                     sock.close()
-        self._thread.join(timeout=5)

@@ -158,23 +158,110 @@ def solve_metrics(
     of ``machine_total``) and, for ours, when each job was admitted."""
     T, L = threads, latency
     t0 = min(enqueued.values())
-    by_id = {str(c["id"]): c for c in captchas}
     done = {tid: o for tid, o in outcomes.items() if tid in enqueued}
     ok = {tid: o for tid, o in done.items() if o.status == "SUCCESS"}
     t_end = max((o.at for o in done.values()), default=t0)
-    makespan = t_end - t0
     # Both designs' results carry the captcha id: the key to the sandbox's times.
     cid_of = {
         tid: str(o.result.get("captcha_id", "")) if isinstance(o.result, dict) else ""
         for tid, o in ok.items()
     }
-    over, waits, collect, late, store, admit = [], [], [], [], [], []
+    by_id = {str(c["id"]): c for c in captchas}
+    matched, (over, waits, collect, late, store, admit) = _delays(
+        ok, enqueued, by_id, cid_of, L, admitted
+    )
+    window = run_window(captchas, t0)
+    reached_t = int(stats.get("max_in_flight", 0)) >= T
+    gaps = refill_gaps(window, T, enqueue_end) if reached_t else []
+    latencies = [float(c["latency"]) for c in window]
+    lateness = _lateness(ok, cid_of, window, latencies, T, t0)
+
+    return {
+        "tasks": tasks,
+        "completed": len(ok),
+        "failures": len(done) - len(ok),
+        "unfinished": tasks - len(done),
+        "matched_to_sandbox": matched,
+        "enqueue_seconds": round(enqueue_end - t0, 3),
+        **_schedule_figures(window, len(ok), T, L, t0, t_end),
+        **_p50_p95("e2e_minus_latency", over),
+        **_p50_p95("enqueue_to_submit", waits),
+        **_p50_p95("enqueue_to_admitted", admit),
+        **_p50_p95("lateness_vs_ideal", lateness),
+        **_p50_p95("slot_refill_gap", gaps),
+        "slot_refill_gap_mean": round(sum(gaps) / len(gaps), 4) if gaps else None,
+        **_p50_p95("collection_delay", collect),
+        **_p50_p95("ready_to_answered", late),
+        **_p50_p95("answered_to_result", store),
+        **_sandbox_figures(stats, window, tasks),
+        "threads": T,
+        **cpu_figures(cpu, "solve", len(ok)),
+    }
+
+
+def _schedule_figures(
+    window: Sequence[Captcha], solved: int, T: int, L: float, t0: float, t_end: float
+) -> dict[str, Any]:
+    """Ramp-up, throughput against T/L and the sandbox's utilisation, ``solved`` results
+    coming in from ``t0`` to ``t_end``."""
+    submits = [float(c["submitted_at"]) for c in window]
+    latencies = [float(c["latency"]) for c in window]
+    makespan = t_end - t0
+    return {
+        # Ramp-up: the zero-overhead schedule has all T threads busy from the first enqueue.
+        "first_submit_seconds": round(submits[0] - t0, 4) if submits else None,
+        "t_th_submit_seconds": round(submits[T - 1] - t0, 4) if len(submits) >= T else None,
+        "makespan_seconds": round(makespan, 3),
+        "solves_per_second": _finite(solved / makespan) if makespan > 0 else None,
+        "fraction_of_t_over_l": _finite(solved / (T / L * makespan)) if makespan > 0 else None,
+        "ideal_fraction_for_these_latencies": zero_overhead_fraction(latencies, T, L),
+        "sandbox_utilisation": utilisation(window, T, t0, t_end),
+        "sandbox_utilisation_backlogged": backlogged_utilisation(window, T),
+        "solver_latency_mean": round(sum(latencies) / len(latencies), 4) if latencies else None,
+    }
+
+
+def _lateness(
+    ok: Mapping[str, Outcome],
+    cid_of: Mapping[str, str],
+    window: Sequence[Captcha],
+    latencies: Sequence[float],
+    threads: int,
+    t0: float,
+) -> list[float]:
+    """How much later than in the zero-overhead schedule each result came."""
+    finish = ideal_finish(latencies, threads)
+    ideal_end = {str(c["id"]): t0 + f for c, f in zip(window, finish, strict=True)}
+    return [o.at - ideal_end[cid_of[t]] for t, o in ok.items() if cid_of[t] in ideal_end]
+
+
+def _p50_p95(name: str, values: Sequence[float]) -> dict[str, float | None]:
+    return {f"{name}_p50": percentile(values, 0.5), f"{name}_p95": percentile(values, 0.95)}
+
+
+def _delays(
+    ok: Mapping[str, Outcome],
+    enqueued: Mapping[str, float],
+    by_id: Mapping[str, Captcha],
+    cid_of: Mapping[str, str],
+    latency: float,
+    admitted: Mapping[str, float] | None,
+) -> tuple[int, tuple[list[float], ...]]:
+    """How many results matched a sandbox captcha, and the seconds of each successful
+    task: end to end beyond the solver's latency, enqueue to submit, ready to collected,
+    ready to answered, answered to result stored, enqueue to admitted."""
+    over: list[float] = []
+    waits: list[float] = []
+    collect: list[float] = []
+    late: list[float] = []
+    store: list[float] = []
+    admit: list[float] = []
     matched = 0
     for tid, o in ok.items():
         e = enqueued[tid]
         c = by_id.get(cid_of[tid])
         if c is None:
-            over.append(o.at - e - L)
+            over.append(o.at - e - latency)
             continue
         matched += 1
         over.append(o.at - e - float(c["latency"]))
@@ -185,52 +272,15 @@ def solve_metrics(
             store.append(o.at - float(c["answered_at"]))
         if admitted and tid in admitted:
             admit.append(admitted[tid] - e)
-    window = run_window(captchas, t0)
-    submits = [float(c["submitted_at"]) for c in window]
-    reached_t = int(stats.get("max_in_flight", 0)) >= T
-    gaps = refill_gaps(window, T, enqueue_end) if reached_t else []
-    latencies = [float(c["latency"]) for c in window]
-    # How much later than in the zero-overhead schedule each result came.
-    finish = ideal_finish(latencies, T)
-    ideal_end = {str(c["id"]): t0 + f for c, f in zip(window, finish, strict=True)}
-    lateness = [o.at - ideal_end[cid_of[t]] for t, o in ok.items() if cid_of[t] in ideal_end]
-    solved = int(stats.get("solved", 0))
-    q = percentile
+    return matched, (over, waits, collect, late, store, admit)
 
+
+def _sandbox_figures(
+    stats: Mapping[str, Any], window: Sequence[Captcha], tasks: int
+) -> dict[str, Any]:
+    """What the sandbox counted: polls, submits, duplicates, its busiest moment."""
+    solved = int(stats.get("solved", 0))
     return {
-        "tasks": tasks,
-        "completed": len(ok),
-        "failures": len(done) - len(ok),
-        "unfinished": tasks - len(done),
-        "matched_to_sandbox": matched,
-        "enqueue_seconds": round(enqueue_end - t0, 3),
-        # Ramp-up: the zero-overhead schedule has all T threads busy from the first enqueue.
-        "first_submit_seconds": round(submits[0] - t0, 4) if submits else None,
-        "t_th_submit_seconds": round(submits[T - 1] - t0, 4) if len(submits) >= T else None,
-        "makespan_seconds": round(makespan, 3),
-        "solves_per_second": _finite(len(ok) / makespan) if makespan > 0 else None,
-        "fraction_of_t_over_l": _finite(len(ok) / (T / L * makespan)) if makespan > 0 else None,
-        "ideal_fraction_for_these_latencies": zero_overhead_fraction(latencies, T, L),
-        "sandbox_utilisation": utilisation(window, T, t0, t_end),
-        "sandbox_utilisation_backlogged": backlogged_utilisation(window, T),
-        "solver_latency_mean": round(sum(latencies) / len(latencies), 4) if latencies else None,
-        "e2e_minus_latency_p50": q(over, 0.5),
-        "e2e_minus_latency_p95": q(over, 0.95),
-        "enqueue_to_submit_p50": q(waits, 0.5),
-        "enqueue_to_submit_p95": q(waits, 0.95),
-        "enqueue_to_admitted_p50": q(admit, 0.5),
-        "enqueue_to_admitted_p95": q(admit, 0.95),
-        "lateness_vs_ideal_p50": q(lateness, 0.5),
-        "lateness_vs_ideal_p95": q(lateness, 0.95),
-        "slot_refill_gap_p50": q(gaps, 0.5),
-        "slot_refill_gap_p95": q(gaps, 0.95),
-        "slot_refill_gap_mean": round(sum(gaps) / len(gaps), 4) if gaps else None,
-        "collection_delay_p50": q(collect, 0.5),
-        "collection_delay_p95": q(collect, 0.95),
-        "ready_to_answered_p50": q(late, 0.5),
-        "ready_to_answered_p95": q(late, 0.95),
-        "answered_to_result_p50": q(store, 0.5),
-        "answered_to_result_p95": q(store, 0.95),
         "polls": int(stats.get("polls", 0)),
         "solved_at_sandbox": solved,
         "polls_per_solve": round(int(stats.get("polls", 0)) / solved, 3) if solved else None,
@@ -243,8 +293,6 @@ def solve_metrics(
         "duplicates": int(stats.get("duplicates", 0)),
         "no_slot": int(stats.get("no_slot", 0)),
         "max_in_flight": int(stats.get("max_in_flight", 0)),
-        "threads": T,
-        **cpu_figures(cpu, "solve", len(ok)),
     }
 
 

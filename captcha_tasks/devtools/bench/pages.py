@@ -39,7 +39,7 @@ from ...errors import CaptchaTasksError
 from ..procs import free_port, wait_until
 from .metrics import page_metrics
 from .report import Row, cpu_rows, field, fields, render_report, section
-from .solve import Progress, ResultWatcher
+from .solve import Progress
 from .stack import (
     DECIDED,
     DOCUMENTED_V2_SECONDS,
@@ -48,6 +48,7 @@ from .stack import (
     start_stack,
     start_workers,
 )
+from .watcher import ResultWatcher
 
 __all__ = ["MODES", "SHARED_SOLVES_EXPECTED", "PagesOptions", "format_pages_report", "run_pages"]
 

@@ -28,29 +28,24 @@ report's table is laid out by :mod:`.report`.
 
 from __future__ import annotations
 
-import collections
-import contextlib
 import dataclasses
-import json
 import math
 import os
 import shutil
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import redis
 import requests
 
 from ...engine.timing import POLL_INTERVAL
 from ...errors import CaptchaTasksError
 from . import seed_design
-from .metrics import Outcome, solve_metrics
-from .report import Cell, Row, cpu_rows, field, fields, joined, render_report, section
+from .metrics import solve_metrics
+from .solve_report import format_report
 from .stack import (
     DOCUMENTED_V2_SECONDS,
     Processes,
@@ -58,12 +53,12 @@ from .stack import (
     start_stack,
     start_workers,
 )
+from .watcher import ResultWatcher
 
 __all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "format_report", "run_bench"]
 
 #: A well-formed reCAPTCHA v2 sitekey (40 characters; Google's public demo key).
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
-_TERMINAL = ("SUCCESS", "FAILURE", "REVOKED")
 
 Progress = Callable[[str], None]
 
@@ -105,80 +100,6 @@ class DesignRun:
     name: str
     label: str
     metrics: dict[str, Any]
-
-
-# -- measuring ------------------------------------------------------------------------
-
-
-class ResultWatcher:
-    """When each task's final state was stored: subscribes to the result backend's
-    ``celery-task-meta-*`` channels (the Redis backend publishes every state it stores)."""
-
-    def __init__(self, url: str) -> None:
-        self._client = redis.Redis.from_url(url, socket_connect_timeout=5)
-        self._pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
-        self._cond = threading.Condition()
-        self.outcomes: dict[str, Outcome] = {}
-        #: How many times each state was stored, any task (e.g. RETRY: tasks retried).
-        self.states: collections.Counter[str] = collections.Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-results", daemon=True)
-
-    def start(self) -> ResultWatcher:
-        self._pubsub.psubscribe("celery-task-meta-*")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # the subscription is live once confirmed
-            message = self._pubsub.get_message(timeout=1.0)
-            if message and message["type"] == "psubscribe":
-                break
-        else:
-            raise CaptchaTasksError("could not subscribe to the result backend's channels")
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                message = self._pubsub.get_message(timeout=0.2)
-            except (redis.RedisError, OSError):
-                if self._stop.is_set():
-                    return
-                raise
-            if not message or message["type"] != "pmessage":
-                continue
-            at = time.time()
-            try:
-                meta = json.loads(message["data"])
-            except (TypeError, ValueError):
-                continue
-            if not isinstance(meta, dict):
-                continue
-            self.states[str(meta.get("status"))] += 1
-            if meta.get("status") not in _TERMINAL or not meta.get("task_id"):
-                continue
-            with self._cond:
-                self.outcomes.setdefault(
-                    str(meta["task_id"]), Outcome(at, meta["status"], meta.get("result"))
-                )
-                self._cond.notify_all()
-
-    def wait(self, task_ids: Sequence[str], deadline: float) -> None:
-        """Until every one of ``task_ids`` ended, or ``deadline`` (monotonic) passes."""
-        pending = set(task_ids)
-        with self._cond:
-            while True:
-                pending -= self.outcomes.keys()
-                left = deadline - time.monotonic()
-                if not pending or left <= 0:
-                    return
-                self._cond.wait(min(left, 0.5))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        with contextlib.suppress(Exception):
-            self._pubsub.close()
-        self._client.close()
 
 
 # -- one design -------------------------------------------------------------------------
@@ -393,92 +314,3 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
         "wall_seconds": round(time.monotonic() - started, 1),
         "designs": {run.name: {"label": run.label, **run.metrics} for run in runs},
     }
-
-
-# -- the report -------------------------------------------------------------------------
-
-
-def _p50_p95(key: str) -> Cell:
-    return fields(f"{key}_p50", f"{key}_p95", spec=".3f")
-
-
-def _pools(m: Mapping[str, Any]) -> str:
-    sizes = {str(size) for size in m["concurrency"]}
-    pools = sizes.pop() if len(sizes) == 1 else "/".join(map(str, m["concurrency"]))
-    return f"{m['workers']} x {pools}"
-
-
-_ROWS: list[Row] = [
-    section("throughput"),
-    Row("solved / tasks", fields("completed", "tasks")),
-    Row("failures (task raised)", field("failures", "d")),
-    Row("not finished by the deadline", field("unfinished", "d")),
-    Row("makespan, first enqueue -> last result (s)", field("makespan_seconds", ".2f")),
-    Row("solves per second", field("solves_per_second", ".2f")),
-    # Steady state: while requests waited for a thread, the share of the plan's
-    # thread-seconds the provider spent solving. 1.0 = every thread busy all the time.
-    Row(
-        "throughput / (T/L), steady state (backlog waiting)",
-        field("sandbox_utilisation_backlogged", ".3f"),
-    ),
-    Row(
-        "throughput / (T/L), whole run incl. ramp-up and tail",
-        field("fraction_of_t_over_l", ".3f"),
-    ),
-    Row(
-        "  bound for the whole run: zero overhead, same latencies",
-        field("ideal_fraction_for_these_latencies", ".3f"),
-    ),
-    Row("sandbox utilisation (solver s / (T x makespan))", field("sandbox_utilisation", ".3f")),
-    section("time (s; p50 / p95)"),
-    Row("enqueue all N tasks (s)", field("enqueue_seconds", ".3f")),
-    Row(
-        "first enqueue -> 1st / T-th submit (s)",
-        fields("first_submit_seconds", "t_th_submit_seconds", spec=".3f"),
-    ),
-    Row("end to end - solver latency, p50 / p95 (s)", _p50_p95("e2e_minus_latency")),
-    Row("  enqueue -> submitted at the sandbox, p50 / p95 (s)", _p50_p95("enqueue_to_submit")),
-    Row("  enqueue -> admitted (ours: job record), p50 / p95 (s)", _p50_p95("enqueue_to_admitted")),
-    Row(
-        "  slot refill gap (thread freed -> next submit), p50 / p95 (s)",
-        _p50_p95("slot_refill_gap"),
-    ),
-    Row(
-        "result later than in a zero-overhead schedule, p50 / p95 (s)",
-        _p50_p95("lateness_vs_ideal"),
-    ),
-    Row("collection delay (ready -> result stored), p50 / p95 (s)", _p50_p95("collection_delay")),
-    Row("  ready -> answered by res.php, p50 / p95 (s)", _p50_p95("ready_to_answered")),
-    Row("  answered -> result stored, p50 / p95 (s)", _p50_p95("answered_to_result")),
-    Row("mean solver latency at the sandbox", field("solver_latency_mean", ".3f")),
-    section("provider traffic"),
-    Row("res.php polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
-    Row(
-        "times a captcha was asked for (mean / max)",
-        joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
-    ),
-    Row("submits per task", field("submits_per_task", ".3f")),
-    Row("duplicates", field("duplicates", "d")),
-    Row("no_slot answers", field("no_slot", "d")),
-    Row("max in flight / T", fields("max_in_flight", "threads")),
-    *cpu_rows("solve"),
-    Row("workers x pool size", _pools),
-]
-
-
-def format_report(report: dict[str, Any]) -> str:
-    """The report as a text table: one column per design."""
-    p = report["parameters"]
-    intro = [
-        f"captcha-tasks bench solve: T={p['threads']} threads, L={p['latency']} s "
-        f"(jitter {p['jitter']}), T/L={p['target_solves_per_second']} solves/s, "
-        f"time scale {p['time_scale']} (= L/15 s)",
-        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency), "
-        f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
-        f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
-        f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
-    ]
-    lines = render_report(intro, p["environment"], _ROWS, list(report["designs"].values()))
-    lines.append("")
-    lines.append(f"wall time: {report['wall_seconds']} s")
-    return "\n".join(lines)

@@ -8,22 +8,16 @@ import contextlib
 import dataclasses
 import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TypeVar
 
-import requests
-
-from ...errors import CaptchaTasksError
-from ..procs import free_port, stop_process, wait_until
+from ..procs import Child, Supervisor, free_port, http_ok, logged, wait_ready
 from ..redis_server import RedisServer
 from ..sandbox import DEV_API_KEY
+from ..signals import terminate_on_sigterm
 
 __all__ = [
     "DECIDED",
@@ -35,7 +29,6 @@ __all__ = [
     "start_sandbox",
     "start_stack",
     "start_workers",
-    "terminate_on_sigterm",
 ]
 
 #: Documented reCAPTCHA v2 solve time (PROTOCOL.md): a run's time scale maps it onto the
@@ -60,12 +53,12 @@ _CONCURRENCY_RE = re.compile(r"concurrency:\s*(\d+)")
 T = TypeVar("T")
 
 
-class Processes:
-    """The child processes of a run, each in its own session; stopped by PID."""
+class Processes(Supervisor):
+    """The child processes of a run (each in its own session, stopped by PID, in
+    parallel: the workers' warm shutdowns overlap) and its redis-servers."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        super().__init__(log_dir)
         self.redis_servers: list[RedisServer] = []
 
     @classmethod
@@ -91,65 +84,21 @@ class Processes:
             self.stop_all()
         return results
 
-    def spawn(self, name: str, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        with (self.log_dir / f"{name}.log").open("ab") as log:
-            proc = subprocess.Popen(
-                argv,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches the harness only; it stops these
-            )
-        self.children.append((name, proc))
-        return proc
-
-    def log(self, name: str) -> str:
-        path = self.log_dir / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
+    def spawn_with(self, name: str, argv: list[str], env: Mapping[str, str]) -> Child:
+        """``argv`` with ``env``; given 20 s to stop (a worker's warm shutdown)."""
+        return self.spawn(name, argv, env=env, stop_timeout=20.0)
 
     def redis(self) -> RedisServer:
         server = RedisServer(data_dir=self.log_dir / f"redis{len(self.redis_servers) + 1}")
         self.redis_servers.append(server)
         return server.start()
 
-    def stop(self, procs: Sequence[subprocess.Popen[bytes]], timeout: float = 20.0) -> None:
-        """Stop these children (warm shutdown first), in parallel, by PID."""
-        threads = [
-            threading.Thread(target=stop_process, args=(p,), kwargs={"timeout": timeout,
-                             "group": True}, daemon=True)
-            for p in procs
-        ]  # fmt: skip
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout + 15)
-        self.children = [(n, p) for n, p in self.children if p not in procs]
-
     def stop_all(self) -> None:
-        self.stop([p for _, p in reversed(self.children)])
+        self.stop(parallel=True)
         for server in reversed(self.redis_servers):
             with contextlib.suppress(Exception):
                 server.stop()
         self.redis_servers.clear()
-
-
-@contextlib.contextmanager
-def terminate_on_sigterm() -> Iterator[None]:
-    """SIGTERM unwinds like Ctrl-C, so every ``finally`` stops what it started."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def start_sandbox(procs: Processes, name: str, args: Sequence[str]) -> tuple[str, int]:
@@ -157,35 +106,26 @@ def start_sandbox(procs: Processes, name: str, args: Sequence[str]) -> tuple[str
     ``/healthz`` answers."""
     port = free_port()
     argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port), *args]
-    proc = procs.spawn(name, argv, os.environ)
+    child = procs.spawn_with(name, argv, os.environ)
     url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise CaptchaTasksError(f"the sandbox exited ({proc.returncode}):\n{procs.log(name)}")
-        return requests.get(f"{url}/healthz", timeout=1).ok
-
-    wait_until(ready, timeout=30, what="the sandbox")
-    return url, proc.pid
+    wait_ready(child, http_ok(f"{url}/healthz"), timeout=30, what="the sandbox")
+    return url, child.pid
 
 
 def start_workers(
     procs: Processes, argvs: Sequence[tuple[str, list[str]]], env: Mapping[str, str]
-) -> list[tuple[subprocess.Popen[bytes], int | None]]:
+) -> list[tuple[Child, int | None]]:
     """Start the workers, wait until each logs " ready."; (process, pool size) each."""
-    started = [(name, procs.spawn(name, argv, env)) for name, argv in argvs]
+    started = [procs.spawn_with(name, argv, env) for name, argv in argvs]
 
     def all_ready() -> bool:
-        for name, proc in started:
-            if proc.poll() is not None:
-                raise CaptchaTasksError(f"{name} exited ({proc.returncode}):\n{procs.log(name)}")
-        return all(" ready." in procs.log(name) for name, _ in started)
+        return all(logged(child, " ready.")() for child in started)
 
-    wait_until(all_ready, timeout=90, interval=0.2, what="the workers to be ready")
+    wait_ready(started, all_ready, timeout=90, interval=0.2, what="the workers to be ready")
     out = []
-    for name, proc in started:
-        found = _CONCURRENCY_RE.search(procs.log(name))
-        out.append((proc, int(found.group(1)) if found else None))
+    for child in started:
+        found = _CONCURRENCY_RE.search(child.output())
+        out.append((child, int(found.group(1)) if found else None))
     return out
 
 
@@ -249,7 +189,7 @@ class Stack:
     sandbox_pid: int
     env: dict[str, str]
 
-    def cpu_probe(self, workers: Sequence[tuple[subprocess.Popen[bytes], int | None]]) -> CpuProbe:
+    def cpu_probe(self, workers: Sequence[tuple[Child, int | None]]) -> CpuProbe:
         """A probe of these workers (as :func:`start_workers` returns them), the
         redis-server and the sandbox."""
         return CpuProbe(

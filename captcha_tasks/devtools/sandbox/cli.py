@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 import click
 
@@ -236,84 +237,47 @@ def _parse_latency(
     is_flag=True,
     help="Log one line per request (keys and proxy passwords masked).",
 )
-def sandbox_command(
-    host: str,
-    port: int,
-    keys: tuple[str, ...],
-    threads: int,
-    over_limit_code: str,
-    dialect: str,
-    balance: float,
-    price: float,
-    time_scale: float | None,
-    latency: dict[str, float],
-    latency_all: float | None,
-    jitter: float,
-    min_image_bytes: int,
-    max_image_bytes: int | None,
-    fail_rate: float,
-    unsolvable_rate: float,
-    slow_rate: float,
-    slow_seconds: float,
-    fault_paths: tuple[str, ...],
-    report_window: float,
-    seed: int | None,
-    tls_cert: str | None,
-    tls_key: str | None,
-    demo_port: int | None,
-    demo_sitekey: str,
-    verbose: bool,
-) -> None:
+def sandbox_command(**options: Any) -> None:
     """Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.
 
     Answers come after each kind's latency times the time scale; GET /stats shows
     the counters, POST /admin/config changes settings at runtime. Stops on Ctrl-C
     or SIGTERM.
     """
-    if time_scale is None or max_image_bytes is None:
+    config = _config(options)
+    if config.verbose:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _serve(config)
+
+
+def _config(options: dict[str, Any]) -> SandboxConfig:
+    """The sandbox's configuration from the command's options; unset time scale and
+    image size limit from the settings (CAPTCHA_TASKS_*)."""
+    options = dict(options)
+    if options["time_scale"] is None or options["max_image_bytes"] is None:
         from ...settings import get_settings
 
         try:
             settings = get_settings()
         except ConfigurationError as exc:
             raise click.ClickException(f"configuration error: {exc}") from None
-        time_scale = settings.time_scale if time_scale is None else time_scale
-        max_image_bytes = settings.max_image_bytes if max_image_bytes is None else max_image_bytes
+        if options["time_scale"] is None:
+            options["time_scale"] = settings.time_scale
+        if options["max_image_bytes"] is None:
+            options["max_image_bytes"] = settings.max_image_bytes
+    latency_all = options.pop("latency_all")
     latencies = dict.fromkeys(KINDS, latency_all) if latency_all is not None else {}
-    latencies.update(latency)
+    latencies.update(options.pop("latency"))
+    options["api_keys"] = options.pop("keys")
+    options["dialect"] = "2captcha" if options["dialect"] == "2captcha" else "captchaai"
     try:
-        config = SandboxConfig(
-            host=host,
-            port=port,
-            api_keys=keys,
-            threads=threads,
-            dialect="2captcha" if dialect == "2captcha" else "captchaai",
-            balance=balance,
-            price=price,
-            time_scale=time_scale,
-            latency=latencies,
-            jitter=jitter,
-            over_limit_code=over_limit_code,
-            min_image_bytes=min_image_bytes,
-            max_image_bytes=max_image_bytes,
-            fail_rate=fail_rate,
-            unsolvable_rate=unsolvable_rate,
-            slow_rate=slow_rate,
-            slow_seconds=slow_seconds,
-            fault_paths=fault_paths,
-            seed=seed,
-            report_window=report_window,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-            demo_port=demo_port,
-            demo_sitekey=demo_sitekey,
-            verbose=verbose,
-        )
+        return SandboxConfig(latency=latencies, **options)
     except ConfigurationError as exc:
         raise click.UsageError(str(exc)) from None
-    if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
 
+
+def _serve(config: SandboxConfig) -> None:
+    """Serve until SIGINT or SIGTERM."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -325,8 +289,9 @@ def sandbox_command(
         try:
             server.start()
         except OSError as exc:  # port taken, unreadable TLS files
+            port, demo_port = config.port, config.demo_port
             ports = f"{port}" if demo_port is None else f"{port} and {demo_port}"
-            raise click.ClickException(f"cannot listen on {host} ({ports}): {exc}") from None
+            raise click.ClickException(f"cannot listen on {config.host} ({ports}): {exc}") from None
         click.echo(f"sandbox listening on {server.url} (key {DEV_API_KEY})")
         if server.demo_url is not None:
             click.echo(f"demo site on {server.demo_url} (sitekey {config.demo_sitekey})")

@@ -144,60 +144,74 @@ def parse_submission(
         _check_proxy(params)
         return Submission("image", fingerprint, image=image, hints=_hints(params))
     if method == "userrecaptcha":
-        googlekey = params.get("googlekey", "").strip()
-        if not googlekey:
-            raise ApiError("ERROR_GOOGLEKEY")
-        if not _SITEKEY_RE.match(googlekey):
-            raise ApiError("ERROR_WRONG_GOOGLEKEY")
-        hostname = _pageurl_host(params)
-        _check_proxy(params)
-        version = params.get("version", "v2").strip().lower() or "v2"
-        if version == "v2":
-            return Submission("recaptcha_v2", fingerprint, sitekey=googlekey, hostname=hostname)
-        if version != "v3":
-            raise ApiError("ERROR_BAD_PARAMETERS")
-        try:
-            score = float(params.get("min_score", "") or "0.3")
-        except ValueError:
-            raise ApiError("ERROR_BAD_PARAMETERS") from None
-        if not 0.0 <= score <= 1.0:
-            raise ApiError("ERROR_BAD_PARAMETERS")
-        return Submission(
-            "recaptcha_v3",
-            fingerprint,
-            sitekey=googlekey,
-            hostname=hostname,
-            action=params.get("action", "") or "verify",
-            score=min(0.9, max(0.1, round(score, 1))),
-        )
+        return _recaptcha(params, fingerprint)
     if method in ("turnstile", "hcaptcha"):
-        sitekey = params.get("sitekey", "").strip()
-        if not _SITEKEY_RE.match(sitekey):
-            raise ApiError("ERROR_BAD_PARAMETERS")
-        hostname = _pageurl_host(params)
-        _check_proxy(params)
-        if method == "hcaptcha":
-            return Submission("hcaptcha", fingerprint, sitekey=sitekey, hostname=hostname)
-        return Submission(
-            "turnstile",
-            fingerprint,
-            sitekey=sitekey,
-            hostname=hostname,
-            action=params.get("action", ""),
-            cdata=params.get("data", ""),
-        )
+        return _turnstile_or_hcaptcha(method, params, fingerprint)
     if method == "geetest":
-        gt = params.get("gt", "").strip()
-        challenge = params.get("challenge", "").strip()
-        if not _GEETEST_RE.match(gt) or not _GEETEST_RE.match(challenge):
-            raise ApiError("ERROR_BAD_PARAMETERS")
-        hostname = _pageurl_host(params)
-        api_server = params.get("api_server", "").strip()
-        if api_server and not _HOST_RE.match(api_server):
-            raise ApiError("ERROR_BAD_PARAMETERS")
-        _check_proxy(params)
-        return Submission("geetest", fingerprint, hostname=hostname, challenge=challenge)
+        return _geetest(params, fingerprint)
     raise ApiError("ERROR_BAD_PARAMETERS")
+
+
+def _recaptcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    googlekey = params.get("googlekey", "").strip()
+    if not googlekey:
+        raise ApiError("ERROR_GOOGLEKEY")
+    if not _SITEKEY_RE.match(googlekey):
+        raise ApiError("ERROR_WRONG_GOOGLEKEY")
+    hostname = _pageurl_host(params)
+    _check_proxy(params)
+    version = params.get("version", "v2").strip().lower() or "v2"
+    if version == "v2":
+        return Submission("recaptcha_v2", fingerprint, sitekey=googlekey, hostname=hostname)
+    if version != "v3":
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    try:
+        score = float(params.get("min_score", "") or "0.3")
+    except ValueError:
+        raise ApiError("ERROR_BAD_PARAMETERS") from None
+    if not 0.0 <= score <= 1.0:
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return Submission(
+        "recaptcha_v3",
+        fingerprint,
+        sitekey=googlekey,
+        hostname=hostname,
+        action=params.get("action", "") or "verify",
+        score=min(0.9, max(0.1, round(score, 1))),
+    )
+
+
+def _turnstile_or_hcaptcha(
+    method: str, params: Mapping[str, str], fingerprint: bytes
+) -> Submission:
+    sitekey = params.get("sitekey", "").strip()
+    if not _SITEKEY_RE.match(sitekey):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = _pageurl_host(params)
+    _check_proxy(params)
+    if method == "hcaptcha":
+        return Submission("hcaptcha", fingerprint, sitekey=sitekey, hostname=hostname)
+    return Submission(
+        "turnstile",
+        fingerprint,
+        sitekey=sitekey,
+        hostname=hostname,
+        action=params.get("action", ""),
+        cdata=params.get("data", ""),
+    )
+
+
+def _geetest(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    gt = params.get("gt", "").strip()
+    challenge = params.get("challenge", "").strip()
+    if not _GEETEST_RE.match(gt) or not _GEETEST_RE.match(challenge):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = _pageurl_host(params)
+    api_server = params.get("api_server", "").strip()
+    if api_server and not _HOST_RE.match(api_server):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    _check_proxy(params)
+    return Submission("geetest", fingerprint, hostname=hostname, challenge=challenge)
 
 
 def _fingerprint(params: Mapping[str, str], files: Mapping[str, Upload]) -> bytes:

@@ -9,7 +9,6 @@ anyone collects the answer; a heap of ready times keeps ``in_flight`` exact.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import heapq
 import random
 import threading
@@ -17,9 +16,9 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
-from .answers import geetest_answer, image_answer, token
 from .config import DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
 from .protocol import ApiError, Reply, Submission
+from .records import CaptchaRecord, TokenRecord, make_answer
 
 __all__ = ["COUNTERS", "SandboxState"]
 
@@ -51,39 +50,6 @@ _ID_LOW, _ID_HIGH = 1_000_000_000, 10_000_000_000
 _MAX_IDS = 100
 
 
-@dataclasses.dataclass
-class _Captcha:
-    id: int
-    kind: str
-    ready_at: float
-    report_until: float
-    unsolvable: bool
-    answer: str | dict[str, str]
-    cost: float
-    token: str | None
-    submitted_at: float = 0.0
-    #: When a res.php get first handed out the answer (or the unsolvable error).
-    answered_at: float | None = None
-    #: res.php get requests (id= or ids=) that asked for this captcha.
-    polls: int = 0
-    reported: bool = False
-    #: Hex digest of the submit's parameters (two submits of one job share it).
-    fingerprint: str = ""
-
-
-@dataclasses.dataclass
-class _Token:
-    kind: str
-    ready_at: float
-    expires_at: float
-    sitekey: str
-    hostname: str
-    action: str
-    score: float | None
-    cdata: str
-    used: bool = False
-
-
 class SandboxState:
     """Thread-safe state of one sandbox. ``clock`` is monotonic seconds (injectable for tests)."""
 
@@ -95,8 +61,8 @@ class SandboxState:
         self._rng = random.Random(config.seed)
         self._keys = frozenset({DEV_API_KEY, *config.api_keys})
         self._balance = round(config.balance, 6)
-        self._captchas: dict[int, _Captcha] = {}
-        self._tokens: dict[str, _Token] = {}
+        self._captchas: dict[int, CaptchaRecord] = {}
+        self._tokens: dict[str, TokenRecord] = {}
         self._pending: list[tuple[float, int]] = []  # (ready_at, id): the threads in use
         self._forget: list[tuple[float, int]] = []  # (forget_at, id)
         self._fingerprints: set[bytes] = set()
@@ -164,26 +130,12 @@ class SandboxState:
             jitter = rng.uniform(1 - cfg.jitter, 1 + cfg.jitter)
             ready_at = now + cfg.scaled(cfg.latency[sub.kind]) * jitter
             unsolvable = bool(cfg.unsolvable_rate) and rng.random() < cfg.unsolvable_rate
-            answer: str | dict[str, str]
+            answer, issued = make_answer(sub, ready_at, cfg, rng, unsolvable)
             captcha_token = None
-            if sub.kind == "image":
-                answer = image_answer(sub.image or b"", sub.hints)
-            elif sub.kind == "geetest":
-                answer = geetest_answer(sub.challenge, rng)
-            else:
-                answer = captcha_token = token(sub.kind, rng)
-                self._tokens[captcha_token] = _Token(
-                    kind=sub.kind,
-                    ready_at=ready_at,
-                    expires_at=ready_at + cfg.scaled(TOKEN_TTL[sub.kind]),
-                    sitekey=sub.sitekey,
-                    hostname=sub.hostname,
-                    action=sub.action,
-                    score=sub.score,
-                    cdata=sub.cdata,
-                    used=unsolvable,  # never handed out
-                )
-            self._captchas[captcha_id] = _Captcha(
+            if issued is not None:
+                captcha_token = str(answer)
+                self._tokens[captcha_token] = issued
+            self._captchas[captcha_id] = CaptchaRecord(
                 id=captcha_id,
                 kind=sub.kind,
                 ready_at=ready_at,

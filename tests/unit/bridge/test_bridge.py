@@ -23,7 +23,7 @@ from captcha_tasks.bridge.jobs import (
 )
 from captcha_tasks.bridge.pending import Entry, PendingResults, ready_results
 from captcha_tasks.errors import CaptchaUnsolvable, ConfigurationError, InvalidTaskInput
-from tests.conftest import ROOT
+from tests.support.workers import ROOT
 
 V2 = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 PAGE = "https://example.com/page/0"

@@ -1,0 +1,96 @@
+"""The solve benchmark's table (``captcha-tasks bench solve``): its rows, one column per design."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .report import Cell, Row, cpu_rows, field, fields, joined, render_report, section
+
+__all__ = ["format_report"]
+
+
+def _p50_p95(key: str) -> Cell:
+    return fields(f"{key}_p50", f"{key}_p95", spec=".3f")
+
+
+def _pools(m: Mapping[str, Any]) -> str:
+    sizes = {str(size) for size in m["concurrency"]}
+    pools = sizes.pop() if len(sizes) == 1 else "/".join(map(str, m["concurrency"]))
+    return f"{m['workers']} x {pools}"
+
+
+_ROWS: list[Row] = [
+    section("throughput"),
+    Row("solved / tasks", fields("completed", "tasks")),
+    Row("failures (task raised)", field("failures", "d")),
+    Row("not finished by the deadline", field("unfinished", "d")),
+    Row("makespan, first enqueue -> last result (s)", field("makespan_seconds", ".2f")),
+    Row("solves per second", field("solves_per_second", ".2f")),
+    # Steady state: while requests waited for a thread, the share of the plan's
+    # thread-seconds the provider spent solving. 1.0 = every thread busy all the time.
+    Row(
+        "throughput / (T/L), steady state (backlog waiting)",
+        field("sandbox_utilisation_backlogged", ".3f"),
+    ),
+    Row(
+        "throughput / (T/L), whole run incl. ramp-up and tail",
+        field("fraction_of_t_over_l", ".3f"),
+    ),
+    Row(
+        "  bound for the whole run: zero overhead, same latencies",
+        field("ideal_fraction_for_these_latencies", ".3f"),
+    ),
+    Row("sandbox utilisation (solver s / (T x makespan))", field("sandbox_utilisation", ".3f")),
+    section("time (s; p50 / p95)"),
+    Row("enqueue all N tasks (s)", field("enqueue_seconds", ".3f")),
+    Row(
+        "first enqueue -> 1st / T-th submit (s)",
+        fields("first_submit_seconds", "t_th_submit_seconds", spec=".3f"),
+    ),
+    Row("end to end - solver latency, p50 / p95 (s)", _p50_p95("e2e_minus_latency")),
+    Row("  enqueue -> submitted at the sandbox, p50 / p95 (s)", _p50_p95("enqueue_to_submit")),
+    Row("  enqueue -> admitted (ours: job record), p50 / p95 (s)", _p50_p95("enqueue_to_admitted")),
+    Row(
+        "  slot refill gap (thread freed -> next submit), p50 / p95 (s)",
+        _p50_p95("slot_refill_gap"),
+    ),
+    Row(
+        "result later than in a zero-overhead schedule, p50 / p95 (s)",
+        _p50_p95("lateness_vs_ideal"),
+    ),
+    Row("collection delay (ready -> result stored), p50 / p95 (s)", _p50_p95("collection_delay")),
+    Row("  ready -> answered by res.php, p50 / p95 (s)", _p50_p95("ready_to_answered")),
+    Row("  answered -> result stored, p50 / p95 (s)", _p50_p95("answered_to_result")),
+    Row("mean solver latency at the sandbox", field("solver_latency_mean", ".3f")),
+    section("provider traffic"),
+    Row("res.php polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
+    Row(
+        "times a captcha was asked for (mean / max)",
+        joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
+    ),
+    Row("submits per task", field("submits_per_task", ".3f")),
+    Row("duplicates", field("duplicates", "d")),
+    Row("no_slot answers", field("no_slot", "d")),
+    Row("max in flight / T", fields("max_in_flight", "threads")),
+    *cpu_rows("solve"),
+    Row("workers x pool size", _pools),
+]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a text table: one column per design."""
+    p = report["parameters"]
+    intro = [
+        f"captcha-tasks bench solve: T={p['threads']} threads, L={p['latency']} s "
+        f"(jitter {p['jitter']}), T/L={p['target_solves_per_second']} solves/s, "
+        f"time scale {p['time_scale']} (= L/15 s)",
+        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency), "
+        f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
+        f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
+        f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
+    ]
+    lines = render_report(intro, p["environment"], _ROWS, list(report["designs"].values()))
+    lines.append("")
+    lines.append(f"wall time: {report['wall_seconds']} s")
+    return "\n".join(lines)

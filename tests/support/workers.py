@@ -1,0 +1,79 @@
+"""Real ``celery -A captcha_tasks worker`` processes for tests, and their environment.
+
+The ``worker_factory`` fixture (tests/conftest.py) starts workers with :func:`start_worker`
+and stops them by PID at teardown; tests that start a worker some other way (the
+installed wheel's, say) wait for it with :func:`wait_for_worker`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from captcha_tasks.devtools.procs import Child, ChildExited, logged, spawn, wait_ready
+
+__all__ = [
+    "ROOT",
+    "TEST_TIME_SCALE",
+    "WorkerProcess",
+    "start_worker",
+    "wait_for_worker",
+    "worker_env",
+]
+
+#: The repository's root (workers run there, as ``make`` runs them).
+ROOT = Path(__file__).resolve().parents[2]
+#: Solver timings in tests run this much faster than in production.
+TEST_TIME_SCALE = 0.05
+
+#: A started worker: its name, process (``.proc``), log file and ``log()``.
+WorkerProcess = Child
+
+
+def worker_env(sandbox_url: str, **extra: str) -> dict[str, str]:
+    """Environment for a worker process that talks to the test Redis and ``sandbox_url``."""
+    from captcha_tasks.devtools.sandbox import DEV_API_KEY
+
+    env = {
+        "CAPTCHA_TASKS_REDIS_URL": os.environ["CAPTCHA_TASKS_REDIS_URL"],
+        "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
+        "CAPTCHAAI_API_KEY": DEV_API_KEY,
+        "CAPTCHA_TASKS_TIME_SCALE": str(TEST_TIME_SCALE),
+        "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
+    }
+    env.update(extra)
+    return env
+
+
+def start_worker(
+    env: dict[str, str],
+    log_dir: Path,
+    name: str,
+    *,
+    concurrency: int = 1,
+    pool: str = "prefork",
+    extra_args: list[str] | None = None,
+    wait: bool = True,
+) -> WorkerProcess:
+    """A worker named ``name`` with this process's environment and ``env``, logging to
+    ``log_dir/<name before the @>.log``; once it is ready, unless ``wait`` is false."""
+    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
+            "-n", name, "-c", str(concurrency), "-P", pool, "-l", "INFO",
+            "--without-gossip", "--without-mingle", *(extra_args or [])]  # fmt: skip
+    log_path = log_dir / f"{name.split('@')[0]}.log"
+    full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    worker = spawn(name, argv, log_path, env=full_env, cwd=ROOT, stop_timeout=20.0)
+    if wait:
+        wait_for_worker(worker)
+    return worker
+
+
+def wait_for_worker(worker: WorkerProcess, timeout: float = 60.0) -> None:
+    """Until the worker logs that it is ready (it consumes from then on)."""
+    try:
+        wait_ready(worker, logged(worker, " ready."), timeout=timeout, what=f"worker {worker.name}")
+    except ChildExited as exc:
+        raise AssertionError(str(exc)) from None
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{worker.log()}") from None
