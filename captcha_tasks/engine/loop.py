@@ -5,24 +5,29 @@ holds no Celery worker slot. All its state is in Redis, so any engine can poll
 any job: a job whose engine dies is picked up by another once its claim expires,
 and a rolling restart loses nothing.
 
-A loop claims due work and hands provider calls to a small thread pool:
+A loop claims due work and hands provider calls (through the
+:class:`~captcha_tasks.provider.Provider` interface) to a small thread pool:
 
 - **acquire**: take free threads of the cluster-wide budget for the oldest waiting
-  jobs (one Lua script) and submit them;
+  jobs (:mod:`.queue`, one Lua script) and submit them;
 - **poll**: claim jobs whose next poll is due and ask the provider for all of them
-  in one request (``ids=``) where it takes that, else one by one;
+  in one request where it reads many at once, else one by one (:mod:`.poll`);
 - a call that frees a thread (an answer, an error) immediately acquires and
   submits the next waiting job in the same thread: no queue hop between a thread
   freed at the provider and the next captcha sent to it.
 
-A job is sent to in.php at most once per attempt: a submit is marked ``sending`` in
-Redis right before its HTTP call, and one whose outcome is unknown (no answer in
+A job is sent to the provider at most once per attempt: a submit is marked ``sending``
+in Redis right before its call, and one whose outcome is unknown (no answer in
 time, a connection dropped after sending, its engine dead mid-call) fails with
 :class:`~captcha_tasks.errors.SubmitUncertain` instead of being sent again (the
 provider may have billed it). Only a submit that surely never reached the provider
 is retried, and a job left ``submitting`` by a dead engine (never sent) is resubmitted.
-The one deliberate second submit is after ERROR_CAPTCHA_UNSOLVABLE, which the
-provider does not bill.
+The one deliberate second submit is after an unsolvable captcha
+(:class:`~captcha_tasks.errors.CaptchaUnsolvable`), which the provider does not bill.
+
+Its other parts: :mod:`.refusal` (the pause after a refused key), :mod:`.finish`
+(ending a job once and telling its caller), :mod:`.observer` (every event, to this
+engine's stats and to Prometheus when metrics are on).
 """
 
 from __future__ import annotations
