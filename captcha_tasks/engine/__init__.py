@@ -1,7 +1,9 @@
-"""Solving as plain code, no Celery inside: admission, the engine, timings, job records."""
+"""Solving as plain code, no Celery inside: admission, the engine (its loop, the queue
+of Lua calls, the key-refusal pause, the observers), timings, job records."""
 
 from .admission import admit
+from .finish import Completer
 from .jobs import Job
-from .loop import Completer, Engine
+from .loop import Engine
 
 __all__ = ["Completer", "Engine", "Job", "admit"]

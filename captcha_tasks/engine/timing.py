@@ -9,6 +9,7 @@ for nothing.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ __all__ = [
     "POLL_INTERVAL",
     "TOKEN_TTL",
     "FirstPollLearner",
+    "PollGrid",
     "quantile",
 ]
 
@@ -127,3 +129,31 @@ class FirstPollLearner:
         pipe.ltrim(key, 0, LEARN_WINDOW - 1)
         pipe.expire(key, STRUCTURE_TTL)
         pipe.execute()
+
+
+class PollGrid:
+    """When to poll a captcha. Batched, poll times snap up to a grid of the poll
+    interval, shared by every engine: captchas come due together and one request polls
+    them all. One by one, polls are rarer and stretch past the provider's ban threshold.
+
+    ``batch`` may turn off for good (a provider that refuses batch reads).
+    """
+
+    def __init__(self, interval: float, *, batch: bool) -> None:
+        self.interval = interval
+        self.batch = batch
+
+    def on_tick(self, t: float) -> float:
+        """``t``, snapped up to the grid when batched."""
+        if not self.batch:
+            return t
+        return math.ceil(t / self.interval) * self.interval
+
+    def next_poll(self, polls: int, at: float) -> float:
+        """When to poll again a captcha polled ``polls`` times before, not ready ``at``."""
+        if self.batch:
+            # The tick after the one this poll belonged to (``at`` is a little past
+            # it, by the call's duration), not the one after that.
+            return self.on_tick(at + self.interval / 2)
+        interval = 3 * self.interval
+        return at + (interval * 2 if polls + 1 >= MAX_POLLS_PER_CAPTCHA else interval)

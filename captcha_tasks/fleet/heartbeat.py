@@ -40,6 +40,7 @@ __all__ = [
     "HeartbeatStep",
     "ProbeResult",
     "heartbeat_interval",
+    "live_workers",
     "probe",
     "read_beats",
     "write_beat_file",
@@ -166,6 +167,17 @@ def read_beats(client: redis.Redis, keys: Keys, worker: str | None = None) -> li
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 beats.append(Beat.from_json(raw))
     return beats
+
+
+def live_workers(client: redis.Redis, keys: Keys) -> list[str]:
+    """The workers whose beat has not expired, by name. A beat's key is its liveness
+    (its TTL is a few intervals): its value need not parse."""
+    prefix = keys.heartbeat_prefix
+    names = (
+        k.decode() if isinstance(k, bytes) else str(k)
+        for k in client.scan_iter(match=f"{prefix}*", count=500)
+    )
+    return sorted(name[len(prefix) :] for name in names)
 
 
 @dataclass

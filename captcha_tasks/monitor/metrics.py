@@ -1,19 +1,20 @@
 """Prometheus metrics of a worker: events counted where they happen, state read at scrape.
 
-**Events** go through a :class:`SolveObserver`. The solve engine (a thread of each
-worker's main process) reports submits, polls and ended solves; solve tasks (prefork
-children) report tokens served from a pool. :func:`solve_observer` is a no-op until
-a worker enables metrics (:mod:`captcha_tasks.worker.metrics_step`, which also sets up
-prometheus_client's multiprocess mode, so what the children count adds up with what
-the main process counts); then it is a :class:`PrometheusObserver`.
+**Events**: :class:`PrometheusObserver` is one observer of
+:mod:`captcha_tasks.engine.observer`. The solve engine (a thread of each worker's main
+process) reports submits, polls and ended solves; solve tasks (prefork children) report
+tokens served from a pool. A worker that enables metrics installs it with
+:func:`~captcha_tasks.engine.observer.set_solve_observer`
+(:mod:`captcha_tasks.worker.metrics_step`, which also sets up prometheus_client's
+multiprocess mode, so what the children count adds up with what the main process counts).
 
 **State** is read from Redis when ``/metrics`` is scraped, by :class:`StateCollector`:
 threads of the budget in use, waiting requests, pooled tokens, proxies. It is
 cluster-wide, so every worker reports the same values (aggregate with ``max``).
 
 prometheus_client is imported only once metrics are enabled: it decides between
-single- and multi-process values when it is first imported, and the engine and the
-tasks import this module whether metrics are on or not.
+single- and multi-process values when it is first imported, and a worker imports this
+module whether metrics are on or not.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import redis
 
+from ..engine.observer import NullObserver, SolveObserver, set_solve_observer, solve_observer
 from ..errors import CaptchaTasksError
 from ..settings import Settings
 from ..state.keys import Keys
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import GaugeMetricFamily
 
+# SolveObserver, NullObserver, solve_observer and set_solve_observer live in
+# engine.observer now; re-exported so this module's old import path keeps working.
 __all__ = [
     "POLL_BUCKETS",
     "SCRAPE_REDIS_TIMEOUT",
@@ -61,74 +65,13 @@ SCRAPE_REDIS_TIMEOUT = 2.0
 # -- events -----------------------------------------------------------------------------
 
 
-class SolveObserver(Protocol):
-    """What the engine and the solve tasks report. ``source`` is ``api`` (solved for
-    a caller), ``fill`` (solved for a token pool) or ``pool`` (served from a pool)."""
-
-    def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
-        """One in.php call: accepted (``error`` None) or refused."""
-
-    def polled(self) -> None:
-        """One res.php request (a batch of captcha ids counts once)."""
-
-    def solved(
-        self,
-        captcha_type: str,
-        source: str,
-        *,
-        seconds: float | None = None,
-        polls: int | None = None,
-    ) -> None:
-        """A request got its answer: ``seconds`` from submit, after ``polls`` polls."""
-
-    def failed(self, captcha_type: str, source: str, error: CaptchaTasksError) -> None:
-        """A request ended with ``error``."""
-
-
-class NullObserver:
-    """Metrics off: records nothing."""
-
-    def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
-        pass
-
-    def polled(self) -> None:
-        pass
-
-    def solved(
-        self,
-        captcha_type: str,
-        source: str,
-        *,
-        seconds: float | None = None,
-        polls: int | None = None,
-    ) -> None:
-        pass
-
-    def failed(self, captcha_type: str, source: str, error: CaptchaTasksError) -> None:
-        pass
-
-
-_observer: SolveObserver = NullObserver()
-
-
-def solve_observer() -> SolveObserver:
-    """This process's observer (prefork children inherit the main process's)."""
-    return _observer
-
-
-def set_solve_observer(observer: SolveObserver | None) -> SolveObserver:
-    """Install ``observer`` (``None``: the no-op) for this process; returns the previous."""
-    global _observer
-    previous, _observer = _observer, observer if observer is not None else NullObserver()
-    return previous
-
-
 def _code(error: CaptchaTasksError) -> str:
     return error.code or type(error).__name__
 
 
-class PrometheusObserver:
-    """Counts into prometheus_client metrics; never raises into the caller.
+class PrometheusObserver(NullObserver):
+    """Counts into prometheus_client metrics (engine-internal ``noted`` events are not
+    metrics); never raises into the caller.
 
     ``registry=None`` (a worker, multiprocess mode) registers the metrics nowhere: the
     endpoint's registry reads every process's value files instead.

@@ -1,4 +1,5 @@
-"""The provider protocol: captcha types, the answer parser and the HTTP client.
+"""Captcha providers: the :class:`Provider` interface the engine talks to, the captcha
+types, and the classic in.php / res.php implementation (:class:`SolverClient`).
 
 Plain code with no Celery inside::
 
@@ -7,6 +8,7 @@ Plain code with no Celery inside::
     answer = client.get(captcha_id)  # None while not ready
 """
 
+from .base import Answer, Polled, Provider
 from .captchas import (
     DEFAULT_MAX_IMAGE_BYTES,
     AnyCaptcha,
@@ -21,7 +23,7 @@ from .captchas import (
     RecaptchaV3,
     Turnstile,
 )
-from .client import Answer, SolverClient, close_shared_session, make_session, shared_session
+from .classic import SolverClient
 from .protocol import (
     ERROR_TABLE,
     NOT_READY,
@@ -31,6 +33,7 @@ from .protocol import (
     parse_response,
     rule_for,
 )
+from .transport import close_shared_session, make_session, shared_session
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
@@ -45,6 +48,8 @@ __all__ = [
     "HCaptcha",
     "Image",
     "NotReady",
+    "Polled",
+    "Provider",
     "Proxy",
     "ProxyType",
     "RecaptchaV2",

@@ -7,6 +7,7 @@ and event consumers see solves end as if the admitting execution had returned.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -19,9 +20,10 @@ from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
 from ..errors import CaptchaTasksError
+from ..fleet.heartbeat import live_workers
 from ..provider import SolverClient
 from ..settings import get_settings
-from ..state import state_redis
+from ..state import Keys, state_redis
 
 __all__ = ["CeleryCompleter", "SolveEngineStep"]
 
@@ -104,11 +106,13 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             log.warning("CAPTCHAAI_API_KEY is not set: this worker will not solve captchas")
             return
         completer = CeleryCompleter(worker.app, worker.hostname)
+        client = state_redis(settings)
         self.engine = Engine(
             settings,
-            state_redis(settings),
+            client,
             SolverClient.from_settings(settings),
             completer,
+            live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
             name=f"engine@{worker.hostname}",
         ).start()
         log.info(

@@ -16,9 +16,9 @@ from typing import Any
 from celery.exceptions import Ignore
 
 from ..engine import admit
+from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
-from ..monitor.metrics import solve_observer
 from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
 from ..redaction import RedactedTask
 from ..state import Keys, state_redis

@@ -40,8 +40,8 @@ from captcha_tasks.provider import (
     close_shared_session,
     make_session,
     shared_session,
+    transport,
 )
-from captcha_tasks.provider import client as client_module
 from captcha_tasks.settings import Settings
 from tests.support.provider_double import DEFAULT_KEY as KEY
 from tests.support.provider_double import ProviderDouble, Scripted
@@ -354,7 +354,7 @@ def test_bad_configuration(base_url: str, api_key: str, options: dict[str, objec
         SolverClient(base_url, api_key, **options)  # type: ignore[arg-type]
 
 
-def test_shared_session_is_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shared_session_is_per_process() -> None:
     first = shared_session()
     child_session = None
     try:
@@ -362,13 +362,11 @@ def test_shared_session_is_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
         adapter = first.get_adapter("https://ocr.captchaai.com")
         assert isinstance(adapter, requests.adapters.HTTPAdapter)
         assert adapter.max_retries.total == 0
-        assert adapter._pool_maxsize == client_module.POOL_MAXSIZE  # type: ignore[attr-defined]
-        real_pid = os.getpid()
-        monkeypatch.setattr(os, "getpid", lambda: real_pid + 100_000)  # as if forked
+        assert adapter._pool_maxsize == transport.POOL_MAXSIZE  # type: ignore[attr-defined]
+        close_shared_session()  # the next call builds a new one (as a forked child does)
         child_session = shared_session()
         assert child_session is not first
     finally:
-        monkeypatch.undo()
         first.close()
         if child_session is not None:
             child_session.close()
@@ -383,7 +381,7 @@ def test_a_forked_child_gets_its_own_session() -> None:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         try:
-            fresh = client_module._session is None and shared_session() is not parent
+            fresh = shared_session() is not parent
             os.write(write_end, b"1" if fresh else b"0")
         finally:
             os._exit(0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import threading
 import time
@@ -24,6 +25,7 @@ from captcha_tasks.errors import (
     SolveTimeout,
     SubmitUncertain,
 )
+from captcha_tasks.fleet.heartbeat import live_workers
 from captcha_tasks.provider import RecaptchaV2, SolverClient
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
@@ -83,6 +85,9 @@ def make_engines(redis_url: str) -> Iterator[Callable[..., tuple[list[Engine], O
                 state_redis(settings),
                 SolverClient.from_settings(settings),
                 outcomes,
+                live_workers=functools.partial(
+                    live_workers, state_redis(settings), Keys(settings.key_prefix)
+                ),
                 name=f"e{i}",
             ).start()
             for i in range(count)
@@ -259,7 +264,7 @@ def test_a_dead_holders_lease_comes_back(sandbox: Any, make_engines: Any) -> Non
 
 def test_a_wrong_key_fails_every_job_with_its_code(sandbox: Any, make_engines: Any) -> None:
     engines, outcomes = make_engines(sandbox.url, api_key="c" * 32)
-    engines[0].solver = SolverClient(sandbox.url, "c" * 32, timeout=5)
+    engines[0].provider = SolverClient(sandbox.url, "c" * 32, timeout=5)
     [task_id] = _admit(engines[0], 1)
     wait_until(lambda: outcomes.ended() == 1, timeout=30, what="the failure")
     error = outcomes.errors[task_id]
@@ -301,7 +306,7 @@ def test_a_jobs_proxy_goes_to_the_provider_from_the_pool(make_engines: Any) -> N
 
     with ProviderDouble() as provider:
         engines, outcomes = make_engines(provider.base_url, api_key=DEFAULT_KEY)
-        engines[0].solver = SolverClient(provider.base_url, DEFAULT_KEY, timeout=5)
+        engines[0].provider = SolverClient(provider.base_url, DEFAULT_KEY, timeout=5)
         pool = ProxyPool(engines[0].redis, engines[0].settings)
         proxy_id = pool.add("http://bob:s3cret-pw@203.0.113.9:3128")
         task_id = str(uuid.uuid4())
@@ -326,7 +331,7 @@ def test_an_engine_whose_key_is_refused_steps_aside_for_the_others(
     for worker in ("good@host", "bad@host"):  # both workers beat: the fleet has another
         good.redis.set(Keys().heartbeat(worker), "{}", ex=60)
     bad.completer = good.completer = outcomes
-    bad.solver = SolverClient(sandbox.url, "d" * 32, timeout=5)
+    bad.provider = SolverClient(sandbox.url, "d" * 32, timeout=5)
     ids = _admit(good, 12)
     wait_until(lambda: outcomes.ended() == 12, timeout=60, what="12 solves")
     assert set(outcomes.results) == set(ids), outcomes.errors

@@ -1,46 +1,33 @@
-"""The HTTP client for in.php / res.php: one call per method, no retries, no Celery.
+"""The classic in.php / res.php provider: one call per method, no retries, no Celery.
 
+:class:`SolverClient` is the first :class:`~captcha_tasks.provider.base.Provider`.
 Retry policy belongs to the caller, which reads ``transient`` and ``retry_after``
 from the :mod:`captcha_tasks.errors` this raises. Every call has a timeout and an
 overall deadline; the API key travels only in POST bodies, never in a URL (urllib3
 logs URLs at debug level) nor in an error message.
 
 res.php calls are idempotent: any failure to get their answer is transient. A submit
-is not (each accepted in.php call is a captcha billed), so its failures are sorted by
-whether the provider can have processed it:
-
-- **not processed**, transient as before: no connection was made (refused, DNS,
-  connect timeout, certificate refused); an answer, even an HTML 5xx page (502/503
-  are taken to come from a gateway that did not pass the request on, 500 from a
-  provider that failed before accepting); a provider error code (NO_SLOT, ...);
-- **maybe processed**, :class:`~captcha_tasks.errors.SubmitUncertain` (permanent):
-  the request may have been sent but no complete answer came (read timeout,
-  connection reset or dropped, an answer cut off or past the overall deadline), or a
-  504, a gateway that gave up waiting for a provider holding the request. When in
-  doubt the submit counts as maybe processed: a wrong guess fails one task, the
-  other way round pays a captcha twice.
+is not (each accepted in.php call is a captcha billed): one that may have been
+processed (:mod:`.transport` says when) fails with
+:class:`~captcha_tasks.errors.SubmitUncertain` (permanent), one that surely was not
+(no connection, a refusing answer, a provider error code such as NO_SLOT) is
+transient as before. When in doubt the submit counts as maybe processed: a wrong
+guess fails one task, the other way round pays a captcha twice.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import decimal
-import http.client
 import math
-import os
 import re
-import ssl
 import threading
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
-import urllib3
-from requests.adapters import HTTPAdapter
 
 from ..errors import (
     ConfigurationError,
@@ -50,84 +37,16 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
-from ..settings import PROVIDERS, Provider, Settings
+from ..settings import PROVIDERS, Settings
+from ..settings import Provider as Dialect
+from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, Proxy
 from .protocol import NOT_READY, NotReady, parse_many, parse_response
+from .transport import RequestFailed, post, shared_session
 
-__all__ = [
-    "MAX_RESPONSE_BYTES",
-    "Answer",
-    "SolverClient",
-    "close_shared_session",
-    "make_session",
-    "shared_session",
-]
+__all__ = ["SolverClient"]
 
-#: Bigger answers are cut off (tokens are a few kB; nothing legitimate comes near).
-MAX_RESPONSE_BYTES = 1_048_576
-#: Connections kept per host: enough for a worker process running many threads.
-POOL_MAXSIZE = 64
-_CONNECT_TIMEOUT_CAP = 5.0
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_USER_AGENT = f"captcha-tasks/0.1 python-requests/{requests.__version__}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Answer:
-    """A solved captcha: a token or text, or a dict (GeeTest)."""
-
-    captcha_id: str
-    solution: str | dict[str, Any]
-
-    def __repr__(self) -> str:
-        shown = self.solution
-        if isinstance(shown, str) and len(shown) > 40:
-            shown = f"{shown[:20]}...{shown[-8:]} ({len(shown)} chars)"
-        return f"Answer(captcha_id={self.captcha_id!r}, solution={shown!r})"
-
-
-def make_session() -> requests.Session:
-    """A session with a large connection pool and no automatic retries (the caller decides)."""
-    session = requests.Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.headers["User-Agent"] = _USER_AGENT
-    return session
-
-
-_session_lock = threading.Lock()
-_session: requests.Session | None = None
-_session_pid = 0
-
-
-def _forget_session_after_fork() -> None:
-    # The parent's sockets (and any TLS state) must never be used or closed from a
-    # child: drop the reference, and replace a lock another thread may have held.
-    global _session, _session_pid, _session_lock
-    _session, _session_pid, _session_lock = None, 0, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_session_after_fork)
-
-
-def shared_session() -> requests.Session:
-    """The process's session, created on first use and again after a fork."""
-    global _session, _session_pid
-    pid = os.getpid()
-    with _session_lock:
-        if _session is None or _session_pid != pid:
-            _session, _session_pid = make_session(), pid
-        return _session
-
-
-def close_shared_session() -> None:
-    """Close the process's session (tests, worker shutdown); the next call makes a new one."""
-    global _session, _session_pid
-    with _session_lock:
-        if _session is not None and _session_pid == os.getpid():
-            _session.close()
-        _session, _session_pid = None, 0
 
 
 class SolverClient:
@@ -139,12 +58,15 @@ class SolverClient:
     ``getbalance``, ``reportgood``, ``reportbad``) and failures (``errors:<code>``).
     """
 
+    #: res.php answers many ids in one ``action=get&ids=a,b,c`` request.
+    batch_reads = True
+
     def __init__(
         self,
         base_url: str,
         api_key: str,
         *,
-        provider: Provider = "captchaai",
+        provider: Dialect = "captchaai",
         timeout: float = 30.0,
         json_mode: bool = True,
         session: requests.Session | None = None,
@@ -167,7 +89,7 @@ class SolverClient:
         if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
         self.base_url = base_url.strip().rstrip("/")
-        self.provider: Provider = provider
+        self.provider: Dialect = provider
         self.timeout = float(timeout)
         self.json_mode = json_mode
         self.max_image_bytes = max_image_bytes
@@ -224,7 +146,7 @@ class SolverClient:
             return Answer(captcha_id, value)
         raise self._unexpected("get", value)  # pragma: no cover - parse_response returns no other
 
-    def get_many(self, captcha_ids: Iterable[str]) -> dict[str, Answer | SolverError | None]:
+    def get_many(self, captcha_ids: Iterable[str]) -> dict[str, Polled]:
         """Several answers in one request (``action=get&ids=a,b,c``).
 
         Each value is the :class:`Answer`, ``None`` while not ready, or the error for
@@ -240,7 +162,7 @@ class SolverClient:
             slots = parse_many(
                 status, content_type, body, len(ids), provider=self.provider, redact=self._secrets
             )
-        out: dict[str, Answer | SolverError | None] = {}
+        out: dict[str, Polled] = {}
         for captcha_id, slot in zip(ids, slots, strict=True):
             if isinstance(slot, SolverError):
                 self._count(f"errors:{slot.code}")
@@ -310,43 +232,17 @@ class SolverClient:
         if self.json_mode:
             data["json"] = "1"
         url = f"{self.base_url}/{endpoint}"
-        session = self._session or shared_session()
-        connect_timeout = min(_CONNECT_TIMEOUT_CAP, self.timeout)
-        deadline = time.monotonic() + connect_timeout + self.timeout
         self._count(action)
-        status = 0  # the answer's status, once its head has arrived
         try:
-            # POST, so the key is in the body; redirects would resend it as a GET.
-            with session.post(
-                url,
-                data=data,
-                files=dict(files) or None,
-                timeout=(connect_timeout, self.timeout),
-                allow_redirects=False,
-                stream=True,
-            ) as response:
-                status = response.status_code
-                body = _read_body(response, deadline)
-                return status, response.headers.get("Content-Type", ""), body
-        except (
-            requests.RequestException,
-            urllib3.exceptions.HTTPError,
-            http.client.HTTPException,
-            OSError,
-        ) as exc:
-            detail = self._redact(f"{action} to {url}: {_describe(exc)}")
-            if not (idempotent or _never_sent(exc) or _refused(status)):
+            return post(self._session or shared_session(), url, data, files,
+                        timeout=self.timeout, what=action)  # fmt: skip
+        except RequestFailed as exc:
+            detail = self._redact(exc.detail)
+            if exc.maybe_sent and not idempotent:
                 self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
-                raise self._uncertain(detail) from exc
+                raise self._uncertain(detail) from exc.__cause__
             self._count("errors:NETWORK")
-            raise SolverNetworkError(detail) from exc
-        except _TooSlow:
-            detail = f"{action} to {url}: no complete answer within {self.timeout:g} s"
-            if not (idempotent or _refused(status)):
-                self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
-                raise self._uncertain(detail) from None
-            self._count("errors:NETWORK")
-            raise SolverNetworkError(detail) from None
+            raise SolverNetworkError(detail) from exc.__cause__
 
     @staticmethod
     def _uncertain(detail: str) -> SubmitUncertain:
@@ -375,29 +271,6 @@ class SolverClient:
             self._stats[name] += 1
 
 
-class _TooSlow(Exception):
-    pass
-
-
-def _read_body(response: requests.Response, deadline: float) -> bytes:
-    # The read timeout bounds each socket read; this bounds the whole answer, so a
-    # server dripping bytes cannot hold a worker forever. read1 returns whatever has
-    # arrived (iter_content would block until a whole chunk is there).
-    raw = response.raw
-    read1 = getattr(raw, "read1", None)  # urllib3 >= 2
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_RESPONSE_BYTES:
-        if time.monotonic() > deadline:
-            raise _TooSlow
-        chunk = read1(16_384, decode_content=True) if read1 else raw.read(1024, decode_content=True)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)[:MAX_RESPONSE_BYTES]
-
-
 def _check_id(captcha_id: object) -> str:
     if isinstance(captcha_id, int) and not isinstance(captcha_id, bool):
         captcha_id = str(captcha_id)
@@ -405,45 +278,3 @@ def _check_id(captcha_id: object) -> str:
         shown = repr(captcha_id)[:40]
         raise InvalidTaskInput(f"captcha_id: {shown} is not a captcha id (1-64 letters/digits)")
     return captcha_id
-
-
-def _never_sent(exc: BaseException) -> bool:
-    """Whether a failed request certainly never reached the provider: no connection was
-    made. urllib3 reports failures to connect (refused, unreachable, DNS, connect
-    timeout) wrapped in a MaxRetryError; whatever fails later comes unwrapped, or as
-    something else. A TLS handshake timeout is reported as a read timeout: it counts as
-    maybe sent, the safe side."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    reason: object = exc
-    if isinstance(exc, requests.RequestException) and exc.args:
-        reason = exc.args[0]
-    if isinstance(reason, urllib3.exceptions.MaxRetryError):
-        reason = reason.reason
-    if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
-        return True
-    # A refused certificate: the handshake never completed, so nothing was sent.
-    return isinstance(reason, urllib3.exceptions.SSLError) and any(
-        isinstance(arg, ssl.SSLCertVerificationError) for arg in reason.args
-    )
-
-
-def _refused(status: int) -> bool:
-    """Whether an answer whose head said ``status`` refused the request (it failed to
-    arrive whole, but the provider or its gateway had answered). 504 does not: the
-    gateway stopped waiting for a provider that has the request."""
-    return status >= 400 and status != 504
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, requests.ConnectTimeout):
-        kind = "connect timeout"
-    elif isinstance(exc, requests.ReadTimeout | urllib3.exceptions.ReadTimeoutError):
-        kind = "read timeout"
-    elif isinstance(exc, requests.exceptions.SSLError):
-        kind = "TLS error"
-    elif isinstance(exc, requests.ConnectionError):
-        kind = "connection failed"
-    else:
-        kind = type(exc).__name__
-    return f"{kind} ({str(exc)[:200]})"

@@ -1,0 +1,121 @@
+"""Ending a job: store its outcome once, then tell whoever waits for it.
+
+A solved job's answer goes to its caller (the :class:`Completer`: Celery's result
+backend, in a worker) or, for a fill job, to its token pool and nobody else. The
+outcome is stored in the job's hash before anyone is told (``finish.lua``, exactly
+once), so an engine that dies in between leaves it for another engine to report.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .. import errors
+from ..errors import CaptchaTasksError, SolverError
+from ..provider import Answer
+from .jobs import Job, solve_result
+from .observer import SolveObserver
+from .pool import TokenPool
+from .queue import SolveQueue
+from .timing import FirstPollLearner
+
+__all__ = ["Completer", "Finisher"]
+
+log = logging.getLogger(__name__)
+
+
+class Completer(Protocol):
+    """Where finished jobs go (the Celery result backend, in a worker)."""
+
+    def succeed(self, job: Job, result: dict[str, Any]) -> None: ...
+
+    def fail(self, job: Job, error: CaptchaTasksError) -> None: ...
+
+
+def _source(job: Job) -> str:
+    return "fill" if job.pool else "api"
+
+
+class Finisher:
+    """Ends the jobs of one engine (its name is in its log lines)."""
+
+    def __init__(
+        self,
+        queue: SolveQueue,
+        completer: Completer,
+        pool: TokenPool,
+        learner: FirstPollLearner,
+        observer: SolveObserver,
+        *,
+        name: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.queue = queue
+        self.completer = completer
+        self.pool = pool
+        self.learner = learner
+        self.observer = observer
+        self.name = name
+        self.clock = clock
+
+    def succeed(self, job: Job, answer: Answer, at: float) -> bool:
+        """``job`` got ``answer`` at ``at``; False if it had ended already."""
+        result = solve_result(job, answer.solution, collected_at=at)
+        fields = {"collected_at": at, "result": json.dumps(result)}
+        if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id):
+            return False
+        self.observer.solved(job.type, _source(job), seconds=result["solve_seconds"],
+                             polls=job.polls + 1)  # fmt: skip
+        if job.submitted_at is not None:
+            start = job.submitted_at
+            not_ready_at = job.last_poll_at - start if job.last_poll_at else None
+            self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
+        if job.pool:
+            # A fill: the token goes to its pool and to no caller (single use).
+            self.pool.put(job.pool, captcha_id=job.captcha_id, token=str(answer.solution),
+                          expires_at=result["expires_at"] or at, task_id=job.task_id)  # fmt: skip
+        else:
+            self.completer.succeed(job, result)
+        self.queue.reported(job.task_id)
+        return True
+
+    def fail(self, job: Job, error: CaptchaTasksError) -> bool:
+        """``job`` ends with ``error``; False if it had ended already."""
+        fields = {"error": error.code or type(error).__name__,
+                  "error_type": type(error).__name__, "error_message": error.message}  # fmt: skip
+        if not self.queue.finish(job, "failed", fields, self.clock()):
+            return False
+        self.observer.failed(job.type, _source(job), error)
+        if job.pool:
+            log.warning("engine %s: a pool fill failed: %s", self.name, error)
+            self.pool.fill_ended(job.pool, job.task_id)
+        else:
+            self.completer.fail(job, error)
+        self.queue.reported(job.task_id)
+        return True
+
+    def report_again(self, job: Job, fields: dict[str, str]) -> None:
+        """A job that ended but whose engine died before telling Celery: tell it now
+        from the stored outcome (callbacks may run twice then, as with any redelivered
+        Celery task; the result is never lost)."""
+        if (
+            fields.get("reported")
+            or job.pool
+            or not (fields.get("result") or fields.get("error_type"))
+        ):
+            self.queue.forget(job.task_id)
+            return
+        if job.state == "done":
+            self.completer.succeed(job, json.loads(fields["result"]))
+        else:
+            cls = getattr(errors, fields.get("error_type", ""), None)
+            if not (isinstance(cls, type) and issubclass(cls, CaptchaTasksError)):
+                cls = SolverError
+            self.completer.fail(job, cls(fields.get("error_message", ""), code=fields.get("error")))
+        self.observer.noted("reported_after_crash")
+        log.warning("engine %s: reported %s, which a stopped engine had ended (%s)",
+                    self.name, job.task_id, job.state)  # fmt: skip
+        self.queue.reported(job.task_id)

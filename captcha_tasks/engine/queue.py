@@ -1,0 +1,186 @@
+"""The engine's shared state in Redis: every Lua script it runs, one method each.
+
+Keys and the arguments every call shares (the key prefix, the structures' TTL, the
+claim's length) are built here once; the scripts themselves (``state/lua/*.lua``)
+say what each step guarantees. Jobs move through the states of
+:class:`~captcha_tasks.engine.jobs.Job`:
+
+``waiting`` -(acquire)-> ``submitting`` -(sending)-> ``sending`` -(submitted)->
+``polling`` -(finish)-> ``done`` / ``failed``; ``requeue`` sends a job back to
+``waiting``, ``reschedule`` moves a polled job's next poll.
+
+Every change of state checks the state it expects, so two engines (one of them past
+its claim) can never both move a job: the loser's call returns False.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import redis
+
+from ..settings import Settings
+from ..state.keys import STRUCTURE_TTL, Keys
+from ..state.scripts import run
+from .jobs import Job
+
+__all__ = ["Claimed", "SolveQueue"]
+
+
+class Claimed(NamedTuple):
+    """A job this engine now holds, with its raw fields (an ended job's stored outcome
+    is in them: ``result``, ``error_type``, ``reported``)."""
+
+    job: Job
+    fields: dict[str, str]
+
+
+def _pairs(flat: list[Any]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+class SolveQueue:
+    """The waiting queue, the thread budget and the poll schedule of one cluster.
+
+    ``claim_s``: how long a claim on a job (taken to submit or poll) holds; it must
+    outlive the longest provider call, so only a dead engine's runs out.
+    """
+
+    def __init__(self, client: redis.Redis, settings: Settings, *, claim_s: float) -> None:
+        self.redis = client
+        self.keys = Keys(settings.key_prefix)
+        self.threads = settings.threads
+        self.claim_s = claim_s
+
+    # -- taking work -----------------------------------------------------------------
+
+    def acquire(self, now: float, n: int) -> list[Claimed]:
+        """Take up to ``n`` free threads of the budget for the oldest waiting jobs (no
+        more than the budget in force allows) and claim them for their submit."""
+        taken = run(
+            self.redis,
+            "acquire",
+            [self.keys.budget, self.keys.waiting, self.keys.due, self.keys.provider_limit],
+            [now, self.threads, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL],
+        )
+        if not taken:
+            return []
+        pipe = self.redis.pipeline(transaction=False)
+        for task_id in taken:
+            pipe.hgetall(self.keys.job(task_id))
+        return [
+            Claimed(Job.from_fields(task_id, fields), fields)
+            for task_id, fields in zip(taken, pipe.execute(), strict=True)
+        ]
+
+    def claim(self, now: float, n: int) -> list[Claimed]:
+        """Claim up to ``n`` jobs whose next poll (or whose claim) is due: no other
+        engine takes them until the claim runs out."""
+        raw = run(
+            self.redis,
+            "claim",
+            [self.keys.due],
+            [now, now + self.claim_s, n, self.keys.job_prefix],
+        )
+        out = []
+        for task_id, flat in zip(raw[::2], raw[1::2], strict=True):
+            fields = _pairs(flat)
+            out.append(Claimed(Job.from_fields(task_id, fields), fields))
+        return out
+
+    def release_claim(self, task_id: str, now: float) -> None:
+        """Give a claimed job back at once (this engine has no thread for it after all)."""
+        self.redis.zadd(self.keys.due, {task_id: now}, xx=True)
+
+    def forget(self, task_id: str) -> None:
+        """Drop a stale entry of the poll schedule (its job moved on)."""
+        self.redis.zrem(self.keys.due, task_id)
+
+    # -- a job's steps -----------------------------------------------------------------
+
+    def sending(self, job: Job, now: float, sender: str) -> bool:
+        """Mark ``job`` ``sending`` right before its submit (its claim renewed for the
+        call); False if it is no longer the caller's to send."""
+        return bool(
+            run(
+                self.redis,
+                "sending",
+                [self.keys.job(job.task_id), self.keys.due],
+                [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL],
+            )
+        )
+
+    def submitted(self, job: Job, captcha_id: str, at: float, first_poll: float) -> bool:
+        """Store the captcha id of a job just sent, and when to poll it first; False if
+        the job ended meanwhile."""
+        return bool(
+            run(
+                self.redis,
+                "submitted",
+                [self.keys.job(job.task_id), self.keys.due],
+                [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL],
+            )
+        )
+
+    def reschedule(self, job: Job, next_at: float, *, polled: bool, at: float) -> bool:
+        """Poll ``job`` again at ``next_at``; ``polled``: a poll found no answer ``at``
+        (counted), else the poll never happened. False if the job moved on."""
+        last_poll_at = at if polled else (job.last_poll_at or "")
+        args = [job.task_id, job.captcha_id, next_at, 1 if polled else 0, last_poll_at]
+        keys = [self.keys.job(job.task_id), self.keys.due]
+        return bool(run(self.redis, "reschedule", keys, args))
+
+    def requeue(self, job: Job, expected: str, not_before: float, *, counter: str = "") -> bool:
+        """Give ``job``'s thread back and queue it again from ``not_before``, if it is
+        still in state ``expected`` (and, polling, at the same captcha id); ``counter``:
+        a job field to increment (``resubmits``, ``key_refusals``)."""
+        captcha_id = job.captcha_id if expected == "polling" else ""
+        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget]
+        keys += [self.keys.waiting, self.keys.wake]
+        args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
+        return bool(run(self.redis, "requeue", keys, args))
+
+    def finish(
+        self, job: Job, state: str, fields: dict[str, Any], now: float, *, captcha_id: str = ""
+    ) -> bool:
+        """End ``job`` in ``state`` (``done`` / ``failed``) with ``fields``, exactly
+        once: True for the one caller that ended it. ``captcha_id``: only if the job
+        is still at that captcha. It stays claimed until :meth:`reported`."""
+        args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
+        for name, value in fields.items():
+            args += [name, value]
+        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake]
+        return bool(run(self.redis, "finish", keys, args))
+
+    def reported(self, task_id: str) -> None:
+        """An ended job's outcome reached its caller: nobody needs to report it again."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self.keys.job(task_id), "reported", 1)
+        pipe.zrem(self.keys.due, task_id)
+        pipe.execute()
+
+    def provider_limit(self, ttl_ms: int) -> int:
+        """After a "no free slot" answer: the budget in force drops to the captchas
+        the provider holds for us now, for ``ttl_ms``. Returns that limit."""
+        keys = [self.keys.provider_limit, self.keys.budget]
+        return int(run(self.redis, "provider_limit", keys, [ttl_ms]))
+
+    # -- waiting for work --------------------------------------------------------------
+
+    def next_work(self, now: float) -> float:
+        """When the next poll or waiting job comes due (at most a second from now).
+        Waiting jobs count only while the budget has a free thread: else a freed thread
+        pushes a wake-up."""
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.zrange(self.keys.due, 0, 0, withscores=True)
+        pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
+        pipe.zcount(self.keys.budget, now, "+inf")
+        due, waiting, held = pipe.execute()
+        times = [float(score) for _, score in due]
+        if int(held) < self.threads:
+            times += [float(score) for _, score in waiting]
+        return min([*times, now + 1.0])
+
+    def wait_for_wake(self, timeout: float) -> None:
+        """Block until an admission or another engine pushes a wake-up, or ``timeout``."""
+        self.redis.blpop([self.keys.wake], timeout=timeout)

@@ -1,0 +1,107 @@
+"""The engine's loop with a fake provider: submit -> poll -> an answer, and failures."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.engine import Engine
+from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
+from captcha_tasks.provider import Polled
+from captcha_tasks.settings import Settings
+from captcha_tasks.state import Keys
+
+from .conftest import FakeProvider, Outcomes
+
+MakeEngine = Callable[..., tuple[Engine, Outcomes]]
+
+
+@pytest.fixture
+def make_engine(client: redis.Redis, settings: Settings) -> Iterator[MakeEngine]:
+    engines: list[Engine] = []
+
+    def make(
+        provider: FakeProvider, *, workers: tuple[str, ...] = ("w",)
+    ) -> tuple[Engine, Outcomes]:
+        outcomes = Outcomes()
+        engine = Engine(settings, client, provider, outcomes,
+                        live_workers=lambda: list(workers), name="unit")  # fmt: skip
+        engines.append(engine.start())
+        return engine, outcomes
+
+    yield make
+    for engine in engines:
+        engine.stop(timeout=10)
+
+
+def test_a_job_is_submitted_polled_and_solved(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]], client: redis.Redis, keys: Keys
+) -> None:
+    provider = FakeProvider()
+    engine, outcomes = make_engine(provider)
+    ids = admit_jobs(3)
+    wait_until(lambda: outcomes.ended() == 3, timeout=20, what="3 solves")
+    assert set(outcomes.results) == set(ids), outcomes.errors
+    solutions = {r["captcha_id"]: r["solution"] for r in outcomes.results.values()}
+    assert solutions == {c: f"token-{c}" for c, _ in provider.submitted}
+    assert all(r["submits"] == 1 and r["polls"] == 2 for r in outcomes.results.values())
+    assert provider.count("submit") == 3
+    counts = engine.stats.snapshot()
+    assert (counts["submitted"], counts["solved"], counts["polls_of_solved"]) == (3, 3, 6)
+    assert client.zcard(keys.budget) == 0
+    wait_until(lambda: client.zcard(keys.due) == 0, timeout=5, what="the schedule emptied")
+
+
+def test_without_batch_reads_every_poll_is_one_captcha(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    provider = FakeProvider(batch_reads=False)
+    engine, outcomes = make_engine(provider)
+    admit_jobs(3)
+    wait_until(lambda: outcomes.ended() == 3, timeout=30, what="3 solves")
+    assert len(outcomes.results) == 3
+    assert provider.count("get_many") == 0
+    assert provider.count("get") == engine.stats.snapshot()["poll_requests"] >= 6
+
+
+def test_an_unsolvable_captcha_is_resubmitted_once_then_fails(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    def never(captcha_id: str, poll: int) -> Polled:
+        return CaptchaUnsolvable("workers gave up", "ERROR_CAPTCHA_UNSOLVABLE")
+
+    provider = FakeProvider(never)
+    engine, outcomes = make_engine(provider)
+    (task_id,) = admit_jobs(1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=20, what="the failure")
+    error = outcomes.errors[task_id]
+    assert isinstance(error, CaptchaUnsolvable) and error.code == "ERROR_CAPTCHA_UNSOLVABLE"
+    assert provider.count("submit") == 2
+    assert engine.stats.snapshot()["resubmits_unsolvable"] == 1
+
+
+def test_a_refused_submit_fails_its_job_without_polling(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    provider = FakeProvider(submit_error=BadRequest("ERROR_PAGEURL: bad", "ERROR_PAGEURL"))
+    _, outcomes = make_engine(provider)
+    (task_id,) = admit_jobs(1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=20, what="the failure")
+    assert outcomes.errors[task_id].code == "ERROR_PAGEURL"
+    assert provider.count("get") == provider.count("get_many") == 0
+
+
+def test_a_refused_key_with_no_other_worker_fails_the_job_and_pauses(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    refused = InvalidApiKey("ERROR_KEY_DOES_NOT_EXIST: refused", "ERROR_KEY_DOES_NOT_EXIST")
+    provider = FakeProvider(submit_error=refused, key_refused=True)
+    engine, outcomes = make_engine(provider)
+    (task_id,) = admit_jobs(1)
+    wait_until(lambda: outcomes.ended() == 1, timeout=20, what="the failure")
+    assert isinstance(outcomes.errors[task_id], InvalidApiKey)
+    assert engine.refusal.paused
+    assert provider.count("submit") == 1
