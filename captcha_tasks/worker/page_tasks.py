@@ -24,13 +24,13 @@ from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
-from ..redaction import RedactedTask
 from ..session.cookies import CookieStore, SharedCookiesTask
 from ..session.locks import SessionLock, SessionLockTask
 from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
 from ..session.proxy_step import PinnedProxyTask
 from ..state import state_redis
 from .app import app
+from .redacted import RedactedTask
 from .solve_tasks import CheckedTask
 
 __all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]

@@ -20,10 +20,10 @@ from ..engine.pool import TokenPool
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
 from ..monitor.metrics import solve_observer
 from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
-from ..redaction import RedactedTask
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
+from .redacted import RedactedTask
 from .task_bases import SolverTask
 
 __all__ = [

@@ -22,8 +22,8 @@ from ..errors import (
 )
 from ..masking import mask_url
 from ..provider import SolverClient
-from ..redaction import RedactedTask
 from ..settings import Settings, get_settings
+from .redacted import RedactedTask
 
 __all__ = ["SolverTask"]
 
