@@ -24,14 +24,13 @@ from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
-from ..session.cookies import CookieStore, SharedCookiesTask
-from ..session.locks import SessionLock, SessionLockTask
+from ..session.cookies import CookieStore
+from ..session.locks import SessionLock
 from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
-from ..session.proxy_step import PinnedProxyTask
 from ..state import state_redis
 from .app import app
 from .redacted import RedactedTask
-from .solve_tasks import CheckedTask
+from .task_bases import PageTask
 
 __all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]
 
@@ -43,24 +42,6 @@ _SOLVERS = {
     "turnstile": "captcha_tasks.solve_turnstile",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
 }
-
-
-class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
-    """Shared cookies, the session lock, the pinned proxy and the solver, together."""
-
-    abstract = True
-
-    def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
-        if kwargs.get("isolated"):
-            return None  # an isolated visitor neither reads nor writes shared cookies
-        host: str | None = super().cookie_host(args, kwargs)
-        return host
-
-    def browser(self) -> Any:
-        """This execution's HTTP session: shared cookies in, the worker's proxy on."""
-        session = self.http
-        self.use_proxy(session)
-        return session
 
 
 def _check_form(form: Any) -> dict[str, str]:
