@@ -29,12 +29,16 @@ from .worker.solve_tasks import (
     solve_recaptcha_v3,
     solve_turnstile,
 )
+from .worker.task_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
 __all__ = [
     "CaptchaTasksError",
     "InvalidTaskInput",
     "PermanentSolverError",
+    "PinnedProxyTask",
+    "SessionLockTask",
     "Settings",
+    "SharedCookiesTask",
     "SolverError",
     "TransientSolverError",
     "__version__",

@@ -16,44 +16,34 @@ reserved/active/scheduled``, Flower's worker pages) shows a redacted repr instea
   wherever they occur;
 - long strings truncated.
 
-:class:`RedactedTask` applies this at send time (``apply_async`` and ``retry`` pass
-``argsrepr``/``kwargsrepr``) and, through :class:`RedactedRequest`, again in the
-worker, so messages sent by other clients (``send_task``) are shown redacted too.
+Plain functions, no Celery: :class:`captcha_tasks.worker.redacted.RedactedTask` applies
+them at send time (``apply_async`` and ``retry`` pass ``argsrepr``/``kwargsrepr``) and,
+through its ``RedactedRequest``, again in the worker, so messages sent by other clients
+(``send_task``) are shown redacted too.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import inspect
-import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
-
-from celery import Task
-from celery.exceptions import MaxRetriesExceededError
-from celery.utils.saferepr import saferepr
-from celery.worker.request import Request
 
 from .masking import MASK, mask_url, mask_urls_in
 
 __all__ = [
     "HIDDEN",
     "MASK",
-    "RedactedRequest",
-    "RedactedTask",
     "known_secrets",
     "mask_url",
     "mask_urls_in",
     "redact",
-    "redact_call",
+    "redact_args",
+    "scrub_result_repr",
     "scrub_text",
 ]
-
-log = logging.getLogger(__name__)
 
 #: What arguments that could not be redacted are shown as.
 HIDDEN = "<hidden>"
@@ -281,7 +271,14 @@ def _redact(value: Any, name: str | None, secrets: Sequence[str], depth: int) ->
         if len(seq) > MAX_ITEMS:
             out.append(_Shown(f"<{len(seq) - MAX_ITEMS} more>"))
         return tuple(out) if isinstance(value, tuple) else out
-    return _Shown(_cut(scrub_text(saferepr(value, maxlen=MAX_TEXT * 2), secrets)))
+    return _Shown(_cut(scrub_text(_safe_repr(value), secrets)))
+
+
+def _safe_repr(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:  # a broken __repr__ must not lose the message
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def redact(value: Any, name: str | None = None) -> Any:
@@ -290,11 +287,10 @@ def redact(value: Any, name: str | None = None) -> Any:
     return _redact(value, name, known_secrets(), 0)
 
 
-def redact_call(
-    args: Any, kwargs: Any, names: Sequence[str] = (), *, limit: int = MAX_REPR
-) -> tuple[str, str]:
-    """``(argsrepr, kwargsrepr)`` for a call; ``names`` are the positional parameters'
-    names (so ``solve_image``'s first argument is known to be the image)."""
+def redact_args(args: Any, kwargs: Any, names: Sequence[str] = ()) -> tuple[Any, Any]:
+    """A call's arguments with secrets masked and payloads shortened, ready for ``repr``:
+    ``names`` are the positional parameters' names (so ``solve_image``'s first argument
+    is known to be the image)."""
     secrets = known_secrets()
     if isinstance(args, list | tuple):
         shown_args: Any = tuple(
@@ -309,122 +305,10 @@ def redact_call(
         shown_kwargs: Any = _redact(dict(kwargs), None, secrets, 0)
     else:
         shown_kwargs = _redact(kwargs, None, secrets, 1)
-    return (
-        scrub_text(saferepr(shown_args, maxlen=limit, maxlevels=MAX_DEPTH + 1), secrets),
-        scrub_text(saferepr(shown_kwargs, maxlen=limit, maxlevels=MAX_DEPTH + 1), secrets),
-    )
+    return shown_args, shown_kwargs
 
 
-def _positional_names(task: Any) -> tuple[str, ...]:
-    """Names of ``task.run``'s positional parameters (``self`` excluded for bound tasks)."""
-    cached: tuple[str, ...] | None = getattr(task, "_redaction_names", None)
-    if cached is None:
-        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-        try:
-            params = inspect.signature(task.run).parameters.values()
-            cached = tuple(p.name for p in params if p.kind in positional)
-        except (TypeError, ValueError):
-            cached = ()
-        with contextlib.suppress(AttributeError):
-            task._redaction_names = cached
-    return cached
-
-
-def task_reprs(task: Any, args: Any, kwargs: Any) -> tuple[str, str]:
-    """``(argsrepr, kwargsrepr)`` for a call of ``task``; never raises (a failure shows
-    nothing rather than losing the message or showing the real arguments)."""
-    try:
-        return redact_call(args if args is not None else (), kwargs if kwargs is not None else {},
-                           _positional_names(task))  # fmt: skip
-    except Exception:
-        log.exception("could not redact the arguments of %s", getattr(task, "name", task))
-        return HIDDEN, HIDDEN
-
-
-class RedactedTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """A Task mixin: events, logs, ``inspect`` and Flower show redacted arguments.
-
-    Cooperative with the other mixins (no ``__init__``, no hooks). Reprs passed by
-    the caller are kept, after known secrets are scrubbed from them.
-    """
-
-    abstract = True
-    Request = "captcha_tasks.redaction:RedactedRequest"
-
-    def redacted_reprs(self, args: Any, kwargs: Any) -> tuple[str, str]:
-        return task_reprs(self, args, kwargs)
-
-    def _with_reprs(self, args: Any, kwargs: Any, options: dict[str, Any]) -> None:
-        if options.get("argsrepr") is None or options.get("kwargsrepr") is None:
-            argsrepr, kwargsrepr = self.redacted_reprs(args, kwargs)
-            if options.get("argsrepr") is None:
-                options["argsrepr"] = argsrepr
-            if options.get("kwargsrepr") is None:
-                options["kwargsrepr"] = kwargsrepr
-        secrets = known_secrets()
-        for field in ("argsrepr", "kwargsrepr"):
-            options[field] = scrub_text(str(options[field]), secrets)
-
-    def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
-        self._with_reprs(args, kwargs, options)
-        return super().apply_async(args, kwargs, *rest, **options)
-
-    def retry(
-        self,
-        args: Any = None,
-        kwargs: Any = None,
-        exc: BaseException | None = None,
-        throw: bool = True,
-        eta: Any = None,
-        countdown: float | None = None,
-        max_retries: int | None = None,
-        **options: Any,
-    ) -> Any:
-        request = self.request
-        # With only one of args/kwargs given Celery merges them with the request's;
-        # apply_async then shows the merged call (it sees the final arguments).
-        if (args is None) == (kwargs is None):
-            shown_args = request.args if args is None else args
-            shown_kwargs = request.kwargs if kwargs is None else kwargs
-            self._with_reprs(shown_args, shown_kwargs, options)
-        try:
-            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries,
-                                 **options)  # fmt: skip
-        except MaxRetriesExceededError as error:
-            if exc is not None and error is exc:
-                raise
-            # Celery's message carries the real arguments; it is stored and logged.
-            argsrepr, kwargsrepr = self.redacted_reprs(request.args, request.kwargs)
-            raise MaxRetriesExceededError(
-                f"Can't retry {self.name}[{request.id}] args:{argsrepr} kwargs:{kwargsrepr}"
-            ) from None
-
-
-class RedactedRequest(Request):  # type: ignore[misc]  # celery ships no type hints
-    """A worker's view of a message of a :class:`RedactedTask`: reprs computed again
-    from the real arguments (whoever sent it), and shown by ``inspect`` in any mode."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        argsrepr, kwargsrepr = task_reprs(self._task, self._args, self._kwargs)
-        self._argsrepr = argsrepr
-        self._kwargsrepr = kwargsrepr
-        # What the execution's own logs read (trace.py: request.get("argsrepr")).
-        self._request_dict["argsrepr"] = argsrepr
-        self._request_dict["kwargsrepr"] = kwargsrepr
-
-    def info(self, safe: bool = False) -> dict[str, Any]:
-        """``inspect reserved/scheduled/active`` and ``query_task``: the reprs, never the
-        real arguments (Celery shows them unless ``active(safe=True)``)."""
-        shown: dict[str, Any] = super().info(safe=True)
-        return shown
-
-    def send_event(self, type: str, **fields: Any) -> None:
-        secrets = known_secrets()
-        for name in ("exception", "traceback"):
-            if isinstance(fields.get(name), str):
-                fields[name] = scrub_text(fields[name], secrets)
-        result = fields.get("result")
-        if isinstance(result, str):
-            fields["result"] = scrub_text(_SOLUTION_REPR.sub(rf"\1'{MASK}'", result), secrets)
-        super().send_event(type, **fields)
+def scrub_result_repr(text: str, secrets: Iterable[str] | None = None) -> str:
+    """A task result's repr (as a ``task-succeeded`` event carries it) with its
+    ``solution`` token masked and known secrets scrubbed."""
+    return scrub_text(_SOLUTION_REPR.sub(rf"\1'{MASK}'", text), secrets)

@@ -2,8 +2,10 @@
 
 :mod:`.jobs` maps a job message to its solve task and builds result messages (pure
 functions), :mod:`.pending` keeps the jobs whose results are still to be published
-in Redis, :mod:`.nats_bridge` runs the loops. The NATS client (``nats-py``, the
-``nats`` extra) is imported only when a bridge runs.
+in Redis, :mod:`.nats_bridge` runs the loops (over :mod:`.nats_io`'s connection), and
+:mod:`.queue` is what they need of the task system, passed in by whoever starts a
+bridge (no Celery here). The NATS client (``nats-py``, the ``nats`` extra) is
+imported only when a bridge runs.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ Two loops share one connection:
 
 No coroutine waits on one task's result: a job costs a hash field while it is solved.
 Blocking Redis and broker calls run in two one-thread executors (one per loop) under
-a deadline. docs/NATS.md has the semantics (what a crash can lose or repeat).
+a deadline. The connection is :mod:`.nats_io`'s; the task system is a
+:class:`~.queue.TaskQueue` passed in (Celery's: ``captcha_tasks.worker.bridge_queue``).
+docs/NATS.md has the semantics (what a crash can lose or repeat).
 """
 
 from __future__ import annotations
@@ -23,17 +25,19 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..engine.timing import DEADLINE
-from ..errors import ConfigurationError, InvalidTaskInput, SolveTimeout
+from ..errors import InvalidTaskInput, SolveTimeout
 from ..redaction import scrub_text
 from ..settings import Settings, mask_url
+from ..state import state_redis
 from .jobs import TaskCall, failed, jetstream_task_id, parse_job, solved, task_call
-from .pending import Entry, PendingResults, has_state, ready_results
+from .nats_io import connect, intake_trouble, load_nats, pause, settle
+from .pending import Entry, PendingResults
+from .queue import Outcome, TaskQueue
 
 if TYPE_CHECKING:
     from nats.aio.client import Client
@@ -47,24 +51,8 @@ _T = TypeVar("_T")
 
 #: Deadline of one Redis or broker round trip made from a loop (seconds).
 IO_TIMEOUT = 30.0
-#: Seconds the first connection to NATS may take before the bridge gives up.
-CONNECT_TIMEOUT = 15.0
 #: Most results read in one MGET.
 READ_CHUNK = 500
-#: How the broker publish of a solve task is retried before the job counts as failed.
-ENQUEUE_RETRY = {"max_retries": 3, "interval_start": 0, "interval_step": 0.5, "interval_max": 2}
-
-
-def load_nats() -> ModuleType:
-    """The ``nats`` package (nats-py), imported only when a bridge runs."""
-    try:
-        import nats
-    except ImportError:
-        raise ConfigurationError(
-            "the NATS bridge needs the NATS client: pip install 'captcha_tasks[nats]'",
-            "MISSING_EXTRA",
-        ) from None
-    return nats
 
 
 def default_result_timeout(settings: Settings) -> float:
@@ -110,18 +98,14 @@ class Counters:
 class NatsBridge:
     """One bridge process's worth of state; :meth:`run` until ``stop`` is set."""
 
-    def __init__(self, options: BridgeOptions, settings: Settings, app: Any = None) -> None:
-        if app is None:
-            from ..worker.app import app
+    def __init__(self, options: BridgeOptions, settings: Settings, tasks: TaskQueue) -> None:
         self.options = options
         self.settings = settings
-        self.app = app
+        self.tasks = tasks
         self.result_timeout = options.result_timeout or default_result_timeout(settings)
         self.counters = Counters()
         #: Jobs of the group in flight, as of the last watch pass (plus those taken since).
         self.pending_count = 0
-        from ..state import state_redis
-
         # Published markers must outlive any redelivery of their job.
         ttl = self.result_timeout + 3600
         self.store = PendingResults(state_redis(settings), settings.key_prefix, options.queue, ttl)
@@ -136,17 +120,16 @@ class NatsBridge:
         options = self.options
         servers = [url.strip() for url in options.url.split(",") if url.strip()]
         shown = ",".join(mask_url(url) for url in servers)
-        nc = await self._connect(nats, servers, shown, stop)
+        nc = await connect(nats, servers, shown, stop)
         if nc is None:
             return
         self._nc = nc
         watcher = asyncio.create_task(self._watch(stop))
         try:
-            with _no_result_subscriptions():
-                if options.jetstream:
-                    await self._intake_jetstream(nc, stop)
-                else:
-                    await self._intake_core(nc, stop)
+            if options.jetstream:
+                await self._intake_jetstream(nc, stop)
+            else:
+                await self._intake_core(nc, stop)
         finally:
             stop.set()
             with contextlib.suppress(Exception):
@@ -159,54 +142,6 @@ class NatsBridge:
             self._intake_pool.shutdown(wait=False, cancel_futures=True)
             self._watch_pool.shutdown(wait=False, cancel_futures=True)
             log.info("bridge: stopped (%s)", self.counters)
-
-    async def _connect(
-        self, nats: ModuleType, servers: list[str], shown: str, stop: asyncio.Event
-    ) -> Client | None:
-        """Connect within :data:`CONNECT_TIMEOUT` (the client alone would retry forever);
-        ``None`` when told to stop first. Once connected, the client reconnects by itself."""
-        errors: list[str] = []
-
-        async def note_error(exc: Exception) -> None:
-            errors.append(scrub_text(str(exc)) or type(exc).__name__)
-            await _log_nats_error(exc)
-
-        connecting = asyncio.ensure_future(
-            nats.connect(
-                servers,
-                name="captcha-tasks-bridge",
-                connect_timeout=5,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=1,
-                error_cb=note_error,
-                disconnected_cb=_note(f"bridge: disconnected from {shown}"),
-                reconnected_cb=_note(f"bridge: reconnected to {shown}"),
-            )
-        )
-        stopping = asyncio.ensure_future(stop.wait())
-        done, _ = await asyncio.wait(
-            {connecting, stopping}, timeout=CONNECT_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
-        )
-        stopping.cancel()
-        if connecting not in done:
-            connecting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await connecting
-            if stop.is_set():
-                return None
-            last = errors[-1] if errors else "no answer"
-            raise ConfigurationError(
-                f"cannot connect to NATS at {shown} within {CONNECT_TIMEOUT:.0f} s: {last}",
-                "NATS_UNREACHABLE",
-            )
-        try:
-            nc: Client = connecting.result()
-        except Exception as exc:
-            raise ConfigurationError(
-                f"cannot connect to NATS at {shown}: {scrub_text(str(exc)) or type(exc).__name__}",
-                "NATS_UNREACHABLE",
-            ) from None
-        return nc
 
     def _listening(self, mode: str) -> None:
         o = self.options
@@ -224,14 +159,14 @@ class NatsBridge:
         self._listening("core NATS: jobs in flight in this process are lost if it dies")
         while not stop.is_set():
             if self.pending_count >= self.options.max_pending:
-                await _sleep(stop, self.options.poll_interval)
+                await pause(stop, self.options.poll_interval)
                 continue
             try:
                 msg = await sub.next_msg(timeout=0.5)
             except nats.errors.TimeoutError:
                 continue
             except Exception as exc:
-                await _intake_trouble(nc, stop, exc)
+                await intake_trouble(nc, stop, exc)
                 continue
             await self._take_safely(msg, jetstream=False)
         with contextlib.suppress(Exception):
@@ -261,14 +196,14 @@ class NatsBridge:
         while not stop.is_set():
             room = min(o.batch, o.max_pending - self.pending_count)
             if room <= 0:
-                await _sleep(stop, o.poll_interval)
+                await pause(stop, o.poll_interval)
                 continue
             try:
                 msgs = await sub.fetch(room, timeout=1.0)
             except nats.errors.TimeoutError:
                 continue
             except Exception as exc:  # e.g. while the client reconnects
-                await _intake_trouble(nc, stop, exc)
+                await intake_trouble(nc, stop, exc)
                 continue
             for msg in msgs:
                 await self._take_safely(msg, jetstream=True)
@@ -285,7 +220,7 @@ class NatsBridge:
             log.warning("bridge: job left unhandled: %s: %s", type(exc).__name__,
                         scrub_text(str(exc)))  # fmt: skip
             if jetstream:
-                await _settle(msg.nak(delay=min(5.0, self.options.ack_wait)))
+                await settle(msg.nak(delay=min(5.0, self.options.ack_wait)))
 
     async def _take(self, msg: Msg, *, jetstream: bool) -> None:
         """Enqueue one job (or publish why not); never raises for a bad job."""
@@ -321,7 +256,7 @@ class NatsBridge:
             self.pending_count += 1
         if jetstream:
             # Only now: the job is in the pending hash and its task on the broker.
-            await _settle(msg.ack())
+            await settle(msg.ack())
 
     async def _reject(
         self, msg: Msg, task_id: str | int | None, exc: InvalidTaskInput, *, jetstream: bool
@@ -330,7 +265,7 @@ class NatsBridge:
         log.info("bridge: rejected job %r: %s", task_id, scrub_text(str(exc)))
         await self._publish(self.options.results_subject, failed(task_id, exc))
         if jetstream:  # a bad message does not get better: never deliver it again
-            await _settle(msg.ack())
+            await settle(msg.ack())
 
     def enqueue(self, celery_id: str, call: TaskCall, entry: Entry, redelivered: bool) -> bool:
         """Record the job, then send its task (blocking: the intake thread runs it). False
@@ -338,11 +273,9 @@ class NatsBridge:
         a worker has its task already."""
         if not self.store.track(celery_id, entry):
             return False
-        if redelivered and has_state(self.app.backend, celery_id):
+        if redelivered and self.tasks.started(celery_id):
             return False
-        task = self.app.tasks[call.task]
-        task.apply_async(call.args, call.kwargs, task_id=celery_id, retry=True,
-                         retry_policy=ENQUEUE_RETRY)  # fmt: skip
+        self.tasks.send(celery_id, call)
         return True
 
     async def _enqueue_failed(
@@ -352,7 +285,7 @@ class NatsBridge:
         if jetstream:
             # Left for a later delivery (the same Celery task id): nothing is lost.
             log.warning("bridge: could not enqueue job %r, will retry: %s", entry.task_id, reason)
-            await _settle(msg.nak(delay=min(5.0, self.options.ack_wait)))
+            await settle(msg.nak(delay=min(5.0, self.options.ack_wait)))
             return
         log.warning("bridge: could not enqueue job %r, failing it: %s", entry.task_id, reason)
         try:  # it may be in the pending hash: take it off, so it is failed once
@@ -382,7 +315,7 @@ class NatsBridge:
                     self.counters.solved += 1
                 else:
                     self.counters.failed += 1
-            await _sleep(stop, self.options.poll_interval)
+            await pause(stop, self.options.poll_interval)
 
     def _collect(self) -> list[tuple[str, Entry, dict[str, Any]]]:
         """One pass (in the watch thread): the pending jobs that ended or ran out of time,
@@ -391,36 +324,24 @@ class NatsBridge:
         self.pending_count = len(entries)
         if not entries:
             return []
-        backend = self.app.backend
         ids = list(entries)
-        metas: dict[str, dict[str, Any]] = {}
+        outcomes: dict[str, Outcome] = {}
         for start in range(0, len(ids), READ_CHUNK):
-            metas.update(ready_results(backend, ids[start : start + READ_CHUNK]))
+            outcomes.update(self.tasks.ended(ids[start : start + READ_CHUNK]))
         now = time.time()
-        expired = [tid for tid in ids if tid not in metas and entries[tid].deadline <= now]
-        taken = self.store.claim([*metas, *expired])
+        expired = [tid for tid in ids if tid not in outcomes and entries[tid].deadline <= now]
+        taken = self.store.claim([*outcomes, *expired])
         self.pending_count -= len(taken)
-        due = []
-        for tid in taken:
-            entry = entries[tid]
-            due.append((tid, entry, self._message(backend, tid, entry, metas.get(tid))))
-        return due
+        return [(tid, entries[tid], self._message(tid, entries[tid], outcomes.get(tid)))
+                for tid in taken]  # fmt: skip
 
-    def _message(
-        self, backend: Any, celery_id: str, entry: Entry, meta: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        if meta is None:
+    def _message(self, celery_id: str, entry: Entry, outcome: Outcome | None) -> dict[str, Any]:
+        if outcome is None:
             timeout = SolveTimeout(f"no result within {self.result_timeout:.0f} s of the job")
             return failed(entry.task_id, timeout, celery_id)
-        if meta.get("status") == "SUCCESS" and isinstance(meta.get("result"), dict):
-            return solved(entry.task_id, meta["result"], celery_id)
-        if meta.get("status") == "REVOKED":
-            return failed(entry.task_id, "REVOKED: the solve task was revoked", celery_id)
-        try:
-            error: BaseException | str = backend.exception_to_python(meta.get("result"))
-        except Exception:
-            error = f"TASK_FAILED: {str(meta.get('result'))[:200]}"
-        return failed(entry.task_id, error, celery_id)
+        if outcome.result is not None:
+            return solved(entry.task_id, outcome.result, celery_id)
+        return failed(entry.task_id, outcome.error or "TASK_FAILED", celery_id)
 
     async def _publish(self, subject: str, message: dict[str, Any]) -> bool:
         assert self._nc is not None
@@ -436,54 +357,3 @@ class NatsBridge:
         """``fn(*args)`` in ``pool``, waited for at most :data:`IO_TIMEOUT` seconds."""
         loop = asyncio.get_running_loop()
         return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), IO_TIMEOUT)
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(stop.wait(), seconds)
-
-
-async def _intake_trouble(nc: Client, stop: asyncio.Event, exc: Exception) -> None:
-    """A failed receive: wait a second and try again, unless the connection is gone for good."""
-    if nc.is_closed:
-        raise exc
-    log.warning("bridge: taking jobs failed: %s", scrub_text(str(exc)) or type(exc).__name__)
-    await _sleep(stop, 1.0)
-
-
-async def _settle(ack: Any) -> None:
-    """Send an ack or nak; a failure only means the message comes again (same task id)."""
-    try:
-        await ack
-    except Exception as exc:
-        log.warning("bridge: acknowledgement failed: %s", scrub_text(str(exc)))
-
-
-async def _log_nats_error(exc: Exception) -> None:
-    log.warning("bridge: NATS: %s", scrub_text(str(exc)) or type(exc).__name__)
-
-
-def _note(text: str) -> Callable[[], Any]:
-    async def callback() -> None:
-        log.warning(text)
-
-    return callback
-
-
-@contextlib.contextmanager
-def _no_result_subscriptions() -> Iterator[None]:
-    """Stop Celery's Redis backend from subscribing to every task the bridge sends.
-
-    By default it subscribes to each task's result channel, for a later ``.get()``; the
-    bridge never calls one (it reads results with MGET), so the subscriptions would only
-    pile up unread on one connection. Celery skips them in processes that must never
-    block on a result, which the bridge is: it says so for the duration of the run.
-    """
-    from celery import _state
-
-    before = _state.task_join_will_block()
-    _state._set_task_join_will_block(True)
-    try:
-        yield
-    finally:
-        _state._set_task_join_will_block(before)

@@ -21,12 +21,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import redis
-from celery import states
 
 from ..state.keys import Keys
 from ..state.scripts import run
 
-__all__ = ["Entry", "PendingResults", "ready_results"]
+__all__ = ["Entry", "PendingResults"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,24 +97,3 @@ class PendingResults:
 
 def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def ready_results(backend: Any, celery_task_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """The result metadata (``status``, ``result``) of those tasks that ended, read from
-    the key-value result backend in one ``MGET`` (no subscription, no blocking)."""
-    if not celery_task_ids:
-        return {}
-    values = backend.mget([backend.get_key_for_task(tid) for tid in celery_task_ids])
-    ended: dict[str, dict[str, Any]] = {}
-    for tid, value in zip(celery_task_ids, values, strict=True):
-        if value is None:
-            continue
-        meta = backend.decode_result(value)
-        if meta.get("status") in states.READY_STATES:
-            ended[tid] = meta
-    return ended
-
-
-def has_state(backend: Any, celery_task_id: str) -> bool:
-    """Whether the backend holds any state for the task (a worker took it)."""
-    return backend.mget([backend.get_key_for_task(celery_task_id)])[0] is not None

@@ -122,6 +122,8 @@ def nats_command(
     "solution": ...} or {"task_id": ..., "error": ...}. Runs until SIGINT/SIGTERM.
     """
     from ..bridge.nats_bridge import BridgeOptions, NatsBridge, load_nats
+    from ..worker.app import app
+    from ..worker.bridge_queue import CeleryTaskQueue
 
     load_nats()  # a missing extra is one line, before anything starts
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
@@ -137,7 +139,7 @@ def nats_command(
         poll_interval=poll_interval,
         result_timeout=result_timeout,
     )
-    bridge = NatsBridge(options, get_settings())
+    bridge = NatsBridge(options, get_settings(), CeleryTaskQueue(app))
 
     async def main() -> None:
         stop = asyncio.Event()

@@ -1,6 +1,6 @@
 """A worker's liveness beat, and the probe that reads it (``captcha-tasks check``).
 
-:class:`HeartbeatStep` is a consumer bootstep: every ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL``
+A consumer bootstep (``worker/heartbeat_step.py``): every ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL``
 seconds (default 5) the consumer's own event loop writes ``{p}heartbeat:{worker}``
 (JSON: version, pid, time; TTL three intervals) and, when
 ``CAPTCHA_TASKS_HEARTBEAT_FILE`` names one, that file. Because the beat rides the
@@ -24,20 +24,17 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import redis
-from celery import bootsteps
 
-from ..settings import Settings, get_settings
+from ..settings import Settings
 from ..state import Keys, redis_client, state_redis
-from ..version import worker_version
 
 __all__ = [
     "HEARTBEAT_FILE_ENV",
     "HEARTBEAT_INTERVAL_ENV",
     "Beat",
-    "HeartbeatStep",
     "ProbeResult",
     "heartbeat_interval",
     "live_workers",
@@ -98,59 +95,6 @@ def write_beat_file(path: Path, beat: Beat) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-
-
-class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
-    """Beats from the consumer's event loop (see the module docstring)."""
-
-    requires: ClassVar[set[str]] = {"celery.worker.consumer.tasks:Tasks"}
-
-    def __init__(self, consumer: Any, **kwargs: Any) -> None:
-        # Read here so a malformed value stops the worker before anything starts.
-        settings = get_settings()
-        self.interval = settings.heartbeat_interval
-        self.path = Path(settings.heartbeat_file) if settings.heartbeat_file else None
-        self._tref: Any = None
-        self._hostname = ""
-        self._settings: Settings | None = None
-
-    def start(self, consumer: Any) -> None:
-        self._hostname = consumer.hostname
-        self._settings = get_settings()
-        self.beat()
-        self._tref = consumer.timer.call_repeatedly(self.interval, self.beat)
-
-    def stop(self, consumer: Any) -> None:
-        tref, self._tref = self._tref, None
-        if tref is not None:
-            tref.cancel()
-
-    def shutdown(self, consumer: Any) -> None:
-        self.stop(consumer)
-        # A worker that stops says so at once instead of letting the beat go stale.
-        if self._settings is not None and self._hostname:
-            with contextlib.suppress(redis.RedisError, OSError):
-                keys = Keys(self._settings.key_prefix)
-                state_redis(self._settings).delete(keys.heartbeat(self._hostname))
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-
-    def beat(self) -> None:
-        beat = Beat(self._hostname, worker_version(), os.getpid(), time.time())
-        settings = self._settings or get_settings()
-        ttl = max(1, int(self.interval * TTL_INTERVALS + 0.999))
-        try:
-            state_redis(settings).set(
-                Keys(settings.key_prefix).heartbeat(beat.worker), beat.as_json(), ex=ttl
-            )
-        except (redis.RedisError, OSError) as exc:
-            log.warning("heartbeat: cannot write to Redis: %s", exc)
-        if self.path is not None:
-            try:
-                write_beat_file(self.path, beat)
-            except OSError as exc:
-                log.warning("heartbeat: cannot write %s: %s", self.path, exc)
 
 
 def read_beats(client: redis.Redis, keys: Keys, worker: str | None = None) -> list[Beat]:

@@ -4,8 +4,7 @@ A task that logs in (or passes a challenge) leaves cookies that other workers sh
 reuse instead of solving again. Each execution loads the host's shared cookies into
 its own ``requests.Session`` and, when it ends, writes back only what it changed::
 
-    from captcha_tasks import app
-    from captcha_tasks.session.cookies import SharedCookiesTask
+    from captcha_tasks import SharedCookiesTask, app
 
     @app.task(base=SharedCookiesTask, bind=True, name="myproject.fetch")
     def fetch(self, url):
@@ -16,10 +15,10 @@ its own ``requests.Session`` and, when it ends, writes back only what it changed
 
     fetch.delay("https://example.com/account")
 
-Without Celery: ``snapshot = store.apply(session, host)`` ... ``store.merge(session,
-host, snapshot)``. Browser automation: :meth:`CookieStore.export_browser` gives
-Playwright's/Puppeteer's ``cookies()`` shape, :meth:`CookieStore.import_browser`
-takes it.
+Without Celery: ``shared = SharedSession(session, store, host).load()`` ...
+``shared.save()`` (or ``store.apply`` and ``store.merge`` by hand). Browser automation:
+:meth:`CookieStore.export_browser` gives Playwright's/Puppeteer's ``cookies()`` shape,
+:meth:`CookieStore.import_browser` takes it.
 
 Layout: ``Keys.cookies(host)`` is a hash with one field per cookie identity
 ``name;domain;path`` holding JSON (:class:`StoredCookie`): value, attributes and
@@ -35,20 +34,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 import requests
-from celery import Task
 
-from ..errors import InvalidTaskInput
-from ..settings import Settings, get_settings
+from ..settings import Settings
 from ..state.keys import Keys
-from ..state.redis import state_redis
 from ..state.scripts import run
 from .cookie_model import (
     CookieSnapshot,
@@ -68,7 +63,7 @@ __all__ = [
     "CookieSnapshot",
     "CookieStore",
     "MergeResult",
-    "SharedCookiesTask",
+    "SharedSession",
     "StoredCookie",
     "diff_jar",
     "domain_matches",
@@ -190,106 +185,36 @@ class CookieStore:
         return MergeResult(int(written), int(stale), int(deleted))
 
 
-# The session of each running execution, per thread (greenlet under gevent): one task
-# instance serves every execution of a process, concurrently under -P threads/gevent.
-_running = threading.local()
+class SharedSession:
+    """``session`` sharing ``host``'s cookies through ``store``: :meth:`load` puts them in,
+    :meth:`save` writes back what changed since the last load or save. Without a store
+    or a host it is a plain session: nothing is read or written."""
 
-
-class _Execution:
-    """One running execution's session and what its cookies were last synced to."""
-
-    def __init__(self, task: object, session: requests.Session) -> None:
-        self.task = task
+    def __init__(
+        self,
+        session: requests.Session,
+        store: CookieStore | None = None,
+        host: str | None = None,
+    ) -> None:
         self.session = session
-        self.store: CookieStore | None = None
-        self.host: str | None = None
+        self.store = store
+        self.host = normalize_host(host) if host is not None else None
         self.snapshot: CookieSnapshot | None = None
 
-
-def _stack() -> list[_Execution]:
-    stack: list[_Execution] | None = getattr(_running, "stack", None)
-    if stack is None:
-        stack = _running.stack = []
-    return stack
-
-
-class SharedCookiesTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """Task mixin: ``self.http``, a ``requests.Session`` per execution carrying the shared
-    cookies of :meth:`cookie_host`, merged back after every attempt (success, failure,
-    retry). ``__call__`` is overridden cooperatively, so it combines with other bases:
-    ``class MyTask(SharedCookiesTask, SolverTask)``. Bodies need ``bind=True``."""
-
-    abstract = True
-    #: Keyword arguments whose http(s) URL names the host, checked in order.
-    cookie_url_kwargs: tuple[str, ...] = ("url",)
-
-    def _execution(self) -> _Execution:
-        for execution in reversed(_stack()):
-            if execution.task is self:
-                return execution
-        raise RuntimeError(f"{self.name}: self.http exists only while the task runs")
-
     @property
-    def http(self) -> requests.Session:
-        return self._execution().session
+    def shared(self) -> bool:
+        return self.store is not None and self.host is not None
 
-    def save_cookies(self) -> None:
-        """Merge this execution's cookie changes now, not only when the body ends: call
-        it before releasing a lock that others wait on to read the fresh cookies."""
-        execution = self._execution()
-        if execution.store is None or execution.host is None or execution.snapshot is None:
-            return
-        execution.store.merge(execution.session, execution.host, execution.snapshot)
-        now = time.time()
-        current = jar_cookies(execution.session.cookies, execution.host, now)
-        execution.snapshot = CookieSnapshot(execution.host, current)
+    def load(self) -> SharedSession:
+        if self.store is not None and self.host is not None:
+            self.snapshot = self.store.apply(self.session, self.host)
+        return self
 
-    @property
-    def cookie_store(self) -> CookieStore:
-        settings = get_settings()
-        return CookieStore(state_redis(settings), settings)
-
-    def make_http_session(self) -> requests.Session:
-        """A fresh session per execution; override for headers, adapters or proxies."""
-        return requests.Session()
-
-    def cookie_host(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        """Whose cookies this execution shares: the host of the first ``cookie_url_kwargs``
-        URL, else of the first positional http(s) URL; None shares nothing."""
-        candidates = [kwargs.get(name) for name in self.cookie_url_kwargs]
-        for value in [*candidates, *args]:
-            if isinstance(value, str) and value.lower().startswith(("http://", "https://")):
-                try:
-                    return normalize_host(value)
-                except InvalidTaskInput:
-                    return None  # the body validates its own arguments
-        return None
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        session = self.make_http_session()
-        execution = _Execution(self, session)
-        try:
-            execution.host = self.cookie_host(args, kwargs)
-            if execution.host is not None:
-                execution.store = self.cookie_store
-                execution.snapshot = execution.store.apply(session, execution.host)
-            stack = _stack()
-            stack.append(execution)
-            try:
-                return super().__call__(*args, **kwargs)
-            finally:
-                stack.pop()
-                if execution.store and execution.host and execution.snapshot is not None:
-                    self._merge_back(execution.store, session, execution.host, execution.snapshot)
-        finally:
-            session.close()
-
-    def _merge_back(
-        self, store: CookieStore, session: requests.Session, host: str, snapshot: CookieSnapshot
-    ) -> None:
-        try:
-            store.merge(session, host, snapshot)
-        except redis.RedisError as exc:
-            # The body's outcome (and its side effects) stand: losing a cookie update is
-            # cheaper than failing or re-running the task for it.
-            log.warning("%s: could not merge the cookies of %s back: %s", self.name, host, exc)
+    def save(self) -> MergeResult:
+        """Merge the changes now; later saves count from here."""
+        if self.store is None or self.host is None or self.snapshot is None:
+            return MergeResult()
+        result = self.store.merge(self.session, self.host, self.snapshot)
+        current = jar_cookies(self.session.cookies, self.host, self.store.clock())
+        self.snapshot = CookieSnapshot(self.host, current)
+        return result

@@ -5,14 +5,15 @@
 ``CAPTCHA_TASKS_LOCK_TTL``: a holder that crashes frees the lock when it expires, and
 a holder whose lock expired can neither release nor extend the new holder's lock.
 
-In tasks, :class:`SessionLockTask` waits without holding a worker slot: when another
-worker holds the lock, the task is retried a moment later (same task id) instead of
-blocking. The intended pattern is double-checked: look for fresh shared cookies, take
-the lock only when they are missing, look again under the lock (the previous holder
+In tasks, ``SessionLockTask`` (``from captcha_tasks import SessionLockTask``) waits
+without holding a worker slot: when another worker holds the lock, the task is retried
+a moment later (same task id, :func:`lock_wait_policy`) instead of blocking. The
+intended pattern is double-checked: look for fresh shared cookies, take the lock only
+when they are missing, look again under the lock (the previous holder
 may have just saved them), and re-authenticate only if they are still missing::
 
     from celery import shared_task
-    from captcha_tasks.session.locks import SessionLockTask
+    from captcha_tasks import SessionLockTask
 
     @shared_task(base=SessionLockTask, bind=True, name="myapp.fetch_orders")
     def fetch_orders(self, url):
@@ -31,30 +32,24 @@ long enough for a crashed holder's lock to expire and a new holder to finish.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import random
 import socket
 import uuid
-from collections.abc import Iterator
-from typing import Any
 
 import redis
-from celery import Task
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 
 from ..errors import SessionLockBusy, SessionLockTimeout
-from ..settings import Settings, get_settings
-from ..state import Keys, state_redis
+from ..settings import Settings
+from ..state import Keys
 from .cookie_model import normalize_host  # one host name for its lock and its cookies
 
 __all__ = [
     "SessionLock",
     "SessionLockBusy",
-    "SessionLockTask",
     "SessionLockTimeout",
     "lock_wait_policy",
 ]
@@ -178,50 +173,3 @@ def lock_wait_policy(settings: Settings) -> tuple[float, int]:
     """
     countdown = max(0.05, min(settings.scaled(RETRY_SECONDS), settings.lock_ttl / 4))
     return countdown, max(1, math.ceil(WAIT_TTLS * settings.lock_ttl / countdown))
-
-
-class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """A task mixin: ``with self.session_lock(host):`` retries instead of waiting.
-
-    Cooperative with other Task mixins (no ``__init__``, no hooks overridden). See the
-    module docstring for the pattern.
-    """
-
-    abstract = True
-
-    @contextlib.contextmanager
-    def session_lock(self, host: str) -> Iterator[SessionLock]:
-        """Hold ``host``'s session lock for the block, or raise ``self.retry`` at once.
-
-        When another owner holds it, the task is retried after a short countdown
-        (``lock_wait_policy``; the retries of this task count), and after about twice
-        the lock TTL it fails with :class:`SessionLockTimeout`. The lock is released
-        at the end of the block; if the block outlived the lock TTL, the release is
-        refused (and logged) rather than freeing another owner's lock: call
-        ``lock.extend()`` during long work.
-        """
-        settings = get_settings()
-        request: Any = self.request
-        lock = SessionLock(
-            state_redis(settings), settings, host, owner=getattr(request, "hostname", None)
-        )
-        if not lock.acquire():
-            raise self._wait_for(lock, settings)
-        try:
-            yield lock
-        finally:
-            lock.release()
-
-    def _wait_for(self, lock: SessionLock, settings: Settings) -> Exception:
-        countdown, max_retries = lock_wait_policy(settings)
-        retries = int(getattr(self.request, "retries", 0) or 0)
-        if retries >= max_retries:
-            return SessionLockTimeout(
-                f"gave up waiting for the session lock of {lock.host} after {retries} "
-                f"retries (~{retries * countdown:.1f} s); held by {lock.holder()}"
-            )
-        busy = SessionLockBusy(f"session lock of {lock.host} is held by {lock.holder()}")
-        # A little jitter so waiters woken together do not all try at the same instant.
-        when = countdown * random.uniform(1.0, 1.2)
-        result: Exception = self.retry(exc=busy, countdown=when, max_retries=max_retries)
-        return result

@@ -3,7 +3,7 @@
 Sites that bind a session to an IP address want every request of a worker to leave
 through the same proxy, and no two workers on one proxy. Each worker therefore
 *leases* one proxy of the pool and renews the lease from a heartbeat
-(:mod:`captcha_tasks.session.proxy_step`); a worker that dies stops renewing, and its
+(:mod:`captcha_tasks.session.pinned_proxy`); a worker that dies stops renewing, and its
 proxy returns to the pool when the lease expires (``CAPTCHA_TASKS_PROXY_LEASE_TTL``).
 
 Redis layout (names from :class:`~captcha_tasks.state.Keys`):

@@ -61,10 +61,10 @@ def _choose_config(sender: Celery, **_: Any) -> None:
 
 
 def _install_steps() -> None:
-    from ..fleet.heartbeat import HeartbeatStep
-    from ..session.proxy_step import ProxyLeaseStep
     from .engine_step import SolveEngineStep
+    from .heartbeat_step import HeartbeatStep
     from .metrics_step import MetricsStep
+    from .proxy_step import ProxyLeaseStep
 
     app.steps["worker"].add(SolveEngineStep)
     app.steps["worker"].add(ProxyLeaseStep)

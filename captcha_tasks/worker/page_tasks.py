@@ -24,14 +24,13 @@ from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
-from ..redaction import RedactedTask
-from ..session.cookies import CookieStore, SharedCookiesTask
-from ..session.locks import SessionLock, SessionLockTask
+from ..session.cookies import CookieStore
+from ..session.locks import SessionLock
 from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
-from ..session.proxy_step import PinnedProxyTask
 from ..state import state_redis
 from .app import app
-from .solve_tasks import CheckedTask
+from .redacted import RedactedTask
+from .task_bases import PageTask
 
 __all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]
 
@@ -43,24 +42,6 @@ _SOLVERS = {
     "turnstile": "captcha_tasks.solve_turnstile",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
 }
-
-
-class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
-    """Shared cookies, the session lock, the pinned proxy and the solver, together."""
-
-    abstract = True
-
-    def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
-        if kwargs.get("isolated"):
-            return None  # an isolated visitor neither reads nor writes shared cookies
-        host: str | None = super().cookie_host(args, kwargs)
-        return host
-
-    def browser(self) -> Any:
-        """This execution's HTTP session: shared cookies in, the worker's proxy on."""
-        session = self.http
-        self.use_proxy(session)
-        return session
 
 
 def _check_form(form: Any) -> dict[str, str]:
@@ -139,20 +120,28 @@ def fetch_page(
         raise self.replace(solve | _finish(challenge, page.url, fields, isolated=True))
 
     captcha = _captcha(challenge, page.url)
-    client = state_redis(settings)
-    pooled = TokenPool(client, settings).take(captcha)
+    pooled = TokenPool(state_redis(settings), settings).take(captcha)
     if pooled is not None:
         page = _submit_token(self, challenge, pooled["solution"], fields)
         return _result(page, solved=False, source="pool")
 
-    host = _host(page.url)
-    lock = SessionLock(client, settings, host, owner=self.request.hostname)
+    return _solve_under_lock(self, url, _host(page.url), fields)
+
+
+def _solve_under_lock(
+    task: PageTask, url: str, host: str, fields: dict[str, str]
+) -> dict[str, Any]:
+    """The host's session lock, a second look under it, and a solve that holds no worker
+    (the task replaces itself; the lock goes to ``submit_challenge``)."""
+    settings = task.settings
+    client = state_redis(settings)
+    lock = SessionLock(client, settings, host, owner=task.request.hostname)
     if not lock.acquire():
-        raise self._wait_for(lock, settings)  # retried: by then the cookies are fresh
+        raise task._wait_for(lock, settings)  # retried: by then the cookies are fresh
     try:
         # Double check under the lock, with the cookies as they are now.
-        CookieStore(client, settings).apply(self.http, host)
-        page = fetch(self.browser(), url, settings)
+        CookieStore(client, settings).apply(task.http, host)
+        page = fetch(task.browser(), url, settings)
         challenge = find_challenge(page.text, page.url)
         if challenge is None:
             lock.release()
@@ -165,13 +154,13 @@ def fetch_page(
         solve = app.signature(
             _SOLVERS[challenge.type],
             args=(challenge.sitekey, page.url),
-            kwargs={"proxy_id": self.proxy_id} if self.proxy_id else {},
+            kwargs={"proxy_id": task.proxy_id} if task.proxy_id else {},
         ).on_error(release_session_lock.s(host=host, token=token))
         finish = _finish(challenge, page.url, fields, host=host, lock_token=token)
     except BaseException:
         lock.release()
         raise
-    raise self.replace(solve | finish)
+    raise task.replace(solve | finish)
 
 
 def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: Any) -> Any:

@@ -8,7 +8,6 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 
 from __future__ import annotations
 
-import inspect
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,11 +19,11 @@ from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
 from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
-from ..redaction import RedactedTask
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
-from .task_bases import SolverTask
+from .redacted import RedactedTask
+from .task_bases import CheckedTask
 
 __all__ = [
     "fill_token_pool",
@@ -38,21 +37,6 @@ __all__ = [
     "solve_recaptcha_v3",
     "solve_turnstile",
 ]
-
-
-class CheckedTask(SolverTask):
-    """A solver task whose message must fit its signature: arguments that do not (a
-    ``send_task`` from another client; ``delay`` checks on the caller's side) fail
-    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``."""
-
-    abstract = True
-
-    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
-        try:
-            inspect.signature(self.run).bind(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidTaskInput(f"{self.name}: {exc}") from None
-        super().before_start(task_id, args, kwargs)
 
 
 class SolveTask(CheckedTask):

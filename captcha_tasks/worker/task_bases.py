@@ -1,12 +1,19 @@
-"""Custom Celery Task base classes.
+"""Custom Celery Task base classes: ours, and those offered to users' own tasks.
 
-Per-process resources (the solver client and its HTTP session) are built lazily
-on first use in the process that uses them, so prefork children never share a
-connection opened before the fork.
+- :class:`SolverTask`, :class:`CheckedTask`: tasks that talk to the solver provider.
+  Per-process resources (the solver client and its HTTP session) are built lazily on
+  first use in the process that uses them, so prefork children never share a
+  connection opened before the fork.
+- :class:`SharedCookiesTask`, :class:`SessionLockTask`, :class:`PinnedProxyTask`
+  (:mod:`.session_bases`): the cluster's shared session state, combinable with each
+  other and with the above (``class SiteTask(SharedCookiesTask, SessionLockTask,
+  PinnedProxyTask)``).
+- :class:`PageTask`: all of them together, for the page workflow.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -22,15 +29,23 @@ from ..errors import (
 )
 from ..masking import mask_url
 from ..provider import SolverClient
-from ..redaction import RedactedTask
 from ..settings import Settings, get_settings
+from .redacted import RedactedTask
+from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
-__all__ = ["SolverTask"]
+__all__ = [
+    "CheckedTask",
+    "PageTask",
+    "PinnedProxyTask",
+    "SessionLockTask",
+    "SharedCookiesTask",
+    "SolverTask",
+]
 
 
 class SolverTask(RedactedTask):
     """A task that talks to the solver provider (arguments shown redacted: see
-    :mod:`.redaction`)."""
+    :mod:`.redacted`)."""
 
     abstract = True
     #: Refusals at the edge are normal operation: the worker logs them in one line
@@ -75,3 +90,36 @@ class SolverTask(RedactedTask):
         countdown = min(self.settings.scaled(exc.retry_after or 5.0), MAX_COUNTDOWN_SECONDS)
         result: Exception = self.retry(exc=exc, countdown=countdown)
         return result
+
+
+class CheckedTask(SolverTask):
+    """A solver task whose message must fit its signature: arguments that do not (a
+    ``send_task`` from another client; ``delay`` checks on the caller's side) fail
+    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``."""
+
+    abstract = True
+
+    def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
+        try:
+            inspect.signature(self.run).bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+        super().before_start(task_id, args, kwargs)
+
+
+class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
+    """Shared cookies, the session lock, the pinned proxy and the solver, together."""
+
+    abstract = True
+
+    def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
+        if kwargs.get("isolated"):
+            return None  # an isolated visitor neither reads nor writes shared cookies
+        host: str | None = super().cookie_host(args, kwargs)
+        return host
+
+    def browser(self) -> Any:
+        """This execution's HTTP session: shared cookies in, the worker's proxy on."""
+        session = self.http
+        self.use_proxy(session)
+        return session

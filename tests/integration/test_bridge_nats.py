@@ -259,6 +259,7 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
     from captcha_tasks.bridge.nats_bridge import BridgeOptions, NatsBridge
     from captcha_tasks.bridge.pending import Entry
     from captcha_tasks.settings import get_settings
+    from captcha_tasks.worker.bridge_queue import CeleryTaskQueue
 
     worker_factory(worker_env(sandbox.url))
     url = nats_server.url
@@ -271,7 +272,8 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
     # A bridge that dies between enqueueing and acknowledging: the test takes the jobs
     # with the bridges' durable consumer and enqueues them the bridge's own way, then
     # drops the connection without one acknowledgement.
-    dead = NatsBridge(BridgeOptions(url=url, jetstream="CAPTCHA"), get_settings(), celery_app)
+    options = BridgeOptions(url=url, jetstream="CAPTCHA")
+    dead = NatsBridge(options, get_settings(), CeleryTaskQueue(celery_app))
 
     async def crash() -> None:
         await durable_publisher(url, tasks)

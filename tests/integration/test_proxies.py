@@ -23,21 +23,17 @@ import requests
 from celery import Celery, signals
 from click.testing import CliRunner
 
+from captcha_tasks import PinnedProxyTask
 from captcha_tasks.cli.proxies import proxies_group
 from captcha_tasks.devtools.procs import free_port, wait_until
 from captcha_tasks.errors import ProxyRejected
 from captcha_tasks.session.pages import Page, fetch
+from captcha_tasks.session.pinned_proxy import ProxyKeeper, current_proxy, forget_current_proxy
 from captcha_tasks.session.proxies import ProxyPool, UnknownProxy, checked_proxy, proxy_url
-from captcha_tasks.session.proxy_step import (
-    PinnedProxyTask,
-    ProxyKeeper,
-    ProxyLeaseStep,
-    current_proxy,
-    forget_current_proxy,
-)
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
+from captcha_tasks.worker.proxy_step import ProxyLeaseStep
 from tests.support.processes import SpawnPython, python_processes, read_line
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import ROOT
@@ -231,7 +227,7 @@ HOLDER = textwrap.dedent(
     """
     import dataclasses, sys, time
     from captcha_tasks.settings import Settings
-    from captcha_tasks.session.proxy_step import ProxyKeeper
+    from captcha_tasks.session.pinned_proxy import ProxyKeeper
     s = dataclasses.replace(Settings.from_env(), proxy_lease_ttl=float(sys.argv[1]))
     keeper = ProxyKeeper.from_settings(s, "doomed@test").start()
     print(keeper.proxy_id, flush=True)

@@ -12,10 +12,10 @@ import pytest
 from celery import Celery
 from celery.exceptions import Retry
 
+from captcha_tasks import SessionLockTask
 from captcha_tasks.session.locks import (
     SessionLock,
     SessionLockBusy,
-    SessionLockTask,
     SessionLockTimeout,
     lock_wait_policy,
 )

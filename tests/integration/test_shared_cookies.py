@@ -21,13 +21,13 @@ from celery import Celery
 from celery.exceptions import Retry
 from click.testing import CliRunner
 
+from captcha_tasks import SharedCookiesTask
 from captcha_tasks.cli.sessions import sessions_group
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.session.cookies import (
     MAX_TTL,
     SESSION_COOKIE_TTL,
     CookieStore,
-    SharedCookiesTask,
     StoredCookie,
 )
 from captcha_tasks.settings import Settings, get_settings

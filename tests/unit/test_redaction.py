@@ -26,18 +26,14 @@ from captcha_tasks import (
     solve_recaptcha_v2,
 )
 from captcha_tasks.errors import CaptchaTasksError, ProxyRejected, TargetNotAllowed
-from captcha_tasks.redaction import (
-    MASK,
+from captcha_tasks.redaction import MASK, known_secrets, mask_url, mask_urls_in, scrub_text
+from captcha_tasks.worker.page_tasks import fetch_page, release_session_lock, submit_challenge
+from captcha_tasks.worker.redacted import (
     RedactedRequest,
     RedactedTask,
     _positional_names,
-    known_secrets,
-    mask_url,
-    mask_urls_in,
     redact_call,
-    scrub_text,
 )
-from captcha_tasks.worker.page_tasks import fetch_page, release_session_lock, submit_challenge
 from tests.support.secret_scan import leaks, scan_needles, url_passwords
 
 API_KEY = "Unit0123456789abcdefABCDEF987654"
@@ -59,7 +55,7 @@ def test_every_task_of_ours_shows_redacted_arguments() -> None:
     assert len(ours) >= 13
     for task in ours:
         assert isinstance(task, RedactedTask), task.name
-        assert task.Request == "captcha_tasks.redaction:RedactedRequest"
+        assert task.Request == "captcha_tasks.worker.redacted:RedactedRequest"
 
 
 def test_image_payloads_are_shortened() -> None:

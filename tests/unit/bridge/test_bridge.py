@@ -21,7 +21,7 @@ from captcha_tasks.bridge.jobs import (
     solved,
     task_call,
 )
-from captcha_tasks.bridge.pending import Entry, PendingResults, ready_results
+from captcha_tasks.bridge.pending import Entry, PendingResults
 from captcha_tasks.errors import CaptchaUnsolvable, ConfigurationError, InvalidTaskInput
 from tests.support.workers import ROOT
 
@@ -334,15 +334,46 @@ def test_unreadable_entries_are_skipped(store: PendingResults) -> None:
     assert store.entries() == {}
 
 
-def test_ready_results_reads_ended_tasks_only(celery_app: Any) -> None:
+def test_the_queue_reads_ended_tasks_only(celery_app: Any) -> None:
+    from captcha_tasks.worker.bridge_queue import CeleryTaskQueue
+
+    queue = CeleryTaskQueue(celery_app)
     backend = celery_app.backend
     backend.mark_as_done("done-1", {"solution": "tok"})
     backend.mark_as_failure("failed-1", InvalidTaskInput("RecaptchaV2.sitekey: bad"))
     backend.mark_as_started("started-1")
-    got = ready_results(backend, ["done-1", "failed-1", "started-1", "unknown"])
-    assert set(got) == {"done-1", "failed-1"}
-    assert got["done-1"]["result"] == {"solution": "tok"}
-    error = backend.exception_to_python(got["failed-1"]["result"])
+    backend.mark_as_revoked("revoked-1")
+    got = queue.ended(["done-1", "failed-1", "started-1", "revoked-1", "unknown"])
+    assert set(got) == {"done-1", "failed-1", "revoked-1"}
+    assert got["done-1"].result == {"solution": "tok"}
+    error = got["failed-1"].error
     assert isinstance(error, InvalidTaskInput)
     assert failed("t", error)["code"] == "INVALID_INPUT"
-    assert ready_results(backend, []) == {}
+    assert failed("t", got["revoked-1"].error or "")["code"] == "REVOKED"
+    assert queue.ended([]) == {}
+    assert queue.started("started-1") and not queue.started("unknown")
+
+
+def _subscribes(celery_app: Any) -> int:
+    """SUBSCRIBE commands the result backend's Redis has run so far."""
+    import redis
+
+    with redis.Redis.from_url(celery_app.conf.result_backend) as client:
+        stats = client.info("commandstats").get("cmdstat_subscribe", {})
+    return int(stats.get("calls", 0))
+
+
+def test_the_queue_sends_without_subscribing_to_results(celery_app: Any) -> None:
+    """The bridge reads results with MGET: a result channel subscribed per task sent would
+    only pile up replies unread. Celery's own switch (``denied_join_result``) avoids it;
+    if Celery changes it, this fails."""
+    from captcha_tasks.worker.bridge_queue import CeleryTaskQueue
+
+    before = _subscribes(celery_app)
+    call = TaskCall("captcha_tasks.ping", (), {})
+    for n in range(3):
+        CeleryTaskQueue(celery_app).send(f"bridge-sent-{n}", call)
+    assert _subscribes(celery_app) == before
+    # What it avoids: a plain send subscribes (so the check above can fail).
+    celery_app.tasks["captcha_tasks.ping"].apply_async(task_id="plain-sent-1")
+    assert _subscribes(celery_app) > before

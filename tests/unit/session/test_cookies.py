@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import requests
 
+from captcha_tasks import SharedCookiesTask
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.session.cookies import (
     CookieSnapshot,
-    SharedCookiesTask,
     StoredCookie,
     diff_jar,
     domain_matches,

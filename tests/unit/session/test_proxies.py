@@ -9,10 +9,12 @@ import pytest
 import requests
 from celery import Celery
 
+from captcha_tasks import PinnedProxyTask
 from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
 from captcha_tasks.provider.proxy import Proxy
-from captcha_tasks.session import proxy_step
+from captcha_tasks.session import pinned_proxy
 from captcha_tasks.session.pages import check_url
+from captcha_tasks.session.pinned_proxy import ProxyKeeper
 from captcha_tasks.session.proxies import (
     SCHEMES,
     NoProxyAvailable,
@@ -26,7 +28,6 @@ from captcha_tasks.session.proxies import (
     proxy_id,
     proxy_url,
 )
-from captcha_tasks.session.proxy_step import PinnedProxyTask, ProxyKeeper
 from captcha_tasks.settings import Settings
 
 SECRET = "s3cr3t-Pa55"
@@ -208,7 +209,7 @@ def test_mixin_without_a_worker_or_lease(monkeypatch: pytest.MonkeyPatch) -> Non
     def fetch(self: Any) -> Any:
         return self.proxy_id
 
-    monkeypatch.setattr(proxy_step, "_held", lambda hostname, settings=None: None)
+    monkeypatch.setattr(pinned_proxy, "_held", lambda hostname, settings=None: None)
     fetch.push_request(hostname="w1@test")
     try:
         assert fetch.run() is None
@@ -236,7 +237,7 @@ def test_mixin_points_a_session_at_the_worker_proxy(monkeypatch: pytest.MonkeyPa
     def fetch(self: Any) -> Any:
         return self.proxy_id
 
-    monkeypatch.setattr(proxy_step, "_held", held)
+    monkeypatch.setattr(pinned_proxy, "_held", held)
     fetch.push_request(hostname="w1@test")
     try:
         assert fetch.run() == "p1"

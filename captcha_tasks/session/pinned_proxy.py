@@ -1,8 +1,9 @@
 """A worker's pinned proxy: leased at start, kept by a heartbeat, given back at the end.
 
-:class:`ProxyLeaseStep` is a worker bootstep (main process). It leases a proxy of the
-pool (:mod:`captcha_tasks.session.proxies`) for the worker's hostname; a heartbeat
-thread renews the lease every ``CAPTCHA_TASKS_PROXY_LEASE_TTL / 3`` seconds, leases
+:class:`ProxyKeeper` (plain code, run by the worker bootstep
+:class:`captcha_tasks.worker.proxy_step.ProxyLeaseStep` in the main process) leases a
+proxy of the pool (:mod:`captcha_tasks.session.proxies`) for the worker's hostname; a
+heartbeat thread renews the lease every ``CAPTCHA_TASKS_PROXY_LEASE_TTL / 3`` seconds, leases
 another when the lease was lost (expired, quarantined, removed), and keeps trying
 when the pool had nothing free. If the worker dies, the heartbeat stops and the
 proxy returns to the pool within the lease TTL. On a warm shutdown the lease is kept
@@ -11,7 +12,7 @@ while running tasks finish and released once the pool has drained
 
 Code in the worker, prefork children included, finds the proxy with
 :func:`current_proxy` (``task.request.hostname`` names the worker), or through the
-:class:`PinnedProxyTask` mixin::
+``PinnedProxyTask`` base (``from captcha_tasks import PinnedProxyTask``)::
 
     @app.task(base=PinnedProxyTask, bind=True, name="myapp.fetch")
     def fetch(self, url):
@@ -33,24 +34,22 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any, ClassVar
 
 import redis
 import requests
-from celery import Task, bootsteps, signals
 
 from ..provider.proxy import Proxy
 from ..settings import Settings, get_settings
 from ..state import state_redis
-from .proxies import NoProxyAvailable, ProxyPool, UnknownProxy, masked, proxy_url
+from .proxies import ProxyPool, UnknownProxy, masked, proxy_url
 
 __all__ = [
-    "PinnedProxyTask",
     "ProxyKeeper",
-    "ProxyLeaseStep",
     "current_proxy",
     "current_proxy_id",
     "forget_current_proxy",
+    "replace_bad_proxy",
+    "use_proxy",
 ]
 
 log = logging.getLogger(__name__)
@@ -158,41 +157,6 @@ class ProxyKeeper:
             forget_current_proxy(self.worker)
 
 
-class ProxyLeaseStep(bootsteps.StartStopStep):  # type: ignore[misc]
-    """Pins one proxy of the pool to this worker (see the module docstring)."""
-
-    requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
-
-    def __init__(self, worker: Any, **kwargs: Any) -> None:
-        self.keeper: ProxyKeeper | None = None
-        self._worker: Any = None
-
-    def start(self, worker: Any) -> None:
-        settings = get_settings()
-        self._worker = worker
-        self.keeper = ProxyKeeper.from_settings(settings, worker.hostname).start()
-        signals.worker_shutdown.connect(self._on_worker_shutdown, weak=False)
-
-    def stop(self, worker: Any) -> None:
-        # Warm shutdown: tasks still running use the proxy until the pool has drained,
-        # so the lease is kept (heartbeat included) until worker_shutdown.
-        log.debug("proxy lease of %s kept until the pool has drained", worker.hostname)
-
-    def terminate(self, worker: Any) -> None:
-        self.finish(worker)
-
-    def finish(self, worker: Any) -> None:
-        """Stop the heartbeat and release the proxy (idempotent)."""
-        signals.worker_shutdown.disconnect(self._on_worker_shutdown)
-        keeper, self.keeper = self.keeper, None
-        if keeper is not None:
-            keeper.stop(release=True)
-
-    def _on_worker_shutdown(self, sender: Any = None, **kwargs: Any) -> None:
-        if sender is None or sender is self._worker:
-            self.finish(sender)
-
-
 # -- the proxy of the worker running this code ------------------------------------------
 
 _cache_mutex = threading.Lock()
@@ -236,61 +200,30 @@ def forget_current_proxy(hostname: str | None = None) -> None:
             del _cache[key]
 
 
-class PinnedProxyTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """A task mixin: ``self.proxy`` is the worker's leased proxy (or ``None``).
+def use_proxy(session: requests.Session, proxy: Proxy | None) -> Proxy | None:
+    """Point ``session`` (http and https) at ``proxy``; ``None`` clears the session's
+    http/https proxies (it goes direct, or through the environment's proxy)."""
+    if proxy is None:
+        session.proxies.pop("http", None)
+        session.proxies.pop("https", None)
+        return None
+    url = proxy_url(proxy)
+    session.proxies.update({"http": url, "https": url})
+    return proxy
 
-    Cooperative with other Task mixins (no ``__init__``, no hooks overridden).
+
+def replace_bad_proxy(
+    hostname: str, reason: str = "", settings: Settings | None = None
+) -> str | None:
+    """Quarantine the proxy worker ``hostname`` holds and lease it another at once.
+
+    Returns the new proxy id (``None`` if none is free; the worker's heartbeat keeps trying).
     """
-
-    abstract = True
-
-    def _worker_name(self) -> str | None:
-        name = getattr(self.request, "hostname", None)
-        return name if isinstance(name, str) and name else None
-
-    @property
-    def proxy(self) -> Proxy | None:
-        """The worker's proxy with its credentials; never put it in args or results."""
-        name = self._worker_name()
-        return current_proxy(name) if name else None
-
-    @property
-    def proxy_id(self) -> str | None:
-        """The id of the worker's proxy (safe to log and to return)."""
-        name = self._worker_name()
-        return current_proxy_id(name) if name else None
-
-    def use_proxy(self, session: requests.Session, *, required: bool = False) -> Proxy | None:
-        """Point ``session`` (http and https) at the worker's proxy; returns it.
-
-        Without one, the session's http/https proxies are cleared (it goes direct, or
-        through the environment's proxy), or :class:`NoProxyAvailable` is raised when
-        ``required``.
-        """
-        proxy = self.proxy
-        if proxy is None:
-            session.proxies.pop("http", None)
-            session.proxies.pop("https", None)
-            if required:
-                raise NoProxyAvailable(f"worker {self._worker_name()} holds no proxy right now")
-            return None
-        url = proxy_url(proxy)
-        session.proxies.update({"http": url, "https": url})
-        return proxy
-
-    def report_bad_proxy(self, reason: str = "") -> str | None:
-        """Quarantine the worker's proxy and lease another for the worker at once.
-
-        Returns the new proxy id (``None`` if none is free; the heartbeat keeps trying).
-        """
-        name = self._worker_name()
-        if not name:
-            return None
-        settings = get_settings()
-        pool = ProxyPool(state_redis(settings), settings)
-        ident = current_proxy_id(name, settings)
-        if ident is not None:
-            with contextlib.suppress(UnknownProxy):  # removed meanwhile: nothing to report
-                pool.report_bad(ident, reason)
-        forget_current_proxy(name)
-        return pool.lease(name)
+    settings = settings or get_settings()
+    pool = ProxyPool(state_redis(settings), settings)
+    ident = current_proxy_id(hostname, settings)
+    if ident is not None:
+        with contextlib.suppress(UnknownProxy):  # removed meanwhile: nothing to report
+            pool.report_bad(ident, reason)
+    forget_current_proxy(hostname)
+    return pool.lease(hostname)

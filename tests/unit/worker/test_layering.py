@@ -1,0 +1,42 @@
+"""Celery stays under worker/ (and cli/): the plain modules import without it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.support.workers import ROOT
+
+PLAIN = [
+    "captcha_tasks.redaction",
+    "captcha_tasks.session.cookies",
+    "captcha_tasks.session.locks",
+    "captcha_tasks.session.pinned_proxy",
+    "captcha_tasks.session.proxies",
+    "captcha_tasks.bridge.jobs",
+    "captcha_tasks.bridge.pending",
+    "captcha_tasks.bridge.queue",
+    "captcha_tasks.bridge.nats_io",
+    "captcha_tasks.bridge.nats_bridge",
+    "captcha_tasks.fleet.heartbeat",
+]
+
+
+def test_the_plain_modules_import_without_celery() -> None:
+    code = (
+        "import importlib, importlib.util, sys, types\n"
+        "sys.modules['celery'] = None  # any import of Celery fails\n"
+        # The package without its __init__ (which defines the app, the worker's business).
+        "package = types.ModuleType('captcha_tasks')\n"
+        "package.__path__ = importlib.util.find_spec('captcha_tasks').submodule_search_locations\n"
+        "sys.modules['captcha_tasks'] = package\n"
+        f"for name in {PLAIN!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('captcha_tasks.worker')))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"  # and nothing of the worker came along
