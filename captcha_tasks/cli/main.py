@@ -12,7 +12,6 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from gettext import gettext as _
-from pathlib import Path
 from typing import Any
 
 import click
@@ -30,6 +29,8 @@ __all__ = ["LAZY_COMMANDS", "LazyGroup", "docstring_of", "main"]
 LAZY_COMMANDS: dict[str, str] = {
     "sandbox": "captcha_tasks.devtools.sandbox.cli:sandbox_command",
     "bench": "captcha_tasks.devtools.bench.cli:bench_group",
+    "dev": "captcha_tasks.devtools.cli:dev_command",
+    "screenshot": "captcha_tasks.devtools.cli:screenshot_command",
     "sessions": "captcha_tasks.cli.sessions:sessions_group",
     "pool": "captcha_tasks.cli.pool:pool_group",
     "proxies": "captcha_tasks.cli.proxies:proxies_group",
@@ -185,109 +186,6 @@ def main() -> None:
 
     Workers are plain Celery workers: celery -A captcha_tasks worker -c 4.
     """
-
-
-@main.command()
-@click.option(
-    "--workers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, 16),
-    help="How many worker processes (celery worker) to start.",
-)
-@click.option(
-    "--concurrency",
-    "-c",
-    default=2,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Pool size of each worker (celery worker -c).",
-)
-@click.option(
-    "--sandbox-port",
-    default=8765,
-    show_default=True,
-    type=int,
-    help="Port for the solver sandbox (another free port if taken).",
-)
-@click.option(
-    "--flower-port",
-    default=5555,
-    show_default=True,
-    type=int,
-    help="Port for Flower (another free port if taken).",
-)
-@click.option(
-    "--sandbox-threads",
-    default=5,
-    show_default=True,
-    type=click.IntRange(1, 1000),
-    help="Thread limit of the sandbox plan, also used as CAPTCHA_TASKS_THREADS.",
-)
-@click.option(
-    "--time-scale",
-    type=click.FloatRange(min=0.001),
-    default=None,
-    help="Multiply solver timings (default: CAPTCHA_TASKS_TIME_SCALE, else 0.2).",
-)
-@click.option(
-    "--run-dir",
-    default=".run",
-    show_default=True,
-    type=click.Path(path_type=Path),
-    help="Where logs and the local Redis data go.",
-)
-@click.option(
-    "--no-smoke",
-    is_flag=True,
-    help="Skip the round trip at start (ping, get_balance, a reCAPTCHA v2 solve and a "
-    "fetch_page of the demo site).",
-)
-def dev(
-    workers: int,
-    concurrency: int,
-    sandbox_port: int,
-    flower_port: int,
-    sandbox_threads: int,
-    time_scale: float | None,
-    run_dir: Path,
-    no_smoke: bool,
-) -> None:
-    """Start Redis (if unreachable), the sandbox, workers and Flower; Ctrl-C stops all.
-
-    This is what `make run` runs: the product end to end with no API key.
-    """
-    from ..devtools.run import DevOptions, run_dev
-
-    options = DevOptions(
-        workers=workers,
-        concurrency=concurrency,
-        sandbox_port=sandbox_port,
-        flower_port=flower_port,
-        sandbox_threads=sandbox_threads,
-        time_scale=time_scale,
-        run_dir=run_dir,
-        smoke=not no_smoke,
-    )
-    sys.exit(run_dev(options, get_settings()))
-
-
-@main.command()
-@click.option(
-    "--out",
-    default="docs",
-    show_default=True,
-    type=click.Path(path_type=Path),
-    help="Where the PNG files go.",
-)
-def screenshot(out: Path) -> None:
-    """Render Flower's task page and `captcha-tasks status` to PNG (headless Chromium).
-
-    Starts the dev stack for the purpose and stops it afterwards.
-    """
-    from ..devtools.screenshot import take_screenshots
-
-    sys.exit(take_screenshots(out))
 
 
 @main.command()

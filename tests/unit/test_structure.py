@@ -1,0 +1,115 @@
+"""The package's layout holds: layers only import downwards, Celery stays in worker/
+(and the CLI), the runtime never imports devtools, and nothing grows past the sizes
+that keep a module readable. Read from the source (ast), nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "captcha_tasks"
+
+#: Layers, lowest first. A module may import its own layer and the ones below.
+LAYERS: dict[str, int] = {
+    "errors": 0, "masking": 0, "version": 0, "forksafe": 0,
+    "settings": 1,
+    "redaction": 2, "state": 2,
+    "provider": 3,
+    "session": 4,
+    "engine": 5,
+    "fleet": 6, "monitor": 6, "bridge": 6,
+    "worker": 7, "celeryconfig": 7,
+    "cli": 8,
+    "__init__": 9,
+    "devtools": 10,
+}  # fmt: skip
+
+#: Imports of Celery or kombu outside worker/, cli/ and devtools/, with the reason.
+CELERY_OUTSIDE_WORKER: dict[str, str] = {}
+
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).with_suffix("")
+        yield ".".join(("captcha_tasks", *rel.parts)).removesuffix(".__init__"), path
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, bool]]:
+    """Absolute names this module imports, and whether only for type checking."""
+    tree = ast.parse(path.read_text())
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, id(node) in typing_only
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
+            for name in names:
+                yield name, id(node) in typing_only
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    if (
+        top not in LAYERS
+        and (PACKAGE / f"{top}.py").exists() is False
+        and not (PACKAGE / top).is_dir()
+    ):
+        top = "__init__"  # a name the package root exports (``from .. import app``)
+    return LAYERS[top]
+
+
+def test_every_top_level_module_has_a_layer() -> None:
+    for module, _ in _modules():
+        _layer(module)  # KeyError names a module the table does not place
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = []
+    for module, path in _modules():
+        for name, typing_only in _imports(module, path):
+            upward_import = not typing_only and name.startswith("captcha_tasks.")
+            if upward_import and _layer(name) > _layer(module):
+                upward.append(f"{module} -> {name}")
+    assert upward == []
+
+
+def test_celery_is_imported_only_by_the_worker_package_and_the_cli() -> None:
+    found = set()
+    for module, path in _modules():
+        if module.split(".")[1:2] in (["worker"], ["cli"], ["devtools"]):
+            continue
+        for name, typing_only in _imports(module, path):
+            if name.split(".")[0] in ("celery", "kombu") and not typing_only:
+                found.add(module)
+    assert found == set(CELERY_OUTSIDE_WORKER)
+
+
+@pytest.mark.parametrize("module,path", list(_modules()), ids=lambda v: str(v))
+def test_modules_and_functions_stay_readable(module: str, path: Path) -> None:
+    text = path.read_text()
+    if path.suffix == ".py" and text.count("\n") > MAX_MODULE_LINES:
+        pytest.fail(f"{module}: {text.count(chr(10))} lines (split it by concept)")
+    long = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert long == []
