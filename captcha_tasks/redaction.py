@@ -29,9 +29,9 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
-from .masking import MASK, mask_url, mask_urls_in
+from .masking import MASK, mask_credentials_in, mask_url, mask_url_values, mask_urls_in
 
 __all__ = [
     "HIDDEN",
@@ -71,7 +71,6 @@ _SECRET_NAME = re.compile(
     re.IGNORECASE,
 )
 # user:password@host anywhere in a text (proxy URLs, with or without a scheme).
-_USERINFO = re.compile(r"(?P<user>[^\s:/@'\"]+):(?P<password>[^\s@/'\"]+)@(?=[\w.\[\]-])")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
 _DATA_URL = re.compile(r"^data:[\w/+.-]*;base64,", re.IGNORECASE)
 _BASE64 = re.compile(r"^[A-Za-z0-9+/\r\n]+={0,2}$")
@@ -131,35 +130,10 @@ def scrub_text(text: str, secrets: Iterable[str] | None = None) -> str:
             text = text.replace(secret, MASK)
     text = mask_urls_in(text)
     if "://" in text:
-        text = _URL.sub(lambda m: _mask_url(m.group(0)), text)
+        text = _URL.sub(lambda m: mask_url_values(m.group(0)), text)
     if "@" in text:
-        text = _USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", text)
+        text = mask_credentials_in(text)
     return text
-
-
-def _mask_pairs(text: str, sep: str) -> str:
-    """``a=1&b`` -> ``a=***&***``: names kept, values (and bare items) masked."""
-    out = []
-    for item in text.split(sep):
-        name, eq, _ = item.partition("=")
-        out.append(f"{name}={MASK}" if eq else (MASK if item else item))
-    return sep.join(out)
-
-
-def _mask_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname  # raises ValueError for a malformed netloc
-    except ValueError:
-        return _USERINFO.sub(lambda m: f"{m['user']}:{MASK}@", url)
-    netloc = parts.netloc
-    if "@" in netloc and host is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        netloc = f"{user}:{MASK}@{hostport}" if colon else f"{MASK}@{hostport}"
-    query = _mask_pairs(parts.query, "&") if parts.query else ""
-    fragment = _mask_pairs(parts.fragment, "&") if "=" in parts.fragment else parts.fragment
-    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
 
 
 def _cut(text: str) -> str:
