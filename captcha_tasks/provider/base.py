@@ -48,8 +48,9 @@ class Provider(Protocol):
     """A captcha provider's account, as the engine uses it.
 
     No retries inside: a call fails with a :class:`~captcha_tasks.errors.SolverError`
-    whose ``transient`` and ``retry_after`` tell the caller what to do. Calls are made
-    from several threads at once.
+    whose class (:class:`~captcha_tasks.errors.TransientSolverError` or
+    :class:`~captcha_tasks.errors.PermanentSolverError`) and ``retry_after`` tell the
+    caller what to do. Calls are made from several threads at once.
     """
 
     @property
