@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
 import kombu.exceptions
@@ -27,6 +26,7 @@ from ..errors import (
     TransientSolverError,
     UnknownProxy,
 )
+from ..forksafe import PerProcess
 from ..masking import mask_url
 from ..provider import SolverClient
 from ..settings import Settings, get_settings
@@ -42,6 +42,9 @@ __all__ = [
     "SolverTask",
 ]
 
+#: The provider client of each process, by settings.
+_solvers: PerProcess[SolverClient] = PerProcess()
+
 
 class SolverTask(RedactedTask):
     """A task that talks to the solver provider (arguments shown redacted: see
@@ -51,8 +54,6 @@ class SolverTask(RedactedTask):
     #: Refusals at the edge are normal operation: the worker logs them in one line
     #: ("raised expected"), without a traceback; the caller still gets the error.
     throws = (InvalidTaskInput, UnknownProxy, ChallengeRejected)
-    _solver: SolverClient | None = None
-    _solver_pid: int | None = None
 
     def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
         """Celery's ``apply_async``; a Redis that does not answer is one typed error
@@ -76,10 +77,10 @@ class SolverTask(RedactedTask):
 
     @property
     def solver(self) -> SolverClient:
-        if self._solver is None or self._solver_pid != os.getpid():
-            self._solver = SolverClient.from_settings(self.settings)
-            self._solver_pid = os.getpid()
-        return self._solver
+        """The provider client of this process and these settings (built on first use,
+        so a prefork child never shares a connection its parent opened)."""
+        settings = self.settings
+        return _solvers.get(settings, lambda: SolverClient.from_settings(settings))
 
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off
