@@ -1,8 +1,8 @@
 """The classic in.php / res.php provider: one call per method, no retries, no Celery.
 
 :class:`SolverClient` is the first :class:`~captcha_tasks.provider.base.Provider`.
-Retry policy belongs to the caller, which reads ``transient`` and ``retry_after``
-from the :mod:`captcha_tasks.errors` this raises. Every call has a timeout and an
+Retry policy belongs to the caller, which reads the class (transient or permanent)
+and ``retry_after`` of the :mod:`captcha_tasks.errors` this raises. Every call has a timeout and an
 overall deadline; the API key travels only in POST bodies, never in a URL (urllib3
 logs URLs at debug level) nor in an error message.
 
