@@ -1,4 +1,7 @@
-"""Local development helpers: a redis-server and a process supervisor for ``make run``.
+"""Developer tools, never imported by the runtime (the CLI loads them only for their own
+commands): the solver sandbox (``sandbox/``), the benchmarks (``bench/``), the
+supervisor behind ``make run`` (``run``, ``procs``, ``signals``), a local redis-server
+and ``make screenshot``.
 
-Also used by the test suite, so tests and ``make run`` start processes the same way.
+The test suite starts its processes through the same supervisor.
 """
