@@ -1,9 +1,10 @@
-"""One frozen dataclass per captcha type.
+"""One frozen dataclass per captcha type: what to solve, in no provider's protocol.
 
 Each checks its fields when built and again in :meth:`Captcha.validate` (which the
 client calls before every submit), raising :class:`~captcha_tasks.errors.InvalidTaskInput`
 that names the field, so garbage never reaches the provider (which bans accounts that
-send too many bad requests). :meth:`Captcha.to_params` gives the in.php parameters.
+send too many bad requests). Each provider maps them to its own wire format (in.php's
+is :mod:`captcha_tasks.provider.classic_params`), so a new protocol touches no type here.
 """
 
 from __future__ import annotations
@@ -68,12 +69,8 @@ MIN_IMAGE_BYTES = 100
 _C = TypeVar("_C", bound="Captcha")
 
 
-def _compact(params: dict[str, str | None]) -> dict[str, str]:
-    return {name: value for name, value in params.items() if value is not None}
-
-
 class Captcha:
-    """Base of the captcha types: ``type``, ``validate()``, ``to_params()``, ``to_files()``."""
+    """Base of the captcha types: ``type`` and ``validate()``."""
 
     __slots__ = ()
     type: ClassVar[CaptchaType]
@@ -90,14 +87,6 @@ class Captcha:
 
     def _check(self, max_image_bytes: int) -> None:
         raise NotImplementedError
-
-    def to_params(self) -> dict[str, str]:
-        """The in.php parameters for this captcha (without ``key``, ``json``, proxy)."""
-        raise NotImplementedError
-
-    def to_files(self) -> dict[str, tuple[str, bytes, str]]:
-        """Multipart files to upload with the parameters (only images built from a file)."""
-        return {}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,18 +110,6 @@ class RecaptchaV2(Captcha):
         _optional_text("RecaptchaV2.data_s", self.data_s, max_len=4096)
         _optional_text("RecaptchaV2.cookies", self.cookies, max_len=4096, spaces=True)
         _optional_text("RecaptchaV2.user_agent", self.user_agent, max_len=512, spaces=True)
-
-    def to_params(self) -> dict[str, str]:
-        return _compact({
-            "method": "userrecaptcha",
-            "googlekey": self.sitekey,
-            "pageurl": self.pageurl,
-            "invisible": "1" if self.invisible else None,
-            "enterprise": "1" if self.enterprise else None,
-            "data-s": self.data_s,
-            "cookies": self.cookies,
-            "userAgent": self.user_agent,
-        })  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,17 +139,6 @@ class RecaptchaV3(Captcha):
         _set(self, "min_score", float(score))
         _set(self, "enterprise", _flag("RecaptchaV3.enterprise", self.enterprise))
 
-    def to_params(self) -> dict[str, str]:
-        return _compact({
-            "method": "userrecaptcha",
-            "version": "v3",
-            "googlekey": self.sitekey,
-            "pageurl": self.pageurl,
-            "action": self.action,
-            "min_score": f"{self.min_score:g}",
-            "enterprise": "1" if self.enterprise else None,
-        })  # fmt: skip
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Turnstile(Captcha):
@@ -192,15 +158,6 @@ class Turnstile(Captcha):
         _optional_text("Turnstile.action", self.action)
         _optional_text("Turnstile.cdata", self.cdata, max_len=255)
 
-    def to_params(self) -> dict[str, str]:
-        return _compact({
-            "method": "turnstile",
-            "sitekey": self.sitekey,
-            "pageurl": self.pageurl,
-            "action": self.action,
-            "data": self.cdata,
-        })  # fmt: skip
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeeTest(Captcha):
@@ -219,15 +176,6 @@ class GeeTest(Captcha):
         if self.api_server is not None:
             _hostname("GeeTest.api_server", self.api_server)
 
-    def to_params(self) -> dict[str, str]:
-        return _compact({
-            "method": "geetest",
-            "gt": self.gt,
-            "challenge": self.challenge,
-            "pageurl": self.pageurl,
-            "api_server": self.api_server,
-        })  # fmt: skip
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HCaptcha(Captcha):
@@ -241,16 +189,13 @@ class HCaptcha(Captcha):
         _matching("HCaptcha.sitekey", self.sitekey, _HCAPTCHA_KEY, "an hCaptcha sitekey (a UUID)")
         _page_url("HCaptcha.pageurl", self.pageurl)
 
-    def to_params(self) -> dict[str, str]:
-        return {"method": "hcaptcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Image(Captcha):
     """A JPEG, PNG or GIF image with optional hints for the workers.
 
-    Sent as ``method=base64``, or as a multipart file (``method=post``) when
-    ``multipart`` is true (as :meth:`from_file` sets it).
+    ``multipart`` asks for the image to be uploaded as a file rather than inline as
+    base64 text (:meth:`from_file` sets it; in.php's ``method=post`` vs ``method=base64``).
     """
 
     type: ClassVar[Literal["image"]] = "image"
@@ -340,26 +285,6 @@ class Image(Captcha):
             _set(self, "lang", lang)
         _optional_text("Image.textinstructions", self.textinstructions, max_len=140, spaces=True)
         _set(self, "multipart", _flag("Image.multipart", self.multipart))
-
-    def to_params(self) -> dict[str, str]:
-        params: dict[str, str | None] = (
-            {"method": "post"}
-            if self.multipart
-            else {"method": "base64", "body": base64.b64encode(self.body).decode("ascii")}
-        )
-        for name in ("numeric", "min_len", "max_len", "phrase", "regsense", "calc"):
-            value = getattr(self, name)
-            params[name] = None if value is None else str(int(value))
-        params.update(lang=self.lang, textinstructions=self.textinstructions)
-        return _compact(params)
-
-    def to_files(self) -> dict[str, tuple[str, bytes, str]]:
-        if not self.multipart:
-            return {}
-        extension, mime = self.kind
-        # A fixed name with the right extension: the provider checks it, and local
-        # file names have no business leaving the machine.
-        return {"file": (f"captcha.{extension}", self.body, mime)}
 
     def __repr__(self) -> str:
         hints = ", ".join(

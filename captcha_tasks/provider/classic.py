@@ -41,6 +41,7 @@ from ..settings import PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, Proxy
+from .classic_params import proxy_params, submit_files, submit_params
 from .protocol import NOT_READY, NotReady, parse_many, parse_response
 from .transport import RequestFailed, post, shared_session
 
@@ -128,10 +129,11 @@ class SolverClient:
         if proxy is not None and not isinstance(proxy, Proxy):
             raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
         captcha.validate(max_image_bytes=self.max_image_bytes)
-        params = captcha.to_params()
+        params = submit_params(captcha)
         if proxy is not None:
-            params.update(proxy.to_params())
-        value = self._call("in.php", "submit", params, files=captcha.to_files(), idempotent=False)
+            params.update(proxy_params(proxy))
+        files = submit_files(captcha)
+        value = self._call("in.php", "submit", params, files=files, idempotent=False)
         if isinstance(value, str) and _ID_RE.match(value):
             return value
         raise self._unexpected("submit", value)

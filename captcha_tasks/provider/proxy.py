@@ -1,7 +1,8 @@
 """The proxy the provider's workers load the page through, sent along with a captcha.
 
 Built from its fields or parsed from the strings proxy sellers hand out. The password
-shows in no message, ``str()`` or ``repr()``; only :meth:`Proxy.to_params` sends it.
+shows in no message, ``str()`` or ``repr()``; only a provider's encoding sends it
+(in.php's is :func:`captcha_tasks.provider.classic_params.proxy_params`).
 """
 
 from __future__ import annotations
@@ -93,11 +94,6 @@ class Proxy:
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-    def to_params(self) -> dict[str, str]:
-        """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
-        auth = f"{self.username}:{self.password}@" if self.username is not None else ""
-        return {"proxy": f"{auth}{self.address}", "proxytype": self.type}
 
     def __str__(self) -> str:
         auth = f"{self.username}:***@" if self.username is not None else ""

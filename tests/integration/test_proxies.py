@@ -27,6 +27,7 @@ from captcha_tasks import PinnedProxyTask
 from captcha_tasks.cli.proxies import proxies_group
 from captcha_tasks.devtools.procs import free_port, wait_until
 from captcha_tasks.errors import ProxyRejected
+from captcha_tasks.provider.classic_params import proxy_params
 from captcha_tasks.session.pages import Page, fetch
 from captcha_tasks.session.pinned_proxy import ProxyKeeper, current_proxy, forget_current_proxy
 from captcha_tasks.session.proxies import ProxyPool, UnknownProxy, checked_proxy, proxy_url
@@ -455,7 +456,7 @@ def test_pages_are_fetched_through_a_socks5_proxy_with_credentials(
     host = _demo_host(demo_sandbox)
     # As the pool hands it to a worker: parsed, checked, and turned into requests' URL.
     proxy = checked_proxy(socks.url(scheme))
-    assert proxy.type == "SOCKS5" and proxy.to_params()["proxytype"] == "SOCKS5"
+    assert proxy.type == "SOCKS5" and proxy_params(proxy)["proxytype"] == "SOCKS5"
     page = _fetch_via(proxy_url(proxy), f"{demo_sandbox.demo_url}/page/socks", host)
     assert page.status == 200 and 'class="g-recaptcha"' in page.text
     assert demo_sandbox.demo.stats()["challenges"] == 1

@@ -1,4 +1,5 @@
-"""Captcha and proxy validation: what is accepted, what is refused, what is sent."""
+"""Captcha and proxy validation: what is accepted and what is refused (what in.php is
+sent: test_classic_params)."""
 
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ def refused(factory: object, *args: object, **kwargs: object) -> str:
 # -- reCAPTCHA -----------------------------------------------------------------------
 
 
-def test_recaptcha_v2_params() -> None:
+def test_recaptcha_v2_fields() -> None:
     captcha = RecaptchaV2(SITEKEY, PAGE)
     assert captcha.type == "recaptcha_v2"
-    assert captcha.to_params() == {"method": "userrecaptcha", "googlekey": SITEKEY, "pageurl": PAGE}
+    assert (captcha.invisible, captcha.enterprise, captcha.data_s) == (False, False, None)
     full = RecaptchaV2(
         SITEKEY,
         PAGE,
@@ -52,16 +53,7 @@ def test_recaptcha_v2_params() -> None:
         cookies="SID:abc; HSID:def",
         user_agent="Mozilla/5.0 (X11; Linux x86_64)",
     )
-    assert full.to_params() == {
-        "method": "userrecaptcha",
-        "googlekey": SITEKEY,
-        "pageurl": PAGE,
-        "invisible": "1",
-        "enterprise": "1",
-        "data-s": "abc-DEF_123",
-        "cookies": "SID:abc; HSID:def",
-        "userAgent": "Mozilla/5.0 (X11; Linux x86_64)",
-    }
+    assert full.cookies == "SID:abc; HSID:def"
     assert "SID:abc" not in repr(full)  # cookies are session secrets
 
 
@@ -126,22 +118,12 @@ def test_recaptcha_flags() -> None:
     assert "RecaptchaV2.data_s" in refused(RecaptchaV2, SITEKEY, PAGE, data_s="")
 
 
-def test_recaptcha_v3_params() -> None:
+def test_recaptcha_v3_defaults() -> None:
     captcha = RecaptchaV3(SITEKEY, PAGE)
     assert captcha.type == "recaptcha_v3"
-    assert captcha.to_params() == {
-        "method": "userrecaptcha",
-        "version": "v3",
-        "googlekey": SITEKEY,
-        "pageurl": PAGE,
-        "action": "verify",
-        "min_score": "0.3",
-    }
-    custom = RecaptchaV3(SITEKEY, PAGE, action="login/submit", min_score=0.9, enterprise=True)
-    assert custom.to_params()["action"] == "login/submit"
-    assert custom.to_params()["min_score"] == "0.9"
-    assert custom.to_params()["enterprise"] == "1"
-    assert RecaptchaV3(SITEKEY, PAGE, min_score=1).to_params()["min_score"] == "1"
+    assert (captcha.action, captcha.min_score, captcha.enterprise) == ("verify", 0.3, False)
+    score = RecaptchaV3(SITEKEY, PAGE, min_score=1).min_score
+    assert score == 1.0 and isinstance(score, float)
 
 
 @pytest.mark.parametrize("score", [0, -0.1, 1.5, float("nan"), float("inf"), True, "0.3", None])
@@ -158,14 +140,8 @@ def test_recaptcha_v3_actions_refused(action: object) -> None:
 
 
 def test_turnstile() -> None:
-    assert Turnstile(TURNSTILE_KEY, PAGE).to_params() == {
-        "method": "turnstile",
-        "sitekey": TURNSTILE_KEY,
-        "pageurl": PAGE,
-    }
     full = Turnstile(TURNSTILE_KEY, PAGE, action="login", cdata="session-42")
-    assert full.to_params()["action"] == "login"
-    assert full.to_params()["data"] == "session-42"
+    assert (full.action, full.cdata) == ("login", "session-42")
     assert full.type == "turnstile"
     Turnstile("1x00000000000000000000AA", PAGE)  # Cloudflare's test keys
     for bad in ("", SITEKEY, "0x", "0x4AAA AAAA", "0x" + "A" * 120):
@@ -176,14 +152,7 @@ def test_turnstile() -> None:
 def test_geetest() -> None:
     captcha = GeeTest(GT, CHALLENGE, PAGE, api_server="api-na.geetest.com")
     assert captcha.type == "geetest"
-    assert captcha.to_params() == {
-        "method": "geetest",
-        "gt": GT,
-        "challenge": CHALLENGE,
-        "pageurl": PAGE,
-        "api_server": "api-na.geetest.com",
-    }
-    assert "api_server" not in GeeTest(GT, CHALLENGE + "ab", PAGE).to_params()
+    assert GeeTest(GT, CHALLENGE + "ab", PAGE).api_server is None
     assert "GeeTest.gt" in refused(GeeTest, GT[:-1], CHALLENGE, PAGE)
     assert "GeeTest.gt" in refused(GeeTest, "z" * 32, CHALLENGE, PAGE)
     assert "GeeTest.challenge" in refused(GeeTest, GT, "abc", PAGE)
@@ -193,11 +162,7 @@ def test_geetest() -> None:
 
 
 def test_hcaptcha() -> None:
-    assert HCaptcha(HCAPTCHA_KEY, PAGE).to_params() == {
-        "method": "hcaptcha",
-        "sitekey": HCAPTCHA_KEY,
-        "pageurl": PAGE,
-    }
+    assert HCaptcha(HCAPTCHA_KEY, PAGE).type == "hcaptcha"
     HCaptcha(HCAPTCHA_KEY.upper(), PAGE)
     HCaptcha(HCAPTCHA_KEY.replace("-", ""), PAGE)
     for bad in ("", "not-a-uuid", SITEKEY, HCAPTCHA_KEY + "0", TURNSTILE_KEY):
@@ -215,11 +180,11 @@ def test_captchas_are_frozen() -> None:
 
 
 @pytest.mark.parametrize("body", [PNG, JPEG, GIF])
-def test_image_base64_params(body: bytes) -> None:
+def test_image_kinds(body: bytes) -> None:
     image = Image(body)
     assert image.type == "image"
-    assert image.to_params() == {"method": "base64", "body": base64.b64encode(body).decode()}
-    assert image.to_files() == {}
+    assert image.multipart is False
+    assert image.kind[0] in {"png", "jpg", "gif"} and image.kind[1].startswith("image/")
 
 
 def test_image_hints() -> None:
@@ -234,19 +199,11 @@ def test_image_hints() -> None:
         lang="EN",
         textinstructions="type the red letters",
     )
-    params = image.to_params()
-    assert params.pop("body") == base64.b64encode(PNG).decode()
-    assert params == {
-        "method": "base64",
-        "numeric": "1",
-        "min_len": "4",
-        "max_len": "6",
-        "phrase": "0",
-        "regsense": "1",
-        "calc": "0",
-        "lang": "en",
-        "textinstructions": "type the red letters",
-    }
+    assert image.body == PNG and image.multipart is False
+    hints = (image.numeric, image.min_len, image.max_len, image.phrase, image.regsense, image.calc)
+    assert hints == (1, 4, 6, False, True, False)
+    assert image.calc is False  # 0 and 1 become booleans
+    assert (image.lang, image.textinstructions) == ("en", "type the red letters")
     assert "bytes" in repr(image) and "\\x89PNG" not in repr(image)
 
 
@@ -263,13 +220,13 @@ def test_image_bad_base64(text: object) -> None:
     assert "Image.body" in refused(Image.from_base64, text)
 
 
-def test_image_from_file_is_a_multipart_upload(tmp_path: Path) -> None:
+def test_image_from_file_asks_for_a_multipart_upload(tmp_path: Path) -> None:
     path = tmp_path / "secret-name.bin"
     path.write_bytes(JPEG)
     image = Image.from_file(path, numeric=2)
-    assert image.to_params() == {"method": "post", "numeric": "2"}
-    # The provider checks the extension; the local file name stays local.
-    assert image.to_files() == {"file": ("captcha.jpg", JPEG, "image/jpeg")}
+    assert (image.body, image.multipart, image.numeric) == (JPEG, True, 2)
+    assert image.kind == ("jpg", "image/jpeg")
+    assert "secret-name" not in repr(image)
     assert "Image.from_file" in refused(Image.from_file, tmp_path / "missing.png")
 
 
@@ -322,13 +279,13 @@ def test_bad_image_hints(hints: dict[str, object], field: str) -> None:
 
 
 def test_min_and_max_len_zero_mean_unspecified() -> None:
-    assert Image(PNG, min_len=5, max_len=0).to_params()["max_len"] == "0"
+    assert Image(PNG, min_len=5, max_len=0).max_len == 0  # not refused as min_len > max_len
 
 
 # -- proxies -------------------------------------------------------------------------
 
 
-def test_proxy_parse_and_params() -> None:
+def test_proxy_parse() -> None:
     proxy = Proxy.parse("alice:s3cret@1.2.3.4:8080")
     assert (proxy.host, proxy.port, proxy.type, proxy.username, proxy.password) == (
         "1.2.3.4",
@@ -337,15 +294,12 @@ def test_proxy_parse_and_params() -> None:
         "alice",
         "s3cret",
     )
-    assert proxy.to_params() == {"proxy": "alice:s3cret@1.2.3.4:8080", "proxytype": "HTTP"}
-    assert Proxy.parse("proxy.example.net:3128").to_params() == {
-        "proxy": "proxy.example.net:3128",
-        "proxytype": "HTTP",
-    }
+    assert Proxy.parse("proxy.example.net:3128").address == "proxy.example.net:3128"
     assert Proxy.parse("socks5://u:p@h.example:1080").type == "SOCKS5"
     assert Proxy.parse("socks5://u:p@h.example:1080", type="https").type == "HTTPS"
-    assert Proxy.parse("1.2.3.4:8080:bob:pw").to_params()["proxy"] == "bob:pw@1.2.3.4:8080"
-    assert Proxy.parse("[2001:db8::1]:8080").to_params()["proxy"] == "[2001:db8::1]:8080"
+    seller = Proxy.parse("1.2.3.4:8080:bob:pw")
+    assert (seller.address, seller.username, seller.password) == ("1.2.3.4:8080", "bob", "pw")
+    assert Proxy.parse("[2001:db8::1]:8080").address == "[2001:db8::1]:8080"
     assert Proxy("h.example", 80, "socks4").type == "SOCKS4"  # type: ignore[arg-type]
 
 

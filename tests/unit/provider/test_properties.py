@@ -56,6 +56,7 @@ from captcha_tasks.provider import (
     Turnstile,
 )
 from captcha_tasks.provider.captchas import Captcha
+from captcha_tasks.provider.classic_params import proxy_params, submit_files, submit_params
 from captcha_tasks.provider.protocol import parse_many, parse_response
 from captcha_tasks.session.pages import check_url
 from captcha_tasks.session.proxies import ProxyView, masked, proxy_id
@@ -205,7 +206,7 @@ TYPE_FIELDS = [(cls, f.name) for cls in BASE for f in dataclasses.fields(cls)]
 
 def assert_plain_params(captcha: Captcha) -> dict[str, str]:
     """What an accepted captcha sends: strings the HTTP layer can encode, no key."""
-    params = captcha.to_params()
+    params = submit_params(captcha)
     assert params["method"]
     assert not {"key", "json", "proxy", "proxytype"} & set(params)
     for name, value in params.items():
@@ -229,7 +230,7 @@ def test_valid_captchas_give_plain_provider_params_without_secrets(captcha: Capt
         assert "cookies" not in repr(captcha)  # session secrets
     if isinstance(captcha, Image):
         assert (params["method"] == "post") == captcha.multipart
-        files = captcha.to_files()
+        files = submit_files(captcha)
         assert bool(files) == captcha.multipart
         if files:
             name, body, mime = files["file"]
@@ -644,7 +645,7 @@ def test_proxies_round_trip_through_the_sellers_formats(
     proxy = Proxy.parse(text, kind)
     assert (proxy.host, proxy.port, proxy.type) == (host, port, kind)
     assert (proxy.username, proxy.password) == (user, password)
-    assert proxy.to_params()["proxy"].endswith(f"{shown_host}:{port}")
+    assert proxy_params(proxy)["proxy"].endswith(f"{shown_host}:{port}")
 
 
 @PROPS
@@ -733,7 +734,7 @@ def _assert_key_only_in_body(key: str, client: SolverClient, sent: dict[str, Any
 def test_the_api_key_travels_only_in_the_post_body(
     key: str, captcha: Captcha, proxy: Proxy | None
 ) -> None:
-    assume(key not in repr(captcha.to_params()) and (proxy is None or key not in str(proxy)))
+    assume(key not in repr(submit_params(captcha)) and (proxy is None or key not in str(proxy)))
     answers = {"ids": b"OK|token-1|token-2", "reportbad": b"OK_REPORT_RECORDED"}
     session = RecordingSession(200, "", b"OK|4242", answers=answers)
     client = SolverClient("http://solver.test", key, session=session)

@@ -11,6 +11,7 @@ from celery import Celery
 
 from captcha_tasks import PinnedProxyTask
 from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
+from captcha_tasks.provider.classic_params import proxy_params
 from captcha_tasks.provider.proxy import Proxy
 from captcha_tasks.session import pinned_proxy
 from captcha_tasks.session.pages import check_url
@@ -94,7 +95,7 @@ def test_every_scheme_the_pool_takes_works_for_fetches_and_the_provider(
     # Page fetches: the URL requests gets (SOCKS names resolved by the proxy).
     assert proxy_url(proxy).startswith(f"{scheme}://")
     # The provider: in.php's proxytype, one of the four it knows.
-    assert proxy.to_params()["proxytype"] == kind
+    assert proxy_params(proxy)["proxytype"] == kind
     assert requests.adapters.HTTPAdapter().proxy_manager_for(proxy_url(proxy)) is not None
 
 

@@ -1,0 +1,113 @@
+"""in.php's encoding of the captcha types and of the proxy, for the classic provider.
+
+The captcha types are plain data; each provider maps them to its own protocol. This
+module is the classic (in.php / res.php) mapping: the form parameters of a submit
+(without ``key`` and ``json``, which :class:`~captcha_tasks.provider.classic.SolverClient`
+adds), the multipart upload of an image, and the proxy fields.
+"""
+
+from __future__ import annotations
+
+import base64
+
+from ..errors import InvalidTaskInput
+from .captchas import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from .proxy import Proxy
+
+__all__ = ["Files", "proxy_params", "submit_files", "submit_params"]
+
+#: Multipart uploads as requests takes them: field name -> (file name, content, mime type).
+Files = dict[str, tuple[str, bytes, str]]
+
+#: Image hints in.php takes as integers (booleans as 0 / 1), in the order they are sent.
+_IMAGE_HINTS = ("numeric", "min_len", "max_len", "phrase", "regsense", "calc")
+
+
+def submit_params(captcha: Captcha) -> dict[str, str]:
+    """in.php's parameters for ``captcha`` (``method`` and its fields; unset options left out)."""
+    match captcha:
+        case RecaptchaV2():
+            return _recaptcha_v2(captcha)
+        case RecaptchaV3():
+            return _recaptcha_v3(captcha)
+        case Turnstile():
+            return _compact({
+                "method": "turnstile",
+                "sitekey": captcha.sitekey,
+                "pageurl": captcha.pageurl,
+                "action": captcha.action,
+                "data": captcha.cdata,
+            })  # fmt: skip
+        case GeeTest():
+            return _compact({
+                "method": "geetest",
+                "gt": captcha.gt,
+                "challenge": captcha.challenge,
+                "pageurl": captcha.pageurl,
+                "api_server": captcha.api_server,
+            })  # fmt: skip
+        case HCaptcha():
+            return {"method": "hcaptcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
+        case Image():
+            return _image(captcha)
+    raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
+
+
+def submit_files(captcha: Captcha) -> Files | None:
+    """The multipart upload to send with :func:`submit_params`: only an :class:`Image`
+    with ``multipart`` set (``method=post``) has one."""
+    if not isinstance(captcha, Image) or not captcha.multipart:
+        return None
+    extension, mime = captcha.kind
+    # A fixed name with the right extension: the provider checks it, and local
+    # file names have no business leaving the machine.
+    return {"file": (f"captcha.{extension}", captcha.body, mime)}
+
+
+def proxy_params(proxy: Proxy) -> dict[str, str]:
+    """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
+    auth = f"{proxy.username}:{proxy.password}@" if proxy.username is not None else ""
+    return {"proxy": f"{auth}{proxy.address}", "proxytype": proxy.type}
+
+
+def _recaptcha_v2(captcha: RecaptchaV2) -> dict[str, str]:
+    return _compact({
+        "method": "userrecaptcha",
+        "googlekey": captcha.sitekey,
+        "pageurl": captcha.pageurl,
+        "invisible": "1" if captcha.invisible else None,
+        "enterprise": "1" if captcha.enterprise else None,
+        "data-s": captcha.data_s,
+        "cookies": captcha.cookies,
+        "userAgent": captcha.user_agent,
+    })  # fmt: skip
+
+
+def _recaptcha_v3(captcha: RecaptchaV3) -> dict[str, str]:
+    return _compact({
+        "method": "userrecaptcha",
+        "version": "v3",
+        "googlekey": captcha.sitekey,
+        "pageurl": captcha.pageurl,
+        "action": captcha.action,
+        "min_score": f"{captcha.min_score:g}",
+        "enterprise": "1" if captcha.enterprise else None,
+    })  # fmt: skip
+
+
+def _image(captcha: Image) -> dict[str, str]:
+    # A multipart image travels in submit_files(); otherwise the body goes inline.
+    params: dict[str, str | None] = (
+        {"method": "post"}
+        if captcha.multipart
+        else {"method": "base64", "body": base64.b64encode(captcha.body).decode("ascii")}
+    )
+    for name in _IMAGE_HINTS:
+        value = getattr(captcha, name)
+        params[name] = None if value is None else str(int(value))
+    params.update(lang=captcha.lang, textinstructions=captcha.textinstructions)
+    return _compact(params)
+
+
+def _compact(params: dict[str, str | None]) -> dict[str, str]:
+    return {name: value for name, value in params.items() if value is not None}
