@@ -23,14 +23,45 @@ from .masking import mask_url as _mask_url
 
 __all__ = ["PROVIDERS", "Provider", "Settings", "get_settings", "mask_url"]
 
-Provider = Literal["captchaai", "2captcha"]
-PROVIDERS: tuple[Provider, ...] = ("captchaai", "2captcha")
+Provider = Literal["captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
+PROVIDERS: tuple[Provider, ...] = (
+    "captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster",
+)  # fmt: skip
 
-#: The provider's API base URL when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
-DEFAULT_SOLVER_URL = "https://ocr.captchaai.com"
+#: The protocol each provider speaks: ``classic`` (in.php / res.php) or ``json``
+#: (createTask / getTaskResult; docs/PROVIDERS.md).
+PROTOCOLS: dict[Provider, Literal["classic", "json"]] = {
+    "captchaai": "classic", "2captcha": "classic", "2captcha-v2": "json",
+    "anticaptcha": "json", "capsolver": "json", "capmonster": "json",
+}  # fmt: skip
+
+#: Each provider's API base URL, used when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
+DEFAULT_URLS: dict[Provider, str] = {
+    "captchaai": "https://ocr.captchaai.com",
+    "2captcha": "https://2captcha.com",
+    "2captcha-v2": "https://api.2captcha.com",
+    "anticaptcha": "https://api.anti-captcha.com",
+    "capsolver": "https://api.capsolver.com",
+    "capmonster": "https://api.capmonster.cloud",
+}
+DEFAULT_SOLVER_URL = DEFAULT_URLS["captchaai"]
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 
 _API_KEY_RE = re.compile(r"^[A-Za-z0-9]{32}$")
+#: What each provider's keys look like (docs/PROVIDERS.md, D15), with what to say when
+#: a key does not. CapSolver: ``CAP-`` and 32 or 64 hex digits; CapMonster: 32
+#: characters, optionally followed by ``__`` options (``__nocache``).
+_KEY_FORMATS: dict[Provider, tuple[re.Pattern[str], str]] = {
+    "capsolver": (
+        re.compile(r"^CAP-[0-9A-Fa-f]{32}(?:[0-9A-Fa-f]{32})?$"),
+        "CAP- followed by 32 or 64 hex digits",
+    ),
+    "capmonster": (
+        re.compile(r"^[A-Za-z0-9]{32}(?:__[A-Za-z0-9_.-]+)?$"),
+        "32 letters and digits (optionally followed by __options)",
+    ),
+}
+_DEFAULT_KEY_FORMAT = (_API_KEY_RE, "32 letters and digits")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 
 
@@ -66,11 +97,19 @@ def _check_redis_url(name: str, url: str) -> str:
 
 
 def _api_key(name: str, raw: str) -> str:
-    if not _API_KEY_RE.match(raw):
-        raise ConfigurationError(
-            f"{name} must be 32 letters and digits (got {len(raw)} characters)"
-        )
+    # Checked against the provider's key format once the provider is known
+    # (:func:`_check_api_key`); here only what no provider's key contains.
+    if any(c.isspace() for c in raw):
+        raise ConfigurationError(f"{name} must not contain spaces")
     return raw
+
+
+def _check_api_key(variable: str, key: str, provider: Provider) -> None:
+    pattern, shape = _KEY_FORMATS.get(provider, _DEFAULT_KEY_FORMAT)
+    if key and not pattern.match(key):
+        raise ConfigurationError(
+            f"{variable} must be {shape} for provider {provider} (got {len(key)} characters)"
+        )
 
 
 def _solver_url(name: str, raw: str) -> str:
@@ -87,9 +126,10 @@ def _solver_url(name: str, raw: str) -> str:
 
 def _provider(name: str, raw: str) -> Provider:
     value = raw.lower()
-    if value not in PROVIDERS:
-        raise ConfigurationError(f"{name} must be one of {', '.join(PROVIDERS)}, got {value!r}")
-    return "2captcha" if value == "2captcha" else "captchaai"
+    for provider in PROVIDERS:
+        if value == provider:
+            return provider
+    raise ConfigurationError(f"{name} must be one of {', '.join(PROVIDERS)}, got {value!r}")
 
 
 def _key_prefix(name: str, raw: str) -> str:
@@ -148,14 +188,17 @@ def _between(kind: type[int] | type[float], low: float, high: float, what: str) 
 class Settings:
     """Everything configurable, with defaults. Build it with :meth:`from_env`."""
 
-    #: ``CAPTCHAAI_API_KEY``: the provider key (32 letters and digits). Never logged.
+    #: ``CAPTCHA_TASKS_API_KEY`` (or, as before, ``CAPTCHAAI_API_KEY``): the provider
+    #: key, checked against the provider's key format. Never logged.
     api_key: str = dataclasses.field(default="", repr=False)
-    #: ``CAPTCHA_TASKS_SOLVER_URL``: base URL of the in.php/res.php API.
-    solver_url: str = DEFAULT_SOLVER_URL
-    #: ``CAPTCHA_TASKS_PROVIDER``: ``captchaai`` or ``2captcha``; decides what
-    #: ``ERROR_ZERO_BALANCE`` means. Default: ``2captcha`` when the solver URL's
-    #: host contains "2captcha", else ``captchaai``.
+    #: ``CAPTCHA_TASKS_PROVIDER``: one of :data:`PROVIDERS` (its protocol:
+    #: :data:`PROTOCOLS`); for the classic ones it also decides what
+    #: ``ERROR_ZERO_BALANCE`` means. Default: read from ``CAPTCHA_TASKS_SOLVER_URL``'s
+    #: host (``2captcha``, ``anti-captcha``, ``capsolver``, ``capmonster``), else ``captchaai``.
     provider: Provider = "captchaai"
+    #: ``CAPTCHA_TASKS_SOLVER_URL``: the provider's API base URL (the sandbox, a proxy).
+    #: Default: the provider's own (:data:`DEFAULT_URLS`).
+    solver_url: str = DEFAULT_SOLVER_URL
     #: ``CAPTCHA_TASKS_REDIS_URL``: default for the three Redis URLs below.
     redis_url: str = DEFAULT_REDIS_URL
     #: ``CAPTCHA_TASKS_BROKER_URL``
@@ -231,9 +274,12 @@ class Settings:
             if raw:
                 values[field.name] = parse(variable, raw)
             elif field.name in _DERIVED_DEFAULTS:
-                values[field.name] = _DERIVED_DEFAULTS[field.name](values)
+                values[field.name] = _DERIVED_DEFAULTS[field.name](values, env)
             else:
                 values[field.name] = field.default
+        key_variable = "CAPTCHA_TASKS_API_KEY" if env.get("CAPTCHA_TASKS_API_KEY", "").strip() \
+            else "CAPTCHAAI_API_KEY"  # fmt: skip
+        _check_api_key(key_variable, values["api_key"], values["provider"])
         return cls(**values)
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
@@ -254,7 +300,7 @@ class Settings:
         """The API key, or :class:`ConfigurationError` if it is not set."""
         if not self.api_key:
             raise ConfigurationError(
-                "CAPTCHAAI_API_KEY is not set: export your provider key, "
+                "CAPTCHA_TASKS_API_KEY is not set: export your provider key, "
                 "or run `make run` to use the local sandbox"
             )
         return self.api_key
@@ -275,20 +321,31 @@ class Settings:
         return out
 
 
-def _default_provider(earlier: Mapping[str, Any]) -> Provider:
-    return (
-        "2captcha"
-        if "2captcha" in (urlsplit(earlier["solver_url"]).hostname or "")
-        else "captchaai"
-    )
+#: A solver URL's host -> the provider it belongs to, when CAPTCHA_TASKS_PROVIDER is unset
+#: (2Captcha's classic host stays ``2captcha``, its JSON host is ``2captcha-v2``).
+_HOST_HINTS: tuple[tuple[str, Provider], ...] = (
+    ("api.2captcha", "2captcha-v2"), ("2captcha", "2captcha"), ("anti-captcha", "anticaptcha"),
+    ("capsolver", "capsolver"), ("capmonster", "capmonster"),
+)  # fmt: skip
+
+
+def _default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Provider:
+    raw = env.get("CAPTCHA_TASKS_SOLVER_URL", "").strip()
+    host = (urlsplit(_solver_url("CAPTCHA_TASKS_SOLVER_URL", raw)).hostname or "") if raw else ""
+    return next((provider for hint, provider in _HOST_HINTS if hint in host), "captchaai")
+
+
+def _legacy_api_key(earlier: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    raw = env.get("CAPTCHAAI_API_KEY", "").strip()
+    return _api_key("CAPTCHAAI_API_KEY", raw) if raw else ""
 
 
 #: Where each :class:`Settings` field comes from: its variable and how its value is read.
 #: An unset or blank variable gives the field's default (or its derived default below).
 _SOURCES: dict[str, tuple[str, Parse]] = {
-    "api_key": ("CAPTCHAAI_API_KEY", _api_key),
-    "solver_url": ("CAPTCHA_TASKS_SOLVER_URL", _solver_url),
+    "api_key": ("CAPTCHA_TASKS_API_KEY", _api_key),
     "provider": ("CAPTCHA_TASKS_PROVIDER", _provider),
+    "solver_url": ("CAPTCHA_TASKS_SOLVER_URL", _solver_url),
     "redis_url": ("CAPTCHA_TASKS_REDIS_URL", _check_redis_url),
     "broker_url": ("CAPTCHA_TASKS_BROKER_URL", _check_redis_url),
     "result_backend": ("CAPTCHA_TASKS_RESULT_BACKEND", _check_redis_url),
@@ -319,11 +376,13 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
 }
 
 #: Defaults that follow settings read before them rather than a constant.
-_DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+_DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], Any]] = {
+    "api_key": _legacy_api_key,
     "provider": _default_provider,
-    "broker_url": lambda earlier: earlier["redis_url"],
-    "result_backend": lambda earlier: earlier["redis_url"],
-    "state_url": lambda earlier: earlier["redis_url"],
+    "solver_url": lambda earlier, env: DEFAULT_URLS[earlier["provider"]],
+    "broker_url": lambda earlier, env: earlier["redis_url"],
+    "result_backend": lambda earlier, env: earlier["redis_url"],
+    "state_url": lambda earlier, env: earlier["redis_url"],
 }
 
 

@@ -58,7 +58,7 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
         ("CAPTCHA_TASKS_TIME_SCALE", "-1", "CAPTCHA_TASKS_TIME_SCALE"),
         ("CAPTCHA_TASKS_SOLVER_URL", "ftp://x", "http(s) URL"),
         ("CAPTCHA_TASKS_REDIS_URL", "http://x", "redis://"),
-        ("CAPTCHA_TASKS_PROVIDER", "anticaptcha", "CAPTCHA_TASKS_PROVIDER"),
+        ("CAPTCHA_TASKS_PROVIDER", "deathbycaptcha", "CAPTCHA_TASKS_PROVIDER"),
         ("CAPTCHA_TASKS_KEY_PREFIX", "has space", "CAPTCHA_TASKS_KEY_PREFIX"),
         ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", "99", "MAX_IMAGE_BYTES must be a finite number >= 100"),
         ("CAPTCHA_TASKS_QUEUE_TIMEOUT", "soon", "QUEUE_TIMEOUT must be a number, got 'soon'"),
@@ -151,7 +151,7 @@ def test_time_scale_multiplies_timings() -> None:
 
 
 def test_missing_api_key_is_a_clear_configuration_error() -> None:
-    with pytest.raises(ConfigurationError, match="CAPTCHAAI_API_KEY is not set"):
+    with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_API_KEY is not set"):
         Settings.from_env({}).require_api_key()
 
 
@@ -164,3 +164,54 @@ def test_rediss_urls_verify_certificates() -> None:
         "ssl_cert_reqs": ssl.CERT_REQUIRED,
         "ssl_ca_certs": "/ca.pem",
     }
+
+
+@pytest.mark.parametrize(
+    "env,provider,url",
+    [
+        ({}, "captchaai", "https://ocr.captchaai.com"),
+        ({"CAPTCHA_TASKS_PROVIDER": "capsolver"}, "capsolver", "https://api.capsolver.com"),
+        ({"CAPTCHA_TASKS_PROVIDER": "2captcha-v2"}, "2captcha-v2", "https://api.2captcha.com"),
+        ({"CAPTCHA_TASKS_SOLVER_URL": "https://api.anti-captcha.com"}, "anticaptcha",
+         "https://api.anti-captcha.com"),
+        ({"CAPTCHA_TASKS_SOLVER_URL": "https://2captcha.com/"}, "2captcha", "https://2captcha.com"),
+        ({"CAPTCHA_TASKS_PROVIDER": "capmonster",
+          "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:8765"}, "capmonster",
+         "http://127.0.0.1:8765"),
+    ],
+)  # fmt: skip
+def test_the_provider_and_its_url_follow_each_other(
+    env: dict[str, str], provider: str, url: str
+) -> None:
+    settings = Settings.from_env(env)
+    assert (settings.provider, settings.solver_url) == (provider, url)
+
+
+def test_the_api_key_is_checked_against_the_providers_key_format() -> None:
+    capsolver_key = "CAP-" + "0123456789ABCDEF" * 2
+    assert (
+        Settings.from_env(
+            {"CAPTCHA_TASKS_PROVIDER": "capsolver", "CAPTCHA_TASKS_API_KEY": capsolver_key}
+        ).api_key
+        == capsolver_key
+    )
+    with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_API_KEY must be CAP- followed"):
+        Settings.from_env(
+            {"CAPTCHA_TASKS_PROVIDER": "capsolver", "CAPTCHA_TASKS_API_KEY": "a" * 32}
+        )
+    with pytest.raises(ConfigurationError, match="must be 32 letters and digits for provider"):
+        Settings.from_env({"CAPTCHA_TASKS_API_KEY": capsolver_key})
+    options = "b" * 32 + "__nocache"
+    assert (
+        Settings.from_env(
+            {"CAPTCHA_TASKS_PROVIDER": "capmonster", "CAPTCHA_TASKS_API_KEY": options}
+        ).api_key
+        == options
+    )
+
+
+def test_the_new_key_variable_wins_over_the_old_one_which_still_works() -> None:
+    old, new = "a" * 32, "b" * 32
+    assert Settings.from_env({"CAPTCHAAI_API_KEY": old}).api_key == old
+    both = {"CAPTCHAAI_API_KEY": old, "CAPTCHA_TASKS_API_KEY": new}
+    assert Settings.from_env(both).api_key == new
