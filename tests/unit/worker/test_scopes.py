@@ -105,8 +105,13 @@ def test_concurrent_executions_each_have_their_own_session(app: Celery) -> None:
         started.wait()  # all four bodies run at once on the one task instance
         return int(self.http.headers["X-N"])
 
+    # Build the task before the threads call it, as a worker does when it starts. Celery
+    # creates a decorated task lazily, on first use, and puts it in the registry before it
+    # binds it (celery/app/base.py, _task_from_fun): a second thread that finds it in
+    # between has no request stack yet ('NoneType' object has no attribute 'push').
+    task = visit._get_current_object()
     results: dict[int, int] = {}
-    threads = [threading.Thread(target=lambda n=n: results.update({n: visit(n)})) for n in range(4)]
+    threads = [threading.Thread(target=lambda n=n: results.update({n: task(n)})) for n in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
