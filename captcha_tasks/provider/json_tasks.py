@@ -169,5 +169,11 @@ def _image(dialect: JsonDialect, captcha: Image) -> Task:
 def _cookie_list(cookies: str | None) -> list[dict[str, str]] | None:
     if cookies is None:
         return None
-    pairs = (part.strip().partition("=") for part in cookies.split(";"))
-    return [{"name": name, "value": value} for name, _, value in pairs if name]
+    out: list[dict[str, str]] = []
+    for part in cookies.split(";"):
+        # "name=value" (browsers) or "name:value" (in.php's documented form).
+        separator = "=" if "=" in part else ":"
+        name, _, value = part.strip().partition(separator)
+        if name:
+            out.append({"name": name, "value": value})
+    return out
