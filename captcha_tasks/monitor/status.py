@@ -17,7 +17,7 @@ import redis
 
 from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
-from ..provider import SolverClient
+from ..provider import make_provider
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
@@ -112,7 +112,7 @@ def provider_balance(settings: Settings, timeout: float) -> dict[str, Any]:
         out["error"] = "CAPTCHAAI_API_KEY is not set"
         return out
     try:
-        client = SolverClient.from_settings(settings, timeout=min(timeout, settings.http_timeout))
+        client = make_provider(settings, timeout=min(timeout, settings.http_timeout))
         out["balance"] = str(client.balance())
     except CaptchaTasksError as exc:
         out["error"] = _scrub(f"{exc.code or type(exc).__name__}: {exc}", settings)

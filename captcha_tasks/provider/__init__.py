@@ -1,9 +1,10 @@
 """Captcha providers: the :class:`Provider` interface the engine talks to, the captcha
-types, and the classic in.php / res.php implementation (:class:`SolverClient`).
+types, the classic in.php / res.php implementation (:class:`SolverClient`), the JSON
+task API one (:class:`JsonTaskClient`), and :func:`make_provider`, which picks by settings.
 
 Plain code with no Celery inside::
 
-    client = SolverClient.from_settings(get_settings())
+    client = make_provider(get_settings())
     captcha_id = client.submit(RecaptchaV2(sitekey, pageurl))
     answer = client.get(captcha_id)  # None while not ready
 """
@@ -24,6 +25,8 @@ from .captchas import (
     Turnstile,
 )
 from .classic import SolverClient
+from .factory import make_provider
+from .json_client import JsonTaskClient
 from .protocol import (
     ERROR_TABLE,
     NOT_READY,
@@ -47,6 +50,7 @@ __all__ = [
     "GeeTest",
     "HCaptcha",
     "Image",
+    "JsonTaskClient",
     "NotReady",
     "Polled",
     "Provider",
@@ -58,6 +62,7 @@ __all__ = [
     "Turnstile",
     "close_shared_session",
     "error_for",
+    "make_provider",
     "make_session",
     "parse_response",
     "rule_for",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..errors import SolverError
-from .captchas import Captcha
+from .captchas import Captcha, CaptchaType
 from .proxy import Proxy
 
 __all__ = ["Answer", "Polled", "Provider"]
@@ -27,16 +27,23 @@ __all__ = ["Answer", "Polled", "Provider"]
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """A solved captcha: a token or text, or a dict (GeeTest)."""
+    """A solved captcha: a token or text, or a dict (GeeTest).
+
+    ``cost`` (what the provider billed, where it says) and ``user_agent`` (the browser
+    the token was made in, to reuse with it) come from providers that send them.
+    """
 
     captcha_id: str
     solution: str | dict[str, Any]
+    cost: decimal.Decimal | None = None
+    user_agent: str | None = None
 
     def __repr__(self) -> str:
         shown = self.solution
         if isinstance(shown, str) and len(shown) > 40:
             shown = f"{shown[:20]}...{shown[-8:]} ({len(shown)} chars)"
-        return f"Answer(captcha_id={self.captcha_id!r}, solution={shown!r})"
+        extra = "" if self.cost is None else f", cost={str(self.cost)!r}"
+        return f"Answer(captcha_id={self.captcha_id!r}, solution={shown!r}{extra})"
 
 
 #: What a poll of one captcha found: its answer, ``None`` while it is being solved, or
@@ -76,8 +83,13 @@ class Provider(Protocol):
         An error for one captcha is its value, not raised (one unsolvable captcha must
         not hide the others); an error for the whole request is raised."""
 
-    def report(self, captcha_id: str, *, correct: bool) -> None:
-        """Tell the provider whether the answer to ``captcha_id`` worked."""
+    def report(
+        self, captcha_id: str, *, correct: bool, captcha_type: CaptchaType | None = None
+    ) -> None:
+        """Tell the provider whether the answer to ``captcha_id`` worked.
+
+        ``captcha_type`` (when known) picks the report method where a provider has one
+        per type; a provider with no report for that case sends nothing."""
 
     def balance(self) -> decimal.Decimal:
         """The account's balance; a cheap call that also proves the key is accepted

@@ -40,7 +40,7 @@ from ..errors import (
 from ..settings import PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from .base import Answer, Polled
-from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, Proxy
+from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
 from .protocol import NOT_READY, NotReady, parse_many, parse_response
 from .transport import RequestFailed, post, shared_session
@@ -186,8 +186,11 @@ class SolverClient:
                     return balance
         raise self._unexpected("getbalance", value)
 
-    def report(self, captcha_id: str, *, correct: bool) -> None:
-        """Tell the provider whether an answer worked (``reportgood`` / ``reportbad``)."""
+    def report(
+        self, captcha_id: str, *, correct: bool, captcha_type: CaptchaType | None = None
+    ) -> None:
+        """Tell the provider whether an answer worked (``reportgood`` / ``reportbad``,
+        whatever ``captcha_type``)."""
         action = "reportgood" if correct else "reportbad"
         value = self._call("res.php", action, {"action": action, "id": _check_id(captcha_id)})
         if value != "OK_REPORT_RECORDED":

@@ -20,7 +20,7 @@ import http.client
 import ssl
 import time
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import requests
 import urllib3
@@ -96,9 +96,11 @@ def post(
     *,
     timeout: float,
     what: str,
+    json_body: Mapping[str, Any] | None = None,
 ) -> Reply:
     """POST and read the whole answer within a connect timeout plus ``timeout``; raises
-    :class:`RequestFailed` (``what`` names the call in its message)."""
+    :class:`RequestFailed` (``what`` names the call in its message). ``json_body``, when
+    given, is sent as a JSON document instead of the form ``data`` and ``files``."""
     connect_timeout = min(CONNECT_TIMEOUT_CAP, timeout)
     deadline = time.monotonic() + connect_timeout + timeout
     status = 0  # the answer's status, once its head has arrived
@@ -106,8 +108,9 @@ def post(
         # POST keeps secrets in the body; redirects would resend it as a GET.
         with session.post(
             url,
-            data=dict(data),
-            files=dict(files) or None,
+            data=dict(data) if json_body is None else None,
+            files=(dict(files) or None) if json_body is None else None,
+            json=dict(json_body) if json_body is not None else None,
             timeout=(connect_timeout, timeout),
             allow_redirects=False,
             stream=True,

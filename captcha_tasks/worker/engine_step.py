@@ -21,7 +21,7 @@ from kombu.utils.objects import cached_property
 from ..engine import Engine, Job
 from ..errors import CaptchaTasksError
 from ..fleet.heartbeat import live_workers
-from ..provider import SolverClient
+from ..provider import make_provider
 from ..settings import get_settings
 from ..state import Keys, state_redis
 
@@ -110,7 +110,7 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         self.engine = Engine(
             settings,
             client,
-            SolverClient.from_settings(settings),
+            make_provider(settings),
             completer,
             live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
             name=f"engine@{worker.hostname}",

@@ -18,7 +18,16 @@ from ..engine import admit
 from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
-from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from ..provider import (
+    Captcha,
+    CaptchaType,
+    GeeTest,
+    HCaptcha,
+    Image,
+    RecaptchaV2,
+    RecaptchaV3,
+    Turnstile,
+)
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
@@ -37,6 +46,11 @@ __all__ = [
     "solve_recaptcha_v3",
     "solve_turnstile",
 ]
+
+#: A stored job's ``type`` field, back to the captcha type it names.
+_CAPTCHA_TYPES: dict[str, CaptchaType] = {
+    cls.type: cls.type for cls in (RecaptchaV2, RecaptchaV3, Turnstile, Image, GeeTest, HCaptcha)
+}
 
 
 class SolveTask(CheckedTask):
@@ -235,7 +249,9 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> d
     if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
         raise InvalidTaskInput("report_solution: correct must be true or false")
     client = state_redis(self.settings)
-    captcha_id = client.hget(Keys(self.settings.key_prefix).job(task_id), "captcha_id")
+    captcha_id, kind = client.hmget(
+        Keys(self.settings.key_prefix).job(task_id), "captcha_id", "type"
+    )
     if not captcha_id:
         raise ClientError(
             f"report_solution: no captcha is known for task {task_id} (unknown, not "
@@ -243,7 +259,9 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> d
             "UNKNOWN_TASK",
         )
     try:
-        self.solver.report(str(captcha_id), correct=bool(correct))
+        # The type picks the report method at providers that have one per type.
+        captcha_type = _CAPTCHA_TYPES.get(str(kind))
+        self.solver.report(str(captcha_id), correct=bool(correct), captcha_type=captcha_type)
     except TransientSolverError as exc:
         raise self.retry_transient(exc) from exc
     return {

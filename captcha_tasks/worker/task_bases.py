@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..forksafe import PerProcess
 from ..masking import mask_url
-from ..provider import SolverClient
+from ..provider import Provider, make_provider
 from ..settings import Settings, get_settings
 from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: The provider client of each process, by settings.
-_solvers: PerProcess[SolverClient] = PerProcess()
+_solvers: PerProcess[Provider] = PerProcess()
 
 
 class SolverTask(RedactedTask):
@@ -76,11 +76,11 @@ class SolverTask(RedactedTask):
         return get_settings()
 
     @property
-    def solver(self) -> SolverClient:
+    def solver(self) -> Provider:
         """The provider client of this process and these settings (built on first use,
         so a prefork child never shares a connection its parent opened)."""
         settings = self.settings
-        return _solvers.get(settings, lambda: SolverClient.from_settings(settings))
+        return _solvers.get(settings, lambda: make_provider(settings))
 
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off

@@ -74,7 +74,7 @@ class FakeProvider:
             self.requests.append(("get_many", ids))
             return {i: self._next(i) for i in ids}
 
-    def report(self, captcha_id: str, *, correct: bool) -> None:
+    def report(self, captcha_id: str, *, correct: bool, captcha_type: str | None = None) -> None:
         self.reports.append((captcha_id, correct))
 
     def balance(self) -> decimal.Decimal:

@@ -1,0 +1,334 @@
+"""The JSON task API provider (createTask / getTaskResult / getBalance / reports):
+2Captcha API v2, Anti-Captcha, CapSolver and CapMonster Cloud, one
+:class:`~captcha_tasks.provider.json_dialects.JsonDialect` each.
+
+Same conventions as the classic :class:`~captcha_tasks.provider.classic.SolverClient`:
+no retries and no Celery inside; one shared HTTP session per process, a timeout on
+every call; the key travels only in the JSON body (``clientKey``) and shows in no
+message or ``repr``. A createTask that may have reached the provider
+(:mod:`.transport` says when, and a 504) raises
+:class:`~captcha_tasks.errors.SubmitUncertain`: it is never resent, since each
+accepted task is billed. Every other failure is typed by the provider's ``errorCode``
+(never ``errorId``, docs/PROVIDERS.md D1), read from the body whatever the HTTP
+status (CapSolver answers a bad key with 401 and a JSON body).
+"""
+
+from __future__ import annotations
+
+import collections
+import decimal
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+
+from ..errors import (
+    CaptchaUnsolvable,
+    ClientError,
+    ConfigurationError,
+    InvalidTaskInput,
+    SolverError,
+    SolverNetworkError,
+    SubmitUncertain,
+)
+from ..settings import PROTOCOLS, Provider, Settings
+from .base import Answer, Polled
+from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType
+from .json_dialects import NOT_READY_CODES, dialect_for
+from .json_errors import http_error, payload_error, unexpected
+from .json_tasks import task_for
+from .proxy import Proxy
+from .transport import RequestFailed, post, shared_session
+
+__all__ = ["JsonTaskClient"]
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+#: Answers (or failures) that came with a createTask, kept until their first get.
+_MAX_EARLY = 10_000
+#: The order in which a solution's fields are taken as "the" answer.
+_ANSWER_FIELDS = ("gRecaptchaResponse", "token", "text")
+
+
+class JsonTaskClient:
+    """A client for one account of a JSON-task-API provider (``provider`` names the
+    dialect: ``2captcha-v2``, ``anticaptcha``, ``capsolver`` or ``capmonster``).
+
+    ``session``: a :class:`requests.Session` to use instead of the process-wide one.
+    ``stats`` counts requests per method and failures (``errors:<code>``).
+    """
+
+    #: No provider documents a batch read: one getTaskResult per task.
+    batch_reads = False
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        provider: Provider,
+        timeout: float = 30.0,
+        session: requests.Session | None = None,
+        max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
+    ) -> None:
+        _check_config(base_url, api_key, provider, timeout)
+        self.base_url = base_url.strip().rstrip("/")
+        self.provider: Provider = provider
+        self.dialect = dialect_for(provider)
+        self.timeout = float(timeout)
+        self.max_image_bytes = max_image_bytes
+        self._api_key = api_key
+        self._session = session
+        self._stats: collections.Counter[str] = collections.Counter()
+        self._early: dict[str, Answer | SolverError] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, timeout: float | None = None) -> JsonTaskClient:
+        """A client configured from :class:`~captcha_tasks.settings.Settings`."""
+        return cls(
+            settings.solver_url,
+            settings.require_api_key(),
+            provider=settings.provider,
+            timeout=settings.http_timeout if timeout is None else timeout,
+            max_image_bytes=settings.max_image_bytes,
+        )
+
+    def __repr__(self) -> str:
+        return f"JsonTaskClient({self.base_url!r}, key='***', provider={self.provider!r})"
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """A snapshot of the request counters."""
+        with self._lock:
+            return dict(self._stats)
+
+    # -- the API ---------------------------------------------------------------------
+
+    def submit(self, captcha: Captcha, *, proxy: Proxy | None = None) -> str:
+        """createTask; returns the task id (always a string). Validates first, and
+        refuses a type the provider does not offer: nothing invalid is sent."""
+        if not isinstance(captcha, Captcha):
+            raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
+        if proxy is not None and not isinstance(proxy, Proxy):
+            raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
+        captcha.validate(max_image_bytes=self.max_image_bytes)
+        task = task_for(self.dialect, captcha, proxy)
+        payload = self._call("createTask", {"task": task}, idempotent=False)
+        raw_id = payload.get("taskId")
+        if isinstance(raw_id, int) and not isinstance(raw_id, bool) and raw_id > 0:
+            raw_id = str(raw_id)
+        if not isinstance(raw_id, str) or not _ID_RE.match(raw_id):
+            # Accepted (errorId 0) but unusable: the task may exist and be billed.
+            self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
+            shown = self._redact(repr(raw_id)[:60])
+            raise SubmitUncertain(
+                f"createTask answered no usable taskId ({shown}): {SubmitUncertain.consequence}"
+            )
+        self._keep_early(raw_id, payload)
+        return raw_id
+
+    def get(self, captcha_id: str) -> Answer | None:
+        """getTaskResult: the answer, or ``None`` while the task is being solved."""
+        captcha_id = _check_id(captcha_id)
+        with self._lock:
+            early = self._early.pop(captcha_id, None)
+        if isinstance(early, SolverError):
+            raise early
+        if early is not None:
+            return early
+        payload = self._call("getTaskResult", {"taskId": _wire_id(captcha_id)})
+        return self._result(captcha_id, payload)
+
+    def get_many(self, captcha_ids: Iterable[str]) -> dict[str, Polled]:
+        """One :meth:`get` per id. An unsolvable or unknown task is its value; any other
+        failure (network, key, throttling) is raised, as for a whole request."""
+        out: dict[str, Polled] = {}
+        for captcha_id in dict.fromkeys(captcha_ids):
+            try:
+                out[captcha_id] = self.get(captcha_id)
+            except (CaptchaUnsolvable, ClientError) as exc:
+                out[captcha_id] = exc
+        return out
+
+    def balance(self) -> decimal.Decimal:
+        """getBalance: the account balance (USD)."""
+        payload = self._call("getBalance", {})
+        balance = _decimal(payload.get("balance"))
+        if balance is None:
+            raise self._unexpected("getBalance", payload)
+        return balance
+
+    def report(
+        self, captcha_id: str, *, correct: bool, captcha_type: CaptchaType | None = None
+    ) -> None:
+        """The dialect's report method for ``captcha_type`` (unknown: reCAPTCHA v2's).
+        Where the provider has none for this case (most have no "correct" report),
+        nothing is sent."""
+        methods = self.dialect.report_correct if correct else self.dialect.report_incorrect
+        method = methods.get(captcha_type or "recaptcha_v2")
+        body: dict[str, Any] = {"taskId": _wire_id(_check_id(captcha_id))}
+        if method is None:
+            self._count("report_skipped")
+            return
+        if self.dialect.report_result:
+            body["result"] = {"invalid": not correct}
+        self._call(method, body)
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _call(
+        self, method: str, body: dict[str, Any], *, idempotent: bool = True
+    ) -> dict[str, Any]:
+        """POST ``body`` (plus the key) to ``/method``; the answer's JSON object. Raises
+        the typed error of an ``errorCode`` or of the HTTP status."""
+        url = f"{self.base_url}/{method}"
+        self._count(method)
+        try:
+            status, _, raw = post(
+                self._session or shared_session(), url, {}, {},
+                timeout=self.timeout, what=method, json_body={"clientKey": self._api_key, **body},
+            )  # fmt: skip
+        except RequestFailed as exc:
+            detail = self._redact(exc.detail)
+            if exc.maybe_sent and not idempotent:
+                raise self._counted(self._uncertain(detail)) from exc.__cause__
+            raise self._counted(SolverNetworkError(detail)) from exc.__cause__
+        text = self._redact(raw.decode("utf-8", errors="replace"))
+        payload = _json_object(text)
+        error = payload_error(self.dialect, payload) if payload is not None else None
+        if error is None and not 200 <= status < 300:
+            error = http_error(self.dialect, status, text)
+        if error is not None:
+            if not idempotent and error.code == "HTTP_504":
+                # A gateway gave up waiting for a provider that may hold the task.
+                error = self._uncertain(f"{method} to {url}: {error.message}")
+            raise self._counted(error)
+        if payload is None:
+            raise self._counted(unexpected(method, text))
+        return payload
+
+    def _result(self, captcha_id: str, payload: dict[str, Any]) -> Answer | None:
+        status = payload.get("status")
+        if status in self.dialect.working or payload.get("errorCode") in NOT_READY_CODES:
+            return None
+        if status == "ready":
+            answer = _answer(captcha_id, payload)
+            if answer is None:
+                raise self._unexpected("getTaskResult", payload)
+            return answer
+        if status == "failed":  # CapSolver, with or without an errorCode
+            raise self._counted(_failed(payload))
+        raise self._unexpected("getTaskResult", payload)
+
+    def _keep_early(self, task_id: str, payload: dict[str, Any]) -> None:
+        """CapSolver may answer a createTask ``ready`` (image tasks) or ``failed``: keep
+        that for the first :meth:`get` instead of asking again."""
+        status = payload.get("status")
+        early: Answer | SolverError | None = None
+        if status == "ready":
+            early = _answer(task_id, payload)
+        elif status == "failed":
+            early = _failed(payload)
+        if early is None:
+            return
+        with self._lock:
+            if len(self._early) >= _MAX_EARLY:
+                self._early.pop(next(iter(self._early)))
+            self._early[task_id] = early
+
+    def _uncertain(self, detail: str) -> SubmitUncertain:
+        return SubmitUncertain(f"{detail}: {SubmitUncertain.consequence}")
+
+    def _unexpected(self, method: str, payload: object) -> SolverError:
+        return self._counted(unexpected(method, self._redact(repr(payload))))
+
+    def _counted(self, error: SolverError) -> SolverError:
+        self._count(f"errors:{error.code}")
+        return error
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._api_key, "***")
+
+    def _count(self, name: str) -> None:
+        with self._lock:
+            self._stats[name] += 1
+
+
+def _answer(captcha_id: str, payload: dict[str, Any]) -> Answer | None:
+    solution = payload.get("solution")
+    if not isinstance(solution, dict) or not solution:
+        return None
+    user_agent = solution.get("userAgent")
+    user_agent = user_agent if isinstance(user_agent, str) and user_agent else None
+    cost = _decimal(payload.get("cost"))
+    for name in _ANSWER_FIELDS:
+        value = solution.get(name)
+        if isinstance(value, str) and value:
+            return Answer(captcha_id, value, cost=cost, user_agent=user_agent)
+    # GeeTest (challenge / validate / seccode) and anything richer: the fields as sent.
+    fields = {name: value for name, value in solution.items() if name != "userAgent"}
+    return Answer(captcha_id, fields, cost=cost, user_agent=user_agent)
+
+
+def _failed(payload: dict[str, Any]) -> SolverError:
+    code = payload.get("errorCode")
+    described = payload.get("errorDescription")
+    detail = f" (provider says: {str(described)[:120]})" if described else ""
+    if isinstance(code, str) and code:
+        return CaptchaUnsolvable(f"{code}: the task failed{detail}", code)
+    return CaptchaUnsolvable(f"the task failed{detail}", "ERROR_TASK_FAILED")
+
+
+def _decimal(value: object) -> decimal.Decimal | None:
+    """``cost`` / ``balance`` as sent: a number or a numeric string (PROVIDERS.md D14)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | decimal.Decimal):
+        return None
+    try:
+        number = decimal.Decimal(str(value).strip())
+    except decimal.InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        # Decimals keep a balance's or a cost's digits exact.
+        value = json.loads(text, parse_float=decimal.Decimal)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _wire_id(captcha_id: str) -> int | str:
+    """Integer ids go back as JSON integers (2Captcha, Anti-Captcha, CapMonster), UUIDs
+    as strings (CapSolver)."""
+    return int(captcha_id) if captcha_id.isdigit() and len(captcha_id) <= 18 else captcha_id
+
+
+def _check_id(captcha_id: object) -> str:
+    if isinstance(captcha_id, int) and not isinstance(captcha_id, bool):
+        captcha_id = str(captcha_id)
+    if not isinstance(captcha_id, str) or not _ID_RE.match(captcha_id):
+        shown = repr(captcha_id)[:40]
+        raise InvalidTaskInput(f"captcha_id: {shown} is not a task id (1-64 letters/digits)")
+    return captcha_id
+
+
+def _check_config(base_url: str, api_key: str, provider: str, timeout: float) -> None:
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"solver base URL must be http(s)://host, got {base_url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigurationError("solver base URL must not carry a query or credentials")
+    if not isinstance(api_key, str) or api_key.split() != [api_key] or not api_key.isprintable():
+        raise ConfigurationError("the API key must be a non-empty string without whitespace")
+    if PROTOCOLS.get(provider) != "json":  # type: ignore[call-overload]
+        json_ones = ", ".join(p for p, protocol in PROTOCOLS.items() if protocol == "json")
+        raise ConfigurationError(f"JSON task API provider must be one of {json_ones}")
+    if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")

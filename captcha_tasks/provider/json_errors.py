@@ -1,0 +1,82 @@
+"""Reading errors out of JSON-task-API answers: the ``errorCode`` of a body, or the
+HTTP status when the body has none (docs/PROVIDERS.md §6, D1, D2, D19).
+
+Callers pass text with the API key already masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import (
+    ClientError,
+    InsufficientFunds,
+    InvalidApiKey,
+    ProviderUnavailable,
+    RateLimited,
+    SolverError,
+)
+from .json_dialects import NOT_READY_CODES, UNKNOWN_RULE, JsonDialect
+
+__all__ = ["http_error", "payload_error", "unexpected"]
+
+_SNIPPET = 120
+
+
+def payload_error(dialect: JsonDialect, payload: Mapping[str, Any]) -> SolverError | None:
+    """The typed error an answer's ``errorCode`` names, or ``None`` if it names none.
+
+    Dispatch is on ``errorCode`` only; an ``errorId`` other than 0 without a code is an
+    unknown error (``ERROR_ID_<n>``). A "not ready" code is no error (CapMonster)."""
+    code = payload.get("errorCode")
+    if isinstance(code, str) and code.strip():
+        code = code.strip()[:64]
+        if code in NOT_READY_CODES:
+            return None
+        rule = dialect.rule(code)
+    else:
+        error_id = payload.get("errorId")
+        if error_id in (None, 0, "0") or isinstance(error_id, bool):
+            return None
+        code, rule = f"ERROR_ID_{_clean(str(error_id))[:16]}", UNKNOWN_RULE
+    message = f"{code}: {rule.meaning} ({dialect.name})"
+    described = payload.get("errorDescription")
+    if isinstance(described, str) and described.strip():
+        message += f" (provider says: {_clean(described)})"
+    return rule.error(message, code, rule.retry_after)
+
+
+def http_error(dialect: JsonDialect, status: int, text: str) -> SolverError:
+    """The error for a non-2xx answer whose body names no ``errorCode``."""
+    code = f"HTTP_{status}"
+    detail = f"HTTP {status} from {dialect.name}: {_snippet(text)}"
+    if status == 401:
+        return InvalidApiKey(f"{detail}; the API key was refused", code)
+    if status == 403 and dialect.name == "capsolver":  # its SDK: insufficient credit
+        return InsufficientFunds(detail, code, 60.0)
+    if status == 429:
+        return RateLimited(detail, code, 10.0)
+    if 300 <= status < 400 or status in (404, 405, 410, 414):
+        # A wrong solver URL: retrying cannot help.
+        return ClientError(f"{detail}; check CAPTCHA_TASKS_SOLVER_URL", code)
+    # 5xx (CapMonster answers 500 while solving), 503 overload, and the rest: transient.
+    return ProviderUnavailable(detail, code, 10.0)
+
+
+def unexpected(method: str, text: str) -> ProviderUnavailable:
+    """An answer that is not what ``method`` answers (HTML, malformed JSON, no fields)."""
+    retry = 10.0 if text.lstrip().startswith("<") else 5.0
+    return ProviderUnavailable(
+        f"{method}: unexpected answer {_snippet(text)}", "UNRECOGNISED_ANSWER", retry
+    )
+
+
+def _snippet(text: str) -> str:
+    shown = _clean(text)
+    return repr(shown) if shown else "(empty body)"
+
+
+def _clean(text: str) -> str:
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 3] + "..."
