@@ -68,7 +68,7 @@ class JsonApi:
             if method == "createTask":
                 return 200, self._create(dialect, document)
             if method == "getTaskResult":
-                return 200, self._result(self._tasks.read(document.get("taskId")), poll=True)
+                return 200, self._read(document.get("taskId"))
             if method == "getBalance":
                 return 200, self._balance(dialect)
             return 200, self._report(dialect, method, document)
@@ -115,6 +115,15 @@ class JsonApi:
         if dialect == "capsolver":
             answer["status"] = "idle"
         return answer
+
+    def _read(self, raw_id: object) -> dict[str, object]:
+        """getTaskResult: refused reads (unknown, too many, too fast) are polls too."""
+        try:
+            task = self._tasks.read(raw_id)
+        except JsonError:
+            self._state.count("polls")
+            raise
+        return self._result(task, poll=True)
 
     def _result(self, task: JsonTask, poll: bool) -> dict[str, object]:
         """A task's state as getTaskResult answers it (errors raised as JsonError)."""
