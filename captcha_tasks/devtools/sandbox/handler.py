@@ -50,11 +50,15 @@ _BAD_GATEWAY = (
 _INDEX = (
     b"captcha-tasks solver sandbox\n\n"
     b"/in.php /res.php   the in.php/res.php protocol (CaptchaAI, 2Captcha)\n"
-    b"POST /createTask /getTaskResult /getBalance ...  the JSON task API (--protocol json)\n"
     b"POST /siteverify   check a token once (response=...)\n"
     b"GET /stats         counters\nGET /healthz       liveness\n"
     b"POST /admin/config change settings (JSON)\nPOST /admin/reset  zero the counters\n"
     b"GET /admin/captchas per-captcha submit/ready/answered times (epoch seconds)\n"
+)
+_JSON_INDEX = _INDEX.replace(
+    b"(CaptchaAI, 2Captcha)\n",
+    b"(CaptchaAI, 2Captcha)\n"
+    b"POST /createTask /getTaskResult /getBalance /report...  the JSON task API\n",
 )
 _SECRETS_RE = re.compile(r"((?:key|proxy|secret|response|body)=)[^&\s\"]*", re.IGNORECASE)
 _JSON = "application/json"
@@ -151,7 +155,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
         elif path == "/admin/captchas":
             self._send_json(200, {"captchas": state.captchas()})
         elif path == "/":
-            self._send(200, _INDEX, _TEXT)
+            self._send(200, _INDEX if protocol == "classic" else _JSON_INDEX, _TEXT)
         else:
             self._send_json(404, {"error": "not found"})
 

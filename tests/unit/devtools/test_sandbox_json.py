@@ -577,9 +577,28 @@ def test_both_protocols_share_one_port_and_one_state(make_api: Callable[..., JAp
 def test_each_protocol_alone_serves_only_its_endpoints(make_api: Callable[..., JApi]) -> None:
     json_only = make_api("anticaptcha")
     assert json_only.session.get(f"{json_only.url}/in.php", timeout=5).status_code == 404
+    assert b"/createTask" in json_only.session.get(json_only.url, timeout=5).content
     classic = make_api("captchaai", protocol="classic")
     assert classic.call("getBalance", key=DEV_API_KEY).status_code == 404
     assert classic.stats()["requests"] == 0
+    assert b"/createTask" not in classic.session.get(classic.url, timeout=5).content
+
+
+@pytest.mark.parametrize(
+    ("dialect", "extras"),
+    [
+        ("2captcha-v2", {"softId": 4580, "callbackUrl": "https://cb.example.com/x",
+                         "languagePool": "en"}),
+        ("anticaptcha", {"softId": 0, "languagePool": "rn"}),
+        ("capsolver", {"appId": "D5C9A1B2-0000-4000-8000-000000000000"}),
+        ("capmonster", {"softId": 55, "callbackUrl": "https://cb.example.com/x"}),
+    ],
+)  # fmt: skip
+def test_create_task_extras_are_accepted(
+    make_api: Callable[..., JApi], dialect: str, extras: dict[str, Any]
+) -> None:
+    api = make_api(dialect)
+    api.wait(api.create(task_of(dialect, "turnstile"), **extras)["taskId"])
 
 
 @pytest.mark.parametrize(
