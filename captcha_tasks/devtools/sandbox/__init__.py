@@ -1,4 +1,5 @@
-"""The solver sandbox: a local in.php/res.php server for development, tests and benchmarks.
+"""The solver sandbox: a local in.php/res.php and JSON task API server for development,
+tests and benchmarks (``SandboxConfig(protocol="json", dialect="capsolver")``).
 
 ::
 
@@ -8,7 +9,8 @@
         ...  # point the solver client at sandbox.url with DEV_API_KEY
 
 Modules: ``config`` (what is emulated), ``protocol`` (submit parameters, error codes,
-wire replies), ``answers`` (tokens, image answers), ``state`` (threads, billing,
+wire replies), ``json_protocol`` / ``json_tasks`` / ``json_api`` (the JSON task API's
+dialects over the same state), ``answers`` (tokens, image answers), ``state`` (threads, billing,
 tokens, counters), ``server`` (HTTP), ``cli`` (``captcha-tasks sandbox``),
 ``demo_site`` (a captcha-protected target site, ``SandboxConfig(demo_port=0)``).
 """
@@ -17,7 +19,17 @@ from __future__ import annotations
 
 from .answers import image_answer
 from .cli import sandbox_command
-from .config import DEFAULT_LATENCY, DEMO_SITEKEY, DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
+from .config import (
+    DEFAULT_LATENCY,
+    DEMO_SITEKEY,
+    DEV_API_KEY,
+    DEV_CAPSOLVER_KEY,
+    JSON_DIALECTS,
+    KINDS,
+    TOKEN_TTL,
+    SandboxConfig,
+    dev_api_key,
+)
 from .demo_site import DEMO_COUNTERS, SESSION_COOKIE, VALIDATION_COOKIE, DemoSite
 from .server import SandboxServer
 
@@ -26,6 +38,8 @@ __all__ = [
     "DEMO_COUNTERS",
     "DEMO_SITEKEY",
     "DEV_API_KEY",
+    "DEV_CAPSOLVER_KEY",
+    "JSON_DIALECTS",
     "KINDS",
     "SESSION_COOKIE",
     "TOKEN_TTL",
@@ -33,6 +47,7 @@ __all__ = [
     "DemoSite",
     "SandboxConfig",
     "SandboxServer",
+    "dev_api_key",
     "image_answer",
     "sandbox_command",
 ]

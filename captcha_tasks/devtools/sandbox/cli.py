@@ -15,11 +15,15 @@ from ...errors import ConfigurationError
 from .config import (
     DEMO_SITEKEY,
     DEV_API_KEY,
+    DEV_CAPSOLVER_KEY,
     DIALECTS,
     FAULT_PATHS,
+    JSON_DIALECTS,
     KINDS,
     OVER_LIMIT_CODES,
+    PROTOCOLS,
     SandboxConfig,
+    dev_api_key,
 )
 from .server import SandboxServer
 
@@ -89,11 +93,13 @@ def _parse_latency(
 )
 @click.option(
     "--dialect",
-    type=click.Choice(DIALECTS),
+    type=click.Choice(DIALECTS + JSON_DIALECTS),
     default="captchaai",
     show_default=True,
     help="captchaai: billing by threads, balance informational; "
-    "2captcha: each solve costs --price, ERROR_ZERO_BALANCE when funds run out.",
+    "2captcha: each solve costs --price, ERROR_ZERO_BALANCE when funds run out. "
+    "With --protocol json or both: one of 2captcha-v2, anticaptcha, capsolver, capmonster "
+    "(default 2captcha-v2; each bills like 2captcha).",
 )
 @click.option(
     "--balance",
@@ -237,6 +243,16 @@ def _parse_latency(
     is_flag=True,
     help="Log one line per request (keys and proxy passwords masked).",
 )
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default="classic",
+    show_default=True,
+    help="classic: in.php/res.php; json: POST /createTask, /getTaskResult, /getBalance and "
+    "the dialect's report methods; both: the two on one port, in.php/res.php then "
+    "following the 2captcha dialect (per-solve billing, as every JSON provider bills). "
+    f"The capsolver dialect's key is {DEV_CAPSOLVER_KEY}.",
+)
 def sandbox_command(**options: Any) -> None:
     """Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.
 
@@ -269,11 +285,20 @@ def _config(options: dict[str, Any]) -> SandboxConfig:
     latencies = dict.fromkeys(KINDS, latency_all) if latency_all is not None else {}
     latencies.update(options.pop("latency"))
     options["api_keys"] = options.pop("keys")
-    options["dialect"] = "2captcha" if options["dialect"] == "2captcha" else "captchaai"
+    if options["protocol"] != "classic" and _defaulted("dialect"):
+        options["dialect"] = JSON_DIALECTS[0]
     try:
         return SandboxConfig(latency=latencies, **options)
     except ConfigurationError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def _defaulted(name: str) -> bool:
+    """Whether option ``name`` was left at its default (outside click: assume so)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return True
+    return ctx.get_parameter_source(name) in (None, click.core.ParameterSource.DEFAULT)
 
 
 def _serve(config: SandboxConfig) -> None:
@@ -292,7 +317,8 @@ def _serve(config: SandboxConfig) -> None:
             port, demo_port = config.port, config.demo_port
             ports = f"{port}" if demo_port is None else f"{port} and {demo_port}"
             raise click.ClickException(f"cannot listen on {config.host} ({ports}): {exc}") from None
-        click.echo(f"sandbox listening on {server.url} (key {DEV_API_KEY})")
+        key = dev_api_key(config.dialect)
+        click.echo(f"sandbox listening on {server.url} (key {key})")
         if server.demo_url is not None:
             click.echo(f"demo site on {server.demo_url} (sitekey {config.demo_sitekey})")
         sys.stdout.flush()

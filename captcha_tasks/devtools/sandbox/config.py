@@ -21,20 +21,41 @@ __all__ = [
     "DEFAULT_LATENCY",
     "DEMO_SITEKEY",
     "DEV_API_KEY",
+    "DEV_CAPSOLVER_KEY",
     "DIALECTS",
     "FAULT_PATHS",
+    "JSON_DIALECTS",
     "KINDS",
     "OVER_LIMIT_CODES",
+    "PROTOCOLS",
     "TOKEN_TTL",
     "Dialect",
+    "JsonDialect",
+    "Protocol",
     "SandboxConfig",
+    "dev_api_key",
 ]
 
 Dialect = Literal["captchaai", "2captcha"]
 DIALECTS: tuple[Dialect, ...] = ("captchaai", "2captcha")
+#: The JSON task API's dialects, named as ``CAPTCHA_TASKS_PROVIDER`` names them.
+JsonDialect = Literal["2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
+JSON_DIALECTS: tuple[JsonDialect, ...] = ("2captcha-v2", "anticaptcha", "capsolver", "capmonster")
+#: ``classic``: in.php/res.php; ``json``: createTask/getTaskResult; ``both`` on one port.
+Protocol = Literal["classic", "json", "both"]
+PROTOCOLS: tuple[Protocol, ...] = ("classic", "json", "both")
 
 #: Always accepted. Public on purpose: it opens nothing but a sandbox.
 DEV_API_KEY = "sandbox" + "0" * 25
+#: The capsolver dialect's always-accepted key: CapSolver keys are ``CAP-`` + hex digits.
+DEV_CAPSOLVER_KEY = "CAP-" + "0" * 32
+_CAPSOLVER_KEY_RE = re.compile(r"^CAP-[0-9A-Fa-f]{32}(?:[0-9A-Fa-f]{32})?$")
+
+
+def dev_api_key(dialect: str) -> str:
+    """The key a sandbox speaking ``dialect`` always accepts (CapSolver's has its own shape)."""
+    return DEV_CAPSOLVER_KEY if dialect == "capsolver" else DEV_API_KEY
+
 
 #: The demo site's default reCAPTCHA sitekey (40 characters, accepted by in.php).
 DEMO_SITEKEY = "6LdSandboxDemoSiteKey0000000000000000000"
@@ -102,7 +123,9 @@ class SandboxConfig:
     threads: int = 5
     #: ``captchaai`` bills by threads (balance informational); ``2captcha`` charges
     #: ``price`` per solve and refuses submits with ERROR_ZERO_BALANCE when it runs out.
-    dialect: Dialect = "captchaai"
+    #: With ``protocol`` json or both: one of :data:`JSON_DIALECTS` (each charges per
+    #: solve; in.php/res.php then follow the ``2captcha`` dialect).
+    dialect: Dialect | JsonDialect = "captchaai"
     #: Account balance, as ``getbalance`` answers it.
     balance: float = 100.0
     #: Cost of one solve in the 2captcha dialect (unsolvable captchas are refunded).
@@ -145,6 +168,14 @@ class SandboxConfig:
     demo_port: int | None = None
     #: The reCAPTCHA sitekey the demo site shows and accepts tokens for.
     demo_sitekey: str = DEMO_SITEKEY
+    #: Wire formats served (see :data:`PROTOCOLS`); ``both`` serves them on one port.
+    protocol: Protocol = "classic"
+
+    @property
+    def classic_dialect(self) -> Dialect:
+        """How in.php/res.php behave: ``dialect`` itself, or ``2captcha`` (per-solve billing,
+        as every JSON provider bills) when ``dialect`` is a JSON one."""
+        return "captchaai" if self.dialect == "captchaai" else "2captcha"
 
     def __post_init__(self) -> None:
         latency = dict(DEFAULT_LATENCY)
@@ -166,12 +197,7 @@ class SandboxConfig:
             raise ConfigurationError("demo_sitekey must be 10..100 letters, digits, '_', '.', '-'")
         if self.threads < 1:
             raise ConfigurationError(f"threads must be >= 1, got {self.threads}")
-        if self.dialect not in DIALECTS:
-            raise ConfigurationError(f"dialect must be one of {', '.join(DIALECTS)}")
-        if self.over_limit_code not in OVER_LIMIT_CODES:
-            raise ConfigurationError(
-                f"over_limit_code must be one of {', '.join(OVER_LIMIT_CODES)}"
-            )
+        self._check_dialect()
         _number("balance", self.balance)
         _number("price", self.price, low=0.0)
         _number("time_scale", self.time_scale, low=1e-6)
@@ -186,8 +212,29 @@ class SandboxConfig:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigurationError("tls_cert and tls_key go together")
         for key in self.api_keys:
+            if _CAPSOLVER_KEY_RE.match(key):
+                continue
             if len(key) != 32 or not key.isascii() or not key.isalnum():
-                raise ConfigurationError("every extra API key must be 32 letters and digits")
+                raise ConfigurationError(
+                    "every extra API key must be 32 letters and digits (CapSolver: CAP- and hex)"
+                )
+
+    def _check_dialect(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ConfigurationError(f"protocol must be one of {', '.join(PROTOCOLS)}")
+        allowed: tuple[str, ...] = DIALECTS if self.protocol == "classic" else JSON_DIALECTS
+        if self.dialect not in allowed:
+            raise ConfigurationError(
+                f"dialect must be one of {', '.join(allowed)} with protocol {self.protocol}"
+            )
+        if self.over_limit_code not in OVER_LIMIT_CODES:
+            raise ConfigurationError(
+                f"over_limit_code must be one of {', '.join(OVER_LIMIT_CODES)}"
+            )
+        if self.protocol != "classic" and self.over_limit_code != OVER_LIMIT_CODES[0]:
+            raise ConfigurationError(
+                f"over_limit_code must be {OVER_LIMIT_CODES[0]} with the JSON protocol"
+            )
 
     def scaled(self, seconds: float) -> float:
         """Live-provider seconds in this sandbox."""

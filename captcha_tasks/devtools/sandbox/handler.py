@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ...errors import ConfigurationError
+from .json_api import JSON_METHODS, JsonApi, fault_path
 from .protocol import ApiError, Reply, Upload, error_text, parse_submission
 from .state import SandboxState
 
@@ -54,6 +55,11 @@ _INDEX = (
     b"POST /admin/config change settings (JSON)\nPOST /admin/reset  zero the counters\n"
     b"GET /admin/captchas per-captcha submit/ready/answered times (epoch seconds)\n"
 )
+_JSON_INDEX = _INDEX.replace(
+    b"(CaptchaAI, 2Captcha)\n",
+    b"(CaptchaAI, 2Captcha)\n"
+    b"POST /createTask /getTaskResult /getBalance /report...  the JSON task API\n",
+)
 _SECRETS_RE = re.compile(r"((?:key|proxy|secret|response|body)=)[^&\s\"]*", re.IGNORECASE)
 _JSON = "application/json"
 _TEXT = "text/plain; charset=utf-8"
@@ -65,6 +71,7 @@ class StatefulHTTPServer(ThreadingHTTPServer):
 
     state: SandboxState
     stopping: threading.Event
+    json_api: JsonApi
 
 
 class _BodyError(Exception):
@@ -120,8 +127,11 @@ class SandboxHandler(BaseHTTPRequestHandler):
     def _route(self, path: str, query: str, body: bytes) -> None:
         state = self.server.state
         post = self.command == "POST"
-        if path in ("/in.php", "/res.php"):
+        protocol = state.config.protocol
+        if path in ("/in.php", "/res.php") and protocol != "json":
             self._api(path, query, body)
+        elif path[1:] in JSON_METHODS and post and protocol != "classic":
+            self._json(path[1:], body)
         elif path == "/siteverify":
             try:
                 params, _ = _form(query, self.headers.get("Content-Type", ""), body)
@@ -145,7 +155,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
         elif path == "/admin/captchas":
             self._send_json(200, {"captchas": state.captchas()})
         elif path == "/":
-            self._send(200, _INDEX, _TEXT)
+            self._send(200, _INDEX if protocol == "classic" else _JSON_INDEX, _TEXT)
         else:
             self._send_json(404, {"error": "not found"})
 
@@ -174,6 +184,18 @@ class SandboxHandler(BaseHTTPRequestHandler):
             # The request took effect; only its answer is late (as when a client times out).
             self.server.stopping.wait(state.config.slow_seconds)
         self._send(200, payload, content_type, headers)
+
+    def _json(self, method: str, body: bytes) -> None:
+        """One JSON API call, with the same faults as in.php (createTask) and res.php."""
+        state = self.server.state
+        fault = state.begin_request(fault_path(method))
+        if fault == "fail":
+            self._send(502, _BAD_GATEWAY, _HTML)
+            return
+        status, document = self.server.json_api.handle(method, body)
+        if fault == "slow":
+            self.server.stopping.wait(state.config.slow_seconds)
+        self._send_json(status, document)
 
     def _api_reply(self, path: str, params: dict[str, str], files: dict[str, Upload]) -> Reply:
         state = self.server.state

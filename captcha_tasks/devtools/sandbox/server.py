@@ -20,6 +20,7 @@ from typing import Any
 from .config import SandboxConfig
 from .demo_site import DemoHandler, DemoHTTPServer, DemoSite
 from .handler import SandboxHandler, StatefulHTTPServer
+from .json_api import JsonApi
 from .state import SandboxState
 
 __all__ = ["SandboxServer"]
@@ -37,6 +38,7 @@ class _HTTPServer(StatefulHTTPServer):
         self, address: tuple[str, int], state: SandboxState, tls: ssl.SSLContext | None
     ) -> None:
         self.state = state
+        self.json_api = JsonApi(state)
         self.stopping = threading.Event()
         self._live_lock = threading.Lock()
         self._live: dict[threading.Thread, socket.socket] = {}

@@ -74,6 +74,16 @@ class SandboxState:
     def config(self) -> SandboxConfig:
         return self._config
 
+    def now(self) -> float:
+        """This state's clock (what ``timing`` is measured with)."""
+        return self._clock()
+
+    def timing(self, captcha_id: int) -> tuple[float, float] | None:
+        """A remembered captcha's submit and ready times (``now()``'s clock)."""
+        with self._lock:
+            captcha = self._captchas.get(captcha_id)
+            return None if captcha is None else (captcha.submitted_at, captcha.ready_at)
+
     # -- requests -------------------------------------------------------------------
 
     def begin_request(self, endpoint: str = "") -> str | None:
@@ -95,6 +105,7 @@ class SandboxState:
             return None
 
     def check_key(self, key: str) -> None:
+        """in.php/res.php's key check (the JSON API checks its own: ``json_api``)."""
         if key in self._keys:
             return
         with self._lock:
@@ -109,14 +120,16 @@ class SandboxState:
 
     # -- in.php ---------------------------------------------------------------------
 
-    def submit(self, sub: Submission) -> int:
-        """Accept a captcha and return its id, or raise ERROR_ZERO_BALANCE / the over-limit code."""
+    def submit(self, sub: Submission, immediate: bool = False) -> int:
+        """Accept a captcha and return its id, or raise ERROR_ZERO_BALANCE / the over-limit code.
+
+        ``immediate``: solved at once (CapSolver's synchronous image tasks)."""
         with self._lock:
             now = self._clock()
             self._advance(now)
             self._prune(now)
             cfg = self._config
-            cost = cfg.price if cfg.dialect == "2captcha" else 0.0
+            cost = cfg.price if cfg.classic_dialect == "2captcha" else 0.0
             if cost and self._balance + 1e-9 < cost:
                 self._counts["zero_balance"] += 1
                 raise ApiError("ERROR_ZERO_BALANCE")
@@ -128,7 +141,7 @@ class SandboxState:
             while captcha_id in self._captchas:
                 captcha_id = rng.randrange(_ID_LOW, _ID_HIGH)
             jitter = rng.uniform(1 - cfg.jitter, 1 + cfg.jitter)
-            ready_at = now + cfg.scaled(cfg.latency[sub.kind]) * jitter
+            ready_at = now if immediate else now + cfg.scaled(cfg.latency[sub.kind]) * jitter
             unsolvable = bool(cfg.unsolvable_rate) and rng.random() < cfg.unsolvable_rate
             answer, issued = make_answer(sub, ready_at, cfg, rng, unsolvable)
             captcha_token = None
@@ -162,11 +175,12 @@ class SandboxState:
 
     # -- res.php --------------------------------------------------------------------
 
-    def get(self, raw_id: str) -> Reply:
-        """``action=get&id=``: the answer, or CAPCHA_NOT_READY / an error (raised)."""
+    def get(self, raw_id: str, poll: bool = True) -> Reply:
+        """``action=get&id=``: the answer, or CAPCHA_NOT_READY / an error (raised).
+        ``poll=False``: not a client's poll (an answer sent with the submit)."""
         captcha_id = _parse_id(raw_id)
         with self._lock:
-            self._counts["polls"] += 1
+            self._counts["polls"] += poll
             now = self._clock()
             self._advance(now)
             result = self._result(captcha_id, now)

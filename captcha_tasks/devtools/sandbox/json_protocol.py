@@ -1,0 +1,289 @@
+"""The JSON task API's dialects: task types, proxy fields, solutions and error answers.
+
+Facts from docs/PROVIDERS.md. A JSON task is checked by translating it into the
+in.php parameters it means and handing those to :func:`.protocol.parse_submission`,
+so both wire formats validate a captcha the same way; only the names differ.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+
+from .protocol import ApiError, Submission, parse_submission
+
+__all__ = [
+    "JsonError",
+    "error_answer",
+    "parse_task",
+    "solution",
+]
+
+#: ``type`` -> (captcha kind, proxy: ``none``, ``required`` or ``optional``), per dialect.
+TaskTypes = Mapping[str, tuple[str, str]]
+
+
+def _pair(base: str, kind: str, suffix: str = "Proxyless") -> dict[str, tuple[str, str]]:
+    """A proxyless type and its proxy twin (``RecaptchaV2TaskProxyless`` / ``RecaptchaV2Task``)."""
+    return {base + suffix: (kind, "none"), base: (kind, "required")}
+
+
+_COMMON = {
+    **_pair("RecaptchaV2Task", "recaptcha_v2"),
+    **_pair("RecaptchaV2EnterpriseTask", "recaptcha_v2"),
+    "RecaptchaV3TaskProxyless": ("recaptcha_v3", "none"),
+    **_pair("TurnstileTask", "turnstile"),
+    **_pair("HCaptchaTask", "hcaptcha"),
+    **_pair("GeeTestTask", "geetest"),
+    "ImageToTextTask": ("image", "none"),
+}
+_CAPMONSTER = {
+    name: (kind, "none" if kind == "image" else "optional")
+    for name, (kind, _) in {
+        **_COMMON,
+        **_pair("NoCaptchaTask", "recaptcha_v2"),
+        "RecaptchaV3EnterpriseTask": ("recaptcha_v3", "none"),
+    }.items()
+}
+TASK_TYPES: Mapping[str, TaskTypes] = {
+    "2captcha-v2": {**_COMMON, "RecaptchaV3EnterpriseTaskProxyless": ("recaptcha_v3", "none")},
+    "anticaptcha": {**_COMMON, **_pair("NoCaptchaTask", "recaptcha_v2")},
+    # No hCaptcha at CapSolver; its own GeeTest example spells the type GeetestTaskProxyless.
+    "capsolver": {
+        **_pair("ReCaptchaV2Task", "recaptcha_v2", "ProxyLess"),
+        **_pair("ReCaptchaV2EnterpriseTask", "recaptcha_v2", "ProxyLess"),
+        **_pair("ReCaptchaV3Task", "recaptcha_v3", "ProxyLess"),
+        **_pair("ReCaptchaV3EnterpriseTask", "recaptcha_v3", "ProxyLess"),
+        "AntiTurnstileTaskProxyLess": ("turnstile", "none"),
+        "GeeTestTaskProxyLess": ("geetest", "none"),
+        "GeetestTaskProxyless": ("geetest", "none"),
+        "ImageToTextTask": ("image", "none"),
+    },
+    "capmonster": _CAPMONSTER,
+}
+
+#: errorId per code at 2Captcha and Anti-Captcha (CapMonster and CapSolver: always 1).
+ERROR_IDS = {
+    "ERROR_KEY_DOES_NOT_EXIST": 1,
+    "ERROR_NO_SLOT_AVAILABLE": 2,
+    "ERROR_ZERO_CAPTCHA_FILESIZE": 3,
+    "ERROR_TOO_BIG_CAPTCHA_FILESIZE": 4,
+    "ERROR_ZERO_BALANCE": 10,
+    "ERROR_CAPTCHA_UNSOLVABLE": 12,
+    "ERROR_NO_SUCH_METHOD": 14,
+    "ERROR_IMAGE_TYPE_NOT_SUPPORTED": 15,
+    "ERROR_NO_SUCH_CAPCHA_ID": 16,
+    "ERROR_TASK_ABSENT": 22,
+    "ERROR_TASK_NOT_SUPPORTED": 23,
+    "ERROR_INCORRECT_SESSION_DATA": 24,
+    "ERROR_RECAPTCHA_INVALID_SITEKEY": 31,
+}
+_DESCRIPTIONS = {
+    "ERROR_KEY_DOES_NOT_EXIST": "Account authorization key not found in the system",
+    "ERROR_KEY_DENIED_ACCESS": "Invalid clientKey",
+    "ERROR_NO_SLOT_AVAILABLE": "No idle workers are available at the moment",
+    "ERROR_SERVICE_UNAVALIABLE": "The service is currently unavailable",
+    "ERROR_ZERO_BALANCE": "Account has zero or negative balance",
+    "ERROR_CAPTCHA_UNSOLVABLE": "Workers could not solve the captcha",
+    "ERROR_NO_SUCH_CAPCHA_ID": "The task does not exist or has expired",
+    "ERROR_TASKID_INVALID": "Task ID does not exist or is invalid",
+    "ERROR_TASK_NOT_SUPPORTED": "The task type is not supported",
+    "ERROR_TASK_ABSENT": "The task property is missing",
+    "ERROR_TOO_MUCH_REQUESTS": "Too many requests for this task: wait 2 seconds",
+}
+
+#: A classic code (from :func:`parse_submission` or the state) -> the JSON dialects' code.
+_FROM_CLASSIC = {
+    "ERROR_PAGEURL": "ERROR_INCORRECT_SESSION_DATA",
+    "ERROR_BAD_PARAMETERS": "ERROR_INCORRECT_SESSION_DATA",
+    "ERROR_BAD_PROXY": "ERROR_INCORRECT_SESSION_DATA",
+    "ERROR_GOOGLEKEY": "ERROR_RECAPTCHA_INVALID_SITEKEY",
+    "ERROR_WRONG_GOOGLEKEY": "ERROR_RECAPTCHA_INVALID_SITEKEY",
+    "ERROR_UPLOAD": "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+    "ERROR_WRONG_CAPTCHA_ID": "ERROR_NO_SUCH_CAPCHA_ID",
+    "ERROR_WRONG_ID_FORMAT": "ERROR_NO_SUCH_CAPCHA_ID",
+    "ERROR_DUPLICATE_REPORT": "ERROR_NO_SUCH_CAPCHA_ID",
+    "ERROR_REPORT_NOT_RECORDED": "ERROR_NO_SUCH_CAPCHA_ID",
+}
+#: CapSolver's own names for the same situations.
+_CAPSOLVER = {
+    "ERROR_KEY_DOES_NOT_EXIST": "ERROR_KEY_DENIED_ACCESS",
+    "ERROR_NO_SLOT_AVAILABLE": "ERROR_SERVICE_UNAVALIABLE",  # sic
+    "ERROR_NO_SUCH_CAPCHA_ID": "ERROR_TASKID_INVALID",
+    "ERROR_INCORRECT_SESSION_DATA": "ERROR_INVALID_TASK_DATA",
+    "ERROR_RECAPTCHA_INVALID_SITEKEY": "ERROR_INVALID_TASK_DATA",
+    "ERROR_TASK_ABSENT": "ERROR_INVALID_TASK_DATA",
+    "ERROR_NO_SUCH_METHOD": "ERROR_BAD_REQUEST",
+    "ERROR_ZERO_CAPTCHA_FILESIZE": "ERROR_INVALID_IMAGE",
+    "ERROR_TOO_BIG_CAPTCHA_FILESIZE": "ERROR_INVALID_IMAGE",
+    "ERROR_IMAGE_TYPE_NOT_SUPPORTED": "ERROR_INVALID_IMAGE",
+}
+
+USER_AGENT = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
+    "(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
+)
+_PROXY_TYPES = frozenset({"http", "https", "socks4", "socks5"})
+_HOST_RE = re.compile(r"^[A-Za-z0-9.\-]{1,253}$|^\[?[0-9A-Fa-f:]{2,39}\]?$")
+_PROXY_FIELDS = ("proxyType", "proxyAddress", "proxyPort", "proxyLogin", "proxyPassword")
+#: CapSolver's ``proxy``: ``[scheme://]host:port[:user:pass]`` or ``[scheme://]user:pass@host:port``.
+_CAPSOLVER_PROXY_RE = re.compile(
+    r"^(?:(?:https?|socks[45])(?::|://))?"
+    r"(?:(?P<user>[^:@/\s]+):(?P<password>[^@/\s]*)@)?"
+    r"(?P<host>[^:@/\s]+):(?P<port>\d{1,5})(?::[^:@/\s]+:[^@/\s]*)?$"
+)
+
+
+class JsonError(Exception):
+    """An error answer: the generic (2Captcha/Anti-Captcha) code, renamed per dialect on output."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def dialect_code(dialect: str, code: str) -> str:
+    """A classic or generic code as ``dialect`` names it."""
+    code = _FROM_CLASSIC.get(code, code)
+    return _CAPSOLVER.get(code, code) if dialect == "capsolver" else code
+
+
+def error_answer(dialect: str, code: str) -> tuple[int, dict[str, object]]:
+    """HTTP status and body of an error in ``dialect``: numbered errorIds at 2Captcha and
+    Anti-Captcha, 1 elsewhere; CapSolver answers HTTP 401 for a bad key, 400 otherwise."""
+    code = dialect_code(dialect, code)
+    error_id = ERROR_IDS.get(code, 1) if dialect in ("2captcha-v2", "anticaptcha") else 1
+    document: dict[str, object] = {
+        "errorId": error_id,
+        "errorCode": code,
+        "errorDescription": _DESCRIPTIONS.get(code, code.removeprefix("ERROR_").lower()),
+    }
+    if dialect != "capsolver":
+        return 200, document
+    return (401 if code == "ERROR_KEY_DENIED_ACCESS" else 400), document
+
+
+def parse_task(
+    dialect: str, task: object, min_image_bytes: int, max_image_bytes: int
+) -> tuple[Submission, str]:
+    """Check a createTask ``task`` in ``dialect``: its Submission and its type, or JsonError."""
+    if not isinstance(task, dict) or not task:
+        raise JsonError("ERROR_TASK_ABSENT")
+    entry = TASK_TYPES[dialect].get(str(task.get("type", "")))
+    if entry is None:
+        raise JsonError("ERROR_TASK_NOT_SUPPORTED")
+    kind, proxy = entry
+    _check_proxy(dialect, task, proxy)
+    try:
+        params = _classic_params(kind, task)
+        return parse_submission(params, {}, min_image_bytes, max_image_bytes), str(task["type"])
+    except ApiError as exc:
+        raise JsonError(exc.code) from None
+
+
+def solution(dialect: str, kind: str, answer: str | dict[str, str]) -> dict[str, object]:
+    """The ``solution`` object of a ready task, shaped as ``dialect`` sends it."""
+    if isinstance(answer, dict):  # GeeTest v3
+        out: dict[str, object] = {
+            "challenge": answer["geetest_challenge"],
+            "validate": answer["geetest_validate"],
+        }
+        if dialect != "capsolver":
+            out["seccode"] = answer["geetest_seccode"]
+        return out
+    if kind == "image":
+        return {"text": answer}
+    if kind == "turnstile":
+        out = {"token": answer}
+        if dialect == "capsolver":
+            out["type"] = "turnstile"
+        if dialect != "anticaptcha":
+            out["userAgent"] = USER_AGENT
+        return out
+    out = {"gRecaptchaResponse": answer}
+    if dialect == "2captcha-v2":
+        out["token"] = answer
+    if dialect == "capsolver" or (kind == "hcaptcha" and dialect == "capmonster"):
+        out["userAgent"] = USER_AGENT
+    if kind == "hcaptcha" and dialect == "capmonster":
+        out["respKey"] = ""
+    return out
+
+
+def _classic_params(kind: str, task: Mapping[str, object]) -> dict[str, str]:
+    """The in.php parameters a JSON task means (validated by ``parse_submission``)."""
+    metadata = task.get("metadata")
+    extra: Mapping[str, object] = metadata if isinstance(metadata, dict) else {}
+
+    def value(name: str) -> str:
+        return _text(task, name)
+
+    def meta(name: str) -> str:
+        return _text(extra, name)
+
+    params = {"pageurl": value("websiteURL")}
+    if kind in ("recaptcha_v2", "recaptcha_v3"):
+        params.update(method="userrecaptcha", googlekey=value("websiteKey"))
+        if kind == "recaptcha_v3":
+            params.update(version="v3", action=value("pageAction"), min_score=value("minScore"))
+    elif kind in ("turnstile", "hcaptcha"):
+        params.update(method=kind, sitekey=value("websiteKey"))
+        params["action"] = value("action") or value("pageAction") or meta("action")
+        params["data"] = value("cData") or value("data") or meta("cdata")
+    elif kind == "geetest":
+        params.update(method="geetest", gt=value("gt"), challenge=value("challenge"))
+        params["api_server"] = value("geetestApiServerSubdomain")
+    else:
+        params = {"method": "base64", "body": value("body"), "numeric": value("numeric")}
+        params.update(min_len=value("minLength"), max_len=value("maxLength"))
+        params.update(phrase=value("phrase"), regsense=value("case"), calc=value("math"))
+    return params
+
+
+def _text(document: Mapping[str, object], name: str) -> str:
+    """A task field as in.php would carry it (booleans as 1/0); objects are refused."""
+    raw = document.get(name)
+    if raw is None:
+        return ""
+    if isinstance(raw, bool):
+        return "1" if raw else "0"
+    if isinstance(raw, str | int | float):
+        return str(raw)
+    raise ApiError("ERROR_BAD_PARAMETERS")
+
+
+def _check_proxy(dialect: str, task: Mapping[str, object], mode: str) -> None:
+    """Proxy fields as the dialect takes them (checked, never echoed)."""
+    if dialect == "capsolver":
+        if any(name in task for name in _PROXY_FIELDS):
+            raise JsonError("ERROR_INVALID_TASK_DATA")  # CapSolver takes one ``proxy`` string
+        proxy = task.get("proxy")
+        if proxy is None and mode != "required":
+            return
+        match = _CAPSOLVER_PROXY_RE.match(proxy) if isinstance(proxy, str) else None
+        if match is None or not 0 < int(match["port"]) < 65536:
+            raise JsonError("ERROR_INVALID_TASK_DATA")
+        return
+    if not any(name in task for name in _PROXY_FIELDS) and mode != "required":
+        return
+    kind = task.get("proxyType")
+    kinds = _PROXY_TYPES - {"https"} if dialect == "anticaptcha" else _PROXY_TYPES
+    address, port = task.get("proxyAddress"), task.get("proxyPort")
+    if not isinstance(kind, str) or kind.lower() not in kinds or not isinstance(address, str):
+        raise JsonError("ERROR_INCORRECT_SESSION_DATA")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise JsonError("ERROR_INCORRECT_SESSION_DATA")
+    if not _HOST_RE.match(address) or (dialect == "anticaptcha" and not _is_ip(address)):
+        raise JsonError("ERROR_INCORRECT_SESSION_DATA")  # Anti-Captcha takes IP addresses only
+    for name in ("proxyLogin", "proxyPassword"):
+        if not isinstance(task.get(name, ""), str):
+            raise JsonError("ERROR_INCORRECT_SESSION_DATA")
+
+
+def _is_ip(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    return True
