@@ -6,6 +6,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# The provider `make run` plays (captcha-tasks dev --provider).
+PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
 .PHONY: help venv run test lint types unit integration faults chaos bench screenshot format sandbox flower clean
@@ -21,8 +23,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)  ## Create the virtualenv and install the package with its dev tools
 
-run: $(STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all
-	$(BIN)/captcha-tasks dev
+run: $(STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
+	$(BIN)/captcha-tasks dev --provider $(PROVIDER)
 
 test: lint types unit integration faults  ## Lint, types and the whole test suite (faults at quick scale)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..settings import get_settings
+from ..settings import PROVIDERS, get_settings
 
 __all__ = ["dev_command", "screenshot_command"]
 
@@ -64,6 +64,14 @@ __all__ = ["dev_command", "screenshot_command"]
     help="Where logs and the local Redis data go.",
 )
 @click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    default="captchaai",
+    show_default=True,
+    help="The provider the sandbox plays and the workers use (CAPTCHA_TASKS_PROVIDER): "
+    "2captcha-v2, anticaptcha, capsolver and capmonster speak the JSON task API.",
+)
+@click.option(
     "--no-smoke",
     is_flag=True,
     help="Skip the round trip at start (ping, get_balance, a reCAPTCHA v2 solve and a "
@@ -77,6 +85,7 @@ def dev_command(
     sandbox_threads: int,
     time_scale: float | None,
     run_dir: Path,
+    provider: str,
     no_smoke: bool,
 ) -> None:
     """Start Redis (if unreachable), the sandbox, workers and Flower; Ctrl-C stops all.
@@ -94,6 +103,7 @@ def dev_command(
         time_scale=time_scale,
         run_dir=run_dir,
         smoke=not no_smoke,
+        provider=provider,
     )
     sys.exit(run_dev(options, get_settings()))
 

@@ -50,6 +50,9 @@ class DevOptions:
     sandbox_threads: int = 5
     run_dir: Path = field(default_factory=lambda: Path(".run"))
     smoke: bool = True
+    #: The provider the sandbox plays and the workers are configured for
+    #: (``CAPTCHA_TASKS_PROVIDER``): a JSON one runs the sandbox's JSON task API.
+    provider: str = "captchaai"
 
 
 class _Stop(BaseException):
@@ -148,21 +151,26 @@ class DevStack:
         return url
 
     def start_sandbox(self) -> str:
-        from .sandbox import DEV_API_KEY
+        from ..settings import PROTOCOLS
+        from .sandbox import dev_api_key
 
+        provider = self.options.provider
+        protocol = PROTOCOLS[provider]  # type: ignore[index]  # a PROVIDERS value (the CLI)
         port = _pick_port(self.options.sandbox_port)
         demo_port = _pick_port(self.options.demo_port)
         argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port),
                 "--threads", str(self.options.sandbox_threads),
-                "--demo-port", str(demo_port)]  # fmt: skip
+                "--demo-port", str(demo_port), "--protocol", protocol,
+                "--dialect", provider]  # fmt: skip
         if self.options.time_scale is not None:
             argv += ["--time-scale", str(self.options.time_scale)]
         child = self.processes.spawn("sandbox", argv)
         url = f"http://127.0.0.1:{port}"
         self._wait(child, http_ok(f"{url}/healthz"), timeout=20, what="the sandbox")
         self.env["CAPTCHA_TASKS_SOLVER_URL"] = url
-        self.env["CAPTCHAAI_API_KEY"] = DEV_API_KEY
-        self.env["CAPTCHA_TASKS_PROVIDER"] = "captchaai"
+        self.env["CAPTCHA_TASKS_API_KEY"] = dev_api_key(provider)
+        self.env.pop("CAPTCHAAI_API_KEY", None)
+        self.env["CAPTCHA_TASKS_PROVIDER"] = provider
         self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
         if self.options.time_scale is not None:
             self.env["CAPTCHA_TASKS_TIME_SCALE"] = str(self.options.time_scale)
@@ -278,7 +286,7 @@ class DevStack:
     #: What a second terminal needs to talk to this stack (``source .run/env``).
     ENV_NAMES = ("CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_BROKER_URL",
                  "CAPTCHA_TASKS_RESULT_BACKEND", "CAPTCHA_TASKS_SOLVER_URL",
-                 "CAPTCHA_TASKS_PROVIDER", "CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_THREADS",
+                 "CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY", "CAPTCHA_TASKS_THREADS",
                  "CAPTCHA_TASKS_TIME_SCALE", "CAPTCHA_TASKS_ALLOWED_DOMAINS",
                  "FLOWER_BASIC_AUTH")  # fmt: skip
 

@@ -52,9 +52,11 @@ class Finisher:
         *,
         name: str,
         clock: Callable[[], float],
+        provider: str = "",
     ) -> None:
         self.queue = queue
         self.completer = completer
+        self.provider = provider  # the name results carry (settings.provider)
         self.pool = pool
         self.learner = learner
         self.observer = observer
@@ -63,7 +65,8 @@ class Finisher:
 
     def succeed(self, job: Job, answer: Answer, at: float) -> bool:
         """``job`` got ``answer`` at ``at``; False if it had ended already."""
-        result = solve_result(job, answer.solution, collected_at=at)
+        result = solve_result(job, answer.solution, collected_at=at, provider=self.provider,
+                              cost=answer.cost, user_agent=answer.user_agent)  # fmt: skip
         fields = {"collected_at": at, "result": json.dumps(result)}
         if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id):
             return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import decimal
 import json
 from typing import Any
 
@@ -117,9 +118,17 @@ class Job:
 
 
 def solve_result(
-    job: Job, solution: str | dict[str, Any], *, collected_at: float
+    job: Job,
+    solution: str | dict[str, Any],
+    *,
+    collected_at: float,
+    provider: str,
+    cost: decimal.Decimal | None = None,
+    user_agent: str | None = None,
 ) -> dict[str, Any]:
-    """What ``AsyncResult.get()`` returns for a solved job."""
+    """What ``AsyncResult.get()`` returns for a solved job: ``provider`` names who solved
+    it, ``cost`` is the provider's own figure where it sends one (else None), and
+    ``user_agent`` the browser identity the token is bound to, where the provider says."""
     submitted_at = job.submitted_at or collected_at
     # The token was issued after the last poll that found none: count its life from then.
     issued_after = job.last_poll_at or submitted_at
@@ -133,4 +142,7 @@ def solve_result(
         "expires_at": round(issued_after + job.token_ttl_s, 3) if job.token_ttl_s else None,
         "submits": job.submits,
         "polls": job.polls + 1,
+        "provider": provider,
+        "cost": None if cost is None else str(cost),
+        **({"user_agent": user_agent} if user_agent else {}),
     }

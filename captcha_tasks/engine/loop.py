@@ -107,7 +107,8 @@ class Engine:
         self.queue = SolveQueue(client, settings, claim_s=self.claim_s)
         self.learner = FirstPollLearner(settings, client)
         self.finisher = Finisher(self.queue, completer, TokenPool(client, settings),
-                                 self.learner, self.observer, name=name, clock=clock)  # fmt: skip
+                                 self.learner, self.observer, name=name, clock=clock,
+                                 provider=settings.provider)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
                                   observer=self.observer, clock=clock)  # fmt: skip
         batch = settings.batch_poll != "off" and provider.batch_reads

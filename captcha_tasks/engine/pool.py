@@ -124,6 +124,8 @@ class TokenPool:
             "expires_at": round(expires_at, 3),
             "submits": 0,
             "polls": 0,
+            "provider": self.settings.provider,
+            "cost": None,  # paid by the fill that solved it
         }
 
     # -- producers (the engine) -------------------------------------------------------

@@ -1,0 +1,161 @@
+"""The JSON task API providers end to end: a real `celery worker` with
+``CAPTCHA_TASKS_PROVIDER`` set to each dialect, against the sandbox speaking it."""
+
+from __future__ import annotations
+
+import base64
+import decimal
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+import requests
+
+from captcha_tasks import (
+    get_balance,
+    solve_geetest,
+    solve_hcaptcha,
+    solve_image,
+    solve_recaptcha_v2,
+    solve_recaptcha_v3,
+    solve_turnstile,
+)
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.devtools.sandbox import dev_api_key, image_answer
+from captcha_tasks.errors import (
+    InsufficientFunds,
+    InvalidApiKey,
+    InvalidTaskInput,
+    SubmitUncertain,
+)
+from tests.support.workers import worker_env
+
+pytestmark = pytest.mark.integration
+
+DIALECTS = ("2captcha-v2", "anticaptcha", "capsolver", "capmonster")
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
+HCAPTCHA_KEY = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
+GT = "f1ab2cdefa3456789012345678901234"
+CHALLENGE = "12345678abc90123d45678ef90123a456b"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAQ3RFWHRDb21tZW50AHBhZGRpbmcgcGFk"
+    "ZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZ+a6jLUAAAAN"
+    "SURBVHicY/j//z8DAAj8Av7ueu+cAAAAAElFTkSuQmCC"
+)
+PAGE = "https://example.com/login"
+
+
+def _env(sandbox: Any, dialect: str, **extra: str) -> dict[str, str]:
+    env = {"CAPTCHA_TASKS_PROVIDER": dialect, "CAPTCHA_TASKS_API_KEY": dev_api_key(dialect)}
+    return worker_env(sandbox.url, **{**env, **extra})
+
+
+def _verify(sandbox: Any, token: str) -> bool:
+    reply = requests.post(f"{sandbox.url}/siteverify", data={"response": token}, timeout=5)
+    return bool(reply.json()["success"])
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_offered_type_solves_through_a_worker(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect=dialect)
+    worker_factory(_env(sandbox, dialect))
+    results = {
+        "recaptcha_v2": solve_recaptcha_v2.delay(V2_KEY, PAGE),
+        "recaptcha_v3": solve_recaptcha_v3.delay(V2_KEY, PAGE, action="login", min_score=0.7),
+        "turnstile": solve_turnstile.delay(TURNSTILE_KEY, PAGE),
+        "image": solve_image.delay(base64.b64encode(PNG).decode(), numeric=0),
+        "geetest": solve_geetest.delay(GT, CHALLENGE, PAGE),
+    }
+    got = {kind: result.get(timeout=60) for kind, result in results.items()}
+    for kind, result in got.items():
+        assert result["type"] == kind
+        assert result["source"] == "api"
+        assert isinstance(result["captcha_id"], str) and result["captcha_id"]
+        assert result["submits"] == 1
+        assert result["provider"] == dialect
+    for kind in ("recaptcha_v2", "recaptcha_v3", "turnstile"):
+        assert _verify(sandbox, got[kind]["solution"]), kind
+    costs = {kind: result["cost"] for kind, result in got.items()}
+    if dialect in ("2captcha-v2", "anticaptcha"):  # the providers that send their price
+        assert all(decimal.Decimal(cost) > 0 for cost in costs.values()), costs
+    else:
+        assert set(costs.values()) == {None}
+    assert got["image"]["solution"] == image_answer(PNG, {"numeric": "0"})
+    assert {"challenge", "validate"} <= set(got["geetest"]["solution"]) | {
+        k.removeprefix("geetest_") for k in got["geetest"]["solution"]
+    }
+    assert sandbox.stats()["duplicates"] == 0
+    balance = get_balance.delay().get(timeout=30)
+    assert balance["provider"] == dialect
+
+
+def test_a_type_the_provider_does_not_offer_fails_at_once_and_sends_nothing(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect="capsolver")
+    worker_factory(_env(sandbox, "capsolver"))
+    with pytest.raises(InvalidTaskInput, match="capsolver"):
+        solve_hcaptcha.delay(HCAPTCHA_KEY, PAGE).get(timeout=30)
+    assert sandbox.stats()["submitted"] == 0
+
+
+@pytest.mark.parametrize("dialect", ["anticaptcha", "capsolver"])
+def test_an_empty_balance_is_insufficient_funds(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect=dialect, balance=0)
+    worker_factory(_env(sandbox, dialect))
+    with pytest.raises(InsufficientFunds):
+        solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)
+
+
+@pytest.mark.parametrize("dialect", ["anticaptcha", "capsolver"])
+def test_a_key_the_provider_does_not_know_is_invalid_api_key(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect=dialect)
+    unknown = "CAP-" + "F" * 32 if dialect == "capsolver" else "f" * 32
+    worker_factory(_env(sandbox, dialect, CAPTCHA_TASKS_API_KEY=unknown))
+    with pytest.raises(InvalidApiKey):
+        solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)
+    assert sandbox.stats()["solved"] == 0
+
+
+def test_a_worker_killed_mid_solve_resumes_without_a_second_create_task(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect="capsolver", threads=20,
+                              latency={"recaptcha_v2": 60.0})  # 3 s at 0.05  # fmt: skip
+    env = _env(sandbox, "capsolver", CAPTCHA_TASKS_THREADS="20")
+    victim = worker_factory(env, name="victim@127.0.0.1")
+    results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/k/{i}") for i in range(20)]
+    wait_until(lambda: sandbox.stats()["in_flight"] >= 10, timeout=30, what="solves in flight")
+    state = celery_app.backend.client
+    wait_until(lambda: len(state.keys("ct:job:*")) == 20, timeout=30, what="20 admissions")
+    os.killpg(victim.proc.pid, signal.SIGKILL)  # the worker and its pool, mid-solve
+    victim.proc.wait(timeout=10)
+    worker_factory(env, name="survivor@127.0.0.1")
+    solved = [r.get(timeout=120) for r in results]
+    assert len({s["solution"] for s in solved}) == 20
+    assert all(len(s["captcha_id"]) == 36 for s in solved)  # CapSolver's UUID task ids
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"]) == (20, 0)
+
+
+def test_a_create_task_answered_too_late_is_submit_uncertain_and_sent_once(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    # createTask answers after the client's timeout: the task exists and is billed.
+    sandbox = sandbox_factory(protocol="json", dialect="anticaptcha", slow_rate=1.0,
+                              slow_seconds=2.0, fault_paths=("in.php",))  # fmt: skip
+    worker_factory(_env(sandbox, "anticaptcha", CAPTCHA_TASKS_HTTP_TIMEOUT="0.5"))
+    with pytest.raises(SubmitUncertain):
+        solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)
+    time.sleep(1.0)  # longer than a transient error's back-off
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["duplicates"]) == (1, 0)
