@@ -293,6 +293,10 @@ SCHEMES = st.sampled_from(["http", "https", "redis", "rediss", "socks5h", "svn+s
          before="", quote=False)  # fmt: skip
 @example(scheme="http", user="", password="'\"", host="h", port="", path="", before="",
          quote=True)  # fmt: skip
+# Seen when more modules were loaded (Hypothesis draws constants from them): "Non" is
+# in the repr of the error's args, "(..., None, None)", without being the password.
+@example(scheme="http", user="", password="Non", host="h", port="", path="", before="",
+         quote=False)  # fmt: skip
 def test_no_url_password_survives_masking(
     scheme: str, user: str, password: str, host: str, port: str, path: str, before: str,
     quote: bool,
@@ -309,10 +313,15 @@ def test_no_url_password_survives_masking(
     assert mask_urls_in(masked) == masked  # idempotent
     # The error hierarchy masks its messages the same way, in every form it shows.
     error = TargetNotAllowed(f"refused {url!r:.200}")
-    for form in (str(error), repr(error), error.message, repr(error.args)):
+    # The same error made from the already masked URL: whatever of the password shows in
+    # it is the form's own text (``Non`` in ``(..., None, None)``), not the password.
+    baseline = TargetNotAllowed(f"refused {expected!r:.200}")
+    forms = (str(error), repr(error), error.message, repr(error.args))
+    baselines = (str(baseline), repr(baseline), baseline.message, repr(baseline.args))
+    for form, same_without in zip(forms, baselines, strict=True):
         assert f"{user}:{MASK}@" in form
-        if len(password) >= 3 and password not in f"refused {expected!r}":
-            assert password not in form
+        if len(password) >= 3:
+            assert form.count(password) <= same_without.count(password), form
 
 
 @PROPS
