@@ -109,7 +109,7 @@ def provider_balance(settings: Settings, timeout: float) -> dict[str, Any]:
     """The balance as a string (exact decimals), or ``error`` saying why there is none."""
     out: dict[str, Any] = {"provider": settings.provider, "url": _origin(settings.solver_url)}
     if not settings.api_key:
-        out["error"] = "CAPTCHAAI_API_KEY is not set"
+        out["error"] = "CAPTCHA_TASKS_API_KEY is not set"
         return out
     try:
         client = make_provider(settings, timeout=min(timeout, settings.http_timeout))

@@ -270,8 +270,15 @@ def _answer(captcha_id: str, payload: dict[str, Any]) -> Answer | None:
         value = solution.get(name)
         if isinstance(value, str) and value:
             return Answer(captcha_id, value, cost=cost, user_agent=user_agent)
-    # GeeTest (challenge / validate / seccode) and anything richer: the fields as sent.
     fields = {name: value for name, value in solution.items() if name != "userAgent"}
+    if {"challenge", "validate"} <= fields.keys():
+        # GeeTest v3 in the shape the classic protocol gives, so a result reads the same
+        # whatever the provider. CapSolver sends no seccode: GeeTest's is validate|jordan.
+        fields = {
+            "geetest_challenge": fields["challenge"],
+            "geetest_validate": fields["validate"],
+            "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
+        }
     return Answer(captcha_id, fields, cost=cost, user_agent=user_agent)
 
 

@@ -103,7 +103,7 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
     def start(self, worker: Any) -> None:
         settings = get_settings()
         if not settings.api_key:
-            log.warning("CAPTCHAAI_API_KEY is not set: this worker will not solve captchas")
+            log.warning("CAPTCHA_TASKS_API_KEY is not set: this worker will not solve captchas")
             return
         completer = CeleryCompleter(worker.app, worker.hostname)
         client = state_redis(settings)

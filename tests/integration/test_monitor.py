@@ -223,7 +223,7 @@ def test_status_without_a_key_says_why_there_is_no_balance(celery_app: Any) -> N
     code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], {})
     assert code == 0, err
     report = json.loads(out)
-    assert report["balance"]["error"] == "CAPTCHAAI_API_KEY is not set"
+    assert report["balance"]["error"] == "CAPTCHA_TASKS_API_KEY is not set"
     assert report["workers"] is None
     limit = get_settings().threads
     assert report["budget"] == {"in_use": 0, "limit": limit, "expired_leases": 0, "waiting": 0,
@@ -231,7 +231,7 @@ def test_status_without_a_key_says_why_there_is_no_balance(celery_app: Any) -> N
     assert report["proxies"] == [] and report["session_locks"] == []
     code, text, err = run_cli(["status", "--workers-timeout", "0"], {})
     assert code == 0, err
-    assert "unavailable: CAPTCHAAI_API_KEY is not set" in text
+    assert "unavailable: CAPTCHA_TASKS_API_KEY is not set" in text
 
 
 def test_status_with_a_wrong_key_reports_the_providers_code(celery_app: Any, sandbox: Any) -> None:

@@ -307,7 +307,20 @@ def test_capmonster_not_ready_code_is_processing(double: JsonDouble) -> None:
         (
             {"challenge": CHALLENGE, "validate": "v", "seccode": "v|jordan"},
             None,
-            {"challenge": CHALLENGE, "validate": "v", "seccode": "v|jordan"},
+            {
+                "geetest_challenge": CHALLENGE,
+                "geetest_validate": "v",
+                "geetest_seccode": "v|jordan",
+            },
+        ),
+        (  # CapSolver sends no seccode
+            {"challenge": CHALLENGE, "validate": "w"},
+            None,
+            {
+                "geetest_challenge": CHALLENGE,
+                "geetest_validate": "w",
+                "geetest_seccode": "w|jordan",
+            },
         ),
     ],
 )
