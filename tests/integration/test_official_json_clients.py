@@ -1,5 +1,5 @@
 """Protocol fidelity of the JSON task API: each provider's official (or most used) Python SDK
-against the sandbox in that provider's dialect, over TLS.
+against the sandbox in that provider's dialect, over TLS (CapMonster's over http: see its test).
 
 Each SDK solves reCAPTCHA v2, an image captcha and (where it has one) Turnstile; tokens must
 pass the sandbox's ``POST /siteverify`` once, image text must be what the sandbox reads in the
