@@ -166,7 +166,9 @@ def solve_metrics(
         tid: str(o.result.get("captcha_id", "")) if isinstance(o.result, dict) else ""
         for tid, o in ok.items()
     }
-    by_id = {str(c["id"]): c for c in captchas}
+    # A JSON task known by another id than its captcha's number (CapSolver's UUIDs):
+    # the result carries that id, the sandbox says which captcha it names.
+    by_id = {str(c.get("task_id", c["id"])): c for c in captchas}
     matched, (over, waits, collect, late, store, admit) = _delays(
         ok, enqueued, by_id, cid_of, L, admitted
     )
