@@ -11,6 +11,7 @@ import requests
 from click.testing import CliRunner
 
 from captcha_tasks.devtools.bench import cli as bench_cli
+from captcha_tasks.devtools.bench.metrics import Outcome, solve_metrics
 from captcha_tasks.devtools.bench.solve import SITEKEY, BenchOptions, format_report
 from captcha_tasks.devtools.bench.stack import passed_environment, provider_setup
 from captcha_tasks.devtools.sandbox import SandboxConfig, SandboxServer, dev_api_key
@@ -128,3 +129,36 @@ def test_admin_captchas_name_the_id_a_json_client_was_given(
     [captcha] = [c for c in captchas if str(c.get("task_id", c["id"])) == str(task_id)]
     assert captcha["kind"] == "recaptcha_v2"
     assert ("task_id" in captcha) == (dialect == "capsolver")
+
+
+def test_results_naming_json_task_ids_are_matched_to_their_captchas() -> None:
+    """CapSolver's results carry the UUID task id; the sandbox lists it as ``task_id``
+    beside the captcha's number. A: enqueued 100, submitted 100.5, ready 101.5,
+    answered 101.75, result 102 (T=1, L=1 s)."""
+    uuid = "0b3e4c1a-9d2f-4b7e-8a61-3f5c2d9e7a10"
+    m = solve_metrics(
+        threads=1,
+        latency=1.0,
+        tasks=1,
+        enqueued={"A": 100.0},
+        enqueue_end=100.0,
+        outcomes={"A": Outcome(102.0, "SUCCESS", {"captcha_id": uuid})},
+        captchas=[
+            {
+                "id": "1",
+                "task_id": uuid,
+                "submitted_at": 100.5,
+                "ready_at": 101.5,
+                "answered_at": 101.75,
+                "latency": 1.0,
+                "polls": 2,
+            }
+        ],  # fmt: skip
+        stats={"polls": 2, "solved": 1, "submitted": 1, "max_in_flight": 1},
+        cpu={"workers": 0.1, "machine_busy": 1.0, "machine_total": 4.0},
+    )
+    assert m["matched_to_sandbox"] == 1
+    assert m["enqueue_to_submit_p50"] == 0.5
+    assert m["collection_delay_p50"] == 0.5  # ready 101.5 -> stored 102
+    assert m["ready_to_answered_p50"] == 0.25
+    assert m["lateness_vs_ideal_p50"] == 1.0  # zero overhead: 100 + 1 s
