@@ -153,7 +153,7 @@ def test_results_naming_json_task_ids_are_matched_to_their_captchas() -> None:
                 "latency": 1.0,
                 "polls": 2,
             }
-        ],  # fmt: skip
+        ],
         stats={"polls": 2, "solved": 1, "submitted": 1, "max_in_flight": 1},
         cpu={"workers": 0.1, "machine_busy": 1.0, "machine_total": 4.0},
     )
