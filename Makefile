@@ -56,8 +56,10 @@ chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes d
 		else $(BIN)/python -m tests.chaos.report; fi; \
 		exit $$status
 
-bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design; pages shared vs isolated
+bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve
+	@# The JSON protocol (CapSolver's dialect); the seeds' design, classic only, ran just above.
+	$(BIN)/captcha-tasks bench solve --provider capsolver --skip-baseline
 	$(BIN)/captcha-tasks bench pages
 
 screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)

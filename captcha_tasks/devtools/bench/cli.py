@@ -12,6 +12,7 @@ import click
 
 from ...cli.errors import require_extra
 from ...errors import CaptchaTasksError
+from ...settings import PROVIDERS
 from .pages import PagesOptions, format_pages_report, run_pages
 from .solve import BenchOptions, format_report, run_bench
 
@@ -106,6 +107,16 @@ def bench_group() -> None:
     "directory, removed unless the run fails)."
 )
 @_JSON_OPTION
+# Last, after --json: the options that predate it keep their place in --help.
+@click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    default=BenchOptions().provider,
+    show_default=True,
+    help="The provider captcha_tasks talks to: its sandbox plays it (protocol and dialect) "
+    "and the workers use it. The seeds' design speaks only the classic protocol: it runs "
+    "against a classic captchaai sandbox.",
+)
 def solve_command(as_json: bool, **options: Any) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
     against the seeds' blocking design, each on a fresh Redis and sandbox.

@@ -166,7 +166,7 @@ def solve_metrics(
         tid: str(o.result.get("captcha_id", "")) if isinstance(o.result, dict) else ""
         for tid, o in ok.items()
     }
-    by_id = {str(c["id"]): c for c in captchas}
+    by_id = {_result_id(c): c for c in captchas}
     matched, (over, waits, collect, late, store, admit) = _delays(
         ok, enqueued, by_id, cid_of, L, admitted
     )
@@ -221,6 +221,12 @@ def _schedule_figures(
     }
 
 
+def _result_id(captcha: Captcha) -> str:
+    """The id a result names ``captcha`` by: a JSON task known by another id than its
+    captcha's number (CapSolver's UUIDs) has it as ``task_id``."""
+    return str(captcha.get("task_id", captcha["id"]))
+
+
 def _lateness(
     ok: Mapping[str, Outcome],
     cid_of: Mapping[str, str],
@@ -231,7 +237,7 @@ def _lateness(
 ) -> list[float]:
     """How much later than in the zero-overhead schedule each result came."""
     finish = ideal_finish(latencies, threads)
-    ideal_end = {str(c["id"]): t0 + f for c, f in zip(window, finish, strict=True)}
+    ideal_end = {_result_id(c): t0 + f for c, f in zip(window, finish, strict=True)}
     return [o.at - ideal_end[cid_of[t]] for t, o in ok.items() if cid_of[t] in ideal_end]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,10 @@ def _pools(m: Mapping[str, Any]) -> str:
     return f"{m['workers']} x {pools}"
 
 
+#: The request that reads a result, by protocol: what the poll rows count or time.
+POLL_REQUEST = {"classic": "res.php", "json": "getTaskResult"}
+
+#: The table's rows; ``{poll}`` in a label: the request(s) that read results.
 _ROWS: list[Row] = [
     section("throughput"),
     Row("solved / tasks", fields("completed", "tasks")),
@@ -60,11 +65,11 @@ _ROWS: list[Row] = [
         _p50_p95("lateness_vs_ideal"),
     ),
     Row("collection delay (ready -> result stored), p50 / p95 (s)", _p50_p95("collection_delay")),
-    Row("  ready -> answered by res.php, p50 / p95 (s)", _p50_p95("ready_to_answered")),
+    Row("  ready -> answered by {poll}, p50 / p95 (s)", _p50_p95("ready_to_answered")),
     Row("  answered -> result stored, p50 / p95 (s)", _p50_p95("answered_to_result")),
     Row("mean solver latency at the sandbox", field("solver_latency_mean", ".3f")),
     section("provider traffic"),
-    Row("res.php polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
+    Row("{poll} polls per solve (polls / solved)", field("polls_per_solve", ".3f")),
     Row(
         "times a captcha was asked for (mean / max)",
         joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
@@ -76,6 +81,15 @@ _ROWS: list[Row] = [
     *cpu_rows("solve"),
     Row("workers x pool size", _pools),
 ]
+
+
+def _provider_line(parameters: Mapping[str, Any], baseline: bool) -> str:
+    provider, protocol = parameters["provider"], parameters["protocol"]
+    line = f"provider: {provider} ({protocol} protocol, polls with {POLL_REQUEST[protocol]})"
+    if baseline:
+        # The seeds' code speaks in.php/res.php only: it ran against a classic sandbox.
+        return f"{line}; the seeds' design: captchaai (classic protocol, polls with res.php)"
+    return line
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -90,7 +104,13 @@ def format_report(report: dict[str, Any]) -> str:
         f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
         f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
     ]
-    lines = render_report(intro, p["environment"], _ROWS, list(report["designs"].values()))
+    designs = list(report["designs"].values())
+    # Reports from before --provider have no protocol: they ran the classic one.
+    poll = " / ".join(dict.fromkeys(POLL_REQUEST[d.get("protocol", "classic")] for d in designs))
+    rows = [dataclasses.replace(row, label=row.label.replace("{poll}", poll)) for row in _ROWS]
+    if p.get("provider", "captchaai") != "captchaai":
+        intro.append(_provider_line(p, "seeds" in report["designs"]))
+    lines = render_report(intro, p["environment"], rows, designs)
     lines.append("")
     lines.append(f"wall time: {report['wall_seconds']} s")
     return "\n".join(lines)

@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from ...settings import PROTOCOLS, Provider
 from ..procs import Child, Supervisor, free_port, http_ok, logged, wait_ready
 from ..redis_server import RedisServer
-from ..sandbox import DEV_API_KEY
+from ..sandbox import dev_api_key
 from ..signals import terminate_on_sigterm
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "Processes",
     "Stack",
     "passed_environment",
+    "provider_setup",
     "start_sandbox",
     "start_stack",
     "start_workers",
@@ -43,6 +45,9 @@ DECIDED: tuple[str, ...] = (
     "CAPTCHA_TASKS_STATE_URL",
     "CAPTCHA_TASKS_SOLVER_URL",
     "CAPTCHA_TASKS_PROVIDER",
+    # The run picks the key its sandbox accepts; an operator's own key would win over
+    # it in the workers (and be printed in the report's environment line).
+    "CAPTCHA_TASKS_API_KEY",
     "CAPTCHA_TASKS_THREADS",
     "CAPTCHA_TASKS_TIME_SCALE",
     "CAPTCHAAI_API_KEY",
@@ -180,6 +185,14 @@ def passed_environment(
     return {k: v for k, v in environ.items() if k.startswith("CAPTCHA_TASKS_") and k not in decided}
 
 
+def provider_setup(provider: Provider) -> tuple[list[str], dict[str, str]]:
+    """The sandbox arguments that make it play ``provider`` (its protocol and dialect) and
+    the workers' settings that make them use it with the key that sandbox accepts."""
+    args = ["--protocol", PROTOCOLS[provider], "--dialect", provider]
+    env = {"CAPTCHA_TASKS_PROVIDER": provider, "CAPTCHA_TASKS_API_KEY": dev_api_key(provider)}
+    return args, env
+
+
 @dataclasses.dataclass
 class Stack:
     """One run's fresh redis-server and sandbox, and the environment of its workers."""
@@ -205,25 +218,27 @@ def start_stack(
     threads: int,
     time_scale: float,
     jitter: float,
+    provider: Provider = "captchaai",
     sandbox_args: Sequence[str] = (),
     decided: Sequence[str] = DECIDED,
     env: Mapping[str, str] | None = None,
 ) -> Stack:
     """Start the run ``name``'s redis-server and its sandbox (T ``threads``, reCAPTCHA v2
-    in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, then ``sandbox_args``).
-    The workers' environment: this process's without the ``decided`` settings, pointed
-    at both, with the same threads and time scale, then ``env``."""
+    in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, playing ``provider``,
+    then ``sandbox_args``). The workers' environment: this process's without the
+    ``decided`` settings, pointed at both and configured for ``provider``, with the same
+    threads and time scale, then ``env``."""
     redis_server = procs.redis()
+    provider_args, provider_env = provider_setup(provider)
     args = ["--threads", str(threads), "--time-scale", repr(time_scale),
             "--jitter", repr(jitter), "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
-            *sandbox_args]  # fmt: skip
+            *provider_args, *sandbox_args]  # fmt: skip
     sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", args)
     worker_env = {k: v for k, v in os.environ.items() if k not in decided}
     worker_env.update(
         CAPTCHA_TASKS_REDIS_URL=redis_server.url,
         CAPTCHA_TASKS_SOLVER_URL=sandbox_url,
-        CAPTCHA_TASKS_PROVIDER="captchaai",
-        CAPTCHAAI_API_KEY=DEV_API_KEY,
+        **provider_env,
         CAPTCHA_TASKS_THREADS=str(threads),
         CAPTCHA_TASKS_TIME_SCALE=repr(time_scale),
         PYTHONUNBUFFERED="1",

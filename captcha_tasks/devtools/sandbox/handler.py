@@ -153,7 +153,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
         elif path == "/admin/reset":
             self._send_json(405, {"error": "use POST"})
         elif path == "/admin/captchas":
-            self._send_json(200, {"captchas": state.captchas()})
+            self._send_json(200, {"captchas": self._captchas()})
         elif path == "/":
             self._send(200, _INDEX if protocol == "classic" else _JSON_INDEX, _TEXT)
         else:
@@ -226,6 +226,18 @@ class SandboxHandler(BaseHTTPRequestHandler):
             raise ApiError("ERROR_BAD_PARAMETERS")
         except ApiError as exc:
             return Reply.error(exc.code)
+
+    def _captchas(self) -> list[dict[str, object]]:
+        """The state's captchas; those created through the JSON API under another id
+        (CapSolver's UUIDs) carry it as ``task_id``: what clients report as the captcha's
+        id, how the benchmark finds a result's captcha."""
+        wire = self.server.json_api.wire_ids()
+        captchas = self.server.state.captchas()
+        for captcha in captchas:
+            task_id = wire.get(int(str(captcha["id"])))
+            if task_id is not None:
+                captcha["task_id"] = task_id
+        return captchas
 
     def _admin_config(self, body: bytes) -> None:
         try:

@@ -55,6 +55,10 @@ class JsonApi:
         self._state = state
         self._tasks = JsonTasks(state)
 
+    def wire_ids(self) -> dict[int, str]:
+        """See :meth:`JsonTasks.wire_ids`."""
+        return self._tasks.wire_ids()
+
     def handle(self, method: str, body: bytes) -> tuple[int, dict[str, object]]:
         dialect = self._state.config.dialect
         try:

@@ -88,6 +88,13 @@ class JsonTasks:
         with self._lock:
             return self._find(raw_id, self._state.now())
 
+    def wire_ids(self) -> dict[int, str]:
+        """The wire id of each remembered task whose id is not its captcha's number
+        (CapSolver's UUIDs), by captcha id."""
+        with self._lock:
+            return {t.captcha_id: str(t.wire_id) for t in self._tasks.values()
+                    if str(t.wire_id) != str(t.captcha_id)}  # fmt: skip
+
     # -- internals (lock held) ------------------------------------------------------
 
     def _find(self, raw_id: object, now: float) -> JsonTask:
