@@ -37,7 +37,7 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
-from ..settings import PROVIDERS, Settings
+from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
@@ -85,8 +85,12 @@ class SolverClient:
             or not api_key.isprintable()
         ):
             raise ConfigurationError("the API key must be a non-empty string without whitespace")
-        if provider not in PROVIDERS:
-            raise ConfigurationError(f"provider must be one of {', '.join(PROVIDERS)}")
+        if PROTOCOLS.get(provider) != "classic":  # a JSON provider needs JsonTaskClient
+            classic = ", ".join(name for name in PROVIDERS if PROTOCOLS[name] == "classic")
+            raise ConfigurationError(
+                f"SolverClient speaks in.php/res.php: provider must be one of {classic}, "
+                f"got {provider!r} (make_provider picks the client for a provider)"
+            )
         if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
             raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
         self.base_url = base_url.strip().rstrip("/")
