@@ -25,6 +25,7 @@ from captcha_tasks import (
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.sandbox import dev_api_key, image_answer
 from captcha_tasks.errors import (
+    CaptchaUnsolvable,
     InsufficientFunds,
     InvalidApiKey,
     InvalidTaskInput,
@@ -107,7 +108,7 @@ def test_a_type_the_provider_does_not_offer_fails_at_once_and_sends_nothing(
     assert sandbox.stats()["submitted"] == 0
 
 
-@pytest.mark.parametrize("dialect", ["anticaptcha", "capsolver"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_an_empty_balance_is_insufficient_funds(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
 ) -> None:
@@ -117,7 +118,7 @@ def test_an_empty_balance_is_insufficient_funds(
         solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)
 
 
-@pytest.mark.parametrize("dialect", ["anticaptcha", "capsolver"])
+@pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_key_the_provider_does_not_know_is_invalid_api_key(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
 ) -> None:
@@ -162,3 +163,30 @@ def test_a_create_task_answered_too_late_is_submit_uncertain_and_sent_once(
     time.sleep(1.0)  # longer than a transient error's back-off
     stats = sandbox.stats()
     assert (stats["submitted"], stats["duplicates"]) == (1, 0)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_no_slot_answers_are_retried_and_never_reach_the_caller(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
+) -> None:
+    # The plan says 6 threads; the provider holds 2 at a time and refuses the rest.
+    sandbox = sandbox_factory(protocol="json", dialect=dialect, threads=2)
+    worker_factory(_env(sandbox, dialect, CAPTCHA_TASKS_THREADS="6"))
+    results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/s/{i}") for i in range(8)]
+    assert all(r.get(timeout=90)["solution"] for r in results)
+    stats = sandbox.stats()
+    assert stats["no_slot"] > 0 and stats["max_in_flight"] <= 2
+    assert (stats["solved"], stats["duplicates"]) == (8, 0)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_an_unsolvable_captcha_is_resubmitted_once_then_fails_with_its_code(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, dialect: str
+) -> None:
+    sandbox = sandbox_factory(protocol="json", dialect=dialect, unsolvable_rate=1.0)
+    worker_factory(_env(sandbox, dialect))
+    with pytest.raises(CaptchaUnsolvable) as info:
+        solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)
+    assert info.value.code == "ERROR_CAPTCHA_UNSOLVABLE"
+    stats = sandbox.stats()
+    assert (stats["submitted"], stats["unsolvable"]) == (2, 2)  # one resubmit, no more
