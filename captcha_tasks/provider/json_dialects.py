@@ -25,11 +25,10 @@ from ..errors import (
     ProviderUnavailable,
     ProxyRejected,
     RateLimited,
-    SolverError,
 )
 from ..settings import Provider
 from .captchas import CaptchaType
-from .protocol import ErrorRule
+from .protocol import ErrorRule, _rules  # one builder of error-table rows for both protocols
 
 __all__ = [
     "DIALECTS",
@@ -53,12 +52,6 @@ class TaskNames:
 
     proxyless: str | None
     proxy: str | None
-
-
-def _rules(
-    error: type[SolverError], retry_after: float | None, meaning: str, *codes: str
-) -> dict[str, ErrorRule]:
-    return dict.fromkeys(codes, ErrorRule(error, retry_after, meaning))
 
 
 #: Every ``errorCode`` PROVIDERS.md §6 lists, with the class to raise and the unscaled
