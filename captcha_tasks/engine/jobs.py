@@ -9,18 +9,14 @@ import json
 from typing import Any
 
 from ..errors import InvalidTaskInput
-from ..provider import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from ..provider import CAPTCHA_CLASSES, Captcha, Coordinates, Image
 
 __all__ = ["CAPTCHA_CLASSES", "Job", "captcha_from_json", "captcha_to_json", "solve_result"]
-
-CAPTCHA_CLASSES: dict[str, type[Captcha]] = {
-    cls.type: cls for cls in (RecaptchaV2, RecaptchaV3, Turnstile, Image, GeeTest, HCaptcha)
-}
 
 
 def captcha_to_json(captcha: Captcha) -> str:
     fields = {f.name: getattr(captcha, f.name) for f in dataclasses.fields(captcha)}  # type: ignore[arg-type]
-    if isinstance(captcha, Image):
+    if isinstance(captcha, Image | Coordinates):
         fields["body"] = base64.b64encode(captcha.body).decode("ascii")
     return json.dumps({"type": captcha.type, "fields": fields}, separators=(",", ":"))
 
@@ -31,7 +27,7 @@ def captcha_from_json(raw: str) -> Captcha:
     if cls is None:
         raise InvalidTaskInput(f"unknown captcha type in stored job: {data.get('type')!r}")
     fields = dict(data["fields"])
-    if cls is Image:
+    if cls in (Image, Coordinates):
         fields["body"] = base64.b64decode(fields["body"])
     return cls(**fields)
 
@@ -119,7 +115,7 @@ class Job:
 
 def solve_result(
     job: Job,
-    solution: str | dict[str, Any],
+    solution: str | dict[str, Any] | list[Any],
     *,
     collected_at: float,
     provider: str,

@@ -38,6 +38,10 @@ FIRST_POLL: dict[str, float] = {
     "image": 5.0,
     "geetest": 10.0,
     "hcaptcha": 15.0,
+    "funcaptcha": 15.0,
+    "geetest_v4": 10.0,
+    "aws_waf": 10.0,
+    "coordinates": 5.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -47,6 +51,10 @@ DEADLINE: dict[str, float] = {
     "image": 90.0,
     "geetest": 120.0,
     "hcaptcha": 180.0,
+    "funcaptcha": 180.0,
+    "geetest_v4": 120.0,
+    "aws_waf": 120.0,
+    "coordinates": 90.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {
@@ -54,6 +62,7 @@ TOKEN_TTL: dict[str, float] = {
     "recaptcha_v3": 120.0,
     "turnstile": 300.0,
     "hcaptcha": 120.0,
+    "funcaptcha": 120.0,
 }
 #: Seconds between polls once a captcha is due. Polls of every due captcha go out
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,

@@ -12,7 +12,6 @@ Plain code with no Celery inside::
 from .base import Answer, Polled, Provider
 from .captchas import (
     DEFAULT_MAX_IMAGE_BYTES,
-    AnyCaptcha,
     Captcha,
     CaptchaType,
     GeeTest,
@@ -24,9 +23,11 @@ from .captchas import (
     RecaptchaV3,
     Turnstile,
 )
+from .captchas_more import CAPTCHA_CLASSES, AnyCaptcha, AwsWaf, Coordinates, FunCaptcha, GeeTestV4
 from .classic import SolverClient
 from .factory import make_provider
 from .json_client import JsonTaskClient
+from .offers import check_offered, offer_matrix, refusal
 from .protocol import (
     ERROR_TABLE,
     NOT_READY,
@@ -39,15 +40,20 @@ from .protocol import (
 from .transport import close_shared_session, make_session, shared_session
 
 __all__ = [
+    "CAPTCHA_CLASSES",
     "DEFAULT_MAX_IMAGE_BYTES",
     "ERROR_TABLE",
     "NOT_READY",
     "Answer",
     "AnyCaptcha",
+    "AwsWaf",
     "Captcha",
     "CaptchaType",
+    "Coordinates",
     "ErrorRule",
+    "FunCaptcha",
     "GeeTest",
+    "GeeTestV4",
     "HCaptcha",
     "Image",
     "JsonTaskClient",
@@ -60,11 +66,14 @@ __all__ = [
     "RecaptchaV3",
     "SolverClient",
     "Turnstile",
+    "check_offered",
     "close_shared_session",
     "error_for",
     "make_provider",
     "make_session",
+    "offer_matrix",
     "parse_response",
+    "refusal",
     "rule_for",
     "shared_session",
 ]

@@ -17,6 +17,10 @@ _RECAPTCHA_KEY = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
 _TURNSTILE_KEY = re.compile(r"^[0-9]x[A-Za-z0-9_-]{6,98}$")
 _HCAPTCHA_KEY = re.compile(r"^[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}$")
 _GT = re.compile(r"^[0-9a-fA-F]{32}$")
+_UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")
+_AWS_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")
+_AWS_IV = re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")
+_AWS_CONTEXT = re.compile(r"^[A-Za-z0-9+/=_-]{8,8192}$")
 _CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -74,8 +78,10 @@ def _optional_text(where: str, value: object, *, max_len: int = 100, spaces: boo
         _text(where, value, max_len=max_len, spaces=spaces)
 
 
-def _matching(where: str, value: object, pattern: re.Pattern[str], looks_like: str) -> str:
-    text = _text(where, value)
+def _matching(
+    where: str, value: object, pattern: re.Pattern[str], looks_like: str, *, max_len: int = 100
+) -> str:
+    text = _text(where, value, max_len=max_len)
     if not pattern.match(text):
         _fail(where, f"{_shown(text)} does not look like {looks_like}")
     return text
@@ -121,6 +127,23 @@ def _hostname(where: str, value: object) -> str:
         except ValueError:
             _fail(where, f"{_shown(host)} is not a hostname or IP address")
     return host
+
+
+def _host_of(where: str, value: object) -> str:
+    """A hostname given bare (``host``) or as an origin (``https://host``, a trailing
+    ``/`` allowed): the host, checked."""
+    text = _text(where, value, max_len=300)
+    lowered = text.lower()
+    for scheme in ("https://", "http://"):
+        if lowered.startswith(scheme):
+            text = text[len(scheme) :].removesuffix("/")
+            break
+    return _hostname(where, text)
+
+
+def _optional_url(where: str, value: object) -> None:
+    if value is not None:
+        _page_url(where, value)
 
 
 def _set(obj: object, name: str, value: object) -> None:

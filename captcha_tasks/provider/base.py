@@ -27,14 +27,15 @@ __all__ = ["Answer", "Polled", "Provider"]
 
 @dataclasses.dataclass(frozen=True)
 class Answer:
-    """A solved captcha: a token or text, or a dict (GeeTest).
+    """A solved captcha: a token or text, a dict (GeeTest, AWS WAF) or a list of points
+    (coordinates), in the shapes of :mod:`.answers`.
 
     ``cost`` (what the provider billed, where it says) and ``user_agent`` (the browser
     the token was made in, to reuse with it) come from providers that send them.
     """
 
     captcha_id: str
-    solution: str | dict[str, Any]
+    solution: str | dict[str, Any] | list[dict[str, int]]
     cost: decimal.Decimal | None = None
     user_agent: str | None = None
 

@@ -9,21 +9,16 @@ is :mod:`captcha_tasks.provider.classic_params`), so a new protocol touches no t
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import math
 import os
 from typing import ClassVar, Literal, TypeVar
 
 from ._checks import (
-    _BASE64,
     _CHALLENGE,
-    _DATA_URL,
     _GT,
     _HCAPTCHA_KEY,
     _LANG,
-    _MAGIC,
     _RECAPTCHA_KEY,
     _TURNSTILE_KEY,
     _brief,
@@ -38,13 +33,21 @@ from ._checks import (
     _shown,
     _text,
 )
+from ._images import (
+    DEFAULT_MAX_IMAGE_BYTES,
+    MAX_IMAGE_BYTES_CEILING,
+    MIN_IMAGE_BYTES,
+    check_body,
+    decode_base64,
+    image_kind,
+    read_image,
+)
 from .proxy import Proxy, ProxyType
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "MAX_IMAGE_BYTES_CEILING",
     "MIN_IMAGE_BYTES",
-    "AnyCaptcha",
     "Captcha",
     "CaptchaType",
     "GeeTest",
@@ -57,14 +60,11 @@ __all__ = [
     "Turnstile",
 ]
 
-CaptchaType = Literal["recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha"]
-
-#: The stricter of the documented image limits (100 kB vs 1 MB); ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``.
-DEFAULT_MAX_IMAGE_BYTES = 100_000
-#: The looser documented limit: what an :class:`Image` may hold before ``validate()``.
-MAX_IMAGE_BYTES_CEILING = 1_048_576
-#: Providers answer ERROR_ZERO_CAPTCHA_FILESIZE below this.
-MIN_IMAGE_BYTES = 100
+#: Every kind (the ``type`` of the classes here and in :mod:`.captchas_more`).
+CaptchaType = Literal[
+    "recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha",
+    "funcaptcha", "geetest_v4", "aws_waf", "coordinates",
+]  # fmt: skip
 
 _C = TypeVar("_C", bound="Captcha")
 
@@ -142,13 +142,25 @@ class RecaptchaV3(Captcha):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Turnstile(Captcha):
-    """Cloudflare Turnstile; ``action`` and ``cdata`` when the widget sets them."""
+    """Cloudflare Turnstile; ``action`` and ``cdata`` when the widget sets them.
+
+    Challenge mode (the widget on a Cloudflare challenge page) is ``pagedata`` set, and
+    then ``action`` and ``cdata`` are required; its token is bound to ``user_agent``
+    (or to the one the provider answers with).
+    """
 
     type: ClassVar[Literal["turnstile"]] = "turnstile"
     sitekey: str
     pageurl: str
     action: str | None = None
     cdata: str | None = None
+    pagedata: str | None = dataclasses.field(default=None, repr=False)  # one page load's
+    user_agent: str | None = None
+
+    @property
+    def challenge(self) -> bool:
+        """Whether this is challenge mode (``pagedata`` set)."""
+        return self.pagedata is not None
 
     def _check(self, max_image_bytes: int) -> None:
         _matching(
@@ -157,6 +169,12 @@ class Turnstile(Captcha):
         _page_url("Turnstile.pageurl", self.pageurl)
         _optional_text("Turnstile.action", self.action)
         _optional_text("Turnstile.cdata", self.cdata, max_len=255)
+        _optional_text("Turnstile.pagedata", self.pagedata, max_len=4096)
+        _optional_text("Turnstile.user_agent", self.user_agent, max_len=512, spaces=True)
+        if self.pagedata is not None:
+            for name in ("action", "cdata"):
+                if getattr(self, name) is None:
+                    _fail(f"Turnstile.{name}", "is required in challenge mode (pagedata set)")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -213,28 +231,12 @@ class Image(Captcha):
     @classmethod
     def from_base64(cls, data: str, **hints: object) -> Image:
         """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed)."""
-        if not isinstance(data, str):
-            _fail("Image.body", f"base64 must be a string, got {type(data).__name__}")
-        text = "".join(_DATA_URL.sub("", data.strip(), count=1).split())
-        if len(text) > (MAX_IMAGE_BYTES_CEILING * 4) // 3 + 4:
-            _fail("Image.body", f"base64 text of {len(text)} characters is too large")
-        if not text or len(text) % 4 or not _BASE64.match(text):
-            _fail("Image.body", "is not valid base64")
-        try:
-            body = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            _fail("Image.body", "is not valid base64")
-        return cls._with_hints(body, False, hints)
+        return cls._with_hints(decode_base64("Image.body", data), False, hints)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **hints: object) -> Image:
         """From an image file, uploaded as multipart (``method=post``)."""
-        try:
-            with open(path, "rb") as file:
-                body = file.read(MAX_IMAGE_BYTES_CEILING + 1)
-        except OSError as exc:
-            _fail("Image.from_file", f"cannot read {os.fspath(path)!r}: {exc.strerror or exc}")
-        return cls._with_hints(body, True, hints)
+        return cls._with_hints(read_image("Image.from_file", path), True, hints)
 
     @classmethod
     def _with_hints(cls, body: bytes, multipart: bool, hints: dict[str, object]) -> Image:
@@ -249,25 +251,10 @@ class Image(Captcha):
     @property
     def kind(self) -> tuple[str, str]:
         """``(extension, mime type)`` from the magic bytes."""
-        for magic, extension, mime in _MAGIC:
-            if self.body.startswith(magic):
-                return extension, mime
-        _fail("Image.body", "is not a JPEG, PNG or GIF image (unknown magic bytes)")
+        return image_kind("Image.body", self.body)
 
     def _check(self, max_image_bytes: int) -> None:
-        body = self.body
-        if isinstance(body, bytearray | memoryview):
-            body = bytes(body)
-            _set(self, "body", body)
-        if not isinstance(body, bytes):
-            _fail("Image.body", f"must be bytes, got {type(body).__name__}")
-        if not body:
-            _fail("Image.body", "is empty")
-        if len(body) < MIN_IMAGE_BYTES:
-            _fail("Image.body", f"is {len(body)} bytes; providers refuse images under 100 bytes")
-        if len(body) > max_image_bytes:
-            _fail("Image.body", f"is {len(body)} bytes, over the {max_image_bytes} byte limit")
-        self.kind  # noqa: B018  # raises for anything but JPEG, PNG and GIF
+        _set(self, "body", check_body("Image.body", self.body, max_image_bytes))
         if self.numeric is not None:
             _int("Image.numeric", self.numeric, 0, 4)
         for name in ("min_len", "max_len"):
@@ -293,6 +280,3 @@ class Image(Captcha):
             if f.name != "body" and getattr(self, f.name) not in (None, False)
         )
         return f"Image(<{len(self.body)} bytes>{', ' if hints else ''}{hints})"
-
-
-AnyCaptcha = RecaptchaV2 | RecaptchaV3 | Turnstile | Image | GeeTest | HCaptcha

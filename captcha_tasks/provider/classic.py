@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import decimal
+import json
 import math
 import re
 import threading
@@ -39,10 +40,12 @@ from ..errors import (
 )
 from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
+from .answers import classic_solution
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
-from .protocol import NOT_READY, NotReady, parse_many, parse_response
+from .offers import check_offered
+from .protocol import NOT_READY, NotReady, WithUserAgent, parse_many, parse_response
 from .transport import RequestFailed, post, shared_session
 
 __all__ = ["SolverClient"]
@@ -133,6 +136,7 @@ class SolverClient:
         if proxy is not None and not isinstance(proxy, Proxy):
             raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
         captcha.validate(max_image_bytes=self.max_image_bytes)
+        check_offered(self.provider, captcha, proxied=proxy is not None)
         params = submit_params(captcha)
         if proxy is not None:
             params.update(proxy_params(proxy))
@@ -148,8 +152,12 @@ class SolverClient:
         value = self._call("res.php", "get", {"action": "get", "id": captcha_id})
         if value is NOT_READY:
             return None
-        if isinstance(value, str | dict):
-            return Answer(captcha_id, value)
+        agent = value.user_agent if isinstance(value, WithUserAgent) else None
+        if isinstance(value, WithUserAgent):
+            value = value.value
+        if isinstance(value, str | dict | list):
+            with self._errors_counted():
+                return Answer(captcha_id, classic_solution(value), user_agent=agent)
         raise self._unexpected("get", value)  # pragma: no cover - parse_response returns no other
 
     def get_many(self, captcha_ids: Iterable[str]) -> dict[str, Polled]:
@@ -174,7 +182,7 @@ class SolverClient:
                 self._count(f"errors:{slot.code}")
                 out[captcha_id] = slot
             else:
-                out[captcha_id] = None if slot is NOT_READY else Answer(captcha_id, str(slot))
+                out[captcha_id] = None if slot is NOT_READY else self._slot(captcha_id, str(slot))
         return out
 
     def balance(self) -> decimal.Decimal:
@@ -202,6 +210,21 @@ class SolverClient:
 
     # -- plumbing --------------------------------------------------------------------
 
+    def _slot(self, captcha_id: str, slot: str) -> Answer | SolverError:
+        """One answer of a batch read: a dict comes as its JSON text, points as plain
+        ``coordinates:...``; a malformed one is this captcha's error."""
+        value: str | dict[str, Any] | list[Any] = slot
+        if slot.startswith(("{", "[")):
+            try:
+                value = json.loads(slot)
+            except ValueError:
+                value = slot
+        try:
+            return Answer(captcha_id, classic_solution(value))
+        except SolverError as exc:
+            self._count(f"errors:{exc.code}")
+            return exc
+
     def _call(
         self,
         endpoint: str,
@@ -210,7 +233,7 @@ class SolverClient:
         *,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         idempotent: bool = True,
-    ) -> str | dict[str, Any] | NotReady:
+    ) -> str | dict[str, Any] | list[Any] | WithUserAgent | NotReady:
         status, content_type, body = self._post(
             endpoint, action, params, files or {}, idempotent=idempotent
         )

@@ -12,6 +12,7 @@ import base64
 
 from ..errors import InvalidTaskInput
 from .captchas import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
+from .captchas_more import AwsWaf, Coordinates, FunCaptcha, GeeTestV4
 from .proxy import Proxy
 
 __all__ = ["Files", "proxy_params", "submit_files", "submit_params"]
@@ -37,6 +38,8 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
                 "pageurl": captcha.pageurl,
                 "action": captcha.action,
                 "data": captcha.cdata,
+                "pagedata": captcha.pagedata,
+                "userAgent": captcha.user_agent,
             })  # fmt: skip
         case GeeTest():
             return _compact({
@@ -50,13 +53,15 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
             return {"method": "hcaptcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
         case Image():
             return _image(captcha)
+        case FunCaptcha() | GeeTestV4() | AwsWaf() | Coordinates():
+            return _second_wave(captcha)
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 
 def submit_files(captcha: Captcha) -> Files | None:
     """The multipart upload to send with :func:`submit_params`: only an :class:`Image`
-    with ``multipart`` set (``method=post``) has one."""
-    if not isinstance(captcha, Image) or not captcha.multipart:
+    or :class:`Coordinates` with ``multipart`` set (``method=post``) has one."""
+    if not isinstance(captcha, Image | Coordinates) or not captcha.multipart:
         return None
     extension, mime = captcha.kind
     # A fixed name with the right extension: the provider checks it, and local
@@ -68,6 +73,43 @@ def proxy_params(proxy: Proxy) -> dict[str, str]:
     """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
     auth = f"{proxy.username}:{proxy.password}@" if proxy.username is not None else ""
     return {"proxy": f"{auth}{proxy.address}", "proxytype": proxy.type}
+
+
+def _second_wave(captcha: FunCaptcha | GeeTestV4 | AwsWaf | Coordinates) -> dict[str, str]:
+    match captcha:
+        case FunCaptcha():
+            return _compact({
+                "method": "funcaptcha",
+                "publickey": captcha.publickey,
+                "pageurl": captcha.pageurl,
+                "surl": None if captcha.surl_host is None else f"https://{captcha.surl_host}",
+                "data[blob]": captcha.data_blob,
+                "userAgent": captcha.user_agent,
+            })  # fmt: skip
+        case GeeTestV4():
+            return _compact({
+                "method": "geetest_v4",
+                "captcha_id": captcha.captcha_id,
+                "pageurl": captcha.pageurl,
+                "api_server": captcha.api_server,
+            })  # fmt: skip
+        case AwsWaf():
+            return _compact({
+                "method": "amazon_waf",
+                "sitekey": captcha.sitekey,
+                "iv": captcha.iv,
+                "context": captcha.context,
+                "pageurl": captcha.pageurl,
+                "challenge_script": captcha.challenge_script,
+                "captcha_script": captcha.captcha_script,
+            })  # fmt: skip
+        case Coordinates():
+            return _compact({
+                **_upload(captcha.body, captcha.multipart),
+                "coordinatescaptcha": "1",
+                "textinstructions": captcha.textinstructions,
+            })  # fmt: skip
+    raise AssertionError(type(captcha).__name__)  # pragma: no cover - the match is exhaustive
 
 
 def _recaptcha_v2(captcha: RecaptchaV2) -> dict[str, str]:
@@ -96,17 +138,19 @@ def _recaptcha_v3(captcha: RecaptchaV3) -> dict[str, str]:
 
 
 def _image(captcha: Image) -> dict[str, str]:
-    # A multipart image travels in submit_files(); otherwise the body goes inline.
-    params: dict[str, str | None] = (
-        {"method": "post"}
-        if captcha.multipart
-        else {"method": "base64", "body": base64.b64encode(captcha.body).decode("ascii")}
-    )
+    params: dict[str, str | None] = _upload(captcha.body, captcha.multipart)
     for name in _IMAGE_HINTS:
         value = getattr(captcha, name)
         params[name] = None if value is None else str(int(value))
     params.update(lang=captcha.lang, textinstructions=captcha.textinstructions)
     return _compact(params)
+
+
+def _upload(body: bytes, multipart: bool) -> dict[str, str | None]:
+    # A multipart image travels in submit_files(); otherwise the body goes inline.
+    if multipart:
+        return {"method": "post"}
+    return {"method": "base64", "body": base64.b64encode(body).decode("ascii")}
 
 
 def _compact(params: dict[str, str | None]) -> dict[str, str]:

@@ -37,6 +37,7 @@ from ..errors import (
     SubmitUncertain,
 )
 from ..settings import PROTOCOLS, Provider, Settings
+from .answers import json_solution
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType
 from .json_dialects import NOT_READY_CODES, dialect_for
@@ -50,8 +51,6 @@ __all__ = ["JsonTaskClient"]
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Answers (or failures) that came with a createTask, kept until their first get.
 _MAX_EARLY = 10_000
-#: The order in which a solution's fields are taken as "the" answer.
-_ANSWER_FIELDS = ("gRecaptchaResponse", "token", "text")
 
 
 class JsonTaskClient:
@@ -217,7 +216,10 @@ class JsonTaskClient:
         if status in self.dialect.working or payload.get("errorCode") in NOT_READY_CODES:
             return None
         if status == "ready":
-            answer = _answer(captcha_id, payload)
+            try:
+                answer = _answer(captcha_id, payload)
+            except SolverError as exc:
+                raise self._counted(exc) from None
             if answer is None:
                 raise self._unexpected("getTaskResult", payload)
             return answer
@@ -231,7 +233,10 @@ class JsonTaskClient:
         status = payload.get("status")
         early: Answer | SolverError | None = None
         if status == "ready":
-            early = _answer(task_id, payload)
+            try:
+                early = _answer(task_id, payload)
+            except SolverError as exc:  # the task exists (and is paid): its first get says
+                early = exc
         elif status == "failed":
             early = _failed(payload)
         if early is None:
@@ -260,26 +265,16 @@ class JsonTaskClient:
 
 
 def _answer(captcha_id: str, payload: dict[str, Any]) -> Answer | None:
+    """The answer of a ``ready`` payload (raises for a malformed one); ``None``: none."""
     solution = payload.get("solution")
     if not isinstance(solution, dict) or not solution:
         return None
     user_agent = solution.get("userAgent")
     user_agent = user_agent if isinstance(user_agent, str) and user_agent else None
-    cost = _decimal(payload.get("cost"))
-    for name in _ANSWER_FIELDS:
-        value = solution.get(name)
-        if isinstance(value, str) and value:
-            return Answer(captcha_id, value, cost=cost, user_agent=user_agent)
-    fields = {name: value for name, value in solution.items() if name != "userAgent"}
-    if {"challenge", "validate"} <= fields.keys():
-        # GeeTest v3 in the shape the classic protocol gives, so a result reads the same
-        # whatever the provider. CapSolver sends no seccode: GeeTest's is validate|jordan.
-        fields = {
-            "geetest_challenge": fields["challenge"],
-            "geetest_validate": fields["validate"],
-            "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
-        }
-    return Answer(captcha_id, fields, cost=cost, user_agent=user_agent)
+    value = json_solution(solution)
+    if value is None:
+        return None
+    return Answer(captcha_id, value, cost=_decimal(payload.get("cost")), user_agent=user_agent)
 
 
 def _failed(payload: dict[str, Any]) -> SolverError:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from ..errors import (
     BadImage,
@@ -123,6 +123,8 @@ class JsonDialect:
     working: frozenset[str] = frozenset({"processing"})
     #: Codes whose meaning differs from :data:`JSON_ERRORS` at this provider.
     error_overrides: Mapping[str, ErrorRule] = dataclasses.field(default_factory=dict)
+    #: Whether Turnstile's challenge mode (``pagedata``) is offered by the Turnstile types.
+    turnstile_challenge: bool = True
 
     def offers(self, captcha_type: CaptchaType) -> bool:
         return captcha_type in self.task_types
@@ -131,6 +133,9 @@ class JsonDialect:
         """The rule for ``errorCode`` ``code`` (unknown codes: :data:`UNKNOWN_RULE`)."""
         return self.error_overrides.get(code) or JSON_ERRORS.get(code) or UNKNOWN_RULE
 
+
+#: Every kind: 2Captcha's reports take any task.
+_ALL_KINDS: tuple[CaptchaType, ...] = get_args(CaptchaType)
 
 TWOCAPTCHA_V2: Final = JsonDialect(
     name="2captcha-v2",
@@ -141,18 +146,16 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "hcaptcha": TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
         "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
         "geetest": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
+        "funcaptcha": TaskNames("FunCaptchaTaskProxyless", "FunCaptchaTask"),
+        "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
+        "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
+        "coordinates": TaskNames("CoordinatesTask", None),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
     # 2Captcha's reports take any task: one method each way.
-    report_incorrect=dict.fromkeys(
-        ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha", "image", "geetest"),
-        "reportIncorrect",
-    ),
-    report_correct=dict.fromkeys(
-        ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha", "image", "geetest"),
-        "reportCorrect",
-    ),
+    report_incorrect=dict.fromkeys(_ALL_KINDS, "reportIncorrect"),
+    report_correct=dict.fromkeys(_ALL_KINDS, "reportCorrect"),
 )
 
 ANTICAPTCHA: Final = JsonDialect(
@@ -164,6 +167,10 @@ ANTICAPTCHA: Final = JsonDialect(
         "hcaptcha": TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
         "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
         "geetest": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
+        "funcaptcha": TaskNames("FunCaptchaTaskProxyless", "FunCaptchaTask"),
+        "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
+        "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
+        "coordinates": TaskNames("ImageToCoordinatesTask", None),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -179,26 +186,29 @@ ANTICAPTCHA: Final = JsonDialect(
     },
 )
 
+_CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
+    "recaptcha_v2": TaskNames("ReCaptchaV2TaskProxyLess", "ReCaptchaV2Task"),
+    "recaptcha_v3": TaskNames("ReCaptchaV3TaskProxyLess", "ReCaptchaV3Task"),
+    "turnstile": TaskNames("AntiTurnstileTaskProxyLess", None),
+    "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
+    "geetest": TaskNames("GeeTestTaskProxyLess", None),
+    "geetest_v4": TaskNames("GeeTestTaskProxyLess", None),
+    "aws_waf": TaskNames("AntiAwsWafTaskProxyLess", "AntiAwsWafTask"),
+}
+
 CAPSOLVER: Final = JsonDialect(
     name="capsolver",
-    task_types={
-        "recaptcha_v2": TaskNames("ReCaptchaV2TaskProxyLess", "ReCaptchaV2Task"),
-        "recaptcha_v3": TaskNames("ReCaptchaV3TaskProxyLess", "ReCaptchaV3Task"),
-        "turnstile": TaskNames("AntiTurnstileTaskProxyLess", None),
-        "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
-        "geetest": TaskNames("GeeTestTaskProxyLess", None),
-    },
+    task_types=_CAPSOLVER_TYPES,
     enterprise_v2=TaskNames("ReCaptchaV2EnterpriseTaskProxyLess", "ReCaptchaV2EnterpriseTask"),
     proxy_encoding="string",
-    report_incorrect=dict.fromkeys(
-        ("recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest"), "feedbackTask"
-    ),
-    report_correct=dict.fromkeys(
-        ("recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest"), "feedbackTask"
-    ),
+    # feedbackTask takes any of its tasks.
+    report_incorrect=dict.fromkeys(_CAPSOLVER_TYPES, "feedbackTask"),
+    report_correct=dict.fromkeys(_CAPSOLVER_TYPES, "feedbackTask"),
     report_result=True,
     enterprise_v3=TaskNames("ReCaptchaV3EnterpriseTaskProxyLess", "ReCaptchaV3EnterpriseTask"),
     working=frozenset({"processing", "idle"}),
+    # Its challenge pages are AntiCloudflareTask, another product (PROVIDERS.md D7).
+    turnstile_challenge=False,
 )
 
 CAPMONSTER: Final = JsonDialect(
@@ -211,6 +221,9 @@ CAPMONSTER: Final = JsonDialect(
         "hcaptcha": TaskNames("HCaptchaTask", "HCaptchaTask"),
         "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
         "geetest": TaskNames("GeeTestTask", "GeeTestTask"),
+        "funcaptcha": TaskNames("FunCaptchaTask", "FunCaptchaTask"),
+        "geetest_v4": TaskNames("GeeTestTask", "GeeTestTask"),
+        "aws_waf": TaskNames("AmazonTask", "AmazonTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

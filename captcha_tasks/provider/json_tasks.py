@@ -9,11 +9,14 @@ nothing is sent for it. Unset options are left out, not sent as ``null``.
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 from ..errors import InvalidTaskInput
 from .captchas import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
-from .json_dialects import JsonDialect, TaskNames
+from .captchas_more import AwsWaf, Coordinates, FunCaptcha, GeeTestV4
+from .json_dialects import JsonDialect
+from .offers import check_offered, json_names
 from .proxy import Proxy
 
 __all__ = ["proxy_fields", "task_for"]
@@ -23,22 +26,14 @@ Task = dict[str, Any]
 
 def task_for(dialect: JsonDialect, captcha: Captcha, proxy: Proxy | None = None) -> Task:
     """The ``task`` of a createTask for ``captcha`` (through ``proxy`` if given)."""
-    names = dialect.task_types.get(captcha.type)
-    if names is not None and getattr(captcha, "enterprise", False):
-        if isinstance(captcha, RecaptchaV2):
-            names = dialect.enterprise_v2
-        elif dialect.enterprise_v3 is not None:
-            names = dialect.enterprise_v3
-    if names is None:
-        raise InvalidTaskInput(
-            f"provider {dialect.name} does not solve {type(captcha).__name__} captchas "
-            "(docs/PROVIDERS.md, type x provider matrix); nothing was sent",
-            "TYPE_NOT_OFFERED",
-        )
     # An image is read from its bytes: a proxy has nothing to load, so none is sent.
-    if isinstance(captcha, Image):
+    if isinstance(captcha, Image | Coordinates):
         proxy = None
-    task: Task = {"type": _type_name(dialect, captcha, names, proxy)}
+    check_offered(dialect.name, captcha, proxied=proxy is not None)
+    names = json_names(dialect, captcha)
+    assert names is not None  # check_offered refused it otherwise
+    name = names.proxyless if proxy is None else names.proxy
+    task: Task = {"type": name}
     task.update(_fields(dialect, captcha))
     if proxy is not None:
         task.update(proxy_fields(dialect, proxy))
@@ -60,20 +55,6 @@ def proxy_fields(dialect: JsonDialect, proxy: Proxy) -> dict[str, Any]:
     }
 
 
-def _type_name(
-    dialect: JsonDialect, captcha: Captcha, names: TaskNames, proxy: Proxy | None
-) -> str:
-    name = names.proxyless if proxy is None else names.proxy
-    if name is None:
-        way = "through a proxy" if proxy is not None else "without a proxy"
-        raise InvalidTaskInput(
-            f"provider {dialect.name} does not solve {type(captcha).__name__} captchas "
-            f"{way}; nothing was sent",
-            "TYPE_NOT_OFFERED",
-        )
-    return name
-
-
 def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
     match captcha:
         case RecaptchaV2():
@@ -92,6 +73,18 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
                 "gt": captcha.gt,
                 "challenge": captcha.challenge,
                 "geetestApiServerSubdomain": captcha.api_server,
+            }
+        case FunCaptcha():
+            return _funcaptcha(dialect, captcha)
+        case GeeTestV4():
+            return _geetest_v4(dialect, captcha)
+        case AwsWaf():
+            return _aws_waf(dialect, captcha)
+        case Coordinates():
+            return {
+                "body": base64.b64encode(captcha.body).decode("ascii"),
+                "comment": captcha.textinstructions,
+                "mode": "points" if dialect.name == "anticaptcha" else None,
             }
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
@@ -134,18 +127,67 @@ def _recaptcha_v3(dialect: JsonDialect, captcha: RecaptchaV3) -> Task:
 
 def _turnstile(dialect: JsonDialect, captcha: Turnstile) -> Task:
     task: Task = {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
-    # The same two widget values under four spellings (PROVIDERS.md D7).
+    # The same widget values under four spellings (PROVIDERS.md D7); userAgent only
+    # where documented. CapSolver takes no challenge mode (refused before this).
     if dialect.name == "capsolver":
         metadata = {"action": captcha.action, "cdata": captcha.cdata}
         metadata = {name: value for name, value in metadata.items() if value is not None}
         task["metadata"] = metadata or None
     elif dialect.name == "anticaptcha":
-        task.update(action=captcha.action, cData=captcha.cdata)
+        task.update(action=captcha.action, cData=captcha.cdata, chlPageData=captcha.pagedata)
     elif dialect.name == "capmonster":
-        task.update(pageAction=captcha.action, data=captcha.cdata)
+        task.update(pageAction=captcha.action, data=captcha.cdata, pageData=captcha.pagedata,
+                    userAgent=captcha.user_agent)  # fmt: skip
+        if captcha.challenge:
+            task["cloudflareTaskType"] = "token"
     else:
-        task.update(action=captcha.action, data=captcha.cdata)
+        task.update(action=captcha.action, data=captcha.cdata, pagedata=captcha.pagedata,
+                    userAgent=captcha.user_agent)  # fmt: skip
     return task
+
+
+def _funcaptcha(dialect: JsonDialect, captcha: FunCaptcha) -> Task:
+    blob = captcha.data_blob
+    return {
+        "websiteURL": captcha.pageurl,
+        "websitePublicKey": captcha.publickey,
+        "funcaptchaApiJSSubdomain": captcha.surl_host,
+        # A JSON string, not an object (PROVIDERS.md D10).
+        "data": None if blob is None else json.dumps({"blob": blob}, separators=(",", ":")),
+        "userAgent": captcha.user_agent if dialect.name == "capmonster" else None,
+    }
+
+
+def _geetest_v4(dialect: JsonDialect, captcha: GeeTestV4) -> Task:
+    task: Task = {"websiteURL": captcha.pageurl, "geetestApiServerSubdomain": captcha.api_server}
+    # The v4 id is CapSolver's captchaId, the others' gt with version 4 (PROVIDERS.md D8).
+    if dialect.name == "capsolver":
+        task["captchaId"] = captcha.captcha_id
+        return task
+    task.update(gt=captcha.captcha_id, version=4)
+    if dialect.name == "2captcha-v2":
+        task["initParameters"] = {"captcha_id": captcha.captcha_id}
+    return task
+
+
+def _aws_waf(dialect: JsonDialect, captcha: AwsWaf) -> Task:
+    if dialect.name == "capsolver":  # its own names (PROVIDERS.md D9)
+        return {
+            "websiteURL": captcha.pageurl,
+            "awsKey": captcha.sitekey,
+            "awsIv": captcha.iv,
+            "awsContext": captcha.context,
+            "awsChallengeJS": captcha.challenge_script,
+            "awsApiJs": captcha.captcha_script,
+        }
+    return {
+        "websiteURL": captcha.pageurl,
+        "websiteKey": captcha.sitekey,
+        "iv": captcha.iv,
+        "context": captcha.context,
+        "challengeScript": captcha.challenge_script,
+        "captchaScript": captcha.captcha_script,
+    }
 
 
 def _image(dialect: JsonDialect, captcha: Image) -> Task:

@@ -40,6 +40,7 @@ __all__ = [
     "ErrorRule",
     "NotReady",
     "Parsed",
+    "WithUserAgent",
     "error_for",
     "parse_many",
     "parse_response",
@@ -58,8 +59,18 @@ class NotReady(enum.Enum):
 
 NOT_READY: Final = NotReady.NOT_READY
 
-#: What :func:`parse_response` returns: an id, token or balance; a GeeTest dict; or NOT_READY.
-Parsed = str | dict[str, Any] | NotReady
+
+@dataclasses.dataclass(frozen=True)
+class WithUserAgent:
+    """An answer that came with the browser it was made in (json=1's ``useragent``)."""
+
+    value: str | dict[str, Any] | list[Any]
+    user_agent: str
+
+
+#: What :func:`parse_response` returns: an id, token or balance; a dict (GeeTest) or list
+#: (coordinates); either with the user agent where the provider sent one; or NOT_READY.
+Parsed = str | dict[str, Any] | list[Any] | WithUserAgent | NotReady
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,8 +274,10 @@ def _parse_json(text: str, provider: Provider) -> Parsed:
             raise _Unrecognised(_garbage(text, "status 1 without an answer"))
         if isinstance(request, int | decimal.Decimal):
             return str(request)  # live CaptchaAI answers ids as JSON integers
-        if isinstance(request, str | dict):
-            return request
+        points = isinstance(request, list) and all(isinstance(i, dict) for i in request)
+        if isinstance(request, str | dict) or (request and points):  # points: coordinates
+            agent = payload.get("useragent")
+            return WithUserAgent(request, agent) if isinstance(agent, str) and agent else request
     if status == 0 and isinstance(request, str) and request.startswith("ERROR"):
         raise error_for(_clean(request)[:64], provider, error_text)  # e.g. "ERROR" alone
     raise _Unrecognised(_garbage(text, "an unexpected JSON answer"))

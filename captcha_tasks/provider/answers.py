@@ -1,0 +1,151 @@
+"""Answers in the one shape a task result has whatever the provider (docs: "What the
+product returns"): a token or text; GeeTest v3's three and v4's five strings; AWS WAF's
+voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": int}]``.
+
+Answers are told apart by their shape, since a poll does not know the captcha's type.
+An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
+that is not a string) is refused with a typed error rather than handed on.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ..errors import ProviderUnavailable
+
+__all__ = ["GEETEST_V4_KEYS", "Solution", "classic_solution", "json_solution", "malformed"]
+
+#: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
+Solution = str | dict[str, Any] | list[dict[str, int]]
+
+GEETEST_V4_KEYS: Final = ("captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output")
+_AWS_PAIR: Final = ("captcha_voucher", "existing_token")
+#: The order in which a JSON solution's fields are taken as "the" answer.
+_TOKEN_FIELDS: Final = ("gRecaptchaResponse", "token", "text")
+#: More points or larger coordinates than any captcha image has: garbage.
+_MAX_POINTS = 100
+_MAX_COORDINATE = 100_000
+_PLAIN_POINT = re.compile(r"^x=(\d{1,6}),y=(\d{1,6})$")
+
+
+def malformed(what: str, value: object) -> ProviderUnavailable:
+    """The error for an answer that is not what it claims to be."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return ProviderUnavailable(f"malformed {what} answer: {shown}", "UNRECOGNISED_ANSWER", 5.0)
+
+
+def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
+    """A res.php answer (``request`` of json=1, or what follows ``OK|``)."""
+    if isinstance(value, list):
+        return _points(value)
+    if isinstance(value, dict):
+        return _fields(value)
+    if value.startswith("coordinates:"):
+        return _points([_plain_point(part) for part in value[12:].split(";")])
+    return value
+
+
+def json_solution(solution: Mapping[str, Any]) -> Solution | None:
+    """A getTaskResult ``solution`` (its ``userAgent`` aside); ``None``: an empty one."""
+    for name in _TOKEN_FIELDS:
+        value = solution.get(name)
+        if isinstance(value, str) and value:
+            return value
+    fields = {name: value for name, value in solution.items() if name != "userAgent"}
+    if not fields:
+        return None
+    if "coordinates" in fields:
+        points = fields["coordinates"]
+        return _points(points if isinstance(points, list) else [points])
+    cookie = _aws_cookie(fields)
+    if cookie is not None:
+        return {"aws_waf_token": cookie}
+    if {"challenge", "validate"} <= fields.keys():
+        # GeeTest v3 in the shape the classic protocol gives. CapSolver sends no
+        # seccode: GeeTest's is validate|jordan.
+        return {
+            "geetest_challenge": fields["challenge"],
+            "geetest_validate": fields["validate"],
+            "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
+        }
+    return _fields(fields)
+
+
+def _fields(fields: dict[str, Any]) -> dict[str, Any]:
+    if "lot_number" in fields or "pass_token" in fields:
+        return _exactly("GeeTest v4", fields, GEETEST_V4_KEYS)
+    if "captcha_voucher" in fields:
+        return _exactly("AWS WAF", fields, _AWS_PAIR)
+    return fields
+
+
+def _exactly(what: str, fields: dict[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key in keys:
+        value = fields.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # gen_time as a number: the same digits
+        if not isinstance(value, str) or not value:
+            raise malformed(what, fields)
+        out[key] = value
+    return out
+
+
+def _aws_cookie(fields: dict[str, Any]) -> str | None:
+    """CapSolver's ``cookie`` or CapMonster's ``cookies["aws-waf-token"]``."""
+    cookie = fields.get("cookie")
+    cookies = fields.get("cookies")
+    if cookie is None and isinstance(cookies, dict):
+        cookie = cookies.get("aws-waf-token")
+    elif cookie is None:
+        return None
+    if not isinstance(cookie, str) or not cookie:
+        raise malformed("AWS WAF", fields)
+    return cookie
+
+
+def _plain_point(part: str) -> dict[str, str]:
+    match = _PLAIN_POINT.match(part.strip())
+    if match is None:
+        raise malformed("coordinates", part)
+    return {"x": match.group(1), "y": match.group(2)}
+
+
+def _points(items: list[Any]) -> list[dict[str, int]]:
+    if not items or len(items) > _MAX_POINTS:
+        raise malformed("coordinates", items)
+    out: list[dict[str, int]] = []
+    for item in items:
+        if isinstance(item, dict) and item.keys() >= {"x", "y"}:
+            x, y = item["x"], item["y"]
+        elif isinstance(item, list) and len(item) == 2:
+            x, y = item
+        else:
+            raise malformed("coordinates", items)
+        out.append({"x": _coordinate(x, items), "y": _coordinate(y, items)})
+    return out
+
+
+def _coordinate(value: object, items: object) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif _digits(value) or (isinstance(value, float | decimal.Decimal) and _integral(value)):
+        number = int(value)  # type: ignore[call-overload]  # digits or integral
+    if number is None or not 0 <= number <= _MAX_COORDINATE:
+        raise malformed("coordinates", items)
+    return number
+
+
+def _digits(value: object) -> bool:
+    return isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 6
+
+
+def _integral(value: float | decimal.Decimal) -> bool:
+    if isinstance(value, decimal.Decimal):
+        return value.is_finite() and value == value.to_integral_value()
+    return value.is_integer()
