@@ -17,6 +17,14 @@ from .settings import Settings, get_settings
 from .version import __version__
 from .worker.app import app
 from .worker.page_tasks import fetch_page, release_session_lock, submit_challenge
+from .worker.solve_more import (
+    solve_aws_waf,
+    solve_coordinates,
+    solve_funcaptcha,
+    solve_geetest_v4,
+    solve_recaptcha_v2_enterprise,
+    solve_turnstile_challenge,
+)
 from .worker.solve_tasks import (
     fill_token_pool,
     get_balance,
@@ -51,11 +59,17 @@ __all__ = [
     "ping",
     "release_session_lock",
     "report_solution",
+    "solve_aws_waf",
+    "solve_coordinates",
+    "solve_funcaptcha",
     "solve_geetest",
+    "solve_geetest_v4",
     "solve_hcaptcha",
     "solve_image",
     "solve_recaptcha_v2",
+    "solve_recaptcha_v2_enterprise",
     "solve_recaptcha_v3",
     "solve_turnstile",
+    "solve_turnstile_challenge",
     "submit_challenge",
 ]

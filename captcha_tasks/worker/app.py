@@ -23,7 +23,12 @@ log = logging.getLogger(__name__)
 CONFIG_MODULE = "captcha_tasks.worker.celeryconfig"
 
 app = Celery(
-    "captcha_tasks", include=["captcha_tasks.worker.solve_tasks", "captcha_tasks.worker.page_tasks"]
+    "captcha_tasks",
+    include=[
+        "captcha_tasks.worker.solve_tasks",
+        "captcha_tasks.worker.solve_more",
+        "captcha_tasks.worker.page_tasks",
+    ],
 )
 
 

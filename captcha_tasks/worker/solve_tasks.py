@@ -19,6 +19,7 @@ from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
 from ..provider import (
+    CAPTCHA_CLASSES,
     Captcha,
     CaptchaType,
     GeeTest,
@@ -27,6 +28,7 @@ from ..provider import (
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
+    check_offered,
 )
 from ..state import Keys, state_redis
 from ..version import worker_version
@@ -48,9 +50,7 @@ __all__ = [
 ]
 
 #: A stored job's ``type`` field, back to the captcha type it names.
-_CAPTCHA_TYPES: dict[str, CaptchaType] = {
-    cls.type: cls.type for cls in (RecaptchaV2, RecaptchaV3, Turnstile, Image, GeeTest, HCaptcha)
-}
+_CAPTCHA_TYPES: dict[str, CaptchaType] = {kind: kind for kind in CAPTCHA_CLASSES}
 
 
 class SolveTask(CheckedTask):
@@ -71,6 +71,8 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
         if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        # Before anything is queued: the engine's submit would refuse it only later.
+        check_offered(self.settings.provider, captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
         if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
             raise Ignore()  # a redelivered message: its job is queued, in flight or done
@@ -153,14 +155,19 @@ def solve_turnstile(
     *,
     action: str | None = None,
     cdata: str | None = None,
+    pagedata: str | None = None,
+    user_agent: str | None = None,
     proxy_id: str | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
-    """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``)."""
-    _no_unknown(self.name, unknown, "action, cdata, proxy_id")
+    """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``; ``pagedata`` for
+    challenge mode, which needs both, see :func:`solve_turnstile_challenge`)."""
+    _no_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
     return self.admit(
-        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata), proxy_id=proxy_id
-    )
+        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata,
+                          user_agent=user_agent),
+        proxy_id=proxy_id,
+    )  # fmt: skip
 
 
 @app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
