@@ -17,8 +17,13 @@ from tests.support.provider_double import ProviderDouble, Scripted
 
 KEY = "0123456789abcdef0123456789abcdef"
 CAPSOLVER_KEY = "CAP-0123456789ABCDEF0123456789ABCDEF"
-V4 = {"captcha_id": "e392e1d7fd421dc63325744d5a2b9c73", "lot_number": "7c5a0d0e7d9f4d0c",
-      "pass_token": "a7c2f6c1e0b1", "gen_time": "1718000000", "captcha_output": "WsP8Xy=="}  # fmt: skip
+V4 = {
+    "captcha_id": "e392e1d7fd421dc63325744d5a2b9c73",
+    "lot_number": "7c5a0d0e7d9f4d0c",
+    "pass_token": "a7c2f6c1e0b1",
+    "gen_time": "1718000000",
+    "captcha_output": "WsP8Xy==",
+}
 UA = "Mozilla/5.0 (X11; Linux x86_64) Chrome/126.0 Safari/537.36"
 POINTS = [{"x": 38, "y": 90}, {"x": 120, "y": 44}]
 

@@ -142,8 +142,10 @@ def test_in_php_params_of_each_new_kind() -> None:
         "method": "funcaptcha", "publickey": PUBKEY, "pageurl": PAGE,
         "surl": "https://api.example.com",
     }  # fmt: skip
-    assert submit_params(V4) == {"method": "geetest_v4", "captcha_id": CAPTCHA_ID,
-                                 "pageurl": PAGE, "api_server": "gcaptcha4.geetest.com"}  # fmt: skip
+    assert submit_params(V4) == {
+        "method": "geetest_v4", "captcha_id": CAPTCHA_ID, "pageurl": PAGE,
+        "api_server": "gcaptcha4.geetest.com",
+    }  # fmt: skip
     assert submit_params(AWS) == {
         "method": "amazon_waf", "sitekey": AWS_KEY, "iv": AWS_IV, "context": AWS_CONTEXT,
         "pageurl": PAGE, "challenge_script": CHALLENGE_JS, "captcha_script": CAPTCHA_JS,
@@ -239,7 +241,7 @@ def test_proxied_variants_take_the_proxy_names_and_fields() -> None:
         "type": "CoordinatesTask",
         **COORDS_BODY,
     }
-    with pytest.raises(InvalidTaskInput, match="capsolver.*GeeTestV4.*through a proxy") as info:
+    with pytest.raises(InvalidTaskInput, match=r"capsolver.*GeeTestV4.*through a proxy") as info:
         task_for(dialect_for("capsolver"), V4, proxy)
     assert info.value.code == "TYPE_NOT_OFFERED"
 

@@ -1,0 +1,174 @@
+"""The new solve tasks, run eagerly against the session's real Redis: arguments refused
+by name, unknown options refused, and a type the configured provider does not offer
+refused before anything is queued."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from captcha_tasks import (
+    solve_aws_waf,
+    solve_coordinates,
+    solve_funcaptcha,
+    solve_geetest_v4,
+    solve_hcaptcha,
+    solve_recaptcha_v2_enterprise,
+    solve_turnstile,
+    solve_turnstile_challenge,
+)
+from captcha_tasks.errors import CaptchaTasksError, InvalidTaskInput
+from captcha_tasks.settings import get_settings
+from captcha_tasks.state import Keys
+from captcha_tasks.worker.solve_tasks import _CAPTCHA_TYPES
+
+KEY = "0123456789abcdef0123456789ABCDEF"
+CAPSOLVER_KEY = "CAP-0123456789ABCDEF0123456789ABCDEF"
+PREFIX = "ctsolvemore:"
+PAGE = "https://example.com/login"
+PUBKEY = "5f1b8c3a-2d4e-4f60-9a7b-0c1d2e3f4a5b"
+CAPTCHA_ID = "e392e1d7fd421dc63325744d5a2b9c73"
+AWS = ("AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9Ei=", "CgAHbCe2GgAAAAAj", "c" * 64)
+TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+HCAPTCHA_KEY = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
+PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
+CHALLENGE = {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"}
+
+#: (task, valid positional arguments, valid keyword arguments)
+CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
+    (solve_funcaptcha, [PUBKEY, PAGE], {"surl": "client-api.arkoselabs.com"}),
+    (solve_geetest_v4, [CAPTCHA_ID, PAGE], {"api_server": "gcaptcha4.geetest.com"}),
+    (solve_aws_waf, [*AWS, PAGE], {"challenge_script": "https://x.awswaf.com/challenge.js"}),
+    (solve_coordinates, [PNG_B64], {"textinstructions": "click the cats"}),
+    (solve_recaptcha_v2_enterprise, [V2_KEY, PAGE], {"s": "page-s-value"}),
+    (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
+]
+
+
+@pytest.fixture
+def configure(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str], None]]:
+    """Settings for ``provider`` (a solver nobody listens on; nothing leaves the machine)."""
+
+    def configure(provider: str) -> None:
+        monkeypatch.setenv("CAPTCHA_TASKS_PROVIDER", provider)
+        monkeypatch.setenv(
+            "CAPTCHA_TASKS_API_KEY", CAPSOLVER_KEY if provider == "capsolver" else KEY
+        )
+        monkeypatch.setenv("CAPTCHA_TASKS_SOLVER_URL", "http://127.0.0.1:9")
+        monkeypatch.setenv("CAPTCHA_TASKS_KEY_PREFIX", PREFIX)
+        get_settings.cache_clear()
+
+    yield configure
+    get_settings.cache_clear()
+    with redis_server.client() as conn:
+        for key in conn.scan_iter(f"{PREFIX}*"):
+            conn.delete(key)
+
+
+def run(task: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    result = task.apply(args=args, kwargs=kwargs)
+    if result.state == "FAILURE":
+        assert isinstance(result.result, CaptchaTasksError), repr(result.result)
+        return result.result
+    assert result.state in ("SUCCESS", "IGNORED"), result.state
+    return result
+
+
+def queued(redis_server: Any, result: Any) -> dict[bytes, bytes]:
+    with redis_server.client() as conn:
+        return dict(conn.hgetall(Keys(PREFIX).job(result.id)))
+
+
+@pytest.mark.parametrize(("task", "args", "kwargs"), CALLS)
+def test_valid_calls_are_queued_with_their_type(
+    configure: Any, redis_server: Any, task: Any, args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    configure("2captcha")
+    result = run(task, args, kwargs)
+    assert result.state == "IGNORED"  # admitted: the engine ends it later
+    kind = queued(redis_server, result)[b"type"].decode()
+    assert kind in _CAPTCHA_TYPES  # report_solution knows it
+    expected = task.name.removeprefix("captcha_tasks.solve_")
+    expected = {"recaptcha_v2_enterprise": "recaptcha_v2",
+                "turnstile_challenge": "turnstile"}.get(expected, expected)  # fmt: skip
+    assert kind == expected
+
+
+@pytest.mark.parametrize(("task", "args", "kwargs"), CALLS)
+def test_unknown_options_are_refused_by_name(
+    configure: Any, task: Any, args: list[Any], kwargs: dict[str, Any]
+) -> None:
+    configure("2captcha")
+    outcome = run(task, args, {**kwargs, "sitekee": "x"})
+    assert isinstance(outcome, InvalidTaskInput)
+    assert "unknown option(s) sitekee" in str(outcome)
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "kwargs", "field"),
+    [
+        (solve_funcaptcha, ["nope", PAGE], {}, "FunCaptcha.publickey"),
+        (solve_funcaptcha, [PUBKEY, PAGE], {"surl": "https://a/b"}, "FunCaptcha.surl"),
+        (solve_geetest_v4, [CAPTCHA_ID, "x"], {}, "GeeTestV4.pageurl"),
+        (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
+        (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
+        (solve_coordinates, [42], {}, "image_b64"),
+        (solve_recaptcha_v2_enterprise, [V2_KEY, PAGE], {"s": "a b"}, "RecaptchaV2.data_s"),
+        (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], {**CHALLENGE, "cdata": None},
+         "Turnstile.cdata"),
+        (solve_turnstile, [TURNSTILE_KEY, PAGE], {"pagedata": "p", "action": "a"},
+         "Turnstile.cdata"),
+        (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], {"action": "a"},
+         "solve_turnstile_challenge"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_are_refused_by_name(
+    configure: Any, task: Any, args: list[Any], kwargs: dict[str, Any], field: str
+) -> None:
+    configure("2captcha")
+    outcome = run(task, args, kwargs)
+    assert isinstance(outcome, InvalidTaskInput), repr(outcome)
+    assert field in str(outcome)
+
+
+@pytest.mark.parametrize(
+    ("provider", "task", "args", "kwargs"),
+    [
+        ("captchaai", solve_funcaptcha, [PUBKEY, PAGE], {}),
+        ("captchaai", solve_geetest_v4, [CAPTCHA_ID, PAGE], {}),
+        ("captchaai", solve_aws_waf, [*AWS, PAGE], {}),
+        ("captchaai", solve_coordinates, [PNG_B64], {}),
+        ("captchaai", solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], CHALLENGE),
+        ("capsolver", solve_funcaptcha, [PUBKEY, PAGE], {}),
+        ("capsolver", solve_coordinates, [PNG_B64], {}),
+        ("capsolver", solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], CHALLENGE),
+        ("capsolver", solve_geetest_v4, [CAPTCHA_ID, PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_hcaptcha, [HCAPTCHA_KEY, PAGE], {}),
+        ("capmonster", solve_coordinates, [PNG_B64], {}),
+    ],
+)
+def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
+    configure: Any, redis_server: Any, provider: str, task: Any, args: list[Any],
+    kwargs: dict[str, Any],
+) -> None:  # fmt: skip
+    configure(provider)
+    outcome = run(task, args, dict(kwargs))
+    assert isinstance(outcome, InvalidTaskInput), repr(outcome)
+    assert outcome.code == "TYPE_NOT_OFFERED"
+    assert f"provider {provider}" in str(outcome)
+    with redis_server.client() as conn:
+        assert list(conn.scan_iter(f"{PREFIX}job:*")) == []
+
+
+def test_offered_elsewhere_the_same_calls_are_admitted(configure: Any) -> None:
+    configure("capsolver")
+    assert run(solve_geetest_v4, [CAPTCHA_ID, PAGE], {}).state == "IGNORED"
+    assert run(solve_turnstile, [TURNSTILE_KEY, PAGE], {"action": "a"}).state == "IGNORED"
+    configure("anticaptcha")
+    assert run(solve_coordinates, [PNG_B64], {}).state == "IGNORED"
