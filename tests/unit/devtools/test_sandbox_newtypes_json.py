@@ -23,8 +23,12 @@ TURNSTILE_KEY = "0x4AAAAAAAC3DHQFLr1GavRN"
 AWS = {"key": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9mmBQG==", "iv": "CgAHbCe2GgAAAAAj",
        "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbuFxm3gy=="}  # fmt: skip
 BODY = base64.b64encode(PNG).decode()
-FUN = {"websiteURL": URL, "websitePublicKey": PUBLICKEY,
-       "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": '{"blob":"abc+/="}'}  # fmt: skip
+FUN = {
+    "websiteURL": URL,
+    "websitePublicKey": PUBLICKEY,
+    "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com",
+    "data": '{"blob":"abc+/="}',
+}
 AMAZON = {"websiteURL": URL, "websiteKey": AWS["key"], "iv": AWS["iv"], "context": AWS["context"],
           "challengeScript": "https://x.token.awswaf.com/x/challenge.js",
           "captchaScript": "https://x.captcha.awswaf.com/x/captcha.js"}  # fmt: skip
@@ -283,6 +287,6 @@ def test_json_tokens_verify_once(make_api: Callable[..., JApi]) -> None:
 def test_both_protocols_share_the_new_kinds(make_api: Callable[..., JApi]) -> None:
     api = make_api("anticaptcha", protocol="both", threads=1, latency={"coordinates": 300.0})
     api.create(TASKS["anticaptcha", "coordinates"])
-    classic = api.session.post(f"{api.url}/in.php", timeout=5, data={
-        "key": api.key, "method": "geetest_v4", "captcha_id": CAPTCHA_ID, "pageurl": URL})  # fmt: skip
+    submit = {"key": api.key, "method": "geetest_v4", "captcha_id": CAPTCHA_ID, "pageurl": URL}
+    classic = api.session.post(f"{api.url}/in.php", data=submit, timeout=5)
     assert classic.text == "ERROR_NO_SLOT_AVAILABLE"  # the JSON task holds the only thread
