@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox import SandboxServer
-from captcha_tasks.devtools.sandbox.answers import DEFAULT_USER_AGENT, coordinates_answer
+from captcha_tasks.devtools.sandbox import SandboxServer, coordinates_answer
+from captcha_tasks.devtools.sandbox.answers import DEFAULT_USER_AGENT
 
 from .test_sandbox_json import PASSWORD, PNG, PROXY, SCALE, URL, JApi
 from .test_sandbox_newtypes import FUNCAPTCHA_TOKEN, GEETEST_V4_KEYS, PUBLICKEY, spec_points
