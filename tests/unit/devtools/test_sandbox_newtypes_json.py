@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox import SandboxServer, coordinates_answer
+from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, coordinates_answer
 from captcha_tasks.devtools.sandbox.answers import DEFAULT_USER_AGENT
 
-from .test_sandbox_json import PASSWORD, PNG, PROXY, SCALE, URL, JApi
+from .test_sandbox_json import PASSWORD, PNG, PROXY, SCALE, SITEKEY, URL, JApi
 from .test_sandbox_newtypes import FUNCAPTCHA_TOKEN, GEETEST_V4_KEYS, PUBLICKEY, spec_points
 
 CAPTCHA_ID = "e392e1d7fd421dc63325744d5a2b9c73"
@@ -290,3 +290,27 @@ def test_both_protocols_share_the_new_kinds(make_api: Callable[..., JApi]) -> No
     submit = {"key": api.key, "method": "geetest_v4", "captcha_id": CAPTCHA_ID, "pageurl": URL}
     classic = api.session.post(f"{api.url}/in.php", data=submit, timeout=5)
     assert classic.text == "ERROR_NO_SLOT_AVAILABLE"  # the JSON task holds the only thread
+
+
+@pytest.mark.parametrize(
+    ("dialect", "type_name"),
+    [
+        ("2captcha-v2", "RecaptchaV2EnterpriseTaskProxyless"),
+        ("anticaptcha", "RecaptchaV2EnterpriseTaskProxyless"),
+        ("capsolver", "ReCaptchaV2EnterpriseTaskProxyLess"),
+        ("capmonster", "RecaptchaV2EnterpriseTask"),
+    ],
+)
+def test_recaptcha_v2_enterprise_with_s(
+    make_api: Callable[..., JApi], dialect: str, type_name: str
+) -> None:
+    api = make_api(dialect, protocol="both")
+    task = {"type": type_name, "websiteURL": URL, "websiteKey": SITEKEY,
+            "enterprisePayload": {"s": "SOME_S_VALUE-0123"}}  # fmt: skip
+    done = api.wait(api.create(task)["taskId"])
+    assert done["solution"]["gRecaptchaResponse"].startswith("03AFcWeA")
+    classic = api.session.post(f"{api.url}/in.php", timeout=5, data={
+        "key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": SITEKEY, "pageurl": URL,
+        "enterprise": "1", "data-s": "SOME_S_VALUE-0123", "json": "1"})  # fmt: skip
+    assert classic.json()["status"] == 1
+    assert api.stats()["by_type"]["recaptcha_v2"] == 2
