@@ -97,7 +97,10 @@ def _challenge(
             raise ApiError("ERROR_BAD_PARAMETERS")  # CapMonster wants both or neither
     if not pagedata:
         return {}
-    return {"pagedata": pagedata, "userAgent": _text(task, "userAgent")}
+    # Anti-Captcha ignores a task's user agent ("won't work at all", its Turnstile page):
+    # the solution carries the one its worker used.
+    agent = "" if dialect == "anticaptcha" else _text(task, "userAgent")
+    return {"pagedata": pagedata, "userAgent": agent}
 
 
 def _geetest(dialect: str, task: Mapping[str, object]) -> dict[str, str]:
