@@ -154,7 +154,7 @@ def test_cli_reports_bad_settings_and_options() -> None:
     assert bad_env.returncode == 1
     assert "CAPTCHA_TASKS_TIME_SCALE" in bad_env.stderr
     bad_option = subprocess.run(
-        [*CLI, "--port", "0", "--time-scale", "1", "--latency", "funcaptcha=3"],
+        [*CLI, "--port", "0", "--time-scale", "1", "--latency", "keycaptcha=3"],
         capture_output=True,
         text=True,
         timeout=30,

@@ -9,15 +9,17 @@ tests and benchmarks (``SandboxConfig(protocol="json", dialect="capsolver")``).
         ...  # point the solver client at sandbox.url with DEV_API_KEY
 
 Modules: ``config`` (what is emulated), ``protocol`` (submit parameters, error codes,
-wire replies), ``json_protocol`` / ``json_tasks`` / ``json_api`` (the JSON task API's
-dialects over the same state), ``answers`` (tokens, image answers), ``state`` (threads, billing,
-tokens, counters), ``server`` (HTTP), ``cli`` (``captcha-tasks sandbox``),
-``demo_site`` (a captcha-protected target site, ``SandboxConfig(demo_port=0)``).
+wire replies; ``submission`` and ``kinds`` hold the shared checks and the newer types),
+``json_protocol`` / ``json_params`` / ``json_solutions`` / ``json_tasks`` / ``json_api``
+(the JSON task API's dialects over the same state), ``answers`` (tokens, image and
+coordinates answers), ``state`` (threads, billing, tokens, counters), ``server`` (HTTP),
+``cli`` (``captcha-tasks sandbox``), ``demo_site`` (a captcha-protected target site,
+``SandboxConfig(demo_port=0)``).
 """
 
 from __future__ import annotations
 
-from .answers import image_answer
+from .answers import coordinates_answer, image_answer
 from .cli import sandbox_command
 from .config import (
     DEFAULT_LATENCY,
@@ -47,6 +49,7 @@ __all__ = [
     "DemoSite",
     "SandboxConfig",
     "SandboxServer",
+    "coordinates_answer",
     "dev_api_key",
     "image_answer",
     "sandbox_command",

@@ -10,9 +10,29 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
-from collections.abc import Mapping
+import time
+import uuid
+from collections.abc import Callable, Mapping
 
-__all__ = ["geetest_answer", "image_answer", "token"]
+__all__ = [
+    "DEFAULT_USER_AGENT",
+    "aws_waf_answer",
+    "coordinates_answer",
+    "funcaptcha_token",
+    "geetest_answer",
+    "geetest_v4_answer",
+    "image_answer",
+    "token",
+]
+
+#: The user agent a solution carries when the submit gave none.
+DEFAULT_USER_AGENT = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
+    "(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
+)
+_ARKOSE = "https%3A%2F%2Fclient-api.arkoselabs.com"
+#: What follows ``pk=<publickey>`` in a FunCaptcha token (as Arkose issues them).
+_FUNCAPTCHA_TAIL = f"|at=40|ag=101|cdn_url={_ARKOSE}%2Fcdn%2Ffc|surl={_ARKOSE}"
 
 #: Shape of each kind's token: a realistic prefix and how many random bytes follow.
 _TOKEN_SHAPES = {
@@ -58,10 +78,7 @@ def image_answer(image: bytes, hints: Mapping[str, str] | None = None) -> str:
 def token(kind: str, rng: random.Random) -> str:
     """A fresh random token for a token-type captcha (``recaptcha_v2``, ``turnstile``, ...)."""
     prefix, size = _TOKEN_SHAPES[kind]
-    while True:
-        text = prefix + base64.urlsafe_b64encode(rng.randbytes(size)).decode().rstrip("=")
-        if "ERROR" not in text.upper():
-            return text
+    return _clean(lambda: prefix + _b64(rng, size))
 
 
 def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:
@@ -73,6 +90,65 @@ def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:
         "geetest_validate": validate,
         "geetest_seccode": f"{validate}|jordan",
     }
+
+
+def coordinates_answer(image: bytes) -> list[dict[str, int]]:
+    """The points the sandbox clicks on ``image``: with ``digest = sha256(image).digest()``,
+    ``1 + digest[0] % 3`` points, point ``i`` at ``x = 1 + digest[2i+1] % 300``,
+    ``y = 1 + digest[2i+2] % 200``."""
+    digest = hashlib.sha256(image).digest()
+    return [
+        {"x": 1 + digest[2 * i + 1] % 300, "y": 1 + digest[2 * i + 2] % 200}
+        for i in range(1 + digest[0] % 3)
+    ]
+
+
+def funcaptcha_token(publickey: str, rng: random.Random) -> str:
+    """An Arkose token: ``<17 hex>.<10 digits>|r=eu-west-1|meta=3|pk=<publickey>|...``."""
+    return _clean(
+        lambda: (
+            f"{rng.randbytes(9).hex()[:17]}.{rng.randrange(10**10):010d}"
+            f"|r=eu-west-1|meta=3|pk={publickey}{_FUNCAPTCHA_TAIL}"
+        )
+    )
+
+
+def geetest_v4_answer(captcha_id: str, rng: random.Random) -> dict[str, str]:
+    """GeeTest v4's five fields, all strings; ``gen_time`` is the current epoch second."""
+    return {
+        "captcha_id": captcha_id,
+        "lot_number": rng.randbytes(16).hex(),
+        "pass_token": rng.randbytes(32).hex(),
+        "gen_time": str(int(time.time())),
+        "captcha_output": _clean(lambda: _b64(rng, 120)),
+    }
+
+
+def aws_waf_answer(rng: random.Random) -> dict[str, str]:
+    """2Captcha's AWS WAF pair: a ``captcha_voucher`` (a JWT) and the ``existing_token``
+    (the ``aws-waf-token`` cookie's value, ``<uuid>:<b64>:<b64>``, what the cookie
+    dialects hand out alone)."""
+    voucher = _clean(lambda: "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9." + _b64(rng, 180))
+    cookie = _clean(
+        lambda: (
+            f"{uuid.UUID(int=rng.getrandbits(128), version=4)}:"
+            f"{base64.b64encode(rng.randbytes(12)).decode()}:"
+            f"{base64.b64encode(rng.randbytes(96)).decode()}"
+        )
+    )
+    return {"captcha_voucher": voucher, "existing_token": cookie}
+
+
+def _b64(rng: random.Random, size: int) -> str:
+    return base64.urlsafe_b64encode(rng.randbytes(size)).decode().rstrip("=")
+
+
+def _clean(make: Callable[[], str]) -> str:
+    """``make()`` until its text has no ``ERROR`` in it (any case)."""
+    while True:
+        text = make()
+        if "ERROR" not in text.upper():
+            return text
 
 
 def _int_hint(raw: str | None) -> int:

@@ -61,7 +61,18 @@ def dev_api_key(dialect: str) -> str:
 DEMO_SITEKEY = "6LdSandboxDemoSiteKey0000000000000000000"
 
 #: Captcha kinds, as named by ``--latency KIND=SECONDS`` and ``/stats``' ``by_type``.
-KINDS = ("recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha")
+KINDS = (
+    "recaptcha_v2",
+    "recaptcha_v3",
+    "turnstile",
+    "image",
+    "geetest",
+    "hcaptcha",
+    "funcaptcha",
+    "geetest_v4",
+    "aws_waf",
+    "coordinates",
+)
 
 #: Unscaled seconds from submit to answer (before jitter and ``time_scale``).
 DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
@@ -72,12 +83,24 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "image": 3.0,
         "geetest": 10.0,
         "hcaptcha": 15.0,
+        "funcaptcha": 20.0,
+        "geetest_v4": 10.0,
+        "aws_waf": 12.0,
+        "coordinates": 5.0,
     }
 )
 
-#: Unscaled seconds a token stays valid, counted from the moment its captcha was solved.
+#: Unscaled seconds a token stays valid, counted from the moment its captcha was solved
+#: (``aws_waf``: the ``aws-waf-token`` cookie, AWS WAF's default immunity time).
 TOKEN_TTL: Mapping[str, float] = MappingProxyType(
-    {"recaptcha_v2": 120.0, "recaptcha_v3": 120.0, "turnstile": 300.0, "hcaptcha": 120.0}
+    {
+        "recaptcha_v2": 120.0,
+        "recaptcha_v3": 120.0,
+        "turnstile": 300.0,
+        "hcaptcha": 120.0,
+        "funcaptcha": 120.0,
+        "aws_waf": 300.0,
+    }
 )
 
 #: The endpoints faults (``fail_rate``, ``slow_rate``) can target.

@@ -174,6 +174,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             reply = self._api_reply(path, params, files)
         if params.get("json", "").strip() == "1":
             document: dict[str, object] = {"status": reply.status, "request": reply.request}
+            document.update(reply.extra)
             if reply.status == 0 and reply.plain.startswith("ERROR"):
                 document["error_text"] = error_text(reply.plain)
             payload, content_type = _dumps(document), _JSON

@@ -19,20 +19,22 @@ from .state import SandboxState
 __all__ = ["JSON_METHODS", "REPORTS", "JsonApi", "fault_path"]
 
 _RECAPTCHA = ("recaptcha_v2", "recaptcha_v3")
+#: What CapMonster's token report covers.
+_CAPMONSTER_TOKENS = (*_RECAPTCHA, "turnstile", "geetest", "geetest_v4", "funcaptcha", "aws_waf")
 #: Report methods per dialect: name -> (good?, the kinds it applies to). CapSolver's
 #: ``feedbackTask`` says good or bad in its body (``result.invalid``).
 REPORTS: Mapping[str, Mapping[str, tuple[bool, tuple[str, ...]]]] = {
     "2captcha-v2": {"reportCorrect": (True, KINDS), "reportIncorrect": (False, KINDS)},
     "anticaptcha": {
-        "reportIncorrectImageCaptcha": (False, ("image",)),
+        "reportIncorrectImageCaptcha": (False, ("image", "coordinates")),
         "reportIncorrectRecaptcha": (False, _RECAPTCHA),
         "reportCorrectRecaptcha": (True, _RECAPTCHA),
         "reportIncorrectHcaptcha": (False, ("hcaptcha",)),
     },
     "capmonster": {
         "reportIncorrectImageCaptcha": (False, ("image",)),
-        "reportIncorrectTokenCaptcha": (False, (*_RECAPTCHA, "turnstile", "geetest")),
-        "reportIncorrectRecaptcha": (False, (*_RECAPTCHA, "turnstile", "geetest")),  # alias
+        "reportIncorrectTokenCaptcha": (False, _CAPMONSTER_TOKENS),
+        "reportIncorrectRecaptcha": (False, _CAPMONSTER_TOKENS),  # alias
     },
     "capsolver": {"feedbackTask": (False, KINDS)},
 }
@@ -112,7 +114,7 @@ class JsonApi:
             captcha_id = state.submit(sub, immediate=immediate)
         except ApiError as exc:
             raise JsonError(exc.code) from None
-        task = self._tasks.add(captcha_id, sub.kind, config.price)
+        task = self._tasks.add(captcha_id, sub.kind, config.price, sub.user_agent)
         if immediate:
             return self._result(task, poll=False)
         answer: dict[str, object] = {"errorId": 0, "taskId": task.wire_id}
@@ -146,8 +148,10 @@ class JsonApi:
             if dialect == "capmonster":
                 answer.update(errorCode=None, errorDescription=None)
             return answer
-        assert isinstance(reply.request, str | dict)
-        answer.update(status="ready", solution=solution(dialect, task.kind, reply.request))
+        # Turnstile challenge mode: the user agent comes with the answer.
+        agent = str(reply.extra.get("useragent", ""))
+        found = solution(dialect, task.kind, reply.request, agent or task.user_agent, bool(agent))
+        answer.update(status="ready", solution=found)
         if dialect in ("2captcha-v2", "anticaptcha"):
             answer.update(_billing(task))
         return answer

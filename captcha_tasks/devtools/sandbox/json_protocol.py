@@ -11,9 +11,12 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
+from .json_params import JsonError, classic_params
+from .json_solutions import solution
 from .protocol import ApiError, Submission, parse_submission
 
 __all__ = [
+    "TASK_TYPES",
     "JsonError",
     "error_answer",
     "parse_task",
@@ -35,8 +38,10 @@ _COMMON = {
     "RecaptchaV3TaskProxyless": ("recaptcha_v3", "none"),
     **_pair("TurnstileTask", "turnstile"),
     **_pair("HCaptchaTask", "hcaptcha"),
-    **_pair("GeeTestTask", "geetest"),
+    **_pair("GeeTestTask", "geetest"),  # v3, or v4 with ``version: 4``
     "ImageToTextTask": ("image", "none"),
+    **_pair("FunCaptchaTask", "funcaptcha"),
+    **_pair("AmazonTask", "aws_waf"),
 }
 _CAPMONSTER = {
     name: (kind, "none" if kind == "image" else "optional")
@@ -47,9 +52,18 @@ _CAPMONSTER = {
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
-    "2captcha-v2": {**_COMMON, "RecaptchaV3EnterpriseTaskProxyless": ("recaptcha_v3", "none")},
-    "anticaptcha": {**_COMMON, **_pair("NoCaptchaTask", "recaptcha_v2")},
-    # No hCaptcha at CapSolver; its own GeeTest example spells the type GeetestTaskProxyless.
+    "2captcha-v2": {
+        **_COMMON,
+        "RecaptchaV3EnterpriseTaskProxyless": ("recaptcha_v3", "none"),
+        "CoordinatesTask": ("coordinates", "none"),
+    },
+    "anticaptcha": {
+        **_COMMON,
+        **_pair("NoCaptchaTask", "recaptcha_v2"),
+        "ImageToCoordinatesTask": ("coordinates", "none"),
+    },
+    # No hCaptcha, FunCaptcha or coordinates at CapSolver; its own GeeTest example spells
+    # the type GeetestTaskProxyless (``captchaId`` makes either one GeeTest v4).
     "capsolver": {
         **_pair("ReCaptchaV2Task", "recaptcha_v2", "ProxyLess"),
         **_pair("ReCaptchaV2EnterpriseTask", "recaptcha_v2", "ProxyLess"),
@@ -59,6 +73,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "GeeTestTaskProxyLess": ("geetest", "none"),
         "GeetestTaskProxyless": ("geetest", "none"),
         "ImageToTextTask": ("image", "none"),
+        **_pair("AntiAwsWafTask", "aws_waf", "ProxyLess"),
     },
     "capmonster": _CAPMONSTER,
 }
@@ -120,10 +135,6 @@ _CAPSOLVER = {
     "ERROR_IMAGE_TYPE_NOT_SUPPORTED": "ERROR_INVALID_IMAGE",
 }
 
-USER_AGENT = (
-    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
-    "(KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"
-)
 _PROXY_TYPES = frozenset({"http", "https", "socks4", "socks5"})
 _HOST_RE = re.compile(r"^[A-Za-z0-9.\-]{1,253}$|^\[?[0-9A-Fa-f:]{2,39}\]?$")
 _PROXY_FIELDS = ("proxyType", "proxyAddress", "proxyPort", "proxyLogin", "proxyPassword")
@@ -133,14 +144,6 @@ _CAPSOLVER_PROXY_RE = re.compile(
     r"(?:(?P<user>[^:@/\s]+):(?P<password>[^@/\s]*)@)?"
     r"(?P<host>[^:@/\s]+):(?P<port>\d{1,5})(?::[^:@/\s]+:[^@/\s]*)?$"
 )
-
-
-class JsonError(Exception):
-    """An error answer: the generic (2Captcha/Anti-Captcha) code, renamed per dialect on output."""
-
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
 
 
 def dialect_code(dialect: str, code: str) -> str:
@@ -176,81 +179,10 @@ def parse_task(
     kind, proxy = entry
     _check_proxy(dialect, task, proxy)
     try:
-        params = _classic_params(kind, task)
+        params = classic_params(dialect, kind, task)
         return parse_submission(params, {}, min_image_bytes, max_image_bytes), str(task["type"])
     except ApiError as exc:
         raise JsonError(exc.code) from None
-
-
-def solution(dialect: str, kind: str, answer: str | dict[str, str]) -> dict[str, object]:
-    """The ``solution`` object of a ready task, shaped as ``dialect`` sends it."""
-    if isinstance(answer, dict):  # GeeTest v3
-        out: dict[str, object] = {
-            "challenge": answer["geetest_challenge"],
-            "validate": answer["geetest_validate"],
-        }
-        if dialect != "capsolver":
-            out["seccode"] = answer["geetest_seccode"]
-        return out
-    if kind == "image":
-        return {"text": answer}
-    if kind == "turnstile":
-        out = {"token": answer}
-        if dialect == "capsolver":
-            out["type"] = "turnstile"
-        if dialect != "anticaptcha":
-            out["userAgent"] = USER_AGENT
-        return out
-    out = {"gRecaptchaResponse": answer}
-    if dialect == "2captcha-v2":
-        out["token"] = answer
-    if dialect == "capsolver" or (kind == "hcaptcha" and dialect == "capmonster"):
-        out["userAgent"] = USER_AGENT
-    if kind == "hcaptcha" and dialect == "capmonster":
-        out["respKey"] = ""
-    return out
-
-
-def _classic_params(kind: str, task: Mapping[str, object]) -> dict[str, str]:
-    """The in.php parameters a JSON task means (validated by ``parse_submission``)."""
-    metadata = task.get("metadata")
-    extra: Mapping[str, object] = metadata if isinstance(metadata, dict) else {}
-
-    def value(name: str) -> str:
-        return _text(task, name)
-
-    def meta(name: str) -> str:
-        return _text(extra, name)
-
-    params = {"pageurl": value("websiteURL")}
-    if kind in ("recaptcha_v2", "recaptcha_v3"):
-        params.update(method="userrecaptcha", googlekey=value("websiteKey"))
-        if kind == "recaptcha_v3":
-            params.update(version="v3", action=value("pageAction"), min_score=value("minScore"))
-    elif kind in ("turnstile", "hcaptcha"):
-        params.update(method=kind, sitekey=value("websiteKey"))
-        params["action"] = value("action") or value("pageAction") or meta("action")
-        params["data"] = value("cData") or value("data") or meta("cdata")
-    elif kind == "geetest":
-        params.update(method="geetest", gt=value("gt"), challenge=value("challenge"))
-        params["api_server"] = value("geetestApiServerSubdomain")
-    else:
-        params = {"method": "base64", "body": value("body"), "numeric": value("numeric")}
-        params.update(min_len=value("minLength"), max_len=value("maxLength"))
-        params.update(phrase=value("phrase"), regsense=value("case"), calc=value("math"))
-    return params
-
-
-def _text(document: Mapping[str, object], name: str) -> str:
-    """A task field as in.php would carry it (booleans as 1/0); objects are refused."""
-    raw = document.get(name)
-    if raw is None:
-        return ""
-    if isinstance(raw, bool):
-        return "1" if raw else "0"
-    if isinstance(raw, str | int | float):
-        return str(raw)
-    raise ApiError("ERROR_BAD_PARAMETERS")
 
 
 def _check_proxy(dialect: str, task: Mapping[str, object], mode: str) -> None:

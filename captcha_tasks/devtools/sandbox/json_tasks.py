@@ -42,6 +42,8 @@ class JsonTask:
     cost: float
     reads: int = 0
     last_read: float | None = None
+    #: The task's ``userAgent`` (some dialects' solutions carry it back).
+    user_agent: str = ""
 
 
 class JsonTasks:
@@ -53,7 +55,7 @@ class JsonTasks:
         self._tasks: dict[str, JsonTask] = {}
         self._rng = random.Random(state.config.seed)
 
-    def add(self, captcha_id: int, kind: str, cost: float) -> JsonTask:
+    def add(self, captcha_id: int, kind: str, cost: float, user_agent: str = "") -> JsonTask:
         """Remember a task the state accepted; CapSolver's get UUIDs, the others the number."""
         state = self._state
         dialect = state.config.dialect
@@ -63,7 +65,8 @@ class JsonTasks:
             wire: int | str = captcha_id
             if dialect == "capsolver":
                 wire = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
-            task = JsonTask(wire, captcha_id, kind, dialect, created, time.time(), ready_at, cost)
+            task = JsonTask(wire, captcha_id, kind, dialect, created, time.time(), ready_at, cost,
+                            user_agent=user_agent)  # fmt: skip
             self._tasks[str(wire)] = task
             return task
 

@@ -5,11 +5,23 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from .answers import geetest_answer, image_answer, token
+from .answers import (
+    DEFAULT_USER_AGENT,
+    aws_waf_answer,
+    coordinates_answer,
+    funcaptcha_token,
+    geetest_answer,
+    geetest_v4_answer,
+    image_answer,
+    token,
+)
 from .config import TOKEN_TTL, SandboxConfig
-from .protocol import Submission
+from .submission import Submission
 
-__all__ = ["CaptchaRecord", "TokenRecord", "make_answer"]
+__all__ = ["Answer", "CaptchaRecord", "TokenRecord", "challenge_user_agent", "make_answer"]
+
+#: A solved captcha's answer: text or token, GeeTest / AWS WAF fields, or coordinates.
+Answer = str | dict[str, str] | list[dict[str, int]]
 
 
 @dataclasses.dataclass
@@ -21,7 +33,7 @@ class CaptchaRecord:
     ready_at: float
     report_until: float
     unsolvable: bool
-    answer: str | dict[str, str]
+    answer: Answer
     cost: float
     token: str | None
     submitted_at: float = 0.0
@@ -32,6 +44,8 @@ class CaptchaRecord:
     reported: bool = False
     #: Hex digest of the submit's parameters (two submits of one job share it).
     fingerprint: str = ""
+    #: Turnstile challenge mode: the user agent res.php's ``json=1`` answer carries.
+    useragent: str = ""
 
 
 @dataclasses.dataclass
@@ -51,15 +65,27 @@ class TokenRecord:
 
 def make_answer(
     sub: Submission, ready_at: float, cfg: SandboxConfig, rng: random.Random, unsolvable: bool
-) -> tuple[str | dict[str, str], TokenRecord | None]:
-    """The answer to ``sub`` and, for a token kind, the token's record (the answer is
-    the token; one of an ``unsolvable`` captcha is never handed out, so counts as used)."""
+) -> tuple[Answer, tuple[str, TokenRecord] | None]:
+    """The answer to ``sub`` and, for a kind whose answer holds a token (AWS WAF: its
+    cookie), that token and its record (one of an ``unsolvable`` captcha is never
+    handed out, so counts as used)."""
+    answer: Answer
     if sub.kind == "image":
         return image_answer(sub.image or b"", sub.hints), None
+    if sub.kind == "coordinates":
+        return coordinates_answer(sub.image or b""), None
     if sub.kind == "geetest":
         return geetest_answer(sub.challenge, rng), None
-    answer = token(sub.kind, rng)
-    issued = TokenRecord(
+    if sub.kind == "geetest_v4":
+        return geetest_v4_answer(sub.captcha_id, rng), None
+    if sub.kind == "aws_waf":
+        answer = aws_waf_answer(rng)
+        issued = answer["existing_token"]
+    elif sub.kind == "funcaptcha":
+        answer = issued = funcaptcha_token(sub.publickey, rng)
+    else:
+        answer = issued = token(sub.kind, rng)
+    record = TokenRecord(
         kind=sub.kind,
         ready_at=ready_at,
         expires_at=ready_at + cfg.scaled(TOKEN_TTL[sub.kind]),
@@ -70,4 +96,11 @@ def make_answer(
         cdata=sub.cdata,
         used=unsolvable,  # never handed out
     )
-    return answer, issued
+    return answer, (issued, record)
+
+
+def challenge_user_agent(sub: Submission) -> str:
+    """The user agent a Turnstile challenge-mode answer carries ('' outside that mode)."""
+    if sub.kind != "turnstile" or not sub.pagedata:
+        return ""
+    return sub.user_agent or DEFAULT_USER_AGENT

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 from .config import DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
 from .protocol import ApiError, Reply, Submission
-from .records import CaptchaRecord, TokenRecord, make_answer
+from .records import CaptchaRecord, TokenRecord, challenge_user_agent, make_answer
 
 __all__ = ["COUNTERS", "SandboxState"]
 
@@ -146,8 +146,8 @@ class SandboxState:
             answer, issued = make_answer(sub, ready_at, cfg, rng, unsolvable)
             captcha_token = None
             if issued is not None:
-                captcha_token = str(answer)
-                self._tokens[captcha_token] = issued
+                captcha_token, record = issued
+                self._tokens[captcha_token] = record
             self._captchas[captcha_id] = CaptchaRecord(
                 id=captcha_id,
                 kind=sub.kind,
@@ -159,6 +159,7 @@ class SandboxState:
                 token=captcha_token,
                 submitted_at=now,
                 fingerprint=sub.fingerprint.hex(),
+                useragent=challenge_user_agent(sub),
             )
             self._balance = round(self._balance - cost, 6)
             heapq.heappush(self._pending, (ready_at, captcha_id))
@@ -186,10 +187,13 @@ class SandboxState:
             result = self._result(captcha_id, now)
         if isinstance(result, ApiError):
             raise result
-        return Reply.ok(result)
+        extra = {"useragent": result.useragent} if result.useragent else None
+        return Reply.answer(result.answer, extra)
 
     def get_many(self, raw_ids: str) -> Reply:
-        """``action=get&ids=1,2``: each answer (or its code) joined by ``|``."""
+        """``action=get&ids=1,2``: each answer (or its code) joined by ``|``; each answer in
+        its plain form without ``OK|`` (GeeTest and AWS WAF fields as compact JSON,
+        coordinates as ``coordinates:x=..,y=..;...``)."""
         ids = [_parse_id(raw) for raw in raw_ids.split(",")]
         if len(ids) > _MAX_IDS:
             raise ApiError("ERROR_BAD_PARAMETERS")
@@ -202,10 +206,8 @@ class SandboxState:
                 result = self._result(captcha_id, now)
                 if isinstance(result, ApiError):
                     parts.append(result.code)
-                elif isinstance(result, dict):
-                    parts.append(Reply.ok(result).plain.removeprefix("OK|"))
                 else:
-                    parts.append(result)
+                    parts.append(Reply.answer(result.answer).plain.removeprefix("OK|"))
         joined = "|".join(parts)
         return Reply.ok(joined, plain=joined)
 
@@ -363,7 +365,7 @@ class SandboxState:
             if captcha is not None and captcha.token is not None:
                 self._tokens.pop(captcha.token, None)
 
-    def _result(self, captcha_id: int, now: float) -> str | dict[str, str] | ApiError:
+    def _result(self, captcha_id: int, now: float) -> CaptchaRecord | ApiError:
         captcha = self._captchas.get(captcha_id)
         if captcha is None:
             return ApiError("ERROR_WRONG_CAPTCHA_ID")
@@ -374,7 +376,7 @@ class SandboxState:
             captcha.answered_at = now
         if captcha.unsolvable:
             return ApiError("ERROR_CAPTCHA_UNSOLVABLE")
-        return captcha.answer
+        return captcha
 
 
 def _parse_id(raw: str) -> int:

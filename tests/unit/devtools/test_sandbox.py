@@ -64,6 +64,30 @@ SUBMITS: dict[str, dict[str, str]] = {
         "sitekey": "10000000-ffff-ffff-ffff-000000000001",
         "pageurl": PAGEURL,
     },
+    "funcaptcha": {
+        "method": "funcaptcha",
+        "publickey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC",
+        "pageurl": PAGEURL,
+        "surl": "https://client-api.arkoselabs.com",
+    },
+    "geetest_v4": {
+        "method": "geetest_v4",
+        "captcha_id": "e392e1d7fd421dc63325744d5a2b9c73",
+        "pageurl": PAGEURL,
+    },
+    "aws_waf": {
+        "method": "amazon_waf",
+        "sitekey": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9mmBQG==",
+        "iv": "CgAHbCe2GgAAAAAj",
+        "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbuFxm3gy==",
+        "pageurl": PAGEURL,
+    },
+    "coordinates": {
+        "method": "base64",
+        "coordinatescaptcha": "1",
+        "body": base64.b64encode(PNG).decode(),
+        "textinstructions": "click the cats",
+    },
 }
 
 
@@ -174,6 +198,8 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert set(answer) == {"geetest_challenge", "geetest_validate", "geetest_seccode"}
         assert answer["geetest_challenge"].startswith(SUBMITS["geetest"]["challenge"])
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
+    elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
+        assert answer  # shapes: test_sandbox_newtypes.py
     else:
         assert isinstance(answer, str)
         assert len(answer) >= 300
@@ -786,7 +812,7 @@ def test_stop_ends_idle_keep_alive_connections_promptly() -> None:
 @pytest.mark.parametrize(
     "fields",
     [
-        {"latency": {"funcaptcha": 1.0}},
+        {"latency": {"keycaptcha": 1.0}},
         {"threads": 0},
         {"fail_rate": 1.5},
         {"jitter": -0.1},

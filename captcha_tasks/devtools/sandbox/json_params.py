@@ -1,0 +1,158 @@
+"""A JSON task as the in.php parameters it means, per dialect, so that
+:func:`.protocol.parse_submission` validates both wire formats the same way.
+
+Field names from docs/PROVIDERS.md and the NEWTYPES spec; a field of another dialect
+is ignored, as the providers ignore unknown fields.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from .submission import ApiError
+
+__all__ = ["JsonError", "classic_params"]
+
+#: AWS WAF's in.php names and their JSON names: (most dialects, CapSolver).
+_AWS_FIELDS = (
+    ("sitekey", "websiteKey", "awsKey"),
+    ("iv", "iv", "awsIv"),
+    ("context", "context", "awsContext"),
+    ("challenge_script", "challengeScript", "awsChallengeJS"),
+    ("captcha_script", "captchaScript", "awsApiJs"),
+)
+#: Turnstile challenge mode's page data field per dialect (CapSolver: none).
+_PAGEDATA = {"2captcha-v2": "pagedata", "anticaptcha": "chlPageData", "capmonster": "pageData"}
+#: Challenge-mode fields CapSolver refuses in a Turnstile task (any dialect's spelling).
+_CHALLENGE_FIELDS = ("pagedata", "pageData", "chlPageData", "cloudflareTaskType")
+
+
+class JsonError(Exception):
+    """An error answer: the generic (2Captcha/Anti-Captcha) code, renamed per dialect on output."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[str, str]:
+    """The in.php parameters ``task`` means. Raises ApiError (a bad field, mapped to the
+    dialect's code by the caller) or JsonError (the dialect's own refusal)."""
+    metadata = task.get("metadata")
+    extra: Mapping[str, object] = metadata if isinstance(metadata, dict) else {}
+
+    def value(name: str) -> str:
+        return _text(task, name)
+
+    def meta(name: str) -> str:
+        return _text(extra, name)
+
+    params = {"pageurl": value("websiteURL")}
+    if kind in ("recaptcha_v2", "recaptcha_v3"):
+        params.update(method="userrecaptcha", googlekey=value("websiteKey"))
+        if kind == "recaptcha_v3":
+            params.update(version="v3", action=value("pageAction"), min_score=value("minScore"))
+    elif kind in ("turnstile", "hcaptcha"):
+        params.update(method=kind, sitekey=value("websiteKey"))
+        params["action"] = value("action") or value("pageAction") or meta("action")
+        params["data"] = value("cData") or value("data") or meta("cdata")
+        if kind == "turnstile":
+            params.update(_challenge(dialect, task, extra))
+    elif kind == "geetest":
+        params.update(_geetest(dialect, task))
+    elif kind == "funcaptcha":
+        params.update(_funcaptcha(task))
+    elif kind == "aws_waf":
+        column = 2 if dialect == "capsolver" else 1
+        params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")
+    elif kind == "coordinates":
+        if dialect == "anticaptcha" and task.get("mode", "points") != "points":
+            raise JsonError("ERROR_TASK_NOT_SUPPORTED")  # rectangles: not emulated
+        params = {"method": "base64", "coordinatescaptcha": "1", "body": value("body")}
+        params["textinstructions"] = value("comment")
+    else:
+        params = {"method": "base64", "body": value("body"), "numeric": value("numeric")}
+        params.update(min_len=value("minLength"), max_len=value("maxLength"))
+        params.update(phrase=value("phrase"), regsense=value("case"), calc=value("math"))
+    return params
+
+
+def _challenge(
+    dialect: str, task: Mapping[str, object], metadata: Mapping[str, object]
+) -> dict[str, str]:
+    """Turnstile challenge mode's ``pagedata`` and ``userAgent`` ({} outside that mode).
+    CapSolver has no challenge mode for Turnstile (its AntiCloudflareTask is another
+    product): its fields there are invalid task data."""
+    if dialect == "capsolver":
+        if any(name in task or name in metadata for name in _CHALLENGE_FIELDS):
+            raise JsonError("ERROR_INVALID_TASK_DATA")
+        return {}
+    pagedata = _text(task, _PAGEDATA[dialect])
+    if dialect == "capmonster":
+        mode = task.get("cloudflareTaskType")
+        if mode is not None and mode != "token":
+            raise JsonError("ERROR_TASK_NOT_SUPPORTED")  # cf_clearance: not emulated
+        if (mode == "token") != bool(pagedata):
+            raise ApiError("ERROR_BAD_PARAMETERS")  # CapMonster wants both or neither
+    if not pagedata:
+        return {}
+    # Anti-Captcha ignores a task's user agent ("won't work at all", its Turnstile page):
+    # the solution carries the one its worker used.
+    agent = "" if dialect == "anticaptcha" else _text(task, "userAgent")
+    return {"pagedata": pagedata, "userAgent": agent}
+
+
+def _geetest(dialect: str, task: Mapping[str, object]) -> dict[str, str]:
+    """GeeTest v3 (``gt``, ``challenge``), or v4: ``version: 4`` with ``gt`` = the captcha
+    id (2Captcha also wants ``initParameters.captcha_id``), or CapSolver's ``captchaId``."""
+    version = _text(task, "version")
+    api_server = _text(task, "geetestApiServerSubdomain")
+    if dialect == "capsolver" and "captchaId" in task:
+        version = "4"
+    if version not in ("", "3", "4"):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    if version != "4":
+        gt, challenge = _text(task, "gt"), _text(task, "challenge")
+        return {"method": "geetest", "gt": gt, "challenge": challenge, "api_server": api_server}
+    if dialect == "capsolver":
+        captcha_id = _text(task, "captchaId")
+    else:
+        captcha_id = _text(task, "gt")
+        init = task.get("initParameters")
+        wanted = dialect == "2captcha-v2" or init is not None
+        if wanted and (not isinstance(init, dict) or _text(init, "captcha_id") != captcha_id):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+    return {"method": "geetest_v4", "captcha_id": captcha_id, "api_server": api_server}
+
+
+def _funcaptcha(task: Mapping[str, object]) -> dict[str, str]:
+    """``websitePublicKey``, ``funcaptchaApiJSSubdomain`` (a host), ``data`` (a JSON
+    string ``{"blob": ...}``), ``userAgent``."""
+    params = {"method": "funcaptcha", "publickey": _text(task, "websitePublicKey")}
+    subdomain = _text(task, "funcaptchaApiJSSubdomain")
+    if subdomain:
+        params["surl"] = subdomain if "://" in subdomain else "https://" + subdomain
+    raw = task.get("data")
+    if raw is not None:
+        try:
+            data = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or not isinstance(data.get("blob", ""), str):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        params["data[blob]"] = data.get("blob", "")
+    params["userAgent"] = _text(task, "userAgent")
+    return params
+
+
+def _text(document: Mapping[str, object], name: str) -> str:
+    """A task field as in.php would carry it (booleans as 1/0); objects are refused."""
+    raw = document.get(name)
+    if raw is None:
+        return ""
+    if isinstance(raw, bool):
+        return "1" if raw else "0"
+    if isinstance(raw, str | int | float):
+        return str(raw)
+    raise ApiError("ERROR_BAD_PARAMETERS")

@@ -1,0 +1,72 @@
+"""The ``solution`` object of a ready JSON task, shaped as each dialect sends it.
+
+The answer comes in its in.php ``json=1`` form (what :meth:`.state.SandboxState.get`
+hands out): coordinates as strings, AWS WAF as 2Captcha's voucher pair.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .answers import DEFAULT_USER_AGENT
+
+__all__ = ["USER_AGENT", "solution"]
+
+#: The user agent solutions carry when the task gave none.
+USER_AGENT = DEFAULT_USER_AGENT
+_VOUCHER_DIALECTS = ("2captcha-v2", "anticaptcha")
+
+
+def solution(
+    dialect: str, kind: str, answer: object, user_agent: str = "", challenge: bool = False
+) -> dict[str, object]:
+    """``answer`` as ``dialect``'s solution for ``kind``. ``user_agent``: the task's own
+    (else :data:`USER_AGENT`); ``challenge``: a Turnstile challenge-mode task."""
+    agent = user_agent or USER_AGENT
+    if isinstance(answer, Mapping):
+        return _fields(dialect, kind, answer, agent)
+    if isinstance(answer, list):
+        points = [(int(p["x"]), int(p["y"])) for p in answer]
+        if dialect == "anticaptcha":
+            return {"coordinates": [[x, y] for x, y in points]}
+        return {"coordinates": [{"x": x, "y": y} for x, y in points]}
+    text = str(answer)
+    if kind == "image":
+        return {"text": text}
+    if kind == "funcaptcha":
+        return {"token": text, "userAgent": agent} if dialect == "capmonster" else {"token": text}
+    if kind == "turnstile":
+        out: dict[str, object] = {"token": text}
+        if dialect == "capsolver":
+            out["type"] = "turnstile"
+        if dialect != "anticaptcha" or challenge:
+            out["userAgent"] = agent
+        return out
+    out = {"gRecaptchaResponse": text}
+    if dialect == "2captcha-v2":
+        out["token"] = text
+    if dialect == "capsolver" or (kind == "hcaptcha" and dialect == "capmonster"):
+        out["userAgent"] = USER_AGENT
+    if kind == "hcaptcha" and dialect == "capmonster":
+        out["respKey"] = ""
+    return out
+
+
+def _fields(dialect: str, kind: str, answer: Mapping[str, str], agent: str) -> dict[str, object]:
+    """GeeTest v3 and v4, AWS WAF."""
+    if kind == "geetest_v4":
+        return dict(answer)
+    if kind == "aws_waf":
+        if dialect in _VOUCHER_DIALECTS:
+            return dict(answer)
+        cookie = answer["existing_token"]
+        if dialect == "capsolver":
+            return {"cookie": cookie}
+        return {"cookies": {"aws-waf-token": cookie}, "userAgent": agent}
+    out: dict[str, object] = {
+        "challenge": answer["geetest_challenge"],
+        "validate": answer["geetest_validate"],
+    }
+    if dialect != "capsolver":
+        out["seccode"] = answer["geetest_seccode"]
+    return out

@@ -1,0 +1,138 @@
+"""in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates
+and Turnstile's challenge mode, under 2Captcha's documented parameter names.
+
+Each parser checks what the provider needs to solve the captcha and refuses the rest
+with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from .submission import (
+    HOST_RE,
+    ApiError,
+    Submission,
+    Upload,
+    check_proxy,
+    image,
+    pageurl_host,
+)
+
+__all__ = [
+    "MAX_BLOB",
+    "MAX_INSTRUCTIONS",
+    "amazon_waf",
+    "challenge_fields",
+    "coordinates",
+    "funcaptcha",
+    "geetest_v4",
+]
+
+_UUID_RE = re.compile(
+    r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+)
+_CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
+_AWS_FIELDS = (
+    ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
+    ("iv", re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")),
+    ("context", re.compile(r"^[A-Za-z0-9+/=_-]{8,8192}$")),
+)
+#: Longest FunCaptcha ``data[blob]`` accepted.
+MAX_BLOB = 16384
+#: 2Captcha's limit on ``textinstructions`` for a coordinates captcha.
+MAX_INSTRUCTIONS = 140
+
+
+def funcaptcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=funcaptcha``: ``publickey`` (a UUID), ``pageurl``, optional ``surl``
+    (the Arkose API host, with or without ``https://``), ``data[blob]``, ``userAgent``."""
+    publickey = params.get("publickey", "").strip()
+    if not _UUID_RE.match(publickey):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    surl = params.get("surl", "").strip()
+    if surl:
+        host = surl.split("://", 1)[1] if surl.startswith(("https://", "http://")) else surl
+        if not HOST_RE.match(host.rstrip("/")):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+    blob = params.get("data[blob]", "")
+    if len(blob) > MAX_BLOB or any(c.isspace() for c in blob):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    return Submission(
+        "funcaptcha",
+        fingerprint,
+        sitekey=publickey,  # what /siteverify's sitekey is checked against
+        hostname=hostname,
+        publickey=publickey,
+        user_agent=params.get("userAgent", "").strip(),
+    )
+
+
+def geetest_v4(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=geetest_v4``: ``captcha_id`` (32 hex digits), ``pageurl``, ``api_server``."""
+    captcha_id = params.get("captcha_id", "").strip()
+    if not _CAPTCHA_ID_RE.match(captcha_id):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    api_server = params.get("api_server", "").strip()
+    if api_server and not HOST_RE.match(api_server):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    return Submission("geetest_v4", fingerprint, hostname=hostname, captcha_id=captcha_id)
+
+
+def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=amazon_waf``: ``sitekey``, ``iv``, ``context`` (the page's ``gokuProps``),
+    ``pageurl``, optional ``challenge_script`` and ``captcha_script`` (http(s) URLs)."""
+    for name, pattern in _AWS_FIELDS:
+        if not pattern.match(params.get(name, "").strip()):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    for name in ("challenge_script", "captcha_script"):
+        url = params.get(name, "").strip()
+        if url and not _is_http_url(url):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    sitekey = params["sitekey"].strip()
+    return Submission("aws_waf", fingerprint, sitekey=sitekey, hostname=hostname)
+
+
+def coordinates(
+    method: str,
+    params: Mapping[str, str],
+    files: Mapping[str, Upload],
+    min_image_bytes: int,
+    max_image_bytes: int,
+    fingerprint: bytes,
+) -> Submission:
+    """``method=base64|post`` with ``coordinatescaptcha=1``: the image (same checks as an
+    image captcha) and an optional ``textinstructions`` of at most 140 characters."""
+    data = image(method, params, files, min_image_bytes, max_image_bytes)
+    instructions = params.get("textinstructions", "")
+    if len(instructions) > MAX_INSTRUCTIONS:
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    hints = {"textinstructions": instructions} if instructions else {}
+    return Submission("coordinates", fingerprint, image=data, hints=hints)
+
+
+def challenge_fields(params: Mapping[str, str]) -> tuple[str, str]:
+    """Turnstile's ``pagedata`` and ``userAgent``. With ``pagedata`` (challenge mode) the
+    ``action`` and ``data`` of the challenge page are required too."""
+    pagedata = params.get("pagedata", "").strip()
+    if pagedata and not (params.get("action", "").strip() and params.get("data", "").strip()):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return pagedata, params.get("userAgent", "").strip()
+
+
+def _is_http_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and not any(c.isspace() for c in url)
