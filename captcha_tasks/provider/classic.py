@@ -42,6 +42,7 @@ from ..settings import Provider as Dialect
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
+from .poll_rules import CLASSIC_RULES
 from .protocol import NOT_READY, NotReady, parse_many, parse_response
 from .transport import RequestFailed, post, shared_session
 
@@ -61,6 +62,7 @@ class SolverClient:
 
     #: res.php answers many ids in one ``action=get&ids=a,b,c`` request.
     batch_reads = True
+    poll_rules = CLASSIC_RULES
 
     def __init__(
         self,
