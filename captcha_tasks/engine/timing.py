@@ -189,8 +189,12 @@ class PollGrid:
 
     def first_poll(self, at: float, wait: float) -> float:
         """When to poll first a captcha submitted ``at``, ``wait`` seconds later by choice."""
-        gap = self.max_gap
-        return self.on_tick(at + (wait if gap is None else min(wait, gap)))
+        gap, end = self.max_gap, self.retention_end(at)
+        if gap is not None:
+            wait = min(wait, gap)
+        if end is not None:
+            wait = min(wait, max(end - at - self.min_gap, 0.0))
+        return self.on_tick(at + wait)
 
     def next_poll(self, polls: int, at: float) -> float:
         """When to poll again a captcha polled ``polls`` times before, not ready ``at``."""
