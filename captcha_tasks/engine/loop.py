@@ -179,8 +179,8 @@ class Engine:
         now = self.clock()
         wait = min(max(self.queue.next_work(now) - now, 0.005), 1.0)
         if self._in_flight() > 0:
-            # Our own calls will change what is due: look again soon.
-            self._kick.wait(min(wait, self.grid.interval))
+            # Our own calls will change what is due: look again soon, never in a busy loop.
+            self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
             self._kick.clear()
         else:
             self.queue.wait_for_wake(max(wait, 0.01))
