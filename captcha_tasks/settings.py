@@ -227,6 +227,9 @@ class Settings:
     #: ``res.php?action=get&ids=...`` request and falls back to one by one if the
     #: provider refuses it; ``on`` never falls back; ``off`` polls one by one.
     batch_poll: Literal["auto", "on", "off"] = "auto"
+    #: ``CAPTCHA_TASKS_POLL_INTERVAL``: seconds between batched polls (scaled; one by one,
+    #: three times it). Never below the provider's own limits (engine.timing.PollGrid).
+    poll_interval: float = 1.0
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
     #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
@@ -358,6 +361,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
+    "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),

@@ -61,7 +61,7 @@ from .pool import TokenPool
 from .queue import SolveQueue
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
-from .timing import POLL_INTERVAL, FirstPollLearner, PollGrid
+from .timing import FirstPollLearner, PollGrid
 
 __all__ = ["Completer", "Engine", "EngineStats"]
 
@@ -111,8 +111,7 @@ class Engine:
                                  provider=settings.provider)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
                                   observer=self.observer, clock=clock)  # fmt: skip
-        batch = settings.batch_poll != "off" and provider.batch_reads
-        self.grid = PollGrid(settings.scaled(POLL_INTERVAL), batch=batch)
+        self.grid = PollGrid.for_provider(settings, provider)
         self.threads = settings.engine_threads
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{name}-call")
         self._busy = 0
@@ -132,6 +131,7 @@ class Engine:
     @provider.setter
     def provider(self, provider: Provider) -> None:
         self._provider = self.poller.provider = provider
+        self.grid.rules = provider.poll_rules
 
     @property
     def completer(self) -> Completer:
@@ -179,8 +179,8 @@ class Engine:
         now = self.clock()
         wait = min(max(self.queue.next_work(now) - now, 0.005), 1.0)
         if self._in_flight() > 0:
-            # Our own calls will change what is due: look again soon.
-            self._kick.wait(min(wait, self.grid.interval))
+            # Our own calls will change what is due: look again soon, never in a busy loop.
+            self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
             self._kick.clear()
         else:
             self.queue.wait_for_wake(max(wait, 0.01))
@@ -312,7 +312,7 @@ class Engine:
         else:
             self.observer.submitted(job.type)
             at = self.clock()
-            first = self.grid.on_tick(at + self.learner.first_poll(job.type))
+            first = self.grid.first_poll(at, self.learner.first_poll(job.type))
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.observer.noted("submitted_after_end")
         self._acquire_and_submit()

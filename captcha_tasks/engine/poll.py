@@ -1,6 +1,11 @@
 """Polling claimed captchas: one provider request for a batch where the provider reads
 many at once, else one per captcha; then each job ends, waits for its next poll, or goes
-back to the queue (an unsolvable captcha's one resubmit)."""
+back to the queue (an unsolvable captcha's one resubmit).
+
+The provider's read rules (:class:`~captcha_tasks.provider.poll_rules.PollRules`, through
+:class:`.timing.PollGrid`) hold throughout: a read refused as too soon is "not ready,
+slow down", and a captcha is given up (``SolveTimeout`` naming the rule) before a read
+the provider would answer with a lost task: past its read cap or its retention."""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from ..errors import (
     ClientError,
     InvalidApiKey,
     PermanentSolverError,
+    RateLimited,
     SolveTimeout,
     TransientSolverError,
 )
@@ -61,14 +67,24 @@ class Poller:
     def poll(self, jobs: Sequence[Job]) -> bool:
         """Poll ``jobs`` (claimed by this engine); True if any of them freed its thread."""
         now = self.clock()
-        try:
-            answers = self._get_answers(jobs)
-        except (TransientSolverError, PermanentSolverError) as exc:
-            self._failed(jobs, exc, now)
-            return False
-        at = self.clock()
         freed = False
+        readable = []
         for job in jobs:
+            # One the provider would refuse (read too often, dropped): not read again.
+            stop = self._rules_stop(job, now, reads=job.polls, next_at=now)
+            if stop is None:
+                readable.append(job)
+            else:
+                freed |= self.finisher.fail(job, SolveTimeout(stop))
+        if not readable:
+            return freed
+        try:
+            answers = self._get_answers(readable)
+        except (TransientSolverError, PermanentSolverError) as exc:
+            self._failed(readable, exc, now)
+            return freed
+        at = self.clock()
+        for job in readable:
             freed |= self._found(job, answers.get(job.captcha_id), at)
         return freed
 
@@ -76,16 +92,47 @@ class Poller:
         """Act on what a poll found for ``job``; True if that freed its thread."""
         if isinstance(answer, Answer):
             return self.finisher.succeed(job, answer, at)
-        if answer is None and at > job.solve_deadline():
-            timeout = SolveTimeout(f"no answer {job.deadline_s:.0f} s after submit")
-            return self.finisher.fail(job, timeout)
-        if answer is None:
-            self.queue.reschedule(job, self.grid.next_poll(job.polls, at), polled=True, at=at)
-            return False
+        if answer is None or self._too_fast(answer):
+            return self._not_ready(job, at, too_fast=answer is not None)
         if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
             self.observer.noted("resubmits_unsolvable")
             return self.queue.requeue(job, "polling", at, counter="resubmits")
         return self.finisher.fail(job, answer)
+
+    def _too_fast(self, answer: Polled) -> bool:
+        """A read refused for coming too soon after the last one: not ready yet, slow down."""
+        code = self.grid.rules.too_fast_code
+        return code is not None and isinstance(answer, RateLimited) and answer.code == code
+
+    def _not_ready(self, job: Job, at: float, *, too_fast: bool) -> bool:
+        """No answer yet: poll again later, or give up (deadline, the provider's rules)."""
+        if too_fast:
+            self.observer.noted("poll_too_fast")
+            next_at = self.grid.back_off(job.polls, at)
+        else:
+            next_at = self.grid.next_poll(job.polls, at)
+        reads = job.polls + 1
+        stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
+        if at > job.solve_deadline():
+            stop = f"no answer {job.deadline_s:.0f} s after submit ({reads} reads)"
+        if stop is not None:
+            return self.finisher.fail(job, SolveTimeout(stop))
+        # A refused read counts toward the provider's cap but tells nothing of the answer.
+        self.queue.reschedule(job, next_at, polled=not too_fast, at=at, reads=1)
+        return False
+
+    def _rules_stop(self, job: Job, at: float, *, reads: int, next_at: float) -> str | None:
+        """Why ``job``, read ``reads`` times, may not be read again at ``next_at`` under the
+        provider's rules (None: it may)."""
+        limit = self.grid.read_limit(reads)
+        if limit is not None:
+            return f"no answer after {reads} reads: {limit}"
+        end = self.grid.retention_end(job.submitted_at or job.enqueued_at)
+        if end is not None and next_at > end:
+            kept = end - (job.submitted_at or job.enqueued_at)
+            return (f"no answer before {self.grid.rules.provider} drops the task "
+                    f"({kept:.0f} s after its creation; {reads} reads)")  # fmt: skip
+        return None
 
     def _failed(
         self, jobs: Sequence[Job], exc: TransientSolverError | PermanentSolverError, now: float
@@ -95,9 +142,12 @@ class Poller:
             self.observer.noted(f"poll_retry:{exc.code}")
             self.retries.retrying("a poll", exc)
             delay = max(self.settings.scaled(exc.retry_after or 5.0), self.grid.interval)
-            later = self.grid.on_tick(now + delay)
+            # Counted from the answer too: the provider may have seen the read late.
+            later = self.grid.on_tick(max(now + delay, self.clock() + self.grid.min_gap))
+            # Where reads are capped, a failed one may have counted at the provider.
+            reads = 1 if self.grid.rules.max_reads is not None else 0
             for job in jobs:
-                self.queue.reschedule(job, later, polled=False, at=now)
+                self.queue.reschedule(job, later, polled=False, at=now, reads=reads)
         elif isinstance(exc, InvalidApiKey):
             # The captchas are fine at the provider; our key is not: another engine (or
             # this one with a corrected key) polls them again before their deadlines.
@@ -128,5 +178,9 @@ class Poller:
             try:
                 out[captcha_id] = self.provider.get(captcha_id)
             except (CaptchaUnsolvable, ClientError) as exc:
+                out[captcha_id] = exc
+            except RateLimited as exc:
+                if not self._too_fast(exc):
+                    raise
                 out[captcha_id] = exc
         return out

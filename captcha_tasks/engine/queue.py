@@ -122,11 +122,15 @@ class SolveQueue:
             )
         )
 
-    def reschedule(self, job: Job, next_at: float, *, polled: bool, at: float) -> bool:
-        """Poll ``job`` again at ``next_at``; ``polled``: a poll found no answer ``at``
-        (counted), else the poll never happened. False if the job moved on."""
+    def reschedule(
+        self, job: Job, next_at: float, *, polled: bool, at: float, reads: int | None = None
+    ) -> bool:
+        """Poll ``job`` again at ``next_at``; ``polled``: a poll found no answer ``at``,
+        else no poll told anything; ``reads``: reads to count (default: 1 if ``polled``).
+        False if the job moved on."""
         last_poll_at = at if polled else (job.last_poll_at or "")
-        args = [job.task_id, job.captcha_id, next_at, 1 if polled else 0, last_poll_at]
+        count = (1 if polled else 0) if reads is None else reads
+        args = [job.task_id, job.captcha_id, next_at, count, last_poll_at]
         keys = [self.keys.job(job.task_id), self.keys.due]
         return bool(run(self.redis, "reschedule", keys, args))
 

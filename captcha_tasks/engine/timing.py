@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import redis
 
+from ..provider import Provider
+from ..provider.poll_rules import CLASSIC_RULES, PollRules
 from ..settings import Settings
 from ..state.keys import STRUCTURE_TTL, Keys
 
@@ -24,6 +26,7 @@ __all__ = [
     "FIRST_POLL",
     "MAX_POLLS_PER_CAPTCHA",
     "POLL_INTERVAL",
+    "READ_MARGIN",
     "TOKEN_TTL",
     "FirstPollLearner",
     "PollGrid",
@@ -69,14 +72,18 @@ TOKEN_TTL: dict[str, float] = {
 #: so a short interval costs few requests; one by one, the interval is tripled.
 POLL_INTERVAL = 1.0
 #: 2Captcha bans accounts above 20 res.php calls per captcha (plus 1200): one-by-one
-#: polling stretches its interval past this many polls of the same captcha.
-MAX_POLLS_PER_CAPTCHA = 20
+#: polling stretches its interval past this many polls of the same captcha (now the
+#: classic :class:`PollRules`' ``calls_per_captcha``; kept for compatibility).
+MAX_POLLS_PER_CAPTCHA: int = CLASSIC_RULES.calls_per_captcha or 20
 
 #: The first poll aims at this quantile of recent ready times: early enough that a
 #: captcha rarely waits for its collection, late enough that most first polls hit.
 LEARN_QUANTILE = 0.2
 LEARN_WINDOW = 64
 LEARN_MIN_SAMPLES = 8
+#: Reads of one captcha keep this multiple of the provider's least interval apart:
+#: engines on several hosts poll the same captcha by their own clocks.
+READ_MARGIN = 1.2
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -145,12 +152,43 @@ class PollGrid:
     interval, shared by every engine: captchas come due together and one request polls
     them all. One by one, polls are rarer and stretch past the provider's ban threshold.
 
-    ``batch`` may turn off for good (a provider that refuses batch reads).
+    Whatever the interval, the provider's :class:`PollRules` hold: two reads of one
+    captcha are at least ``min_gap`` apart (its ``min_interval``, scaled like every
+    timing and with :data:`READ_MARGIN` for clock skew between engines), and a result
+    kept only for a while after it is ready is read again before it is dropped.
+
+    ``batch`` may turn off for good (a provider that refuses batch reads); ``rules``
+    follow the engine's provider.
     """
 
-    def __init__(self, interval: float, *, batch: bool) -> None:
+    def __init__(
+        self, interval: float, *, batch: bool, rules: PollRules = CLASSIC_RULES, scale: float = 1.0
+    ) -> None:
         self.interval = interval
         self.batch = batch
+        self.rules = rules
+        self.scale = scale
+
+    @classmethod
+    def for_provider(cls, settings: Settings, provider: Provider) -> PollGrid:
+        """The grid of ``settings``' interval and time scale, with ``provider``'s rules;
+        batched where the provider reads many at once and ``batch_poll`` allows it."""
+        batch = settings.batch_poll != "off" and provider.batch_reads
+        interval = settings.scaled(settings.poll_interval)
+        return cls(interval, batch=batch, rules=provider.poll_rules, scale=settings.time_scale)
+
+    @property
+    def min_gap(self) -> float:
+        """Least seconds between two reads of one captcha."""
+        return self.rules.min_interval * self.scale * READ_MARGIN
+
+    @property
+    def max_gap(self) -> float | None:
+        """Most seconds between two reads, where a solved result is dropped soon after."""
+        rules = self.rules
+        if rules.retention is None or rules.retained_from != "ready":
+            return None
+        return max(rules.retention * self.scale / 2, self.min_gap)
 
     def on_tick(self, t: float) -> float:
         """``t``, snapped up to the grid when batched."""
@@ -158,11 +196,44 @@ class PollGrid:
             return t
         return math.ceil(t / self.interval) * self.interval
 
+    def first_poll(self, at: float, wait: float) -> float:
+        """When to poll first a captcha submitted ``at``, ``wait`` seconds later by choice."""
+        gap, end = self.max_gap, self.retention_end(at)
+        if gap is not None:
+            wait = min(wait, gap)
+        if end is not None:
+            wait = min(wait, max(end - at - self.min_gap, 0.0))
+        return self.on_tick(at + wait)
+
     def next_poll(self, polls: int, at: float) -> float:
         """When to poll again a captcha polled ``polls`` times before, not ready ``at``."""
         if self.batch:
             # The tick after the one this poll belonged to (``at`` is a little past
             # it, by the call's duration), not the one after that.
-            return self.on_tick(at + self.interval / 2)
-        interval = 3 * self.interval
-        return at + (interval * 2 if polls + 1 >= MAX_POLLS_PER_CAPTCHA else interval)
+            return self.on_tick(at + max(self.interval / 2, self.min_gap))
+        step = 3 * self.interval
+        calls = self.rules.calls_per_captcha
+        if calls is not None and polls + 1 >= calls:
+            step *= 2
+        gap = self.max_gap
+        if gap is not None:
+            step = min(step, gap)
+        return at + max(step, self.min_gap)
+
+    def back_off(self, polls: int, at: float) -> float:
+        """When to poll again a captcha whose read ``at`` was refused as too soon."""
+        return self.next_poll(polls, at) + self.min_gap
+
+    def read_limit(self, reads: int) -> str | None:
+        """Why a captcha read ``reads`` times may not be read again (None: it may)."""
+        cap = self.rules.max_reads
+        if cap is None or reads < cap:
+            return None
+        return f"{self.rules.provider} answers {cap} reads of one task, then loses it"
+
+    def retention_end(self, submitted_at: float) -> float | None:
+        """When the provider drops a result counted from its submit (None: no such rule)."""
+        rules = self.rules
+        if rules.retention is None or rules.retained_from != "submit":
+            return None
+        return submitted_at + rules.retention * self.scale

@@ -1,7 +1,7 @@
 """The seam between the solve engine and a captcha provider: :class:`Provider`.
 
 The engine (and the ``report_solution`` / ``get_balance`` tasks) talk to a provider
-through these five members and nothing else, so a provider speaking another protocol
+through these members and nothing else, so a provider speaking another protocol
 (a JSON ``createTask`` API, several accounts at once) plugs in behind it.
 :class:`~captcha_tasks.provider.classic.SolverClient` (in.php / res.php) is the first.
 
@@ -20,9 +20,10 @@ from typing import Any, Protocol
 
 from ..errors import SolverError
 from .captchas import Captcha, CaptchaType
+from .poll_rules import PollRules
 from .proxy import Proxy
 
-__all__ = ["Answer", "Polled", "Provider"]
+__all__ = ["Answer", "PollRules", "Polled", "Provider"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,11 @@ class Provider(Protocol):
     def batch_reads(self) -> bool:
         """Whether :meth:`get_many` reads many answers in one request; if not, the
         engine polls one captcha per request (and less often)."""
+
+    @property
+    def poll_rules(self) -> PollRules:
+        """The provider's documented limits on reading one captcha (how often, how many
+        times, how long): the engine never breaks them (:mod:`.poll_rules`)."""
 
     def submit(self, captcha: Captcha, *, proxy: Proxy | None = None) -> str:
         """Send ``captcha`` (solved through ``proxy`` if given); returns its captcha id.

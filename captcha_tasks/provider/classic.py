@@ -45,6 +45,7 @@ from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
 from .offers import check_offered
+from .poll_rules import CLASSIC_RULES
 from .protocol import NOT_READY, NotReady, WithUserAgent, parse_many, parse_response
 from .transport import RequestFailed, post, shared_session
 
@@ -64,6 +65,7 @@ class SolverClient:
 
     #: res.php answers many ids in one ``action=get&ids=a,b,c`` request.
     batch_reads = True
+    poll_rules = CLASSIC_RULES
 
     def __init__(
         self,

@@ -43,6 +43,7 @@ from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType
 from .json_dialects import NOT_READY_CODES, dialect_for
 from .json_errors import http_error, payload_error, unexpected
 from .json_tasks import task_for
+from .poll_rules import poll_rules_for
 from .proxy import Proxy
 from .transport import RequestFailed, post, shared_session
 
@@ -78,6 +79,7 @@ class JsonTaskClient:
         self.base_url = base_url.strip().rstrip("/")
         self.provider: Provider = provider
         self.dialect = dialect_for(provider)
+        self.poll_rules = poll_rules_for(provider)
         self.timeout = float(timeout)
         self.max_image_bytes = max_image_bytes
         self._api_key = api_key

@@ -47,6 +47,7 @@ REDIS_VARIABLES = {"REDIS_PASSWORD"}
 #: Variables whose values are secrets: only placeholders or references in deploy/.
 SECRET_VARIABLES = {
     "CAPTCHAAI_API_KEY",
+    "CAPTCHA_TASKS_API_KEY",
     "FLOWER_BASIC_AUTH",
     "REDIS_PASSWORD",
     "CAPTCHA_TASKS_REDIS_URL",
@@ -240,6 +241,7 @@ def _check_command() -> click.Command:
 def test_readme_contract_is_parsed() -> None:
     names = _contract()
     assert {"CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_THREADS"} <= names
+    assert {"CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY"} <= names
     assert "CAPTCHA_TASKS_METRICS_PORT" in names  # the Prometheus table
 
 
@@ -273,6 +275,39 @@ def test_every_variable_set_is_in_the_contract_or_known() -> None:
     for where, names in _app_variables().items():
         unknown = names - known
         assert not unknown, f"{where} sets variables outside the README contract: {unknown}"
+
+
+def _worker_settings() -> dict[str, dict[str, str]]:
+    """What each way of running a worker gives it: provider and key settings included
+    (Kubernetes: its ConfigMap plus the env it maps from the Secret)."""
+    worker = _k8s("Deployment", "captcha-worker")
+    (container,) = worker["spec"]["template"]["spec"]["containers"]
+    k8s = dict(_k8s("ConfigMap", "captcha-tasks-settings")["data"])
+    secret = _k8s("Secret", "captcha-tasks")["stringData"]
+    for env in container["env"]:
+        ref = env.get("valueFrom", {}).get("secretKeyRef")
+        k8s[env["name"]] = secret[ref["key"]] if ref else str(env.get("value", ""))
+    return {
+        "k8s": k8s,
+        "systemd/env.example": _env_file(SYSTEMD / "env.example"),
+        "captcha-tasks.env.example": _env_file(DEPLOY / "captcha-tasks.env.example"),
+    }
+
+
+def test_workers_are_told_their_provider_and_its_key_by_the_new_names() -> None:
+    from captcha_tasks.devtools.sandbox import DEV_API_KEY
+    from captcha_tasks.settings import PROTOCOLS, Settings
+
+    for where, env in _worker_settings().items():
+        assert env.get("CAPTCHA_TASKS_PROVIDER") in PROTOCOLS, where
+        assert PLACEHOLDER.search(env.get("CAPTCHA_TASKS_API_KEY", "")), where
+        # The old name still works, but the templates teach the new one only.
+        assert "CAPTCHAAI_API_KEY" not in env, where
+        # With a real key in place of the placeholder, the settings read as they stand.
+        real = {k: v for k, v in env.items() if not PLACEHOLDER.search(v)}
+        settings = Settings.from_env({**real, "CAPTCHA_TASKS_API_KEY": DEV_API_KEY})
+        assert settings.provider == env["CAPTCHA_TASKS_PROVIDER"], where
+        assert settings.api_key == DEV_API_KEY, where
 
 
 def test_redis_containers_get_only_their_password() -> None:
@@ -660,7 +695,7 @@ def test_secrets_come_from_references() -> None:
             if key in SECRET_VARIABLES:
                 assert "${" in value, f"compose {name}: {key} inlined"
         # The API key only ever arrives through the workers' env_file.
-        assert "CAPTCHAAI_API_KEY" not in _compose_env(service)
+        assert not {"CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_API_KEY"} & set(_compose_env(service))
     (env_file,) = compose["services"]["worker"]["env_file"]
     assert env_file["path"] == "${CAPTCHA_TASKS_ENV_FILE:-captcha-tasks.env}"
     assert (DEPLOY / "captcha-tasks.env.example").exists()

@@ -15,6 +15,7 @@ import redis
 from captcha_tasks.engine import Job, admit
 from captcha_tasks.errors import CaptchaTasksError, InvalidApiKey, SolverError
 from captcha_tasks.provider import Answer, Captcha, Polled, Proxy, RecaptchaV2
+from captcha_tasks.provider.poll_rules import CLASSIC_RULES, PollRules
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 
@@ -36,9 +37,11 @@ class FakeProvider:
         batch_reads: bool = True,
         submit_error: CaptchaTasksError | None = None,
         key_refused: bool = False,
+        poll_rules: PollRules = CLASSIC_RULES,
     ) -> None:
         self.outcome = outcome
         self.batch_reads = batch_reads
+        self.poll_rules = poll_rules
         self.submit_error = submit_error
         self.key_refused = key_refused
         self.submitted: list[tuple[str, Captcha]] = []

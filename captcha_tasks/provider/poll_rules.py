@@ -1,0 +1,92 @@
+"""Each provider's documented rules for reading a captcha's result, as data.
+
+The engine obeys them (:mod:`captcha_tasks.engine.timing`): it never reads one captcha
+twice within ``min_interval``, stops before ``max_reads``, and gives up before the
+provider forgets the result. Seconds are production seconds; the engine scales them
+with ``CAPTCHA_TASKS_TIME_SCALE``, as the sandbox scales its copy of these rules.
+Sources: docs/PROVIDERS.md §7 and D11, /work/shared/PROTOCOL.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+__all__ = ["CLASSIC_RULES", "POLL_RULES", "PollRules", "poll_rules_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PollRules:
+    """How often and how long a provider lets one captcha's result be read."""
+
+    #: Who the rules are for (named in the errors they cause).
+    provider: str
+    #: Seconds that must pass between two reads of one captcha (0: no such rule).
+    min_interval: float = 0.0
+    #: Reads of one captcha the provider answers; the next one finds it lost (None: no limit).
+    max_reads: int | None = None
+    #: Seconds a result stays readable (None: not documented) ...
+    retention: float | None = None
+    #: ... counted from the submit (``submit``) or from the moment it was solved (``ready``).
+    retained_from: Literal["submit", "ready"] = "submit"
+    #: The ``errorCode`` a read too soon after the last one gets: "not ready, slow down".
+    too_fast_code: str | None = None
+    #: Requests per captcha an account may average before a ban (classic 2Captcha:
+    #: R <= 20 * C + 1200): one-by-one polling slows down after this many reads.
+    calls_per_captcha: int | None = None
+    #: Where the numbers come from.
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.min_interval < 0 or (self.retention is not None and self.retention <= 0):
+            raise ValueError(f"{self.provider}: intervals must be positive")
+        if self.max_reads is not None and self.max_reads < 1:
+            raise ValueError(f"{self.provider}: max_reads must be at least 1")
+
+
+#: in.php/res.php. The "poll every ~5 s" advice is about the account's res.php volume,
+#: which one batched ``ids=`` request per tick already keeps low; the one documented
+#: limit is the ban past 20 calls per captcha (plus 1200), which one-by-one polling
+#: stays under by slowing down.
+CLASSIC_RULES = PollRules(
+    "classic",
+    calls_per_captcha=20,
+    source="PROTOCOL.md: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
+    "ban above 20 res.php calls per captcha + 1200",
+)
+
+POLL_RULES: Mapping[str, PollRules] = MappingProxyType(
+    {
+        "captchaai": dataclasses.replace(CLASSIC_RULES, provider="captchaai"),
+        "2captcha": dataclasses.replace(CLASSIC_RULES, provider="2captcha"),
+        # The same accounts as the classic API: its ban threshold kept (unverified for v2).
+        "2captcha-v2": PollRules(
+            "2captcha-v2", min_interval=5.0, calls_per_captcha=20,
+            source="2captcha.com/api-docs/get-task-result: wait at least 5 s, repeat in 5-10 s",
+        ),
+        # Interval unverified at Anti-Captcha (PROVIDERS.md D12; PROTOCOL.md says 2 s).
+        "anticaptcha": PollRules(
+            "anticaptcha", min_interval=2.0, retention=60.0, retained_from="ready",
+            source="anti-captcha.com/apidoc/errors (id 16): removed 60 s after completion",
+        ),
+        "capsolver": PollRules(
+            "capsolver", min_interval=3.0, max_reads=120, retention=300.0,
+            source="docs.capsolver.com/guide/api-gettaskresult: retry every 3 s, "
+            "120 reads and 5 minutes after creation, then the result is lost",
+        ),
+        "capmonster": PollRules(
+            "capmonster", min_interval=2.0, max_reads=120, retention=300.0,
+            too_fast_code="ERROR_TOO_MUCH_REQUESTS",
+            source="docs.capmonster.cloud get-task-result and errors: at most one read per "
+            "task per 2 s (else ERROR_TOO_MUCH_REQUESTS), 120 reads, kept ~5 minutes",
+        ),
+    }
+)  # fmt: skip
+
+
+def poll_rules_for(provider: str) -> PollRules:
+    """The rules of ``provider`` (a ``CAPTCHA_TASKS_PROVIDER`` name); an unknown name
+    gets the classic ones."""
+    return POLL_RULES.get(provider, CLASSIC_RULES)
