@@ -159,12 +159,13 @@ class Poller:
                 self.finisher.fail(job, exc)
 
     def _get_answers(self, jobs: Sequence[Job]) -> Mapping[str, Polled]:
-        ids = [job.captcha_id for job in jobs]
+        single = self.grid.rules.single_reads
+        ids = [job.captcha_id for job in jobs if job.type not in single]
+        alone = [job.captcha_id for job in jobs if job.type in single]
         if len(ids) > 1 and self.grid.batch:
             try:
-                got = self.provider.get_many(ids)
+                got = dict(self.provider.get_many(ids))
                 self.observer.polled()
-                return got
             except (ClientError, TransientSolverError) as exc:
                 if self.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
                     raise
@@ -172,6 +173,11 @@ class Poller:
                 log.warning("engine %s: the provider refused a batch poll (%s); polling one "
                             "by one", self.name, exc.code)  # fmt: skip
                 self.grid.batch = False
+            else:
+                return {**got, **self._one_by_one(alone)}
+        return self._one_by_one(ids + alone)
+
+    def _one_by_one(self, ids: Sequence[str]) -> dict[str, Polled]:
         out: dict[str, Polled] = {}
         for captcha_id in ids:
             self.observer.polled()

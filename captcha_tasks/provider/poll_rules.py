@@ -36,6 +36,9 @@ class PollRules:
     #: Requests per captcha an account may average before a ban (classic 2Captcha:
     #: R <= 20 * C + 1200): one-by-one polling slows down after this many reads.
     calls_per_captcha: int | None = None
+    #: Captcha types read one by one even where batch reads work: their answers may
+    #: hold the batch answer's separator (a FunCaptcha token has ``|`` in it).
+    single_reads: frozenset[str] = frozenset()
     #: Where the numbers come from.
     source: str = ""
 
@@ -53,6 +56,9 @@ class PollRules:
 CLASSIC_RULES = PollRules(
     "classic",
     calls_per_captcha=20,
+    # res.php joins a batch's answers with "|", which FunCaptcha tokens contain
+    # ("<token>|r=eu-west-1|meta=3|pk=..."): a batch holding one cannot be split.
+    single_reads=frozenset({"funcaptcha"}),
     source="PROTOCOL.md: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
     "ban above 20 res.php calls per captcha + 1200",
 )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+import uuid
+
 import pytest
 import redis
 
 from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.engine import Engine
+from captcha_tasks.engine import Engine, admit
 from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
-from captcha_tasks.provider import Polled
+from captcha_tasks.provider import FunCaptcha, Polled
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
 
@@ -65,6 +67,27 @@ def test_without_batch_reads_every_poll_is_one_captcha(
     assert len(outcomes.results) == 3
     assert provider.count("get_many") == 0
     assert provider.count("get") == engine.stats.snapshot()["poll_requests"] >= 6
+
+
+def test_a_funcaptcha_is_read_on_its_own_while_the_others_share_a_batch(
+    make_engine: MakeEngine,
+    admit_jobs: Callable[..., list[str]],
+    client: redis.Redis,
+    settings: Settings,
+) -> None:
+    # res.php joins a batch's answers with "|", which a FunCaptcha token contains.
+    provider = FakeProvider()
+    engine, outcomes = make_engine(provider)
+    admit_jobs(3)
+    arkose = FunCaptcha("69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", "https://example.com/fc")
+    assert admit(client, settings, str(uuid.uuid4()), arkose)
+    wait_until(lambda: outcomes.ended() == 4, timeout=30, what="4 solves")
+    assert len(outcomes.results) == 4, outcomes.errors
+    (fun_id,) = [c for c, captcha in provider.submitted if captcha.type == "funcaptcha"]
+    batches = [ids for kind, ids in provider.requests if kind == "get_many"]
+    singles = [ids for kind, ids in provider.requests if kind == "get"]
+    assert batches and all(fun_id not in ids for ids in batches)
+    assert [fun_id] in singles
 
 
 def test_an_unsolvable_captcha_is_resubmitted_once_then_fails(
