@@ -159,9 +159,10 @@ class Poller:
                 self.finisher.fail(job, exc)
 
     def _get_answers(self, jobs: Sequence[Job]) -> Mapping[str, Polled]:
-        single = self.grid.rules.single_reads
-        ids = [job.captcha_id for job in jobs if job.type not in single]
-        alone = [job.captcha_id for job in jobs if job.type in single]
+        rules = self.grid.rules
+        lonely = {job.captcha_id for job in jobs if rules.reads_alone(job.type, job.captcha)}
+        ids = [job.captcha_id for job in jobs if job.captcha_id not in lonely]
+        alone = [job.captcha_id for job in jobs if job.captcha_id in lonely]
         if len(ids) > 1 and self.grid.batch:
             try:
                 got = dict(self.provider.get_many(ids))

@@ -10,9 +10,11 @@ Sources: docs/PROVIDERS.md §7 and D11, /work/shared/PROTOCOL.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal
+
+from .captchas import Captcha, Turnstile
 
 __all__ = ["CLASSIC_RULES", "POLL_RULES", "PollRules", "poll_rules_for"]
 
@@ -39,8 +41,22 @@ class PollRules:
     #: Captcha types read one by one even where batch reads work: their answers may
     #: hold the batch answer's separator (a FunCaptcha token has ``|`` in it).
     single_reads: frozenset[str] = frozenset()
+    #: Whether a batch read's answers carry the userAgent a token is bound to. res.php's
+    #: do not (``useragent`` comes only with a single read): a challenge-mode Turnstile,
+    #: whose token is useless without it, is then read on its own.
+    batch_user_agent: bool = True
     #: Where the numbers come from.
     source: str = ""
+
+    def reads_alone(self, captcha_type: str, captcha: Callable[[], Captcha]) -> bool:
+        """Whether a captcha must be read on its own rather than in a batch;
+        ``captcha`` is asked for only where the type alone does not say."""
+        if captcha_type in self.single_reads:
+            return True
+        if self.batch_user_agent or captcha_type != "turnstile":
+            return False
+        turnstile = captcha()
+        return isinstance(turnstile, Turnstile) and turnstile.challenge
 
     def __post_init__(self) -> None:
         if self.min_interval < 0 or (self.retention is not None and self.retention <= 0):
@@ -59,6 +75,7 @@ CLASSIC_RULES = PollRules(
     # res.php joins a batch's answers with "|", which FunCaptcha tokens contain
     # ("<token>|r=eu-west-1|meta=3|pk=..."): a batch holding one cannot be split.
     single_reads=frozenset({"funcaptcha"}),
+    batch_user_agent=False,
     source="PROTOCOL.md: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
     "ban above 20 res.php calls per captcha + 1200",
 )

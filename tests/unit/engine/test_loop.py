@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
 import uuid
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -12,7 +11,7 @@ import redis
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
-from captcha_tasks.provider import FunCaptcha, Polled
+from captcha_tasks.provider import FunCaptcha, Polled, Turnstile
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
 
@@ -69,7 +68,7 @@ def test_without_batch_reads_every_poll_is_one_captcha(
     assert provider.count("get") == engine.stats.snapshot()["poll_requests"] >= 6
 
 
-def test_a_funcaptcha_is_read_on_its_own_while_the_others_share_a_batch(
+def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a_batch(
     make_engine: MakeEngine,
     admit_jobs: Callable[..., list[str]],
     client: redis.Redis,
@@ -77,17 +76,22 @@ def test_a_funcaptcha_is_read_on_its_own_while_the_others_share_a_batch(
 ) -> None:
     # res.php joins a batch's answers with "|", which a FunCaptcha token contains.
     provider = FakeProvider()
-    engine, outcomes = make_engine(provider)
+    _, outcomes = make_engine(provider)
     admit_jobs(3)
     arkose = FunCaptcha("69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", "https://example.com/fc")
     assert admit(client, settings, str(uuid.uuid4()), arkose)
-    wait_until(lambda: outcomes.ended() == 4, timeout=30, what="4 solves")
-    assert len(outcomes.results) == 4, outcomes.errors
-    (fun_id,) = [c for c, captcha in provider.submitted if captcha.type == "funcaptcha"]
+    # Its token is bound to the userAgent that only a single read carries.
+    challenge = Turnstile("0x4AAAAAAABkMYinukE8nzY", "https://example.com/cf",
+                          action="managed", cdata="7d2a", pagedata="3gAF")  # fmt: skip
+    assert admit(client, settings, str(uuid.uuid4()), challenge)
+    wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
+    assert len(outcomes.results) == 5, outcomes.errors
+    lonely = {c for c, captcha in provider.submitted if captcha.type != "recaptcha_v2"}
+    assert len(lonely) == 2
     batches = [ids for kind, ids in provider.requests if kind == "get_many"]
     singles = [ids for kind, ids in provider.requests if kind == "get"]
-    assert batches and all(fun_id not in ids for ids in batches)
-    assert [fun_id] in singles
+    assert batches and all(lonely.isdisjoint(ids) for ids in batches)
+    assert all([captcha_id] in singles for captcha_id in lonely)
 
 
 def test_an_unsolvable_captcha_is_resubmitted_once_then_fails(
