@@ -20,6 +20,8 @@ MASK = "***"
 # The start of a URL: a scheme (RFC 3986) and "://", not inside a longer word.
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
 # user:password@host anywhere in a text (proxy URLs, with or without a scheme).
+# From a quote inside a URL's authority: the rest of a userinfo up to its "@".
+_USERINFO_REST = re.compile(r"[^\s/?#@]*@")
 _USERINFO = re.compile(r"(?P<user>[^\s:/@'\"]+):(?P<password>[^\s@/'\"]+)@(?=[\w.\[\]-])")
 
 
@@ -77,10 +79,20 @@ def _run_end(text: str, begin: int, end: int, quote: str | None) -> int:
     i = begin
     while i < end:
         char = text[i]
-        if char.isspace() or char == quote:
+        if char.isspace() or (char == quote and not _in_userinfo(text, begin, i, end)):
             return i
         i += 2 if char == "\\" and quote is not None else 1
     return min(i, end)
+
+
+def _in_userinfo(text: str, begin: int, i: int, end: int) -> bool:
+    """Whether the quote at ``i`` is a password's character rather than the end of the
+    quoted URL: it comes before any ``/?#@`` of the authority and an ``@`` follows it
+    before whitespace or a path (``url="http://:"@h``). Ambiguous text is read the way
+    that masks more."""
+    if any(stop in text[begin:i] for stop in "/?#@"):
+        return False
+    return _USERINFO_REST.match(text, i, end) is not None
 
 
 def mask_urls_in(text: str) -> str:

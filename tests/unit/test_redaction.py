@@ -297,6 +297,9 @@ SCHEMES = st.sampled_from(["http", "https", "redis", "rediss", "socks5h", "svn+s
 # in the repr of the error's args, "(..., None, None)", without being the password.
 @example(scheme="http", user="", password="Non", host="h", port="", path="", before="",
          quote=False)  # fmt: skip
+# A password that is the quote the URL was opened with (found once more modules loaded).
+@example(scheme="http", user="", password='"', host="h", port="", path="", before='url="',
+         quote=False)  # fmt: skip
 def test_no_url_password_survives_masking(
     scheme: str, user: str, password: str, host: str, port: str, path: str, before: str,
     quote: bool,
