@@ -64,7 +64,7 @@ def test_the_readme_matrix_is_the_codes() -> None:
     found = re.search(r"<!-- offers:start -->\n(.*?)\n<!-- offers:end -->", text, re.S)
     assert found, "README.md lacks the <!-- offers:start/end --> block"
     expected = render()
-    assert found.group(1).strip() == expected, f"README matrix out of date; it should be:\n{expected}"
+    assert found.group(1).strip() == expected, f"README matrix out of date; write:\n{expected}"
 
 
 def test_a_cell_says_what_the_dialect_says() -> None:
