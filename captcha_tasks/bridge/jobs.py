@@ -138,12 +138,13 @@ class _Method:
 
 
 _PROXY = {"proxy_id": ("proxy_id", _same)}
+_USER_AGENT = {"userAgent": ("user_agent", _same), "user_agent": ("user_agent", _same)}
 _V2 = _Method(
     "captcha_tasks.solve_recaptcha_v2",
     (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
     {"invisible": ("invisible", _flag), "enterprise": ("enterprise", _flag),
      "data-s": ("data_s", _same), "data_s": ("data_s", _same), "cookies": ("cookies", _same),
-     "userAgent": ("user_agent", _same), "user_agent": ("user_agent", _same), **_PROXY},
+     **_USER_AGENT, **_PROXY},
 )  # fmt: skip
 _V3 = _Method(
     "captcha_tasks.solve_recaptcha_v3",
@@ -151,11 +152,14 @@ _V3 = _Method(
     {"action": ("action", _same), "min_score": ("min_score", _number),
      "enterprise": ("enterprise", _flag), **_PROXY},
 )  # fmt: skip
+# Challenge mode (a Cloudflare challenge page) is ``pagedata`` set: the task then needs
+# ``action`` and ``data`` too, and refuses the job without them.
 _TURNSTILE = _Method(
     "captcha_tasks.solve_turnstile",
     (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    {"action": ("action", _same), "data": ("cdata", _same), "cdata": ("cdata", _same), **_PROXY},
-)
+    {"action": ("action", _same), "data": ("cdata", _same), "cdata": ("cdata", _same),
+     "pagedata": ("pagedata", _same), **_USER_AGENT, **_PROXY},
+)  # fmt: skip
 _IMAGE = _Method(
     "captcha_tasks.solve_image",
     (("image_b64", ("body", "image_b64")),),
@@ -174,15 +178,46 @@ _HCAPTCHA = _Method(
     (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
     dict(_PROXY),
 )
+_FUNCAPTCHA = _Method(
+    "captcha_tasks.solve_funcaptcha",
+    (("publickey", ("publickey",)), ("pageurl", ("pageurl",))),
+    {"surl": ("surl", _same), "data[blob]": ("data_blob", _same),
+     "data_blob": ("data_blob", _same), **_USER_AGENT, **_PROXY},
+)  # fmt: skip
+_GEETEST_V4 = _Method(
+    "captcha_tasks.solve_geetest_v4",
+    (("captcha_id", ("captcha_id",)), ("pageurl", ("pageurl",))),
+    {"api_server": ("api_server", _same), **_PROXY},
+)
+_AWS_WAF = _Method(
+    "captcha_tasks.solve_aws_waf",
+    (("sitekey", ("sitekey",)), ("iv", ("iv",)), ("context", ("context",)),
+     ("pageurl", ("pageurl",))),
+    {"challenge_script": ("challenge_script", _same),
+     "captcha_script": ("captcha_script", _same), **_PROXY},
+)  # fmt: skip
+_COORDINATES = _Method(
+    "captcha_tasks.solve_coordinates",
+    (("image_b64", ("body", "image_b64")),),
+    {"textinstructions": ("textinstructions", _same)},
+)
 
-#: ``in.php`` methods the bridge maps (reCAPTCHA v3 is ``userrecaptcha`` + ``version=v3``).
+#: ``in.php`` methods the bridge maps (reCAPTCHA v3 is ``userrecaptcha`` + ``version=v3``;
+#: image to coordinates is ``base64`` + ``coordinatescaptcha=1``).
 METHODS: Mapping[str, str] = {
     "userrecaptcha": "captcha_tasks.solve_recaptcha_v2 (version=v3: solve_recaptcha_v3)",
-    "turnstile": "captcha_tasks.solve_turnstile",
-    "base64": "captcha_tasks.solve_image",
+    "turnstile": "captcha_tasks.solve_turnstile (with pagedata: challenge mode)",
+    "base64": "captcha_tasks.solve_image (coordinatescaptcha=1: solve_coordinates)",
     "geetest": "captcha_tasks.solve_geetest",
+    "geetest_v4": "captcha_tasks.solve_geetest_v4",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
+    "funcaptcha": "captcha_tasks.solve_funcaptcha",
+    "amazon_waf": "captcha_tasks.solve_aws_waf",
 }
+_BY_NAME: Mapping[str, _Method] = {
+    "turnstile": _TURNSTILE, "geetest": _GEETEST, "geetest_v4": _GEETEST_V4,
+    "hcaptcha": _HCAPTCHA, "funcaptcha": _FUNCAPTCHA, "amazon_waf": _AWS_WAF,
+}  # fmt: skip
 
 
 def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
@@ -195,8 +230,12 @@ def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
         if version not in ("v2", "v3"):
             raise InvalidTaskInput(f"userrecaptcha: version must be v2 or v3, got {version!r}")
         return (_V3 if version == "v3" else _V2), params
-    found = {"turnstile": _TURNSTILE, "base64": _IMAGE, "geetest": _GEETEST,
-             "hcaptcha": _HCAPTCHA}.get(method)  # fmt: skip
+    if method == "base64":
+        coordinates = _flag(params.pop("coordinatescaptcha", False))
+        if not isinstance(coordinates, bool):
+            raise InvalidTaskInput("base64: coordinatescaptcha must be 0 or 1")
+        return (_COORDINATES if coordinates else _IMAGE), params
+    found = _BY_NAME.get(method)
     if found is None:
         shown = method if len(method) <= 40 else method[:37] + "..."
         raise InvalidTaskInput(
@@ -246,9 +285,14 @@ def jetstream_task_id(stream: str, stream_seq: int, stored_at: str) -> str:
 
 def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -> dict[str, Any]:
     """The result message of a solve: ``solution`` is the token or text (a dict for
-    GeeTest); ``celery_task_id`` is what ``report_solution`` takes."""
-    return {"task_id": task_id, "solution": result.get("solution"),
-            "celery_task_id": celery_task_id}  # fmt: skip
+    GeeTest, GeeTest v4 and AWS WAF, a list of points for coordinates);
+    ``celery_task_id`` is what ``report_solution`` takes. ``user_agent`` comes too where
+    the token is bound to a browser (a challenge-mode Turnstile): it is useless without."""
+    message = {"task_id": task_id, "solution": result.get("solution"),
+               "celery_task_id": celery_task_id}  # fmt: skip
+    if result.get("user_agent"):
+        message["user_agent"] = result["user_agent"]
+    return message
 
 
 def failed(

@@ -71,7 +71,7 @@ class Finisher:
         if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id):
             return False
         self.observer.solved(job.type, _source(job), seconds=result["solve_seconds"],
-                             polls=job.polls + 1)  # fmt: skip
+                             polls=result["polls"])  # fmt: skip
         if job.submitted_at is not None:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None

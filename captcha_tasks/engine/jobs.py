@@ -66,7 +66,10 @@ class Job:
     resubmits: int = 0
     #: Times an engine's key was refused submitting this job (it moves to another).
     key_refusals: int = 0
+    #: Reads of the current captcha (the provider's per-task cap counts them).
     polls: int = 0
+    #: Reads of the captchas before a resubmit: the result counts every read of a solve.
+    earlier_polls: int = 0
     #: Scaled token lifetime; None for answers that do not expire (image text, GeeTest).
     token_ttl_s: float | None = None
     #: A fill job's pool id: its token goes to that pool, never to a caller.
@@ -97,6 +100,7 @@ class Job:
             resubmits=int(fields.get("resubmits", 0) or 0),
             key_refusals=int(fields.get("key_refusals", 0) or 0),
             polls=int(fields.get("polls", 0) or 0),
+            earlier_polls=int(fields.get("earlier_polls", 0) or 0),
             token_ttl_s=_float(fields, "token_ttl_s"),
             pool=fields.get("pool", ""),
             request_json=fields.get("request", ""),
@@ -137,7 +141,8 @@ def solve_result(
         "queued_seconds": round(submitted_at - job.enqueued_at, 3),
         "expires_at": round(issued_after + job.token_ttl_s, 3) if job.token_ttl_s else None,
         "submits": job.submits,
-        "polls": job.polls + 1,
+        # Every read of the solve: earlier captchas' and this one's, the answering one too.
+        "polls": job.earlier_polls + job.polls + 1,
         "provider": provider,
         "cost": None if cost is None else str(cost),
         **({"user_agent": user_agent} if user_agent else {}),

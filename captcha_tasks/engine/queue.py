@@ -112,7 +112,8 @@ class SolveQueue:
 
     def submitted(self, job: Job, captcha_id: str, at: float, first_poll: float) -> bool:
         """Store the captcha id of a job just sent, and when to poll it first; False if
-        the job ended meanwhile."""
+        the job ended meanwhile. A resubmitted job's reads and last empty poll start
+        afresh with the new captcha (the earlier ones move to ``earlier_polls``)."""
         return bool(
             run(
                 self.redis,
@@ -137,11 +138,16 @@ class SolveQueue:
     def requeue(self, job: Job, expected: str, not_before: float, *, counter: str = "") -> bool:
         """Give ``job``'s thread back and queue it again from ``not_before``, if it is
         still in state ``expected`` (and, polling, at the same captcha id); ``counter``:
-        a job field to increment (``resubmits``, ``key_refusals``)."""
-        captcha_id = job.captcha_id if expected == "polling" else ""
+        a job field to increment (``resubmits``, ``key_refusals``).
+
+        A polled job comes back only after the read that found its captcha unsolvable:
+        that read counts among the solve's polls (``submitted`` keeps them)."""
+        polling = expected == "polling"
+        captcha_id = job.captcha_id if polling else ""
         keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget]
         keys += [self.keys.waiting, self.keys.wake]
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
+        args.append(1 if polling else 0)
         return bool(run(self.redis, "requeue", keys, args))
 
     def finish(

@@ -19,7 +19,9 @@ __all__ = [
 ]
 
 #: Seconds a solve of each type may take at the provider (CaptchaAI's published
-#: ceilings, seed 003), used for ``--drain-timeout auto`` before any solve was seen.
+#: ceilings, seed 003), used for ``--drain-timeout auto`` before any solve was seen. Its
+#: keys are also the types whose recent solve times ``auto`` reads: every type the
+#: engine solves (engine/timing.py ``DEADLINE``) must be here.
 DRAIN_CEILINGS: dict[str, float] = {
     "image": 0.5,
     "recaptcha_v3": 4.0,
@@ -27,6 +29,18 @@ DRAIN_CEILINGS: dict[str, float] = {
     "geetest": 12.0,
     "recaptcha_v2": 60.0,
     "hcaptcha": 60.0,
+    # No published ceilings for these (issue 14): estimates from the sandbox's typical
+    # solve (devtools/sandbox/config.py DEFAULT_LATENCY) scaled like a published
+    # neighbour, each well inside the engine's DEADLINE (when a solve is given up).
+    # GeeTest v4: v3's (same 10 s typical solve, same deadline).
+    "geetest_v4": 12.0,
+    # AWS WAF: a puzzle of GeeTest's sort, 12 s typical: GeeTest's 1.2 times.
+    "aws_waf": 15.0,
+    # FunCaptcha: a worker's image puzzle like reCAPTCHA v2 and hCaptcha (their 60 s),
+    # 20 s typical, the slowest of the sandbox's types; deadline 180 s.
+    "funcaptcha": 60.0,
+    # Points clicked by a worker, not OCR's 0.5 s: twice the 5 s typical solve.
+    "coordinates": 10.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

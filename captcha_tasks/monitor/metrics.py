@@ -97,7 +97,8 @@ class PrometheusObserver(NullObserver):
         )
         self._polls = Histogram(
             "captcha_tasks_solve_polls",
-            "Polls (res.php) a captcha the provider solved took.",
+            "Polls (res.php) a captcha the provider solved took (with the polls of the "
+            "captcha it replaced, after an unsolvable one's resubmit).",
             ["type"],
             buckets=POLL_BUCKETS,
             registry=registry,

@@ -2,7 +2,7 @@
 -- error that proves it was not processed, an unsolvable captcha's one resubmit).
 -- KEYS: job, due, budget, waiting, wake
 -- ARGV: task_id, expected_state, expected_captcha_id ('' for any), not_before,
---       structure_ttl, counter_field ('' for none)
+--       structure_ttl, counter_field ('' for none), reads (of the captcha, to count)
 if redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then
   return 0
 end
@@ -10,6 +10,9 @@ if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[3] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'waiting')
+if tonumber(ARGV[7]) > 0 then
+  redis.call('HINCRBY', KEYS[1], 'polls', ARGV[7])
+end
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[1], ARGV[6], 1)
 end

@@ -5,6 +5,14 @@
 if redis.call('HGET', KEYS[1], 'state') ~= 'sending' then
   return 0
 end
+-- A resubmit (an unsolvable captcha's) starts a new captcha at the provider: its reads
+-- (the provider's per-task cap) and its last empty poll (the token's age, the first
+-- poll's learning) start afresh. The old captcha's reads stay in the solve's count.
+local earlier = tonumber(redis.call('HGET', KEYS[1], 'polls') or '0') or 0
+if earlier > 0 then
+  redis.call('HINCRBY', KEYS[1], 'earlier_polls', earlier)
+end
+redis.call('HDEL', KEYS[1], 'last_poll_at')
 redis.call('HSET', KEYS[1], 'state', 'polling', 'captcha_id', ARGV[2],
            'submitted_at', ARGV[3], 'polls', 0)
 redis.call('HINCRBY', KEYS[1], 'submits', 1)

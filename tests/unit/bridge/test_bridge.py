@@ -27,6 +27,8 @@ from tests.support.workers import ROOT
 
 V2 = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 PAGE = "https://example.com/page/0"
+FUNCAPTCHA_KEY = "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC"
+GEETEST_V4_ID = "e392e1d7fd421dc63325744d5a2b9c73"
 
 
 def call(**fields: Any) -> TaskCall:
@@ -114,6 +116,36 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
                   {"api_server": "api.geetest.com"})),
         ({"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE},
          TaskCall("captcha_tasks.solve_hcaptcha", ("k", PAGE), {})),
+        # The second wave of types, under 2Captcha's in.php names.
+        ({"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE,
+          "surl": "https://client-api.arkoselabs.com", "data[blob]": "b1", "userAgent": "UA"},
+         TaskCall("captcha_tasks.solve_funcaptcha", (FUNCAPTCHA_KEY, PAGE),
+                  {"surl": "https://client-api.arkoselabs.com", "data_blob": "b1",
+                   "user_agent": "UA"})),
+        ({"method": "geetest_v4", "captcha_id": GEETEST_V4_ID, "pageurl": PAGE,
+          "api_server": "gcaptcha4.geetest.com"},
+         TaskCall("captcha_tasks.solve_geetest_v4", (GEETEST_V4_ID, PAGE),
+                  {"api_server": "gcaptcha4.geetest.com"})),
+        ({"method": "amazon_waf", "sitekey": "k", "iv": "i", "context": "c", "pageurl": PAGE,
+          "challenge_script": "https://x.example/challenge.js",
+          "captcha_script": "https://x.example/captcha.js"},
+         TaskCall("captcha_tasks.solve_aws_waf", ("k", "i", "c", PAGE),
+                  {"challenge_script": "https://x.example/challenge.js",
+                   "captcha_script": "https://x.example/captcha.js"})),
+        ({"method": "base64", "coordinatescaptcha": "1", "body": "R0lGODlh",
+          "textinstructions": "click the cats"},
+         TaskCall("captcha_tasks.solve_coordinates", ("R0lGODlh",),
+                  {"textinstructions": "click the cats"})),
+        ({"method": "base64", "coordinatescaptcha": 0, "body": "R0lGODlh"},
+         TaskCall("captcha_tasks.solve_image", ("R0lGODlh",), {})),
+        ({"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "managed",
+          "data": "c", "pagedata": "p", "userAgent": "UA"},
+         TaskCall("captcha_tasks.solve_turnstile", ("k", PAGE),
+                  {"action": "managed", "cdata": "c", "pagedata": "p", "user_agent": "UA"})),
+        ({"method": "userrecaptcha", "googlekey": V2, "pageurl": PAGE, "enterprise": "1",
+          "data-s": "s1"},
+         TaskCall("captcha_tasks.solve_recaptcha_v2", (V2, PAGE),
+                  {"enterprise": True, "data_s": "s1"})),
     ],
 )  # fmt: skip
 def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall) -> None:
@@ -134,6 +166,16 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
          "phrase": 1, "regsense": "1", "calc": "0", "lang": "en", "textinstructions": "t"},
         {"method": "geetest", "gt": "g", "challenge": "c", "pageurl": PAGE, "api_server": "h"},
         {"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
+        {"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "a", "data": "c",
+         "pagedata": "p", "user_agent": "UA", "proxy_id": "p"},
+        {"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE, "surl": "h",
+         "data_blob": "b", "user_agent": "UA", "proxy_id": "p"},
+        {"method": "geetest_v4", "captcha_id": GEETEST_V4_ID, "pageurl": PAGE,
+         "api_server": "h", "proxy_id": "p"},
+        {"method": "amazon_waf", "sitekey": "k", "iv": "i", "context": "c", "pageurl": PAGE,
+         "challenge_script": "u", "captcha_script": "u", "proxy_id": "p"},
+        {"method": "base64", "coordinatescaptcha": 1, "image_b64": "x",
+         "textinstructions": "t"},
     ],
 )  # fmt: skip
 def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
@@ -163,10 +205,13 @@ def test_in_php_transport_parameters_are_ignored_and_never_echoed() -> None:
 
 
 def test_an_unknown_method_is_named() -> None:
-    error = rejected(method="funcaptcha", sitekey=V2, pageurl=PAGE)
+    error = rejected(method="keycaptcha", sitekey=V2, pageurl=PAGE)
     assert error.code == "UNKNOWN_METHOD"
-    assert "funcaptcha" in str(error)
-    assert "userrecaptcha" in str(error)  # and the known ones listed
+    assert "keycaptcha" in str(error)
+    for known in ("userrecaptcha", "funcaptcha", "geetest_v4", "amazon_waf"):
+        assert known in str(error)  # and the known ones listed
+    # The spec's kind names are not in.php method names.
+    assert rejected(method="aws_waf", sitekey="k", pageurl=PAGE).code == "UNKNOWN_METHOD"
     assert rejected(method="x" * 500).code == "UNKNOWN_METHOD"
     assert len(str(rejected(method="x" * 500))) < 200
 
@@ -194,6 +239,18 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
          "version"),
         ({"method": "base64"}, "missing body or image_b64"),
         ({"method": "geetest", "gt": "g", "pageurl": PAGE}, "missing challenge"),
+        ({"method": "amazon_waf", "sitekey": "k", "context": "c", "pageurl": PAGE},
+         "missing iv"),
+        ({"method": "funcaptcha", "pageurl": PAGE, "sitekey": FUNCAPTCHA_KEY},
+         "missing publickey"),
+        ({"method": "geetest_v4", "gt": GEETEST_V4_ID, "pageurl": PAGE}, "missing captcha_id"),
+        ({"method": "base64", "coordinatescaptcha": "2", "body": "x"},
+         "coordinatescaptcha must be 0 or 1"),
+        # An image-to-text hint means nothing to a coordinates captcha.
+        ({"method": "base64", "coordinatescaptcha": "1", "body": "x", "numeric": "1"},
+         "unknown parameter(s) numeric"),
+        ({"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE,
+          "data[blob]": "a", "data_blob": "b"}, "data_blob given twice"),
     ],
 )  # fmt: skip
 def test_missing_and_unknown_parameters_are_invalid_input(
@@ -231,6 +288,13 @@ def test_a_jetstream_message_always_gets_the_same_task_id() -> None:
 def test_result_messages() -> None:
     assert solved("task_1", {"solution": "03AF", "type": "recaptcha_v2"}, "cid") == {
         "task_id": "task_1", "solution": "03AF", "celery_task_id": "cid"}  # fmt: skip
+    # A challenge-mode Turnstile's token works only with the browser it names.
+    challenge = {"solution": "0.tok", "type": "turnstile", "user_agent": "Mozilla/5.0 X"}
+    assert solved(7, challenge, "cid") == {"task_id": 7, "solution": "0.tok",
+                                           "celery_task_id": "cid",
+                                           "user_agent": "Mozilla/5.0 X"}  # fmt: skip
+    points = [{"x": 38, "y": 90}]
+    assert solved(8, {"solution": points, "type": "coordinates"}, "c")["solution"] == points
     message = failed("task_2", CaptchaUnsolvable("the workers gave up"), "cid")
     assert message == {
         "task_id": "task_2",

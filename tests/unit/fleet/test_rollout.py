@@ -276,3 +276,26 @@ def test_check_probe_reads_fresh_and_stale_beats(tmp_path: Path) -> None:
         assert probe(settings, path=beat_file).ok
     finally:
         client.delete(keys.heartbeat(worker))
+
+
+def test_every_type_the_engine_solves_has_a_drain_ceiling_within_its_deadline() -> None:
+    from captcha_tasks.engine.timing import DEADLINE
+    from captcha_tasks.fleet.rollout import DRAIN_CEILINGS
+
+    assert set(DRAIN_CEILINGS) == set(DEADLINE)
+    for kind, ceiling in DRAIN_CEILINGS.items():
+        assert 0 < ceiling < DEADLINE[kind] and ceiling <= DRAIN_CAP, kind
+
+
+def test_drain_timeout_auto_reads_the_new_types_solve_times(redis_url: str) -> None:
+    from captcha_tasks.cli.fleet import _drain_timeout
+    from captcha_tasks.settings import get_settings
+    from captcha_tasks.state import Keys, state_redis
+
+    settings = get_settings()
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    client.rpush(keys.timing("turnstile"), "6.0")
+    client.rpush(keys.timing("funcaptcha"), "31.5", "12.0")  # the slowest type seen
+    value, why = _drain_timeout("auto")
+    assert value == pytest.approx(41.5) and "funcaptcha" in why
