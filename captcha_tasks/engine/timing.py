@@ -66,6 +66,8 @@ TOKEN_TTL: dict[str, float] = {
     "turnstile": 300.0,
     "hcaptcha": 120.0,
     "funcaptcha": 120.0,
+    # AWS WAF's default immunity time: how long the aws-waf-token cookie is honoured.
+    "aws_waf": 300.0,
 }
 #: Seconds between polls once a captcha is due. Polls of every due captcha go out
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,
