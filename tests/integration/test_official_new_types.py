@@ -44,6 +44,8 @@ from captcha_tasks.devtools.sandbox import (
     dev_api_key,
 )
 
+from .test_official_json_clients import ANTICAPTCHA_URL, _ToSandbox
+
 pytestmark = pytest.mark.integration
 
 PAGE = "https://shop.example.com/login"
@@ -183,3 +185,78 @@ def test_2captcha_python_solves_coordinates(make_sandbox: SandboxMaker, tmp_path
     extended = _two_captcha(sandbox, extended=True).coordinates(b64, hintText="click the cat")
     assert extended["code"] == [{"x": str(p["x"]), "y": str(p["y"])} for p in points]
     assert_solved(sandbox, {"coordinates": 2})
+
+
+# --- Anti-Captcha: anticaptchaofficial (requests; URL hard-coded) --------------------------
+
+
+@pytest.fixture
+def anticaptcha_sandbox(
+    make_sandbox: SandboxMaker, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SandboxServer]:
+    """The anticaptcha-dialect sandbox, reached by anticaptchaofficial through a session
+    whose adapter rewrites only the hard-coded API host (test_official_json_clients.py)."""
+    sandbox = make_sandbox("json", "anticaptcha", time_scale=ANTICAPTCHA_SCALE)
+    session = requests.Session()
+    session.headers.update(anticaptcha_networking.default_headers)
+    session.mount(ANTICAPTCHA_URL, _ToSandbox(sandbox.url))
+    monkeypatch.setattr(anticaptcha_networking, "session", session)
+    yield sandbox
+    session.close()
+
+
+def _configured(solver: Any) -> Any:
+    solver.set_verbose(0)
+    solver.set_key(dev_api_key("anticaptcha"))
+    solver.set_website_url(PAGE)
+    return solver
+
+
+def test_anticaptchaofficial_solves_funcaptcha_and_geetest_v4(
+    anticaptcha_sandbox: SandboxServer,
+) -> None:
+    sandbox = anticaptcha_sandbox
+    # The SDK answers a failure with 0 and keeps the reason in err_string.
+    fun = _configured(funcaptchaProxyless())
+    fun.set_website_key(FUN_KEY)
+    fun.set_js_api_domain(FUN_HOST)
+    # No blob set: the SDK still sends "data": "" (and that must be accepted).
+    token = fun.solve_and_return_solution()
+    assert token != 0, fun.err_string
+    verify(sandbox, token)
+    fun.set_data_blob('{"blob":"Xq1.Zx9/k+="}')  # the SDK's docs: a JSON string
+    blob_token = fun.solve_and_return_solution()
+    assert blob_token != 0, fun.err_string
+    verify(sandbox, blob_token)
+
+    geetest = _configured(geetestProxyless())
+    geetest.set_gt_key(GEETEST_ID)  # v4: gt carries the captcha id
+    geetest.set_version(4)
+    # Anti-Captcha's documented v4 example; no captcha_id in it.
+    geetest.set_init_parameters({"riskType": "slide"})
+    answer = geetest.solve_and_return_solution()
+    assert answer != 0, geetest.err_string
+    assert_geetest_v4(answer)
+    assert_solved(sandbox, {"funcaptcha": 2, "geetest_v4": 1})
+
+
+def test_anticaptchaofficial_solves_coordinates_and_turnstile_challenge(
+    anticaptcha_sandbox: SandboxServer,
+) -> None:
+    sandbox = anticaptcha_sandbox
+    clicks = _configured(imagetocoordinates())
+    clicks.set_comment("click the cat")
+    points = clicks.solve_and_return_solution(None, body=PNG)
+    assert points == [[p["x"], p["y"]] for p in coordinates_answer(PNG)], clicks.err_string
+
+    turnstile = _configured(turnstileProxyless())
+    turnstile.set_website_key(TURNSTILE_KEY)
+    turnstile.set_action("managed")
+    turnstile.set_cdata("cdata-42")
+    turnstile.set_chlpagedata("chl-page-data")
+    token = turnstile.solve_and_return_solution()
+    assert token != 0, turnstile.err_string
+    checked = verify(sandbox, token)
+    assert (checked["action"], checked["cdata"]) == ("managed", "cdata-42")
+    assert turnstile.user_agent  # challenge mode: the solution carries the worker's agent
+    assert_solved(sandbox, {"coordinates": 1, "turnstile": 1})
