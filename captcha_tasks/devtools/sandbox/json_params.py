@@ -120,9 +120,14 @@ def _geetest(dialect: str, task: Mapping[str, object]) -> dict[str, str]:
     else:
         captcha_id = _text(task, "gt")
         init = task.get("initParameters")
-        wanted = dialect == "2captcha-v2" or init is not None
-        if wanted and (not isinstance(init, dict) or _text(init, "captcha_id") != captcha_id):
-            raise ApiError("ERROR_BAD_PARAMETERS")
+        # Only 2Captcha repeats the id in initParameters; elsewhere they are the widget's
+        # own (Anti-Captcha's example: {"riskType": "slide"}; anticaptchaofficial sends {}).
+        if dialect == "2captcha-v2" or init is not None:
+            if not isinstance(init, dict):
+                raise ApiError("ERROR_BAD_PARAMETERS")
+            given = _text(init, "captcha_id")
+            if given != captcha_id and (given or dialect == "2captcha-v2"):
+                raise ApiError("ERROR_BAD_PARAMETERS")
     return {"method": "geetest_v4", "captcha_id": captcha_id, "api_server": api_server}
 
 
@@ -134,7 +139,8 @@ def _funcaptcha(task: Mapping[str, object]) -> dict[str, str]:
     if subdomain:
         params["surl"] = subdomain if "://" in subdomain else "https://" + subdomain
     raw = task.get("data")
-    if raw is not None:
+    # anticaptchaofficial sends "data": "" when no blob is set: no blob, not a bad one.
+    if raw is not None and raw != "":
         try:
             data = json.loads(raw) if isinstance(raw, str) else None
         except ValueError:

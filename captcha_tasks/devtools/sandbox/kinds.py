@@ -122,11 +122,15 @@ def coordinates(
 
 def challenge_fields(params: Mapping[str, str]) -> tuple[str, str]:
     """Turnstile's ``pagedata`` and ``userAgent``. With ``pagedata`` (challenge mode) the
-    ``action`` and ``data`` of the challenge page are required too."""
+    ``action`` and ``data`` of the challenge page are required too.
+
+    2Captcha's API docs spell the agent ``userAgent``, its official 2captcha-python
+    documents ``turnstile(..., useragent=...)`` and sends that name as given: both count."""
     pagedata = params.get("pagedata", "").strip()
     if pagedata and not (params.get("action", "").strip() and params.get("data", "").strip()):
         raise ApiError("ERROR_BAD_PARAMETERS")
-    return pagedata, params.get("userAgent", "").strip()
+    agent = params.get("userAgent", "").strip() or params.get("useragent", "").strip()
+    return pagedata, agent
 
 
 def _is_http_url(url: str) -> bool:

@@ -144,6 +144,14 @@ def _without(kind: str, name: str) -> dict[str, str]:
 FUN, V4, AWS, COORD = (SUBMITS[k] for k in NEW_KINDS)
 
 
+def test_turnstile_challenge_mode_takes_2captcha_pythons_useragent_spelling(api: Api) -> None:
+    """2captcha-python documents ``turnstile(..., useragent=...)`` and sends it as given."""
+    lower = {k: v for k, v in CHALLENGE.items() if k != "userAgent"} | {"useragent": UA}
+    assert api.wait(api.submit_ok(**lower))["useragent"] == UA
+    both = CHALLENGE | {"useragent": "Other/1.0"}
+    assert api.wait(api.submit_ok(**both))["useragent"] == UA  # the documented name wins
+
+
 @pytest.mark.parametrize(
     ("params", "code"),
     [

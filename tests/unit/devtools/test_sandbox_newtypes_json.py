@@ -137,6 +137,30 @@ def test_challenge_mode_without_a_user_agent_answers_the_default_one(
     assert set(anticaptcha.wait(anticaptcha.create(plain)["taskId"])["solution"]) == {"token"}
 
 
+@pytest.mark.parametrize(
+    ("dialect", "kind", "change"),
+    [
+        # anticaptchaofficial's funcaptchaProxyless sends both empty when not set.
+        ("anticaptcha", "funcaptcha", {"data": "", "funcaptchaApiJSSubdomain": ""}),
+        # anticaptchaofficial's geetestProxyless sends {} unless set; Anti-Captcha's own
+        # v4 example sends the widget's parameters, not the captcha id.
+        ("anticaptcha", "geetest_v4", {"initParameters": {}, "challenge": ""}),
+        ("anticaptcha", "geetest_v4", {"initParameters": {"riskType": "slide"}}),
+        ("capmonster", "geetest_v4", {"initParameters": {"riskType": "slide"}}),
+    ],
+)  # fmt: skip
+def test_what_the_official_sdks_send_by_default_is_accepted(
+    make_api: Callable[..., JApi], dialect: str, kind: str, change: dict[str, Any]
+) -> None:
+    api = make_api(dialect)
+    done = api.wait(api.create({**TASKS[dialect, kind], **change})["taskId"])
+    assert done["status"] == "ready", done
+    if kind == "funcaptcha":
+        assert FUNCAPTCHA_TOKEN.fullmatch(done["solution"]["token"])
+    else:
+        check_solution(dialect, kind, done["solution"])
+
+
 NOT_OFFERED = "ERROR_TASK_NOT_SUPPORTED"
 
 
@@ -189,6 +213,8 @@ BAD = "ERROR_INCORRECT_SESSION_DATA"
         ("2captcha-v2", "geetest_v4", {"initParameters": None}, BAD),
         ("2captcha-v2", "geetest_v4", {"initParameters": {"captcha_id": "f" * 32}}, BAD),
         ("anticaptcha", "geetest_v4", {"gt": "short"}, BAD),
+        ("anticaptcha", "geetest_v4", {"initParameters": {"captcha_id": "f" * 32}}, BAD),
+        ("capmonster", "geetest_v4", {"initParameters": "captcha_id"}, BAD),
         ("capmonster", "geetest_v4", {"version": 5}, BAD),
         ("capsolver", "geetest_v4", {"captchaId": "xyz"}, "ERROR_INVALID_TASK_DATA"),
         ("2captcha-v2", "aws_waf", {"iv": None}, BAD),
