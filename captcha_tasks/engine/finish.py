@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from .. import errors
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import Answer
+from ..provider.answers import for_type
 from .jobs import Job, solve_result
 from .observer import SolveObserver
 from .pool import TokenPool
@@ -65,7 +66,8 @@ class Finisher:
 
     def succeed(self, job: Job, answer: Answer, at: float) -> bool:
         """``job`` got ``answer`` at ``at``; False if it had ended already."""
-        result = solve_result(job, answer.solution, collected_at=at, provider=self.provider,
+        solution = for_type(job.type, answer.solution)
+        result = solve_result(job, solution, collected_at=at, provider=self.provider,
                               cost=answer.cost, user_agent=answer.user_agent)  # fmt: skip
         fields = {"collected_at": at, "result": json.dumps(result)}
         if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id):

@@ -16,7 +16,14 @@ from typing import Any, Final
 
 from ..errors import ProviderUnavailable
 
-__all__ = ["GEETEST_V4_KEYS", "Solution", "classic_solution", "json_solution", "malformed"]
+__all__ = [
+    "GEETEST_V4_KEYS",
+    "Solution",
+    "classic_solution",
+    "for_type",
+    "json_solution",
+    "malformed",
+]
 
 #: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
 Solution = str | dict[str, Any] | list[dict[str, int]]
@@ -36,6 +43,15 @@ def malformed(what: str, value: object) -> ProviderUnavailable:
     shown = repr(value)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     return ProviderUnavailable(f"malformed {what} answer: {shown}", "UNRECOGNISED_ANSWER", 5.0)
+
+
+def for_type(captcha_type: str, solution: Solution) -> Solution:
+    """``solution`` in the shape a result of ``captcha_type`` has, where the shape alone
+    could not tell: Anti-Captcha sends an AWS WAF cookie as a bare ``token``, which reads
+    as any token until the type is known."""
+    if captcha_type == "aws_waf" and isinstance(solution, str):
+        return {"aws_waf_token": solution}
+    return solution
 
 
 def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:

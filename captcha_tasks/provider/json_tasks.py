@@ -187,6 +187,8 @@ def _aws_waf(dialect: JsonDialect, captcha: AwsWaf) -> Task:
         "context": captcha.context,
         "challengeScript": captcha.challenge_script,
         "captchaScript": captcha.captcha_script,
+        # CapMonster answers the voucher pair unless asked for the cookie itself.
+        "cookieSolution": True if dialect.name == "capmonster" else None,
     }
 
 

@@ -112,7 +112,7 @@ def test_every_new_type_a_provider_offers_solves_in_the_shape_it_documents(
     assert all(isinstance(value, str) and value for value in v4.values())
     aws = got["aws_waf"]["solution"]
     # The cookie itself where the provider gives it, else the voucher pair to redeem.
-    if provider in ("capsolver", "capmonster"):
+    if provider in ("anticaptcha", "capsolver", "capmonster"):
         assert set(aws) == {"aws_waf_token"} and aws["aws_waf_token"]
     else:
         assert set(aws) == {"captcha_voucher", "existing_token"}

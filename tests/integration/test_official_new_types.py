@@ -262,19 +262,14 @@ def test_anticaptchaofficial_solves_coordinates_and_turnstile_challenge(
     assert_solved(sandbox, {"coordinates": 1, "turnstile": 1})
 
 
-@pytest.mark.xfail(
-    raises=KeyError,
-    strict=True,
-    reason="amazonProxyless returns solution['token'] (Anti-Captcha's docs: the result is "
-    "a token for the aws-waf-token cookie); the sandbox's anticaptcha dialect answers the "
-    "NEWTYPES voucher pair {captcha_voucher, existing_token}, so the SDK fails on 'token'",
-)
 def test_anticaptchaofficial_solves_amazon_waf(anticaptcha_sandbox: SandboxServer) -> None:
     aws = _configured(amazonProxyless())
     aws.set_website_key(AWS_KEY)
     aws.set_iv(AWS_IV)
     aws.set_context(AWS_CONTEXT)
     aws.set_challenge_script(AWS_CHALLENGE)
+    # Anti-Captcha answers the aws-waf-token cookie's value as solution["token"] (its
+    # AmazonTaskProxyless page; the SDK reads that key).
     token = aws.solve_and_return_solution()
     assert token != 0, aws.err_string
     verify(anticaptcha_sandbox, token)

@@ -114,7 +114,9 @@ class JsonApi:
             captcha_id = state.submit(sub, immediate=immediate)
         except ApiError as exc:
             raise JsonError(exc.code) from None
-        task = self._tasks.add(captcha_id, sub.kind, config.price, sub.user_agent)
+        raw = document.get("task")
+        cookie = isinstance(raw, Mapping) and raw.get("cookieSolution") is True
+        task = self._tasks.add(captcha_id, sub.kind, config.price, sub.user_agent, cookie)
         if immediate:
             return self._result(task, poll=False)
         answer: dict[str, object] = {"errorId": 0, "taskId": task.wire_id}
@@ -150,7 +152,8 @@ class JsonApi:
             return answer
         # Turnstile challenge mode: the user agent comes with the answer.
         agent = str(reply.extra.get("useragent", ""))
-        found = solution(dialect, task.kind, reply.request, agent or task.user_agent, bool(agent))
+        found = solution(dialect, task.kind, reply.request, agent or task.user_agent, bool(agent),
+                         task.cookie)  # fmt: skip
         answer.update(status="ready", solution=found)
         if dialect in ("2captcha-v2", "anticaptcha"):
             answer.update(_billing(task))

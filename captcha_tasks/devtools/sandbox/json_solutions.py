@@ -1,7 +1,10 @@
 """The ``solution`` object of a ready JSON task, shaped as each dialect sends it.
 
 The answer comes in its in.php ``json=1`` form (what :meth:`.state.SandboxState.get`
-hands out): coordinates as strings, AWS WAF as 2Captcha's voucher pair.
+hands out): coordinates as strings, AWS WAF as 2Captcha's voucher pair. AWS WAF
+solutions differ most: 2Captcha sends the voucher pair; Anti-Captcha the cookie's value as
+``token`` (its AmazonTaskProxyless page and official SDK); CapSolver ``cookie``;
+CapMonster the pair unless the task asked ``cookieSolution: true``, then ``cookies``.
 """
 
 from __future__ import annotations
@@ -14,17 +17,22 @@ __all__ = ["USER_AGENT", "solution"]
 
 #: The user agent solutions carry when the task gave none.
 USER_AGENT = DEFAULT_USER_AGENT
-_VOUCHER_DIALECTS = ("2captcha-v2", "anticaptcha")
 
 
 def solution(
-    dialect: str, kind: str, answer: object, user_agent: str = "", challenge: bool = False
+    dialect: str,
+    kind: str,
+    answer: object,
+    user_agent: str = "",
+    challenge: bool = False,
+    cookie: bool = False,
 ) -> dict[str, object]:
     """``answer`` as ``dialect``'s solution for ``kind``. ``user_agent``: the task's own
-    (else :data:`USER_AGENT`); ``challenge``: a Turnstile challenge-mode task."""
+    (else :data:`USER_AGENT`); ``challenge``: a Turnstile challenge-mode task;
+    ``cookie``: an AWS WAF task with ``cookieSolution: true`` (CapMonster)."""
     agent = user_agent or USER_AGENT
     if isinstance(answer, Mapping):
-        return _fields(dialect, kind, answer, agent)
+        return _fields(dialect, kind, answer, agent, cookie)
     if isinstance(answer, list):
         points = [(int(p["x"]), int(p["y"])) for p in answer]
         if dialect == "anticaptcha":
@@ -52,17 +60,21 @@ def solution(
     return out
 
 
-def _fields(dialect: str, kind: str, answer: Mapping[str, str], agent: str) -> dict[str, object]:
+def _fields(
+    dialect: str, kind: str, answer: Mapping[str, str], agent: str, cookie: bool
+) -> dict[str, object]:
     """GeeTest v3 and v4, AWS WAF."""
     if kind == "geetest_v4":
         return dict(answer)
     if kind == "aws_waf":
-        if dialect in _VOUCHER_DIALECTS:
-            return dict(answer)
-        cookie = answer["existing_token"]
+        value = answer["existing_token"]
+        if dialect == "anticaptcha":
+            return {"token": value}
         if dialect == "capsolver":
-            return {"cookie": cookie}
-        return {"cookies": {"aws-waf-token": cookie}, "userAgent": agent}
+            return {"cookie": value}
+        if dialect == "capmonster" and cookie:
+            return {"cookies": {"aws-waf-token": value}, "userAgent": agent}
+        return dict(answer)
     out: dict[str, object] = {
         "challenge": answer["geetest_challenge"],
         "validate": answer["geetest_validate"],

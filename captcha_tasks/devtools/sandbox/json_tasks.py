@@ -44,6 +44,8 @@ class JsonTask:
     last_read: float | None = None
     #: The task's ``userAgent`` (some dialects' solutions carry it back).
     user_agent: str = ""
+    #: An AWS WAF task's ``cookieSolution: true`` (CapMonster: the cookie, not the voucher).
+    cookie: bool = False
 
 
 class JsonTasks:
@@ -55,7 +57,9 @@ class JsonTasks:
         self._tasks: dict[str, JsonTask] = {}
         self._rng = random.Random(state.config.seed)
 
-    def add(self, captcha_id: int, kind: str, cost: float, user_agent: str = "") -> JsonTask:
+    def add(
+        self, captcha_id: int, kind: str, cost: float, user_agent: str = "", cookie: bool = False
+    ) -> JsonTask:
         """Remember a task the state accepted; CapSolver's get UUIDs, the others the number."""
         state = self._state
         dialect = state.config.dialect
@@ -66,7 +70,7 @@ class JsonTasks:
             if dialect == "capsolver":
                 wire = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
             task = JsonTask(wire, captcha_id, kind, dialect, created, time.time(), ready_at, cost,
-                            user_agent=user_agent)  # fmt: skip
+                            user_agent=user_agent, cookie=cookie)  # fmt: skip
             self._tasks[str(wire)] = task
             return task
 

@@ -92,12 +92,13 @@ def check_solution(dialect: str, kind: str, sol: dict[str, Any]) -> None:
     elif kind == "geetest_v4":
         assert set(sol) == GEETEST_V4_KEYS and sol["captcha_id"] == CAPTCHA_ID
         assert all(isinstance(value, str) for value in sol.values())
-    elif kind == "aws_waf" and dialect in ("2captcha-v2", "anticaptcha"):
+    elif kind == "aws_waf" and dialect in ("2captcha-v2", "capmonster"):
+        # CapMonster too, unless the task asks cookieSolution: true (test below).
         assert set(sol) == {"captcha_voucher", "existing_token"}
     elif kind == "aws_waf" and dialect == "capsolver":
         assert set(sol) == {"cookie"} and sol["cookie"].count(":") == 2
-    elif kind == "aws_waf":
-        assert set(sol) == {"cookies", "userAgent"} and set(sol["cookies"]) == {"aws-waf-token"}
+    elif kind == "aws_waf":  # Anti-Captcha: the cookie's value as "token"
+        assert set(sol) == {"token"} and sol["token"].count(":") == 2
     elif kind == "coordinates":
         points = spec_points(PNG)
         assert points == coordinates_answer(PNG)
@@ -123,6 +124,18 @@ def test_each_dialect_solves_the_new_kinds_in_its_shapes(
     stats = api.stats()
     counted = "turnstile" if kind == "challenge" else kind
     assert (stats["submitted"], stats["solved"], stats["by_type"][counted]) == (1, 1, 1)
+
+
+def test_capmonster_answers_the_aws_cookie_only_when_asked(
+    make_api: Callable[..., JApi],
+) -> None:
+    # Its docs: cookieSolution defaults to false, and then the voucher pair comes back.
+    api = make_api("capmonster")
+    task = {**TASKS["capmonster", "aws_waf"], "cookieSolution": True}
+    done = api.wait(api.create(task)["taskId"])
+    assert done["status"] == "ready", done
+    assert set(done["solution"]) == {"cookies", "userAgent"}
+    assert set(done["solution"]["cookies"]) == {"aws-waf-token"}
 
 
 def test_challenge_mode_without_a_user_agent_answers_the_default_one(

@@ -12,6 +12,7 @@ import pytest
 
 from captcha_tasks.errors import ProviderUnavailable
 from captcha_tasks.provider import Answer, JsonTaskClient, SolverClient
+from captcha_tasks.provider.answers import for_type
 from tests.support.json_double import JsonDouble, JsonReply
 from tests.support.provider_double import ProviderDouble, Scripted
 
@@ -136,7 +137,7 @@ def test_json_geetest_v4_is_the_five_strings(double: JsonDouble, provider: str) 
     [
         ("2captcha-v2", {"captcha_voucher": "v1", "existing_token": "t1"},
          {"captcha_voucher": "v1", "existing_token": "t1"}),
-        ("anticaptcha", {"captcha_voucher": "v1", "existing_token": "t1"},
+        ("capmonster", {"captcha_voucher": "v1", "existing_token": "t1"},
          {"captcha_voucher": "v1", "existing_token": "t1"}),
         ("capsolver", {"cookie": "aws-tok"}, {"aws_waf_token": "aws-tok"}),
         ("capmonster", {"cookies": {"aws-waf-token": "aws-tok"}, "userAgent": UA},
@@ -188,3 +189,11 @@ def test_json_malformed_answers_are_refused_typed(
     with pytest.raises(ProviderUnavailable) as info:
         json_get(double, "anticaptcha", solution)
     assert info.value.code == "UNRECOGNISED_ANSWER"
+
+
+def test_an_aws_waf_cookie_sent_as_a_bare_token_becomes_the_cookie() -> None:
+    # Anti-Captcha's {"token": ...} reads as any token until the type is known.
+    assert for_type("aws_waf", "a1b2:c3d4:e5") == {"aws_waf_token": "a1b2:c3d4:e5"}
+    assert for_type("funcaptcha", "tok|r=eu") == "tok|r=eu"
+    pair = {"captcha_voucher": "v", "existing_token": "t"}
+    assert for_type("aws_waf", pair) == pair

@@ -197,7 +197,7 @@ TASKS: list[tuple[str, Captcha, dict[str, Any]]] = [
                        "geetestApiServerSubdomain": "gcaptcha4.geetest.com"}),
     ("2captcha-v2", AWS, {"type": "AmazonTaskProxyless", **AWS_COMMON}),
     ("anticaptcha", AWS, {"type": "AmazonTaskProxyless", **AWS_COMMON}),
-    ("capmonster", AWS, {"type": "AmazonTask", **AWS_COMMON}),
+    ("capmonster", AWS, {"type": "AmazonTask", **AWS_COMMON, "cookieSolution": True}),
     ("capsolver", AWS, {"type": "AntiAwsWafTaskProxyLess", "websiteURL": PAGE, "awsKey": AWS_KEY,
                         "awsIv": AWS_IV, "awsContext": AWS_CONTEXT,
                         "awsChallengeJS": CHALLENGE_JS, "awsApiJs": CAPTCHA_JS}),
