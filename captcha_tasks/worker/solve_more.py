@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import InvalidTaskInput
 from ..provider import AwsWaf, Coordinates, FunCaptcha, GeeTestV4, RecaptchaV2, Turnstile
 from .app import app
-from .solve_tasks import SolveTask, _no_unknown
+from .solve_tasks import SolveTask, refuse_unknown
 
 __all__ = [
     "solve_aws_waf",
@@ -39,7 +39,7 @@ def solve_funcaptcha(
 ) -> dict[str, Any]:
     """Solve an Arkose Labs FunCaptcha (``surl``: the Arkose API host; ``data_blob``:
     the page's ``data[blob]``). Result: the token in ``solution``."""
-    _no_unknown(self.name, unknown, "surl, data_blob, user_agent, proxy_id")
+    refuse_unknown(self.name, unknown, "surl, data_blob, user_agent, proxy_id")
     return self.admit(
         lambda: FunCaptcha(publickey, pageurl, surl=surl, data_blob=data_blob,
                            user_agent=user_agent),
@@ -59,7 +59,7 @@ def solve_geetest_v4(
 ) -> dict[str, Any]:
     """Solve a GeeTest v4. ``solution`` is a dict: captcha_id, lot_number, pass_token,
     gen_time, captcha_output."""
-    _no_unknown(self.name, unknown, "api_server, proxy_id")
+    refuse_unknown(self.name, unknown, "api_server, proxy_id")
     return self.admit(
         lambda: GeeTestV4(captcha_id, pageurl, api_server=api_server), proxy_id=proxy_id
     )
@@ -80,7 +80,7 @@ def solve_aws_waf(
 ) -> dict[str, Any]:
     """Solve an AWS WAF CAPTCHA. ``solution``: ``{"aws_waf_token": ...}`` where the
     provider gives the cookie, else ``{"captcha_voucher": ..., "existing_token": ...}``."""
-    _no_unknown(self.name, unknown, "challenge_script, captcha_script, proxy_id")
+    refuse_unknown(self.name, unknown, "challenge_script, captcha_script, proxy_id")
     return self.admit(
         lambda: AwsWaf(sitekey, iv, context, pageurl, challenge_script=challenge_script,
                        captcha_script=captcha_script),
@@ -94,7 +94,7 @@ def solve_coordinates(
 ) -> dict[str, Any]:
     """The points to click on an image (base64; jpg, png or gif), as
     ``[{"x": int, "y": int}, ...]`` in ``solution``."""
-    _no_unknown(self.name, unknown, "textinstructions")
+    refuse_unknown(self.name, unknown, "textinstructions")
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
     return self.admit(lambda: Coordinates.from_base64(image_b64, textinstructions=textinstructions))
@@ -114,7 +114,7 @@ def solve_recaptcha_v2_enterprise(
     **unknown: Any,
 ) -> dict[str, Any]:
     """Solve a reCAPTCHA v2 Enterprise (``s``: the page's ``data-s``)."""
-    _no_unknown(self.name, unknown, "s, invisible, cookies, user_agent, proxy_id")
+    refuse_unknown(self.name, unknown, "s, invisible, cookies, user_agent, proxy_id")
     return self.admit(
         lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=True, data_s=s,
                             cookies=cookies, user_agent=user_agent),
@@ -138,7 +138,7 @@ def solve_turnstile_challenge(
     """Solve a Turnstile on a Cloudflare challenge page (``action``, ``cdata`` and
     ``pagedata`` from its ``turnstile.render`` call). Result: the token in ``solution``
     and the browser to use it with in ``user_agent``."""
-    _no_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
+    refuse_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
     return self.admit(
         lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata,
                           user_agent=user_agent),

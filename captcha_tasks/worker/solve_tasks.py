@@ -95,7 +95,7 @@ def _routing(request: Any) -> dict[str, object]:
     return {name: value for name in _ROUTING if (value := getattr(request, name, None))}
 
 
-def _no_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
+def refuse_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
     if unknown:
         names = ", ".join(sorted(unknown))
         raise InvalidTaskInput(f"{task}: unknown option(s) {names}; allowed: {allowed}")
@@ -118,7 +118,7 @@ def solve_recaptcha_v2(
     """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
     ``cookies``, ``user_agent``). ``proxy_id``: a proxy of the pool (``captcha-tasks
     proxies``) the provider solves through. Result: the token in ``solution``."""
-    _no_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id")
+    refuse_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id")
     return self.admit(
         lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
                             data_s=data_s, cookies=cookies, user_agent=user_agent),
@@ -139,7 +139,7 @@ def solve_recaptcha_v3(
     **unknown: Any,
 ) -> dict[str, Any]:
     """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
-    _no_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
+    refuse_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
     return self.admit(
         lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
                             enterprise=enterprise),
@@ -162,7 +162,7 @@ def solve_turnstile(
 ) -> dict[str, Any]:
     """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``; ``pagedata`` for
     challenge mode, which needs both, see :func:`solve_turnstile_challenge`)."""
-    _no_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
+    refuse_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
     return self.admit(
         lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata,
                           user_agent=user_agent),
@@ -176,7 +176,7 @@ def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]
     max_len, phrase, regsense, calc, lang, textinstructions."""
     allowed = {"numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
                "textinstructions"}  # fmt: skip
-    _no_unknown(self.name, {k: v for k, v in hints.items() if k not in allowed},
+    refuse_unknown(self.name, {k: v for k, v in hints.items() if k not in allowed},
                 ", ".join(sorted(allowed)))  # fmt: skip
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
@@ -195,7 +195,7 @@ def solve_geetest(
 ) -> dict[str, Any]:
     """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
     geetest_seccode."""
-    _no_unknown(self.name, unknown, "api_server")
+    refuse_unknown(self.name, unknown, "api_server")
     return self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
 
 
@@ -204,7 +204,7 @@ def solve_hcaptcha(
     self: SolveTask, sitekey: str, pageurl: str, *, proxy_id: str | None = None, **unknown: Any
 ) -> dict[str, Any]:
     """Solve an hCaptcha (where the provider supports it)."""
-    _no_unknown(self.name, unknown, "proxy_id")
+    refuse_unknown(self.name, unknown, "proxy_id")
     return self.admit(lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id)
 
 
