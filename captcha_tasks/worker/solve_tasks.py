@@ -118,7 +118,9 @@ def solve_recaptcha_v2(
     """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
     ``cookies``, ``user_agent``). ``proxy_id``: a proxy of the pool (``captcha-tasks
     proxies``) the provider solves through. Result: the token in ``solution``."""
-    refuse_unknown(self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id")
+    refuse_unknown(
+        self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id"
+    )
     return self.admit(
         lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
                             data_s=data_s, cookies=cookies, user_agent=user_agent),
