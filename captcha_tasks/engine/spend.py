@@ -43,6 +43,8 @@ __all__ = [
     "spend_observer",
     "tell_spent",
     "to_nano",
+    "total",
+    "usd_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -94,9 +96,7 @@ def to_nano(cost: decimal.Decimal | None) -> int:
 
 def from_nano(nano: int) -> decimal.Decimal:
     """Nano-USD -> USD, without trailing zeros (``2990000`` -> ``0.00299``)."""
-    if nano == 0:
-        return decimal.Decimal(0)
-    return (decimal.Decimal(nano) * _NANO).normalize()
+    return decimal.Decimal(nano).scaleb(-9).normalize() if nano else decimal.Decimal(0)
 
 
 def minute_of(at: float) -> int:
@@ -139,8 +139,17 @@ class SpendLedger:
 
     def total_last_hour(self, provider: str, now: float) -> decimal.Decimal:
         """USD spent by ``provider`` over the last hour, all types."""
-        total = sum((usd for usd, _ in self.last_hour(provider, now).values()), decimal.Decimal(0))
-        return total.normalize() if total else decimal.Decimal(0)
+        return total(self.last_hour(provider, now))
+
+
+def total(by_type: Mapping[str, tuple[decimal.Decimal, int]]) -> decimal.Decimal:
+    """The USD of :meth:`SpendLedger.last_hour`'s types together."""
+    return sum((usd for usd, _ in by_type.values()), decimal.Decimal(0))
+
+
+def usd_text(usd: decimal.Decimal) -> str:
+    """An amount as plain digits without trailing zeros: ``0.01000`` -> ``0.01``."""
+    return format(usd.normalize(), "f") if usd else "0"
 
 
 # -- observers -------------------------------------------------------------------------
