@@ -117,8 +117,10 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
             name=f"engine@{worker.hostname}",
         ).start()
-        # Its own provider client: the watch's thread calls it beside the engine's.
-        self.balance = BalanceWatch(client, settings, make_provider(settings)).start()
+        if settings.balance_floor is not None:
+            # The floor turns the watch on (no extra provider calls for those who set
+            # none); its own provider client, called from its thread beside the engine's.
+            self.balance = BalanceWatch(client, settings, make_provider(settings)).start()
         log.info(
             "solve engine started: %d threads budget, %d concurrent provider calls, batch polls %s",
             settings.threads,
