@@ -9,8 +9,8 @@ same :class:`Settings`. The one exception is ``CAPTCHA_TASKS_VERSION``
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
-import math
 import os
 import re
 import ssl
@@ -20,6 +20,9 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 from .masking import mask_url as _mask_url
+from .parsing import Parse, prices, usd
+from .parsing import between as _between
+from .parsing import number as _number
 
 __all__ = ["PROVIDERS", "Provider", "Settings", "get_settings", "mask_url"]
 
@@ -71,11 +74,6 @@ def mask_url(url: str) -> str:
     :func:`captcha_tasks.masking.mask_url`: the one masking of URL passwords.
     """
     return _mask_url(url)
-
-
-#: Turns a variable's value (stripped, never empty) into its setting, or raises
-#: :class:`ConfigurationError` naming the variable: ``parse(variable, value)``.
-Parse = Callable[[str, str], Any]
 
 
 def _as_is(name: str, raw: str) -> str:
@@ -151,37 +149,6 @@ def _domains(name: str, raw: str) -> tuple[str, ...]:
         if not re.fullmatch(r"[a-z0-9.:\[\]-]{1,253}", domain) or domain.startswith("."):
             raise ConfigurationError(f"{name}: {domain!r} is not a host name")
     return tuple(domains)
-
-
-def _number(kind: type[int] | type[float], low: float) -> Parse:
-    """A number ``>= low`` (finite: NaN and infinities are refused)."""
-
-    def parse(name: str, raw: str) -> float:
-        try:
-            value = kind(raw)
-        except ValueError:
-            what = "an integer" if kind is int else "a number"
-            raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
-        if not (value >= low and math.isfinite(value)):  # also rejects NaN
-            raise ConfigurationError(f"{name} must be a finite number >= {low}, got {raw!r}")
-        return value
-
-    return parse
-
-
-def _between(kind: type[int] | type[float], low: float, high: float, what: str) -> Parse:
-    """A number in ``[low, high]``; ``what`` names the unit in the error."""
-
-    def parse(name: str, raw: str) -> float:
-        try:
-            value = kind(raw)
-        except ValueError:
-            raise ConfigurationError(f"{name} must be {what}, got {raw!r}") from None
-        if not low <= value <= high:  # also rejects NaN
-            raise ConfigurationError(f"{name} must be {low}-{high}, got {raw!r}")
-        return value
-
-    return parse
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +228,11 @@ class Settings:
     #: message nobody acknowledged (a SIGKILLed worker's reserved ones come back then).
     #: Countdowns are capped at a quarter of it, so nothing is redelivered while waiting.
     visibility_timeout: int = 3600
+    #: ``CAPTCHA_TASKS_PRICES``: ``type=usd_per_1000,...``, the cost a result carries
+    #: when the provider sends none (sorted ``(type, price)`` pairs).
+    prices: tuple[tuple[str, decimal.Decimal], ...] = ()
+    #: ``CAPTCHA_TASKS_BALANCE_FLOOR``: USD; a balance below it is warned about once.
+    balance_floor: decimal.Decimal | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -317,6 +289,8 @@ class Settings:
         """The settings as a dict with secrets masked (for logs, ``status`` and docs)."""
         out = dataclasses.asdict(self)
         out["api_key"] = "***" if self.api_key else ""
+        out["prices"] = {kind: str(price) for kind, price in self.prices}  # JSON: exact
+        out["balance_floor"] = None if self.balance_floor is None else str(self.balance_floor)
         # Every URL-valued setting (solver, broker, backend, state, ...): its password.
         for name, value in out.items():
             if isinstance(value, str) and "://" in value:
@@ -377,6 +351,8 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "metrics_address": ("CAPTCHA_TASKS_METRICS_ADDRESS", _as_is),
     "result_expires": ("CAPTCHA_TASKS_RESULT_EXPIRES", _number(int, 60)),
     "visibility_timeout": ("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", _number(int, 10)),
+    "prices": ("CAPTCHA_TASKS_PRICES", prices),
+    "balance_floor": ("CAPTCHA_TASKS_BALANCE_FLOOR", usd),
 }
 
 #: Defaults that follow settings read before them rather than a constant.

@@ -8,9 +8,10 @@ once), so an engine that dies in between leaves it for another engine to report.
 
 from __future__ import annotations
 
+import decimal
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from .. import errors
@@ -21,6 +22,7 @@ from .jobs import Job, solve_result
 from .observer import SolveObserver
 from .pool import TokenPool
 from .queue import SolveQueue
+from .spend import DEFAULT_PROVIDER, Spend, price_of, tell_spent
 from .timing import FirstPollLearner
 
 __all__ = ["Completer", "Finisher"]
@@ -54,10 +56,14 @@ class Finisher:
         name: str,
         clock: Callable[[], float],
         provider: str = "",
+        prices: Iterable[tuple[str, decimal.Decimal]] = (),
+        provider_name: str = DEFAULT_PROVIDER,
     ) -> None:
         self.queue = queue
         self.completer = completer
         self.provider = provider  # the name results carry (settings.provider)
+        self.provider_name = provider_name  # its name in spend keys and metrics
+        self.prices = dict(prices)
         self.pool = pool
         self.learner = learner
         self.observer = observer
@@ -67,11 +73,15 @@ class Finisher:
     def succeed(self, job: Job, answer: Answer, at: float) -> bool:
         """``job`` got ``answer`` at ``at``; False if it had ended already."""
         solution = for_type(job.type, answer.solution)
-        result = solve_result(job, solution, collected_at=at, provider=self.provider,
-                              cost=answer.cost, user_agent=answer.user_agent)  # fmt: skip
+        cost, cost_source = price_of(job.type, answer.cost, self.prices)
+        result = solve_result(job, solution, collected_at=at, provider=self.provider, cost=cost,
+                              cost_source=cost_source, user_agent=answer.user_agent)  # fmt: skip
         fields = {"collected_at": at, "result": json.dumps(result)}
-        if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id):
+        spend = Spend(self.provider_name, job.type, at, cost)
+        if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id,
+                                 spend=spend):  # fmt: skip
             return False
+        tell_spent(spend, cost_source)
         self.observer.solved(job.type, _source(job), seconds=result["solve_seconds"],
                              polls=result["polls"])  # fmt: skip
         if job.submitted_at is not None:

@@ -125,9 +125,11 @@ def solve_result(
     provider: str,
     cost: decimal.Decimal | None = None,
     user_agent: str | None = None,
+    cost_source: str | None = None,
 ) -> dict[str, Any]:
     """What ``AsyncResult.get()`` returns for a solved job: ``provider`` names who solved
-    it, ``cost`` is the provider's own figure where it sends one (else None), and
+    it, ``cost`` what it cost (None: unknown) and ``cost_source`` whose figure that is
+    (``provider``: its own, ``configured``: ``CAPTCHA_TASKS_PRICES``; engine.spend), and
     ``user_agent`` the browser identity the token is bound to, where the provider says."""
     submitted_at = job.submitted_at or collected_at
     # The token was issued after the last poll that found none: count its life from then.
@@ -145,5 +147,6 @@ def solve_result(
         "polls": job.earlier_polls + job.polls + 1,
         "provider": provider,
         "cost": None if cost is None else str(cost),
+        "cost_source": None if cost is None else cost_source,
         **({"user_agent": user_agent} if user_agent else {}),
     }

@@ -106,8 +106,8 @@ class Engine:
         self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
         self.queue = SolveQueue(client, settings, claim_s=self.claim_s)
         self.learner = FirstPollLearner(settings, client)
-        self.finisher = Finisher(self.queue, completer, TokenPool(client, settings),
-                                 self.learner, self.observer, name=name, clock=clock,
+        self.finisher = Finisher(self.queue, completer, TokenPool(client, settings), self.learner,
+                                 self.observer, name=name, clock=clock, prices=settings.prices,
                                  provider=settings.provider)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
                                   observer=self.observer, clock=clock)  # fmt: skip

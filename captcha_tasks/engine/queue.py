@@ -20,9 +20,10 @@ from typing import Any, NamedTuple
 import redis
 
 from ..settings import Settings
-from ..state.keys import STRUCTURE_TTL, Keys
+from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import Job
+from .spend import Spend, minute_of, to_nano
 
 __all__ = ["Claimed", "SolveQueue"]
 
@@ -151,15 +152,28 @@ class SolveQueue:
         return bool(run(self.redis, "requeue", keys, args))
 
     def finish(
-        self, job: Job, state: str, fields: dict[str, Any], now: float, *, captcha_id: str = ""
+        self,
+        job: Job,
+        state: str,
+        fields: dict[str, Any],
+        now: float,
+        *,
+        captcha_id: str = "",
+        spend: Spend | None = None,
     ) -> bool:
         """End ``job`` in ``state`` (``done`` / ``failed``) with ``fields``, exactly
         once: True for the one caller that ended it. ``captcha_id``: only if the job
-        is still at that captcha. It stays claimed until :meth:`reported`."""
+        is still at that captcha. It stays claimed until :meth:`reported`. ``spend``:
+        a solve to count in its provider's spend bucket, in the same script."""
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
+        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake]
+        if spend is None:
+            args += ["", 0, 0]
+        else:
+            keys.append(self.keys.spend(spend.provider, minute_of(spend.at)))
+            args += [spend.captcha_type, to_nano(spend.cost), SPEND_TTL]
         for name, value in fields.items():
             args += [name, value]
-        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake]
         return bool(run(self.redis, "finish", keys, args))
 
     def reported(self, task_id: str) -> None:

@@ -19,6 +19,7 @@ module whether metrics are on or not.
 
 from __future__ import annotations
 
+import decimal
 import json
 import logging
 import time
@@ -28,10 +29,12 @@ from typing import TYPE_CHECKING
 import redis
 
 from ..engine.observer import NullObserver, SolveObserver, set_solve_observer, solve_observer
+from ..engine.spend import CostSource
 from ..errors import CaptchaTasksError
 from ..settings import Settings
 from ..state.keys import Keys
 from ..state.redis import redis_client
+from .providers import provider_states
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -114,6 +117,19 @@ class PrometheusObserver(NullObserver):
             "Poll requests (res.php); one batch of captcha ids counts once.",
             registry=registry,
         )
+        self._spend = Counter(
+            "captcha_tasks_spend_usd",
+            "USD spent on solved captchas, by provider (its configured name), captcha type "
+            "and source of the figure (provider: its own, configured: CAPTCHA_TASKS_PRICES).",
+            ["provider", "type", "source"],
+            registry=registry,
+        )
+        self._provider_solves = Counter(
+            "captcha_tasks_provider_solves",
+            "Captchas a provider solved (for callers and token pools), by provider and type.",
+            ["provider", "type"],
+            registry=registry,
+        )
         self._warned = False
 
     def _failed_to_record(self, what: str) -> None:
@@ -157,6 +173,21 @@ class PrometheusObserver(NullObserver):
             self._solves.labels(captcha_type, source, f"failed:{_code(error)}").inc()
         except Exception:
             self._failed_to_record("a failure")
+
+    def spent(
+        self,
+        provider: str,
+        captcha_type: str,
+        cost: decimal.Decimal | None,
+        source: CostSource | None,
+    ) -> None:
+        """A solve's cost (:class:`~captcha_tasks.engine.spend.SpendObserver`)."""
+        try:
+            self._provider_solves.labels(provider, captcha_type).inc()
+            if cost is not None and source is not None:
+                self._spend.labels(provider, captcha_type, source).inc(float(cost))
+        except Exception:
+            self._failed_to_record("a solve's cost")
 
 
 # -- state ------------------------------------------------------------------------------
@@ -224,6 +255,21 @@ class StateCollector:
                 ["state"],
             ),
             "state_up": gauge("state_up", "1 if Redis answered this scrape, else 0."),
+            "balance": gauge(
+                "provider_balance_usd",
+                "The provider's balance at its last check (at most once a minute, cluster-wide).",
+                ["provider"],
+            ),
+            "balance_low": gauge(
+                "provider_balance_low",
+                "1 if the provider's balance is below CAPTCHA_TASKS_BALANCE_FLOOR, else 0.",
+                ["provider"],
+            ),
+            "spend_hour": gauge(
+                "provider_spend_last_hour_usd",
+                "USD spent at the provider over the last 60 minutes.",
+                ["provider"],
+            ),
         }
 
     def _read(self, families: dict[str, GaugeMetricFamily]) -> None:
@@ -259,6 +305,12 @@ class StateCollector:
             states["quarantined" if quarantined else "leased" if leased else "free"] += 1
         for state, count in states.items():
             families["proxies"].add_metric([state], count)
+        for provider in provider_states(self.redis, self.settings, now):
+            name = [provider["name"]]
+            if provider["balance"] is not None:
+                families["balance"].add_metric(name, float(provider["balance"]))
+            families["balance_low"].add_metric(name, 1 if provider["below_floor"] else 0)
+            families["spend_hour"].add_metric(name, float(provider["spend_last_hour"]))
 
 
 def _pool_type(raw: str) -> str:

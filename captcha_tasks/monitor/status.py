@@ -22,6 +22,7 @@ from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
 from ..state import Keys, redis_client, state_redis
+from .providers import provider_states
 
 __all__ = ["broker_queues", "collect", "render"]
 
@@ -166,6 +167,7 @@ def collect(
             "token_pools": TokenPool(client, settings).status(),
             "proxies": [view.to_dict() for view in ProxyPool(client, settings).list()],
             "session_locks": session_locks(client, keys, settings),
+            "providers": provider_states(client, settings, now),
         }
         report["workers"] = workers.result() if workers is not None else None
         report["balance"] = balance.result()
@@ -217,6 +219,7 @@ def render(report: dict[str, Any]) -> str:
     else:
         lines.append(f"balance         unavailable: {bal['error']} ({where})")
 
+    lines += _provider_lines(report.get("providers", []))
     lines += ["", "token pools"]
     lines += _table(
         ["pool", "type", "size", "filling", "target", "soonest expiry", "demand/min", "scope"],
@@ -243,3 +246,21 @@ def render(report: dict[str, Any]) -> str:
         "none held",
     )  # fmt: skip
     return "\n".join(lines)
+
+
+def _provider_lines(providers: list[dict[str, Any]]) -> list[str]:
+    """Each provider: budget in use, balance (``below floor``), spend in the last hour."""
+    headers = ["provider", "protocol", "threads", "balance", "spend last hour"]
+    rows = [_provider_row(p) for p in providers]
+    return ["", "providers", *_table(headers, rows, "none configured")]
+
+
+def _provider_row(p: dict[str, Any]) -> list[str]:
+    balance = "unknown" if p["balance"] is None else f"{p['balance']} USD"
+    if p["balance_stale"]:
+        balance += " (stale)"
+    if p["below_floor"]:
+        balance += f" below floor {p['balance_floor']}"
+    spend = f"{p['spend_last_hour']} USD ({p['solves_last_hour']} solves)"
+    threads = f"{p['threads_in_use']} / {p['threads']}"
+    return [p["name"], p["protocol"], threads, balance, spend]

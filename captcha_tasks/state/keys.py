@@ -47,6 +47,15 @@ key                           type    what
                                       redelivered job is not enqueued again). TTL: same.
 ``{p}key_refused:{engine}``   string  the provider refused this engine's key (its
                                       code). TTL: two pauses, renewed while refused.
+``{p}spend:{provider}:{minute}`` hash  what a provider (by name: ``default``) solved in
+                                      one minute (epoch seconds // 60): ``cost:{type}``
+                                      in nano-USD (integers add up exactly) and
+                                      ``solves:{type}``. TTL: ``SPEND_TTL`` (2 h).
+``{p}balance:{provider}``     hash    the provider's last balance check: ``usd``,
+                                      ``checked_at``, ``stale`` (the last check
+                                      failed), ``low`` (below the floor). TTL: 1 h.
+``{p}balance:{provider}:check`` string  taken (SET NX) by the one engine whose
+                                      balance check is due. TTL: the check interval.
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -57,13 +66,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROXY_POOL_TTL", "STRUCTURE_TTL", "Keys"]
+__all__ = ["PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
 
 #: Seconds a shared structure lives after its last write.
 STRUCTURE_TTL = 86_400
 #: Seconds the proxy pool hash lives after its last write or lease heartbeat: long,
 #: so a cluster stopped for a holiday keeps its pool, yet an abandoned one goes.
 PROXY_POOL_TTL = 30 * 86_400
+#: Seconds a spend bucket (one minute) lives: the last hour's sum needs 60 of them,
+#: the margin covers clocks a little apart.
+SPEND_TTL = 7_200
 
 
 @dataclass(frozen=True)
@@ -175,3 +187,14 @@ class Keys:
     def key_refused_prefix(self) -> str:
         """``key_refused(engine)`` is this plus the engine's name."""
         return f"{self.prefix}key_refused:"
+
+    # -- spend and balance, per provider (its configured name, never its key) -------------
+
+    def spend(self, provider: str, minute: int) -> str:
+        return f"{self.prefix}spend:{provider}:{minute}"
+
+    def balance(self, provider: str) -> str:
+        return f"{self.prefix}balance:{provider}"
+
+    def balance_check(self, provider: str) -> str:
+        return f"{self.prefix}balance:{provider}:check"

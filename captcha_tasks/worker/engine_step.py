@@ -19,6 +19,7 @@ from celery.app.task import Context
 from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
+from ..engine.balance import BalanceWatch
 from ..errors import CaptchaTasksError
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
@@ -99,6 +100,7 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.engine: Engine | None = None
+        self.balance: BalanceWatch | None = None
 
     def start(self, worker: Any) -> None:
         settings = get_settings()
@@ -115,6 +117,10 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
             name=f"engine@{worker.hostname}",
         ).start()
+        if settings.balance_floor is not None:
+            # The floor turns the watch on (no extra provider calls for those who set
+            # none); its own provider client, called from its thread beside the engine's.
+            self.balance = BalanceWatch(client, settings, make_provider(settings)).start()
         log.info(
             "solve engine started: %d threads budget, %d concurrent provider calls, batch polls %s",
             settings.threads,
@@ -123,6 +129,9 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         )
 
     def stop(self, worker: Any) -> None:
+        if self.balance is not None:
+            self.balance.stop()
+            self.balance = None
         if self.engine is not None:
             self.engine.stop()
             self.engine = None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from celery import bootsteps, signals
 
+from ..engine.spend import set_spend_observer
 from ..monitor.metrics import PrometheusObserver, StateCollector, set_solve_observer
 from ..settings import Settings, get_settings
 
@@ -123,7 +124,9 @@ class MetricsStep(bootsteps.StartStopStep):  # type: ignore[misc]
             return
         self._worker = worker
         self.directory, self._created = enable_multiprocess(worker.hostname)
-        set_solve_observer(PrometheusObserver())
+        observer = PrometheusObserver()
+        set_solve_observer(observer)
+        set_spend_observer(observer)
         signals.worker_process_shutdown.connect(self._child_exited, weak=False)
         signals.worker_shutdown.connect(self._worker_shut_down, weak=False)
 
@@ -172,6 +175,7 @@ class MetricsStep(bootsteps.StartStopStep):  # type: ignore[misc]
         signals.worker_process_shutdown.disconnect(self._child_exited)
         signals.worker_shutdown.disconnect(self._worker_shut_down)
         set_solve_observer(None)
+        set_spend_observer(None)
         if self._created and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None

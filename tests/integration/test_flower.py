@@ -314,8 +314,12 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     # the messages and job records), its page fetches go through it (and fail: nothing
     # listens on port 9, so the error path is scanned too).
     proxy_id = ProxyPool(client, settings).add(f"http://user:{PROXY_PASSWORD}@127.0.0.1:9")
+    # Priced, and a floor above the balance: spend buckets, the balance record and its
+    # warning are written, and scanned with the rest.
     env = worker_env(sandbox.url, CAPTCHAAI_API_KEY=SCAN_API_KEY,
-                     CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo))  # fmt: skip
+                     CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo),
+                     CAPTCHA_TASKS_PRICES="recaptcha_v2=2.99,image=0.7",
+                     CAPTCHA_TASKS_BALANCE_FLOOR="1000")  # fmt: skip
     flower = flower_factory(env)
 
     # Enqueued while no worker consumes: the raw messages are read from the queue.
@@ -366,6 +370,9 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     redis_text, n_keys = redis_dump(raw, exclude={keys.proxies})
     results = [raw.get(f"celery-task-meta-{i}") for i in ids]
     assert all(results) and n_keys > 10
+    assert client.exists(keys.balance("default"))
+    assert list(client.scan_iter(match=f"{keys.prefix}spend:default:*"))
+    assert "below the floor" in worker.log()
     sources = {
         "flower": "\n".join(shown),
         "inspect": json.dumps(inspected),

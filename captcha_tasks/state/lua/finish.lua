@@ -1,7 +1,7 @@
 -- End a job (solved or failed): free its thread, exactly once.
--- KEYS: job, due, budget, wake
+-- KEYS: job, due, budget, wake[, spend bucket]
 -- ARGV: task_id, expected_captcha_id ('' for any), final_state, report_until,
---       field1, value1, ...
+--       spend_type ('' for none), spend_nano_usd, spend_ttl, field1, value1, ...
 -- Returns 1 for the caller that ended it, 0 if it had already ended.
 -- The job stays in `due` until report_until: the caller reports the outcome to Celery
 -- (result, callbacks) and then removes it (``reported``). If the caller dies first,
@@ -16,8 +16,17 @@ if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[2] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', ARGV[3])
-for i = 5, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+-- A solve's spend lands in its minute's bucket with the finish itself: counted once,
+-- and never for a job another engine had ended already.
+if ARGV[5] ~= '' then
+  redis.call('HINCRBY', KEYS[5], 'solves:' .. ARGV[5], 1)
+  if tonumber(ARGV[6]) > 0 then
+    redis.call('HINCRBY', KEYS[5], 'cost:' .. ARGV[5], ARGV[6])
+  end
+  redis.call('EXPIRE', KEYS[5], ARGV[7])
 end
 redis.call('ZADD', KEYS[2], ARGV[4], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
