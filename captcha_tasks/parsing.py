@@ -1,4 +1,5 @@
-"""How a setting's value is read: numbers, amounts of money, per-type prices.
+"""How a setting's value is read: providers and their keys and URLs, numbers, amounts
+of money, per-type prices.
 
 Pure helpers of :mod:`captcha_tasks.settings` (kept apart so that module stays short).
 Each parser takes ``(variable, value)`` and raises a one-line
@@ -9,12 +10,30 @@ from __future__ import annotations
 
 import decimal
 import math
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 
-__all__ = ["CAPTCHA_TYPES", "Parse", "between", "number", "prices", "usd"]
+__all__ = [
+    "CAPTCHA_TYPES",
+    "DEFAULT_SOLVER_URL",
+    "DEFAULT_URLS",
+    "PROTOCOLS",
+    "PROVIDERS",
+    "Parse",
+    "Provider",
+    "api_key",
+    "between",
+    "check_api_key",
+    "number",
+    "prices",
+    "provider",
+    "solver_url",
+    "usd",
+]
 
 #: Turns a variable's value (stripped, never empty) into its setting, or raises
 #: :class:`ConfigurationError` naming the variable: ``parse(variable, value)``.
@@ -26,6 +45,85 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha",
     "funcaptcha", "geetest_v4", "aws_waf", "coordinates",
 )  # fmt: skip
+
+
+Provider = Literal["captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
+PROVIDERS: tuple[Provider, ...] = (
+    "captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster",
+)  # fmt: skip
+
+#: The protocol each provider speaks: ``classic`` (in.php / res.php) or ``json``
+#: (createTask / getTaskResult; docs/PROVIDERS.md).
+PROTOCOLS: dict[Provider, Literal["classic", "json"]] = {
+    "captchaai": "classic", "2captcha": "classic", "2captcha-v2": "json",
+    "anticaptcha": "json", "capsolver": "json", "capmonster": "json",
+}  # fmt: skip
+
+#: Each provider's API base URL, used when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
+DEFAULT_URLS: dict[Provider, str] = {
+    "captchaai": "https://ocr.captchaai.com",
+    "2captcha": "https://2captcha.com",
+    "2captcha-v2": "https://api.2captcha.com",
+    "anticaptcha": "https://api.anti-captcha.com",
+    "capsolver": "https://api.capsolver.com",
+    "capmonster": "https://api.capmonster.cloud",
+}
+DEFAULT_SOLVER_URL = DEFAULT_URLS["captchaai"]
+
+_API_KEY_RE = re.compile(r"^[A-Za-z0-9]{32}$")
+#: What each provider's keys look like (docs/PROVIDERS.md, D15), with what to say when
+#: a key does not. CapSolver: ``CAP-`` and 32 or 64 hex digits; CapMonster: 32
+#: characters, optionally followed by ``__`` options (``__nocache``).
+_KEY_FORMATS: dict[Provider, tuple[re.Pattern[str], str]] = {
+    "capsolver": (
+        re.compile(r"^CAP-[0-9A-Fa-f]{32}(?:[0-9A-Fa-f]{32})?$"),
+        "CAP- followed by 32 or 64 hex digits",
+    ),
+    "capmonster": (
+        re.compile(r"^[A-Za-z0-9]{32}(?:__[A-Za-z0-9_.-]+)?$"),
+        "32 letters and digits (optionally followed by __options)",
+    ),
+}
+_DEFAULT_KEY_FORMAT = (_API_KEY_RE, "32 letters and digits")
+
+
+def api_key(name: str, raw: str) -> str:
+    """A provider key: checked against its provider's format once the provider is
+    known (:func:`check_api_key`); here only what no provider's key contains."""
+    if any(c.isspace() for c in raw):
+        raise ConfigurationError(f"{name} must not contain spaces")
+    return raw
+
+
+def check_api_key(variable: str, key: str, provider: Provider) -> None:
+    """Refuse ``key`` unless it has ``provider``'s key format (the key is never echoed)."""
+    pattern, shape = _KEY_FORMATS.get(provider, _DEFAULT_KEY_FORMAT)
+    if key and not pattern.match(key):
+        raise ConfigurationError(
+            f"{variable} must be {shape} for provider {provider} (got {len(key)} characters)"
+        )
+
+
+def solver_url(name: str, raw: str) -> str:
+    """A provider's http(s) API base URL, without a trailing slash."""
+    url = raw.rstrip("/")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{name} must be an http(s) URL, got {url!r}")
+    return url
+
+
+def provider(name: str, raw: str) -> Provider:
+    """One of :data:`PROVIDERS` (any case)."""
+    value = raw.lower()
+    for known in PROVIDERS:
+        if value == known:
+            return known
+    raise ConfigurationError(f"{name} must be one of {', '.join(PROVIDERS)}, got {value!r}")
 
 
 def number(kind: type[int] | type[float], low: float) -> Parse:

@@ -20,51 +20,36 @@ from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 from .masking import mask_url as _mask_url
-from .parsing import Parse, prices, usd
+from .parsing import (
+    DEFAULT_SOLVER_URL,
+    DEFAULT_URLS,
+    PROTOCOLS,
+    PROVIDERS,
+    Parse,
+    Provider,
+    prices,
+    usd,
+)
+from .parsing import api_key as _api_key
 from .parsing import between as _between
+from .parsing import check_api_key as _check_api_key
 from .parsing import number as _number
+from .parsing import provider as _provider
+from .parsing import solver_url as _solver_url
+from .provider_config import DEFAULT_PROVIDER, PROVIDERS_VARIABLE, ProviderConfig, read_providers
 
-__all__ = ["PROVIDERS", "Provider", "Settings", "get_settings", "mask_url"]
+__all__ = [
+    "DEFAULT_SOLVER_URL",
+    "DEFAULT_URLS",
+    "PROTOCOLS",
+    "PROVIDERS",
+    "Provider",
+    "Settings",
+    "get_settings",
+    "mask_url",
+]
 
-Provider = Literal["captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
-PROVIDERS: tuple[Provider, ...] = (
-    "captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster",
-)  # fmt: skip
-
-#: The protocol each provider speaks: ``classic`` (in.php / res.php) or ``json``
-#: (createTask / getTaskResult; docs/PROVIDERS.md).
-PROTOCOLS: dict[Provider, Literal["classic", "json"]] = {
-    "captchaai": "classic", "2captcha": "classic", "2captcha-v2": "json",
-    "anticaptcha": "json", "capsolver": "json", "capmonster": "json",
-}  # fmt: skip
-
-#: Each provider's API base URL, used when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
-DEFAULT_URLS: dict[Provider, str] = {
-    "captchaai": "https://ocr.captchaai.com",
-    "2captcha": "https://2captcha.com",
-    "2captcha-v2": "https://api.2captcha.com",
-    "anticaptcha": "https://api.anti-captcha.com",
-    "capsolver": "https://api.capsolver.com",
-    "capmonster": "https://api.capmonster.cloud",
-}
-DEFAULT_SOLVER_URL = DEFAULT_URLS["captchaai"]
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-
-_API_KEY_RE = re.compile(r"^[A-Za-z0-9]{32}$")
-#: What each provider's keys look like (docs/PROVIDERS.md, D15), with what to say when
-#: a key does not. CapSolver: ``CAP-`` and 32 or 64 hex digits; CapMonster: 32
-#: characters, optionally followed by ``__`` options (``__nocache``).
-_KEY_FORMATS: dict[Provider, tuple[re.Pattern[str], str]] = {
-    "capsolver": (
-        re.compile(r"^CAP-[0-9A-Fa-f]{32}(?:[0-9A-Fa-f]{32})?$"),
-        "CAP- followed by 32 or 64 hex digits",
-    ),
-    "capmonster": (
-        re.compile(r"^[A-Za-z0-9]{32}(?:__[A-Za-z0-9_.-]+)?$"),
-        "32 letters and digits (optionally followed by __options)",
-    ),
-}
-_DEFAULT_KEY_FORMAT = (_API_KEY_RE, "32 letters and digits")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 
 
@@ -92,42 +77,6 @@ def _check_redis_url(name: str, url: str) -> str:
             f"{name} must be a redis://, rediss:// or unix:// URL, got {mask_url(url)!r}"
         )
     return url
-
-
-def _api_key(name: str, raw: str) -> str:
-    # Checked against the provider's key format once the provider is known
-    # (:func:`_check_api_key`); here only what no provider's key contains.
-    if any(c.isspace() for c in raw):
-        raise ConfigurationError(f"{name} must not contain spaces")
-    return raw
-
-
-def _check_api_key(variable: str, key: str, provider: Provider) -> None:
-    pattern, shape = _KEY_FORMATS.get(provider, _DEFAULT_KEY_FORMAT)
-    if key and not pattern.match(key):
-        raise ConfigurationError(
-            f"{variable} must be {shape} for provider {provider} (got {len(key)} characters)"
-        )
-
-
-def _solver_url(name: str, raw: str) -> str:
-    url = raw.rstrip("/")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError as exc:
-        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"{name} must be an http(s) URL, got {url!r}")
-    return url
-
-
-def _provider(name: str, raw: str) -> Provider:
-    value = raw.lower()
-    for provider in PROVIDERS:
-        if value == provider:
-            return provider
-    raise ConfigurationError(f"{name} must be one of {', '.join(PROVIDERS)}, got {value!r}")
 
 
 def _key_prefix(name: str, raw: str) -> str:
@@ -233,6 +182,10 @@ class Settings:
     prices: tuple[tuple[str, decimal.Decimal], ...] = ()
     #: ``CAPTCHA_TASKS_BALANCE_FLOOR``: USD; a balance below it is warned about once.
     balance_floor: decimal.Decimal | None = None
+    #: ``CAPTCHA_TASKS_PROVIDERS`` and each named provider's variables
+    #: (:mod:`captcha_tasks.provider_config`); empty when unset. When set, the
+    #: single-provider fields above hold the first (preferred) provider's values.
+    named_providers: tuple[ProviderConfig, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -241,9 +194,12 @@ class Settings:
         Raises :class:`ConfigurationError` naming the variable at fault.
         """
         env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
+        named = read_providers(env, _RESERVED)
+        values: dict[str, Any] = {"named_providers": named}
         # In field order, so a derived default can read the settings before it.
         for field in dataclasses.fields(cls):
+            if field.name not in _SOURCES:
+                continue
             variable, parse = _SOURCES[field.name]
             raw = env.get(variable, "").strip()
             if raw:
@@ -252,10 +208,33 @@ class Settings:
                 values[field.name] = _DERIVED_DEFAULTS[field.name](values, env)
             else:
                 values[field.name] = field.default
+        if named:  # code that knows one provider (today's engine) sees the preferred one
+            first = named[0]
+            values.update(api_key=first.api_key, provider=first.protocol, solver_url=first.url,
+                          threads=first.threads, prices=first.prices,
+                          balance_floor=first.balance_floor)  # fmt: skip
+            return cls(**values)
         key_variable = "CAPTCHA_TASKS_API_KEY" if env.get("CAPTCHA_TASKS_API_KEY", "").strip() \
             else "CAPTCHAAI_API_KEY"  # fmt: skip
         _check_api_key(key_variable, values["api_key"], values["provider"])
         return cls(**values)
+
+    def providers(self) -> tuple[ProviderConfig, ...]:
+        """The providers to solve with, in order of preference: the named ones, else
+        one named ``default`` from the single-provider settings."""
+        if self.named_providers:
+            return self.named_providers
+        return (
+            ProviderConfig(
+                name=DEFAULT_PROVIDER,
+                protocol=self.provider,
+                url=self.solver_url,
+                api_key=self.api_key,
+                threads=self.threads,
+                prices=self.prices,
+                balance_floor=self.balance_floor,
+            ),
+        )
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
         """SSL options for a ``rediss://`` URL (``None`` for plain ones): verify the
@@ -287,10 +266,12 @@ class Settings:
 
     def describe(self) -> dict[str, object]:
         """The settings as a dict with secrets masked (for logs, ``status`` and docs)."""
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        del out["named_providers"]  # shown as "providers", keys masked
         out["api_key"] = "***" if self.api_key else ""
         out["prices"] = {kind: str(price) for kind, price in self.prices}  # JSON: exact
         out["balance_floor"] = None if self.balance_floor is None else str(self.balance_floor)
+        out["providers"] = [config.describe() for config in self.providers()]
         # Every URL-valued setting (solver, broker, backend, state, ...): its password.
         for name, value in out.items():
             if isinstance(value, str) and "://" in value:
@@ -364,6 +345,13 @@ _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], An
     "result_backend": lambda earlier, env: earlier["redis_url"],
     "state_url": lambda earlier, env: earlier["redis_url"],
 }
+
+
+#: Every other setting's variable: no provider name may make one of its variables.
+_RESERVED: frozenset[str] = frozenset(
+    {variable for variable, _ in _SOURCES.values()}
+    | {"CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_VERSION", "CAPTCHA_TASKS_CONFIG", PROVIDERS_VARIABLE}
+)
 
 
 @functools.lru_cache(maxsize=1)

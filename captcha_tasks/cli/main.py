@@ -197,7 +197,22 @@ def settings(as_json: bool) -> None:
         click.echo(json.dumps(described, indent=2))
         return
     for name, value in described.items():
+        if name == "providers" and isinstance(value, list):
+            for provider in value:  # one line each, in order of preference, keys masked
+                shown = " ".join(f"{k}={_plain(v)}" for k, v in provider.items() if k != "name")
+                click.echo(f"{'provider ' + str(provider['name']):16} {shown}")
+            continue
         click.echo(f"{name:16} {value}")
+
+
+def _plain(value: object) -> str:
+    """A provider's setting on one line: ``types=image,turnstile`` (none: ``all``),
+    ``prices=image:0.5``, ``balance_floor=-``."""
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or "all"
+    if isinstance(value, dict):
+        return ",".join(f"{k}:{v}" for k, v in value.items()) or "-"
+    return "-" if value is None else str(value)
 
 
 class _FiniteFloat(click.types.FloatParamType):

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 
 import redis
 
+from ..provider_config import DEFAULT_PROVIDER, ProviderConfig
 from ..settings import Settings
 from ..state.keys import Keys
 
@@ -49,8 +50,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The name of the one provider the single-provider settings configure.
-DEFAULT_PROVIDER = "default"
 MINUTES_PER_HOUR = 60
 _NANO = decimal.Decimal("1e-9")
 _THOUSAND = decimal.Decimal(1000)
@@ -58,19 +57,15 @@ _THOUSAND = decimal.Decimal(1000)
 CostSource = Literal["provider", "configured"]
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderSpec:
-    """A configured provider: its name (metrics, status, keys), its protocol (the
-    ``CAPTCHA_TASKS_PROVIDER`` value results name) and its thread budget."""
-
-    name: str
-    protocol: str
-    threads: int
+#: A configured provider: its name (metrics, status, keys), its protocol (the
+#: ``CAPTCHA_TASKS_PROVIDER`` value results name), its thread budget, key, types, prices.
+ProviderSpec = ProviderConfig
 
 
 def providers(settings: Settings) -> list[ProviderSpec]:
-    """The providers these settings configure (today one, named ``default``)."""
-    return [ProviderSpec(DEFAULT_PROVIDER, settings.provider, settings.threads)]
+    """The providers these settings configure, in order of preference (without
+    ``CAPTCHA_TASKS_PROVIDERS``: one, named ``default``)."""
+    return list(settings.providers())
 
 
 def price_of(
