@@ -1,0 +1,70 @@
+"""Which configured providers may take a captcha, in order of preference (issue 15).
+
+A captcha's route is ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's
+``_TYPES`` and by what its protocol solves (:func:`~.offers.refusal`, proxied or not);
+a task may pin one provider (``provider=``) or leave some out (``exclude=``). Pure: the
+engine computes a job's route once, at admission, and stores it with the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from ..errors import InvalidTaskInput
+from ..provider_config import ProviderConfig
+from .captchas import Captcha
+from .offers import refusal
+
+__all__ = ["route"]
+
+
+def route(
+    configs: Sequence[ProviderConfig],
+    captcha: Captcha,
+    *,
+    proxied: bool = False,
+    provider: str | None = None,
+    exclude: Collection[str] = (),
+) -> list[str]:
+    """The names of the providers that may take ``captcha``, most preferred first.
+
+    Raises :class:`InvalidTaskInput`: ``UNKNOWN_PROVIDER`` when ``provider`` or a name
+    in ``exclude`` is not configured; ``TYPE_NOT_OFFERED`` (naming each candidate and
+    why it was left out) when none is left. Nothing has been sent either way.
+    """
+    known = [config.name for config in configs]
+    unknown = sorted({*([provider] if provider is not None else []), *exclude} - set(known))
+    if unknown:
+        raise InvalidTaskInput(
+            f"no provider named {', '.join(unknown)} is configured "
+            f"(CAPTCHA_TASKS_PROVIDERS: {', '.join(known)}); nothing was sent",
+            "UNKNOWN_PROVIDER",
+        )
+    names: list[str] = []
+    why_not: list[str] = []
+    for config in configs:
+        if provider is not None and config.name != provider:
+            continue
+        reason = _left_out(config, captcha, proxied=proxied, exclude=exclude)
+        if reason is None:
+            names.append(config.name)
+        else:
+            why_not.append(f"{config.name} ({config.protocol}): {reason}")
+    if not names:
+        raise InvalidTaskInput(
+            f"no configured provider takes {type(captcha).__name__} captchas "
+            f"({'; '.join(why_not)}); nothing was sent",
+            "TYPE_NOT_OFFERED",
+        )
+    return names
+
+
+def _left_out(
+    config: ProviderConfig, captcha: Captcha, *, proxied: bool, exclude: Collection[str]
+) -> str | None:
+    if config.name in exclude:
+        return "excluded by the task"
+    if not config.takes_type(captcha.type):
+        var = f"CAPTCHA_TASKS_{config.name.upper()}_TYPES"
+        return f"{captcha.type} is not in {var} ({','.join(config.types)})"
+    return refusal(config.protocol, captcha, proxied=proxied)
