@@ -18,6 +18,14 @@ key                           type    what
                                       is the lower of this and the configured
                                       threads. TTL: ``PROVIDER_LIMIT_TTL`` (scaled),
                                       then the full budget is tried again.
+``{p}solve:budget:{name}``     zset    a named provider's thread budget (issue 15), as
+                                      ``solve:budget``; the provider ``default`` uses
+                                      ``solve:budget`` itself (:meth:`Keys.provider_budget`).
+``{p}solve:provider_limit:{name}`` string  a named provider's learned limit, as above
+                                      (``default``: ``solve:provider_limit``).
+``{p}provider:{name}:breaker`` hash   a provider's circuit breaker (issue 15): state,
+                                      open until, failures in a row, the probe's
+                                      holder. TTL: ``BREAKER_TTL``, renewed by writes.
 ``{p}timing:{type}``          list    recent ready times of a captcha type (learning).
 ``{p}cookies:{host}``         hash    the shared cookie jar of a host: one field per
                                       cookie (name, domain, path), JSON with its
@@ -66,7 +74,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
+# The provider whose budget keys are the ones every release before issue 15 used, so a
+# rolling deploy mixing versions shares one budget.
+from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
+
+__all__ = ["BREAKER_TTL", "PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
 
 #: Seconds a shared structure lives after its last write.
 STRUCTURE_TTL = 86_400
@@ -76,6 +88,9 @@ PROXY_POOL_TTL = 30 * 86_400
 #: Seconds a spend bucket (one minute) lives: the last hour's sum needs 60 of them,
 #: the margin covers clocks a little apart.
 SPEND_TTL = 7_200
+#: Seconds a provider's breaker lives after its last write: longer than any cool-down,
+#: short enough that a provider removed from the configuration leaves nothing behind.
+BREAKER_TTL = 86_400
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,21 @@ class Keys:
     @property
     def provider_limit(self) -> str:
         return f"{self.prefix}solve:provider_limit"
+
+    # -- per provider (issue 15): its configured name, never its key ---------------------
+
+    def provider_budget(self, name: str) -> str:
+        """A provider's thread budget; ``default``'s is :attr:`budget` itself."""
+        return self.budget if name == _DEFAULT_PROVIDER else f"{self.budget}:{name}"
+
+    def provider_limit_of(self, name: str) -> str:
+        """A provider's learned limit; ``default``'s is :attr:`provider_limit` itself."""
+        if name == _DEFAULT_PROVIDER:
+            return self.provider_limit
+        return f"{self.provider_limit}:{name}"
+
+    def breaker(self, name: str) -> str:
+        return f"{self.prefix}provider:{name}:breaker"
 
     def timing(self, captcha_type: str) -> str:
         return f"{self.prefix}timing:{captcha_type}"
