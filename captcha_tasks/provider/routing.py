@@ -41,7 +41,7 @@ def route(
             "UNKNOWN_PROVIDER",
         )
     names: list[str] = []
-    why_not: list[str] = []
+    left_out: list[tuple[ProviderConfig, str]] = []
     for config in configs:
         if provider is not None and config.name != provider:
             continue
@@ -49,14 +49,18 @@ def route(
         if reason is None:
             names.append(config.name)
         else:
-            why_not.append(f"{config.name} ({config.protocol}): {reason}")
-    if not names:
-        raise InvalidTaskInput(
-            f"no configured provider takes {type(captcha).__name__} captchas "
-            f"({'; '.join(why_not)}); nothing was sent",
-            "TYPE_NOT_OFFERED",
-        )
-    return names
+            left_out.append((config, reason))
+    if names:
+        return names
+    if len(left_out) == 1 and left_out[0][1].startswith(f"provider {left_out[0][0].protocol} "):
+        # One candidate refused by its protocol: the message check_offered always gave.
+        raise InvalidTaskInput(f"{left_out[0][1]}; nothing was sent", "TYPE_NOT_OFFERED")
+    why_not = "; ".join(f"{config.name} ({config.protocol}): {why}" for config, why in left_out)
+    raise InvalidTaskInput(
+        f"no configured provider takes {type(captcha).__name__} captchas ({why_not}); "
+        "nothing was sent",
+        "TYPE_NOT_OFFERED",
+    )
 
 
 def _left_out(

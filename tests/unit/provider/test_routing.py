@@ -74,7 +74,19 @@ def test_no_provider_left_is_type_not_offered_naming_each_and_why() -> None:
     assert "backup (capsolver): provider capsolver does not solve" in message
     assert "images (2captcha): turnstile is not in CAPTCHA_TASKS_IMAGES_TYPES (image)" in message
     assert "nothing was sent" in message
-    with pytest.raises(InvalidTaskInput, match="backup \\(capsolver\\): provider capsolver"):
-        route(CLUSTER, HCAPTCHA, provider="backup")
     with pytest.raises(InvalidTaskInput, match="main \\(captchaai\\): excluded by the task"):
         route(CLUSTER, HCAPTCHA, exclude={"main"})
+
+
+def test_one_candidate_refused_by_its_protocol_reads_as_check_offered_always_did() -> None:
+    from captcha_tasks.provider.offers import check_offered
+
+    with pytest.raises(InvalidTaskInput) as before:
+        check_offered("capsolver", HCAPTCHA)
+    for configs, pinned in (([BACKUP], None), (CLUSTER, "backup")):
+        with pytest.raises(InvalidTaskInput) as info:
+            route(configs, HCAPTCHA, provider=pinned)
+        assert str(info.value) == str(before.value)
+        assert info.value.code == before.value.code == "TYPE_NOT_OFFERED"
+    with pytest.raises(InvalidTaskInput, match="images \\(2captcha\\): hcaptcha is not in"):
+        route([IMAGES], HCAPTCHA)
