@@ -108,7 +108,8 @@ class Engine:
         self.learner = FirstPollLearner(settings, client)
         self.finisher = Finisher(self.queue, completer, TokenPool(client, settings), self.learner,
                                  self.observer, name=name, clock=clock, prices=settings.prices,
-                                 provider=settings.provider)  # fmt: skip
+                                 provider=settings.provider,
+                                 provider_name=self.queue.provider_name)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
                                   observer=self.observer, clock=clock)  # fmt: skip
         self.grid = PollGrid.for_provider(settings, provider)

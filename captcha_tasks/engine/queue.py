@@ -51,6 +51,11 @@ class SolveQueue:
         self.redis = client
         self.keys = Keys(settings.key_prefix)
         self.threads = settings.threads
+        # The one provider this engine drives (issue 15 adds more): ``default``'s keys
+        # are the ones every earlier release used.
+        self.provider_name = settings.providers()[0].name
+        self.budget_key = self.keys.provider_budget(self.provider_name)
+        self.limit_key = self.keys.provider_limit_of(self.provider_name)
         self.claim_s = claim_s
 
     # -- taking work -----------------------------------------------------------------
@@ -61,7 +66,7 @@ class SolveQueue:
         taken = run(
             self.redis,
             "acquire",
-            [self.keys.budget, self.keys.waiting, self.keys.due, self.keys.provider_limit],
+            [self.budget_key, self.keys.waiting, self.keys.due, self.limit_key],
             [now, self.threads, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL],
         )
         if not taken:
@@ -145,7 +150,7 @@ class SolveQueue:
         that read counts among the solve's polls (``submitted`` keeps them)."""
         polling = expected == "polling"
         captcha_id = job.captcha_id if polling else ""
-        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget]
+        keys = [self.keys.job(job.task_id), self.keys.due, self.budget_key]
         keys += [self.keys.waiting, self.keys.wake]
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
         args.append(1 if polling else 0)
@@ -166,7 +171,7 @@ class SolveQueue:
         is still at that captcha. It stays claimed until :meth:`reported`. ``spend``:
         a solve to count in its provider's spend bucket, in the same script."""
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
-        keys = [self.keys.job(job.task_id), self.keys.due, self.keys.budget, self.keys.wake]
+        keys = [self.keys.job(job.task_id), self.keys.due, self.budget_key, self.keys.wake]
         if spend is None:
             args += ["", 0, 0]
         else:
@@ -186,7 +191,7 @@ class SolveQueue:
     def provider_limit(self, ttl_ms: int) -> int:
         """After a "no free slot" answer: the budget in force drops to the captchas
         the provider holds for us now, for ``ttl_ms``. Returns that limit."""
-        keys = [self.keys.provider_limit, self.keys.budget]
+        keys = [self.limit_key, self.budget_key]
         return int(run(self.redis, "provider_limit", keys, [ttl_ms]))
 
     # -- waiting for work --------------------------------------------------------------
@@ -198,7 +203,7 @@ class SolveQueue:
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(self.keys.due, 0, 0, withscores=True)
         pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
-        pipe.zcount(self.keys.budget, now, "+inf")
+        pipe.zcount(self.budget_key, now, "+inf")
         due, waiting, held = pipe.execute()
         times = [float(score) for _, score in due]
         if int(held) < self.threads:

@@ -276,7 +276,7 @@ class StateCollector:
         now = self.clock()
         after = f"({now}"  # leases and tokens that expire after now
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zcount(self.keys.budget, after, "+inf")
+        pipe.zcount(self.keys.provider_budget(self.settings.providers()[0].name), after, "+inf")
         pipe.zcard(self.keys.waiting)
         pipe.hgetall(self.keys.pools)
         pipe.hkeys(self.keys.proxies)

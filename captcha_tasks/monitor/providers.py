@@ -28,8 +28,7 @@ def provider_states(client: redis.Redis, settings: Settings, now: float) -> list
     floor = settings.balance_floor
     out = []
     for spec in providers(settings):
-        # Today's single provider owns the whole budget; named budgets come with issue 15.
-        in_use = int(client.zcount(keys.budget, f"({now}", "+inf"))
+        in_use = int(client.zcount(keys.provider_budget(spec.name), f"({now}", "+inf"))
         balance = read_balance(client, keys, spec.name)
         spend = ledger.last_hour(spec.name, now)
         out.append({

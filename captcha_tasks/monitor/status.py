@@ -50,8 +50,9 @@ def thread_budget(
     client: redis.Redis, keys: Keys, settings: Settings, now: float
 ) -> dict[str, Any]:
     with client.pipeline(transaction=False) as pipe:
-        pipe.zcount(keys.budget, f"({now}", "+inf")  # live leases only
-        pipe.zcount(keys.budget, "-inf", now)
+        budget = keys.provider_budget(settings.providers()[0].name)  # one until issue 15
+        pipe.zcount(budget, f"({now}", "+inf")  # live leases only
+        pipe.zcount(budget, "-inf", now)
         pipe.zcard(keys.waiting)
         pipe.zcard(keys.due)
         pipe.zcount(keys.due, "-inf", now)

@@ -16,17 +16,18 @@ from typing import Any, ClassVar
 from celery import bootsteps, signature
 from celery.app.base import Celery
 from celery.app.task import Context
+from celery.exceptions import WorkerShutdown
 from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
 from ..engine.balance import BalanceWatch
-from ..errors import CaptchaTasksError
+from ..errors import CaptchaTasksError, ConfigurationError
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
-from ..settings import get_settings
+from ..settings import Settings, get_settings
 from ..state import Keys, state_redis
 
-__all__ = ["CeleryCompleter", "SolveEngineStep"]
+__all__ = ["CeleryCompleter", "SolveEngineStep", "check_one_provider"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,17 @@ class CeleryCompleter:
         self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")
 
 
+def check_one_provider(settings: Settings) -> None:
+    """This build's engine drives one provider: with more configured, a worker would
+    silently use only the first, so it refuses to start (issue 15, the engine part)."""
+    configured = len(settings.providers())
+    if configured > 1:
+        raise ConfigurationError(
+            f"CAPTCHA_TASKS_PROVIDERS names {configured} providers; this build's solve "
+            "engine runs one (issue 15 in progress)"
+        )
+
+
 class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """Starts the engine once the worker's pool is up; stops it on shutdown."""
 
@@ -104,6 +116,11 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def start(self, worker: Any) -> None:
         settings = get_settings()
+        try:
+            check_one_provider(settings)
+        except ConfigurationError as exc:
+            log.critical("%s", exc.message)  # one line; then a clean exit with status 1
+            raise WorkerShutdown(1) from None
         if not settings.api_key:
             log.warning("CAPTCHA_TASKS_API_KEY is not set: this worker will not solve captchas")
             return
@@ -120,7 +137,8 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         if settings.balance_floor is not None:
             # The floor turns the watch on (no extra provider calls for those who set
             # none); its own provider client, called from its thread beside the engine's.
-            self.balance = BalanceWatch(client, settings, make_provider(settings)).start()
+            self.balance = BalanceWatch(client, settings, make_provider(settings),
+                                        name=settings.providers()[0].name).start()  # fmt: skip
         log.info(
             "solve engine started: %d threads budget, %d concurrent provider calls, batch polls %s",
             settings.threads,

@@ -28,8 +28,8 @@ from ..provider import (
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
-    check_offered,
 )
+from ..provider.routing import route
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
@@ -72,7 +72,8 @@ class SolveTask(CheckedTask):
         if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
         # Before anything is queued: the engine's submit would refuse it only later.
-        check_offered(self.settings.provider, captcha, proxied=bool(proxy_id))
+        # The configured providers that may take it (one today; _TYPES applies too).
+        route(self.settings.providers(), captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
         if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
             raise Ignore()  # a redelivered message: its job is queued, in flight or done
