@@ -109,9 +109,10 @@ def known_secrets() -> tuple[str, ...]:
         return ()
     if _secrets_of[0] is settings:
         return _secrets_of[1]
-    found = {settings.api_key}
+    providers = settings.providers()  # every named provider's key and URL (issue 15)
+    found = {settings.api_key, *(p.api_key for p in providers)}
     for url in (settings.redis_url, settings.broker_url, settings.result_backend,
-                settings.state_url, settings.solver_url):  # fmt: skip
+                settings.state_url, settings.solver_url, *(p.url for p in providers)):  # fmt: skip
         try:
             password = urlsplit(url).password or ""
         except ValueError:

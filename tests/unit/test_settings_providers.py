@@ -229,3 +229,24 @@ def _offered_at_all(protocol: str, kind: str) -> bool:
 def test_the_old_key_variable_is_refused_too() -> None:
     with pytest.raises(ConfigurationError, match="CAPTCHAAI_API_KEY is not read when"):
         Settings.from_env(two(CAPTCHAAI_API_KEY=OTHER_KEY))
+
+
+def test_every_providers_key_and_url_password_is_a_known_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from captcha_tasks.redaction import known_secrets, scrub_text
+    from captcha_tasks.settings import get_settings
+
+    env = two(CAPTCHA_TASKS_BACKUP_URL="https://u:Pr0xyPass@h.example.com")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    try:
+        secrets = known_secrets()
+        text = f"main {MAIN_KEY} backup {BACKUP_KEY} url Pr0xyPass"
+        scrubbed = scrub_text(text)
+    finally:
+        get_settings.cache_clear()
+    assert {MAIN_KEY, BACKUP_KEY, "Pr0xyPass"} <= set(secrets)
+    assert MAIN_KEY not in scrubbed and BACKUP_KEY not in scrubbed
+    assert "Pr0xyPass" not in scrubbed
