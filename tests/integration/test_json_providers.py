@@ -141,10 +141,18 @@ def test_a_worker_killed_mid_solve_resumes_without_a_second_create_task(
     env = _env(sandbox, "capsolver", CAPTCHA_TASKS_THREADS="20")
     victim = worker_factory(env, name="victim@127.0.0.1")
     results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/k/{i}") for i in range(20)]
-    wait_until(lambda: sandbox.stats()["in_flight"] >= 10, timeout=30, what="solves in flight")
     state = celery_app.backend.client
-    wait_until(lambda: len(state.keys("ct:job:*")) == 20, timeout=30, what="20 admissions")
+
+    def submitted() -> int:
+        # Every createTask answered and its task id stored: a kill now is mid-solve. A
+        # kill during a createTask call is SubmitUncertain by design (never resent).
+        jobs = state.keys("ct:job:*")
+        return sum(1 for key in jobs if state.hget(key, "captcha_id"))
+
+    wait_until(lambda: submitted() == 20, timeout=30, what="20 tasks created and recorded")
+    in_flight = sandbox.stats()["in_flight"]
     os.killpg(victim.proc.pid, signal.SIGKILL)  # the worker and its pool, mid-solve
+    assert in_flight > 0  # solves were under way at the kill
     victim.proc.wait(timeout=10)
     worker_factory(env, name="survivor@127.0.0.1")
     solved = [r.get(timeout=120) for r in results]

@@ -164,6 +164,13 @@ def test_a_worker_killed_mid_solve_loses_nothing_and_submits_nothing_twice(
     # after the broker's visibility timeout (README, "Reliability").
     state = celery_app.backend.client
     wait_until(lambda: len(state.keys("ct:job:*")) == 30, timeout=30, what="30 admissions")
+
+    def submitted() -> int:
+        return sum(1 for key in state.keys("ct:job:*") if state.hget(key, "captcha_id"))
+
+    # The whole budget submitted and recorded: a kill during an in.php call would be
+    # SubmitUncertain by design (never resent), which is not what this test is about.
+    wait_until(lambda: submitted() >= 20, timeout=30, what="20 captchas submitted")
     os.killpg(victim.proc.pid, signal.SIGKILL)  # the worker and its pool, mid-solve
     victim.proc.wait(timeout=10)
     worker_factory(env, name="survivor@127.0.0.1")
