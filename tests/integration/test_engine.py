@@ -455,14 +455,16 @@ def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
                 [now, settings.threads, 3, now + 60, keys.job_prefix, STRUCTURE_TTL])  # fmt: skip
     assert len(taken) == 3
     finish_keys = [keys.budget, keys.wake]
+    no_spend = ["", 0, 0]  # finish.lua's spend type, nano-USD and TTL: nothing to count
     result = {"type": "recaptcha_v2", "solution": "token-from-before", "submits": 1}
     assert run(client, "finish", [keys.job(solved), keys.due, *finish_keys],
-               [solved, "", "done", now - 1, "result", json.dumps(result)])  # fmt: skip
+               [solved, "", "done", now - 1, *no_spend, "result", json.dumps(result)])  # fmt: skip
     assert run(client, "finish", [keys.job(failed), keys.due, *finish_keys],
-               [failed, "", "failed", now - 1, "error", "TIMEOUT", "error_type", "SolveTimeout",
+               [failed, "", "failed", now - 1, *no_spend, "error", "TIMEOUT",
+                "error_type", "SolveTimeout",
                 "error_message", "no answer 9 s after submit"])  # fmt: skip
     # This one was reported before its engine died: nothing more to do.
-    done = [reported, "", "done", now - 1, "result", json.dumps(result), "reported", "1"]
+    done = [reported, "", "done", now - 1, *no_spend, "result", json.dumps(result), "reported", "1"]
     assert run(client, "finish", [keys.job(reported), keys.due, *finish_keys], done)
 
     engines, outcomes = make_engines(sandbox.url)
