@@ -24,22 +24,19 @@ from typing import Literal, Protocol
 
 import redis
 
-from ..provider_config import DEFAULT_PROVIDER, ProviderConfig
-from ..settings import Settings
+from ..provider_config import DEFAULT_PROVIDER
 from ..state.keys import Keys
 
 __all__ = [
     "DEFAULT_PROVIDER",
     "MINUTES_PER_HOUR",
     "CostSource",
-    "ProviderSpec",
     "Spend",
     "SpendLedger",
     "SpendObserver",
     "from_nano",
     "minute_of",
     "price_of",
-    "providers",
     "set_spend_observer",
     "spend_observer",
     "tell_spent",
@@ -59,15 +56,6 @@ CostSource = Literal["provider", "configured"]
 
 #: A configured provider: its name (metrics, status, keys), its protocol (the
 #: ``CAPTCHA_TASKS_PROVIDER`` value results name), its thread budget, key, types, prices.
-ProviderSpec = ProviderConfig
-
-
-def providers(settings: Settings) -> list[ProviderSpec]:
-    """The providers these settings configure, in order of preference (without
-    ``CAPTCHA_TASKS_PROVIDERS``: one, named ``default``)."""
-    return list(settings.providers())
-
-
 def price_of(
     captcha_type: str,
     provider_cost: decimal.Decimal | None,

@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from ..engine.balance import read_balance
-from ..engine.spend import SpendLedger, providers, total, usd_text
+from ..engine.spend import SpendLedger, total, usd_text
 from ..settings import Settings
 from ..state.keys import Keys
 
@@ -27,7 +27,7 @@ def provider_states(client: redis.Redis, settings: Settings, now: float) -> list
     ledger = SpendLedger(client, keys)
     floor = settings.balance_floor
     out = []
-    for spec in providers(settings):
+    for spec in settings.providers():
         in_use = int(client.zcount(keys.provider_budget(spec.name), f"({now}", "+inf"))
         balance = read_balance(client, keys, spec.name)
         spend = ledger.last_hour(spec.name, now)
