@@ -30,12 +30,15 @@ from ..settings import Settings
 from ..state.keys import BREAKER_TTL, Keys
 from ..state.scripts import run
 
-__all__ = ["COOLDOWN", "FAILURES_TO_OPEN", "MAX_COOLDOWN", "Breaker"]
+__all__ = ["COOLDOWN", "FAILURES_TO_OPEN", "MAX_COOLDOWN", "SLOW_FACTOR", "Breaker"]
 
 log = logging.getLogger(__name__)
 
 #: Transient failures in a row (cluster-wide) that open a closed breaker.
 FAILURES_TO_OPEN = 5
+#: An answer this many times slower than the provider's learned ready time is "slow";
+#: FAILURES_TO_OPEN slow answers in a row (cluster-wide) open the breaker.
+SLOW_FACTOR = 3.0
 #: Seconds (scaled) of the first cool-down, and the longest one.
 COOLDOWN = 60.0
 MAX_COOLDOWN = 600.0
@@ -60,6 +63,7 @@ class Breaker:
         self.max_cooldown = settings.scaled(MAX_COOLDOWN)
         #: Off with one provider: a breaker would only hold its jobs back.
         self.enabled = len(settings.providers()) > 1
+        self._slow_seen = False  # this engine counted a slow answer: a fast one resets
 
     def ok(self) -> None:
         """The provider accepted a submit: closes a half-open breaker."""
@@ -72,6 +76,19 @@ class Breaker:
     def trip(self, reason: str) -> bool:
         """Open at once (zero balance, a refused key); True if this call opened it."""
         return self._call("trip", reason)
+
+    def answered(self, seconds: float, typical: float | None) -> None:
+        """A captcha was answered ``seconds`` after its submit; ``typical``: the
+        provider's learned ready time of its type (None: not learned yet)."""
+        if not self.enabled or typical is None or typical <= 0:
+            return
+        if seconds > SLOW_FACTOR * typical:
+            self._slow_seen = True
+            self._call("slow", f"answers over {SLOW_FACTOR:g}x slower than learned "
+                               f"({seconds:.1f} s, typically {typical:.1f} s)")  # fmt: skip
+        elif self._slow_seen:
+            self._slow_seen = False
+            self._call("fast", "")
 
     def _call(self, op: str, reason: str) -> bool:
         if not self.enabled:

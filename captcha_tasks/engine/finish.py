@@ -18,6 +18,7 @@ from .. import errors
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import Answer
 from ..provider.answers import for_type
+from .breaker import Breaker
 from .jobs import Job, solve_result
 from .observer import SolveObserver
 from .pool import TokenPool
@@ -58,7 +59,9 @@ class Finisher:
         provider: str = "",
         prices: Iterable[tuple[str, decimal.Decimal]] = (),
         provider_name: str = DEFAULT_PROVIDER,
+        breaker: Breaker | None = None,
     ) -> None:
+        self.breaker = breaker
         self.queue = queue
         self.completer = completer
         self.provider = provider  # the name results carry (settings.provider)
@@ -89,6 +92,8 @@ class Finisher:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
             self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
+            if self.breaker is not None:  # far slower than it learned: a sick provider
+                self.breaker.answered(at - start, self.learner.learned(job.type))
         if job.pool:
             # A fill: the token goes to its pool and to no caller (single use).
             self.pool.put(job.pool, captcha_id=job.captcha_id, token=str(answer.solution),

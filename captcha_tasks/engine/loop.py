@@ -106,7 +106,8 @@ class Engine:
         self.finisher = Finisher(self.queue, completer, TokenPool(client, settings), self.learner,
                                  self.observer, name=name, clock=clock, prices=settings.prices,
                                  provider=settings.provider,
-                                 provider_name=self.queue.provider_name)  # fmt: skip
+                                 provider_name=self.queue.provider_name,
+                                 breaker=self.breaker)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
                                   observer=self.observer, clock=clock,
                                   provider=self.provider_name)  # fmt: skip

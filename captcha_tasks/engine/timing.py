@@ -121,7 +121,7 @@ class FirstPollLearner:
         self.keys = Keys(settings.key_prefix)
         self.provider = provider  # each provider's timings are its own
         self.refresh = refresh
-        self._cache: dict[str, tuple[float, float]] = {}
+        self._cache: dict[str, tuple[float, float | None, float]] = {}
         self._lock = threading.Lock()
 
     def default(self, captcha_type: str) -> float:
@@ -129,22 +129,31 @@ class FirstPollLearner:
 
     def first_poll(self, captcha_type: str) -> float:
         """Seconds after submit to poll first."""
+        return self._read(captcha_type)[0]
+
+    def learned(self, captcha_type: str) -> float | None:
+        """The provider's typical ready time of ``captcha_type`` as learned (None until
+        enough solves were seen), unbounded: what "far slower than usual" compares to."""
+        return self._read(captcha_type)[1]
+
+    def _read(self, captcha_type: str) -> tuple[float, float | None]:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(captcha_type)
-            if cached and now - cached[1] < self.refresh:
-                return cached[0]
+            if cached and now - cached[2] < self.refresh:
+                return cached[0], cached[1]
         raw = self.client.lrange(self.keys.timing(captcha_type, self.provider), 0, LEARN_WINDOW - 1)
         samples = [float(v) for v in raw]
         value = self.default(captcha_type)
+        learned = None
         if len(samples) >= LEARN_MIN_SAMPLES:
             learned = quantile(samples, LEARN_QUANTILE)
             # Never below a tenth of the default nor beyond half the deadline.
             ceiling = self.settings.scaled(DEADLINE.get(captcha_type, 120.0)) / 2
             value = min(max(learned, value / 10), ceiling)
         with self._lock:
-            self._cache[captcha_type] = (value, now)
-        return value
+            self._cache[captcha_type] = (value, learned, now)
+        return value, learned
 
     def observe(self, captcha_type: str, *, not_ready_at: float | None, ready_at: float) -> None:
         """Record one solve: seconds after submit of the last empty poll (None if the

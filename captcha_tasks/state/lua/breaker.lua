@@ -8,6 +8,9 @@
 --   op 'fail': a transient failure (5xx, connection, timeout); the threshold-th in a
 --              row opens it, and any during half-open reopens it.
 --   op 'trip': opens it at once (zero balance, a refused key).
+--   op 'slow': an answer far slower than the provider's learned time; the threshold-th
+--              in a row (no 'fast' between) opens a closed breaker.
+--   op 'fast': an answer in normal time: the run of slow ones ends.
 -- Returns {state, cooldown (seconds, when this call opened it, else 0), changed (0/1)}.
 local op = ARGV[1]
 local now = tonumber(ARGV[2])
@@ -27,7 +30,21 @@ if op == 'ok' then
   -- open: a call sent before it opened came back fine; the cool-down still holds.
   return {state, 0, 0}
 end
-local failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+if op == 'fast' then
+  if (tonumber(redis.call('HGET', KEYS[1], 'slow')) or 0) > 0 then
+    redis.call('HSET', KEYS[1], 'slow', 0)
+  end
+  return {state, 0, 0}
+end
+local failures
+if op == 'slow' then
+  failures = redis.call('HINCRBY', KEYS[1], 'slow', 1)
+  if state == 'half_open' then
+    state = 'closed' -- a probe's slow answer counts like any other, not as a failed probe
+  end
+else
+  failures = redis.call('HINCRBY', KEYS[1], 'failures', 1)
+end
 redis.call('EXPIRE', KEYS[1], ARGV[7])
 if state == 'open' then
   return {state, 0, 0}
@@ -39,7 +56,7 @@ if op == 'trip' or state == 'half_open' or failures >= tonumber(ARGV[3]) then
     cooldown = math.min(math.max((tonumber(b[3]) or base) * 2, base), tonumber(ARGV[5]))
   end
   redis.call('HSET', KEYS[1], 'state', 'open', 'until', now + cooldown, 'cooldown', cooldown,
-             'reason', ARGV[6], 'opened_at', now)
+             'reason', ARGV[6], 'opened_at', now, 'slow', 0)
   redis.call('HDEL', KEYS[1], 'probe', 'probe_until')
   return {'open', tostring(cooldown), 1}
 end

@@ -170,6 +170,23 @@ def test_the_breaker_opens_after_failures_in_a_row_and_doubles_its_cooldown(
     assert not breaker.trip("already open")
 
 
+def test_answers_far_slower_than_learned_open_the_breaker(
+    client: redis.Redis, settings: Settings
+) -> None:
+    breaker = Breaker(client, settings, "main", clock=lambda: 1000.0)
+    key = Keys(settings.key_prefix).breaker("main")
+    breaker.answered(50.0, None)  # nothing learned yet: nothing to compare
+    for _ in range(FAILURES_TO_OPEN - 1):
+        breaker.answered(4.0, 1.0)
+    breaker.answered(1.2, 1.0)  # one in normal time ends the run
+    for _ in range(FAILURES_TO_OPEN - 1):
+        breaker.answered(4.0, 1.0)
+    assert client.hget(key, "state") in (None, "closed")
+    breaker.answered(4.0, 1.0)
+    assert client.hget(key, "state") == "open"
+    assert "slower than learned" in (client.hget(key, "reason") or "")
+
+
 def test_with_one_provider_the_breaker_is_off(redis_url: str) -> None:
     settings = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": redis_url})
     client = state_redis(settings)
