@@ -23,6 +23,8 @@ key                           type    what
                                       ``solve:budget`` itself (:meth:`Keys.provider_budget`).
 ``{p}solve:provider_limit:{name}`` string  a named provider's learned limit, as above
                                       (``default``: ``solve:provider_limit``).
+``{p}solve:due:{name}``        zset    a named provider's poll schedule, as
+                                      ``solve:due`` (``default``: ``solve:due`` itself).
 ``{p}provider:{name}:breaker`` hash   a provider's circuit breaker (issue 15): state,
                                       open until, failures in a row, the probe's
                                       holder. TTL: ``BREAKER_TTL``, renewed by writes.
@@ -135,6 +137,10 @@ class Keys:
         if name == _DEFAULT_PROVIDER:
             return self.provider_limit
         return f"{self.provider_limit}:{name}"
+
+    def due_of(self, name: str) -> str:
+        """A provider's poll schedule; ``default``'s is :attr:`due` itself."""
+        return self.due if name == _DEFAULT_PROVIDER else f"{self.due}:{name}"
 
     def breaker(self, name: str) -> str:
         return f"{self.prefix}provider:{name}:breaker"
