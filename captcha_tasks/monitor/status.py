@@ -302,7 +302,7 @@ def breaker_text(breaker: dict[str, Any], now: float) -> str:
     """``closed``, or e.g. ``open until 20:53:00 (42s left): zero balance``."""
     if breaker["state"] == "closed":
         return "closed"
-    text = breaker["state"]
+    text = str(breaker["state"])
     until = breaker.get("until")
     if until is not None:
         text += f" until {time.strftime('%H:%M:%S', time.localtime(until))}"

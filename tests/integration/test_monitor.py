@@ -33,7 +33,7 @@ SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
 PROXY_SECRET = "s3cr3t-proxy-pw"
 LINE_KEYS = {"task_id", "name", "type", "state", "code", "runtime", "timestamp", "source",
-             "provider_name"}
+             "provider_name"}  # fmt: skip
 
 
 class Cli:

@@ -73,8 +73,12 @@ def test_each_provider_has_its_threads_breaker_and_floor(settings: Settings) -> 
     assert main["name"] == "main" and backup["name"] == "backup"
     assert main["threads"] == {"limit": 3, "learned_limit": 2, "in_use": 2}  # not the dead one
     assert backup["threads"] == {"limit": 2, "learned_limit": None, "in_use": 1}
-    assert main["breaker"] == {"state": "open", "until": pytest.approx(now + 42),
-                               "reason": "zero balance", "opened_at": pytest.approx(now - 18)}
+    assert main["breaker"] == {
+        "state": "open",
+        "until": pytest.approx(now + 42),
+        "reason": "zero balance",
+        "opened_at": pytest.approx(now - 18),
+    }
     assert backup["breaker"] == {"state": "closed", "until": None, "reason": None,
                                  "opened_at": None}  # fmt: skip
     # Each provider's own floor: backup's is 10, main has none.
@@ -134,7 +138,12 @@ def test_status_sums_the_budget_and_shows_a_row_and_breaker_per_provider(
          "due_now": 0},
     ]  # fmt: skip
     assert {k: v for k, v in budget.items() if k != "providers"} == {
-        "in_use": 3, "limit": 5, "expired_leases": 1, "waiting": 1, "in_flight": 3, "due_now": 1
+        "in_use": 3,
+        "limit": 5,
+        "expired_leases": 1,
+        "waiting": 1,
+        "in_flight": 3,
+        "due_now": 1,
     }
     # A live balance per provider; ``balance`` stays the first one's.
     assert [(b["name"], b["provider"]) for b in report["balances"]] == [

@@ -211,13 +211,14 @@ def test_render_shows_the_counts() -> None:
 def test_the_provider_that_solved_it_is_shown_by_its_configured_name() -> None:
     c = ResultsCollector(clock=Clock())
     c.feed(received("m1", "captcha_tasks.solve_recaptcha_v2"))
+
     # What the engine's task-succeeded carries: the protocol and the configured name.
-    main = c.feed(succeeded("m1", {"source": "api", "type": "recaptcha_v2",
-                                   "provider": "captchaai", "provider_name": "main"}))  # fmt: skip
-    backup = c.feed(succeeded("b1", {"source": "api", "type": "turnstile",
-                                     "provider": "capsolver", "provider_name": "backup"}))  # fmt: skip
-    backup_2 = c.feed(succeeded("b2", {"source": "api", "type": "turnstile",
-                                       "provider": "capsolver", "provider_name": "backup"}))  # fmt: skip
+    def by(name: str, protocol: str, kind: str = "turnstile") -> dict[str, Any]:
+        return {"source": "api", "type": kind, "provider": protocol, "provider_name": name}
+
+    main = c.feed(succeeded("m1", by("main", "captchaai", "recaptcha_v2")))
+    backup = c.feed(succeeded("b1", by("backup", "capsolver")))
+    backup_2 = c.feed(succeeded("b2", by("backup", "capsolver")))
     before = c.feed(succeeded("o1", {"source": "api", "provider": "captchaai"}))  # older worker
     assert main is not None and backup is not None and backup_2 is not None and before is not None
     assert json.loads(main.to_json())["provider_name"] == "main"
