@@ -287,11 +287,15 @@ def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -
     """The result message of a solve: ``solution`` is the token or text (a dict for
     GeeTest, GeeTest v4 and AWS WAF, a list of points for coordinates);
     ``celery_task_id`` is what ``report_solution`` takes. ``user_agent`` comes too where
-    the token is bound to a browser (a challenge-mode Turnstile): it is useless without."""
+    the token is bound to a browser (a challenge-mode Turnstile): it is useless without.
+    ``provider_name`` (the configured provider that solved it: ``main``, ``default``)
+    comes when the result has one (not a token served from a pool, nor an older worker's)."""
     message = {"task_id": task_id, "solution": result.get("solution"),
                "celery_task_id": celery_task_id}  # fmt: skip
     if result.get("user_agent"):
         message["user_agent"] = result["user_agent"]
+    if isinstance(result.get("provider_name"), str) and result["provider_name"]:
+        message["provider_name"] = result["provider_name"]
     return message
 
 

@@ -9,8 +9,10 @@ tokens served from a pool. A worker that enables metrics installs it with
 multiprocess mode, so what the children count adds up with what the main process counts).
 
 **State** is read from Redis when ``/metrics`` is scraped, by :class:`StateCollector`:
-threads of the budget in use, waiting requests, pooled tokens, proxies. It is
-cluster-wide, so every worker reports the same values (aggregate with ``max``).
+threads of each provider's budget in use and its breaker, waiting requests, pooled
+tokens, proxies. It is cluster-wide, so every worker reports the same values (aggregate
+with ``max``, or ``max by (provider)``). Provider labels are configured names
+(``default`` for the single-provider variables), never keys or URLs.
 
 prometheus_client is imported only once metrics are enabled: it decides between
 single- and multi-process values when it is first imported, and a worker imports this
@@ -34,7 +36,7 @@ from ..errors import CaptchaTasksError
 from ..settings import Settings
 from ..state.keys import Keys
 from ..state.redis import redis_client
-from .providers import provider_states
+from .providers import BREAKER_OPEN_STATES, provider_states
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -220,7 +222,8 @@ class StateCollector:
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         families = self._families()
-        families["threads_limit"].add_metric([], self.settings.threads)
+        for spec in self.settings.providers():  # configuration: known without Redis
+            families["threads_limit"].add_metric([spec.name], spec.threads)
         try:
             self._read(families)
         except redis.RedisError as exc:
@@ -239,11 +242,21 @@ class StateCollector:
             return GaugeMetricFamily(f"captcha_tasks_{name}", doc, labels=labels)
 
         pool = ["pool_id", "type"]
+        provider = ["provider"]
         return {
             "threads_in_use": gauge(
-                "threads_in_use", "Threads of the plan held by captchas at the provider."
+                "threads_in_use",
+                "Threads of the provider's budget held by captchas at it (live leases).",
+                provider,
             ),
-            "threads_limit": gauge("threads_limit", "The plan's thread budget."),
+            "threads_limit": gauge(
+                "threads_limit", "The provider's configured thread budget.", provider
+            ),
+            "breaker_open": gauge(
+                "breaker_open",
+                "1 if the provider's circuit breaker is open or half-open, else 0.",
+                provider,
+            ),
             "waiting_requests": gauge(
                 "waiting_requests", "Solve requests waiting for a thread of the budget."
             ),
@@ -276,11 +289,10 @@ class StateCollector:
         now = self.clock()
         after = f"({now}"  # leases and tokens that expire after now
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zcount(self.keys.provider_budget(self.settings.providers()[0].name), after, "+inf")
         pipe.zcard(self.keys.waiting)
         pipe.hgetall(self.keys.pools)
         pipe.hkeys(self.keys.proxies)
-        in_use, waiting, pools, proxy_ids = pipe.execute()
+        waiting, pools, proxy_ids = pipe.execute()
 
         pool_ids = sorted(pools)
         proxy_ids = sorted(proxy_ids)
@@ -292,7 +304,6 @@ class StateCollector:
             pipe.exists(self.keys.proxy_lease(ident))
         answers = pipe.execute() if pool_ids or proxy_ids else []
 
-        families["threads_in_use"].add_metric([], int(in_use))
         families["waiting_requests"].add_metric([], int(waiting))
         for n, pool_id in enumerate(pool_ids):
             labels = [pool_id, _pool_type(pools[pool_id])]
@@ -307,6 +318,9 @@ class StateCollector:
             families["proxies"].add_metric([state], count)
         for provider in provider_states(self.redis, self.settings, now):
             name = [provider["name"]]
+            families["threads_in_use"].add_metric(name, provider["threads"]["in_use"])
+            open_now = provider["breaker"]["state"] in BREAKER_OPEN_STATES
+            families["breaker_open"].add_metric(name, 1 if open_now else 0)
             if provider["balance"] is not None:
                 families["balance"].add_metric(name, float(provider["balance"]))
             families["balance_low"].add_metric(name, 1 if provider["below_floor"] else 0)

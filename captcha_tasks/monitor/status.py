@@ -1,13 +1,16 @@
 """One snapshot of a cluster (``captcha-tasks status``).
 
-Read-only: the thread budget and the solve queues, Celery's broker queues, token
-pools, proxy leases, session locks, the workers that answer a ping and the provider
-balance. Secrets stay out: proxies are masked, a session lock shows its owner's name
-and not its token, the API key and Redis passwords are never printed.
+Read-only: the thread budget and the solve queues (the sum over the providers, and
+a row per provider), Celery's broker queues, token pools, proxy leases, session locks,
+the workers that answer a ping, each provider's balance (asked of it now) and its state
+in Redis (:mod:`.providers`: threads, breaker, last balance check, spend). Secrets stay
+out: proxies are masked, a session lock shows its owner's name and not its token, API
+keys and Redis passwords are never printed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,13 +21,14 @@ import redis
 from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
 from ..provider import make_provider
+from ..provider_config import DEFAULT_PROVIDER, ProviderConfig, variable
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
 from ..state import Keys, redis_client, state_redis
 from .providers import provider_states
 
-__all__ = ["broker_queues", "collect", "render"]
+__all__ = ["breaker_text", "broker_queues", "collect", "render"]
 
 #: kombu's Redis transport keeps priorities 3, 6 and 9 of a queue in lists named
 #: ``{queue}\x06\x16{priority}`` (priority 0 is the queue's own list).
@@ -42,30 +46,42 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
 
 
-def _scrub(text: str, settings: Settings) -> str:
-    return text.replace(settings.api_key, "***") if settings.api_key else text
+def _scrub(text: str, api_key: str) -> str:
+    return text.replace(api_key, "***") if api_key else text
+
+
+_PER_PROVIDER = ("in_use", "expired_leases", "in_flight", "due_now")
 
 
 def thread_budget(
     client: redis.Redis, keys: Keys, settings: Settings, now: float
 ) -> dict[str, Any]:
+    """The budget of the whole cluster (each count the sum over the providers; ``limit``
+    the sum of their configured threads), with one row per provider in ``providers``."""
+    specs = settings.providers()
     with client.pipeline(transaction=False) as pipe:
-        budget = keys.provider_budget(settings.providers()[0].name)  # one until issue 15
-        pipe.zcount(budget, f"({now}", "+inf")  # live leases only
-        pipe.zcount(budget, "-inf", now)
+        for spec in specs:
+            budget, due = keys.provider_budget(spec.name), keys.due_of(spec.name)
+            pipe.zcount(budget, f"({now}", "+inf")  # live leases only
+            # Leases past their expiry (a crashed holder's): the next taker reclaims them.
+            pipe.zcount(budget, "-inf", now)
+            pipe.zcard(due)
+            pipe.zcount(due, "-inf", now)
         pipe.zcard(keys.waiting)
-        pipe.zcard(keys.due)
-        pipe.zcount(keys.due, "-inf", now)
-        in_use, expired, waiting, in_flight, due = pipe.execute()
-    return {
-        "in_use": int(in_use),
-        "limit": settings.threads,
-        # Leases past their expiry (a crashed holder's): the next taker reclaims them.
-        "expired_leases": int(expired),
-        "waiting": int(waiting),
-        "in_flight": int(in_flight),
-        "due_now": int(due),
-    }
+        *counts, waiting = pipe.execute()
+    rows = []
+    for n, spec in enumerate(specs):
+        row: dict[str, Any] = {"name": spec.name, "limit": spec.threads}
+        row.update(zip(_PER_PROVIDER, (int(c) for c in counts[4 * n : 4 * n + 4]), strict=True))
+        rows.append(row)
+    out: dict[str, Any] = {"in_use": sum(r["in_use"] for r in rows),
+                           "limit": sum(spec.threads for spec in specs)}  # fmt: skip
+    out["expired_leases"] = sum(r["expired_leases"] for r in rows)
+    out["waiting"] = int(waiting)  # one queue: a request waits for any provider's thread
+    out["in_flight"] = sum(r["in_flight"] for r in rows)
+    out["due_now"] = sum(r["due_now"] for r in rows)
+    out["providers"] = rows
+    return out
 
 
 def broker_queues(client: redis.Redis, names: list[str]) -> dict[str, Any]:
@@ -107,19 +123,33 @@ def session_locks(client: redis.Redis, keys: Keys, settings: Settings) -> list[d
     return sorted(locks, key=lambda lock: lock["host"])
 
 
-def provider_balance(settings: Settings, timeout: float) -> dict[str, Any]:
-    """The balance as a string (exact decimals), or ``error`` saying why there is none."""
-    out: dict[str, Any] = {"provider": settings.provider, "url": _origin(settings.solver_url)}
-    if not settings.api_key:
-        out["error"] = "CAPTCHA_TASKS_API_KEY is not set"
+def _settings_of(settings: Settings, spec: ProviderConfig) -> Settings:
+    """Settings whose single provider is ``spec`` (what ``make_provider`` reads)."""
+    return dataclasses.replace(
+        settings, provider=spec.protocol, solver_url=spec.url, api_key=spec.api_key
+    )
+
+
+def provider_balance(
+    settings: Settings, timeout: float, spec: ProviderConfig | None = None
+) -> dict[str, Any]:
+    """The balance of ``spec`` (default: the first provider) asked of it now, as a
+    string (exact decimals), or ``error`` saying why there is none."""
+    spec = spec or settings.providers()[0]
+    out: dict[str, Any] = {"name": spec.name, "provider": spec.protocol, "url": _origin(spec.url)}
+    if not spec.api_key:
+        key = "CAPTCHA_TASKS_API_KEY" if spec.name == DEFAULT_PROVIDER \
+            else variable(spec.name, "API_KEY")  # fmt: skip
+        out["error"] = f"{key} is not set"
         return out
     try:
-        client = make_provider(settings, timeout=min(timeout, settings.http_timeout))
+        own = _settings_of(settings, spec)
+        client = make_provider(own, timeout=min(timeout, settings.http_timeout))
         out["balance"] = str(client.balance())
     except CaptchaTasksError as exc:
-        out["error"] = _scrub(f"{exc.code or type(exc).__name__}: {exc}", settings)
+        out["error"] = _scrub(f"{exc.code or type(exc).__name__}: {exc}", spec.api_key)
     except Exception as exc:  # a snapshot reports what it cannot read; it does not crash
-        out["error"] = _scrub(f"{type(exc).__name__}: {exc}", settings)
+        out["error"] = _scrub(f"{type(exc).__name__}: {exc}", spec.api_key)
     return out
 
 
@@ -148,15 +178,17 @@ def collect(
 ) -> dict[str, Any]:
     """The snapshot as plain data (what ``status --json`` prints).
 
-    The two slow parts (a worker ping waits ``workers_timeout``, the balance is an HTTP
-    call) run beside the Redis reads. ``workers_timeout=0`` skips the ping.
-    Raises ``redis.RedisError`` if Redis cannot be read."""
+    The slow parts (a worker ping waits ``workers_timeout``, each provider's balance is
+    an HTTP call) run beside the Redis reads. ``workers_timeout=0`` skips the ping.
+    ``balances`` has one entry per provider; ``balance`` is the first one's (as before
+    several providers). Raises ``redis.RedisError`` if Redis cannot be read."""
     client = state_redis(settings)
     keys = Keys(settings.key_prefix)
     names = list(dict.fromkeys(queues or [app.conf.task_default_queue or "celery"]))
     client.ping()  # fail fast, before a worker ping that would wait for the broker
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="status") as pool:
-        balance = pool.submit(provider_balance, settings, balance_timeout)
+    specs = settings.providers()
+    with ThreadPoolExecutor(max_workers=1 + len(specs), thread_name_prefix="status") as pool:
+        balances = [pool.submit(provider_balance, settings, balance_timeout, s) for s in specs]
         workers = pool.submit(ping_workers, app, workers_timeout) if workers_timeout > 0 else None
         now = time.time()
         report: dict[str, Any] = {
@@ -171,7 +203,8 @@ def collect(
             "providers": provider_states(client, settings, now),
         }
         report["workers"] = workers.result() if workers is not None else None
-        report["balance"] = balance.result()
+        report["balances"] = [balance.result() for balance in balances]
+        report["balance"] = report["balances"][0]
     return report
 
 
@@ -213,14 +246,8 @@ def render(report: dict[str, Any]) -> str:
         names = workers["names"]
         lines.append(f"workers         {len(names)} answered ping"
                      + (f": {', '.join(names)}" if names else ""))  # fmt: skip
-    bal = report["balance"]
-    where = f"{bal['provider']} at {bal['url']}"
-    if "balance" in bal:
-        lines.append(f"balance         {bal['balance']} ({where})")
-    else:
-        lines.append(f"balance         unavailable: {bal['error']} ({where})")
-
-    lines += _provider_lines(report.get("providers", []))
+    lines += _balance_lines(report.get("balances") or [report["balance"]])
+    lines += _provider_lines(report.get("providers", []), report["time"])
     lines += ["", "token pools"]
     lines += _table(
         ["pool", "type", "size", "filling", "target", "soonest expiry", "demand/min", "scope"],
@@ -249,19 +276,50 @@ def render(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _provider_lines(providers: list[dict[str, Any]]) -> list[str]:
-    """Each provider: budget in use, balance (``below floor``), spend in the last hour."""
-    headers = ["provider", "protocol", "threads", "balance", "spend last hour"]
-    rows = [_provider_row(p) for p in providers]
+def _balance_lines(balances: list[dict[str, Any]]) -> list[str]:
+    """One line per provider (named when there are several), as asked of it now."""
+    lines = []
+    for n, bal in enumerate(balances):
+        label = "balance" if n == 0 else ""
+        name = f"{bal['name']}: " if len(balances) > 1 and bal.get("name") else ""
+        where = f"{bal['provider']} at {bal['url']}"
+        if "balance" in bal:
+            lines.append(f"{label:16}{name}{bal['balance']} ({where})")
+        else:
+            lines.append(f"{label:16}{name}unavailable: {bal['error']} ({where})")
+    return lines
+
+
+def _provider_lines(providers: list[dict[str, Any]], now: float) -> list[str]:
+    """Each provider: budget in use, breaker, last balance (``below floor``), spend in
+    the last hour."""
+    headers = ["provider", "protocol", "threads", "breaker", "balance", "spend last hour"]
+    rows = [_provider_row(p, now) for p in providers]
     return ["", "providers", *_table(headers, rows, "none configured")]
 
 
-def _provider_row(p: dict[str, Any]) -> list[str]:
+def breaker_text(breaker: dict[str, Any], now: float) -> str:
+    """``closed``, or e.g. ``open until 20:53:00 (42s left): zero balance``."""
+    if breaker["state"] == "closed":
+        return "closed"
+    text = str(breaker["state"])
+    until = breaker.get("until")
+    if until is not None:
+        text += f" until {time.strftime('%H:%M:%S', time.localtime(until))}"
+        if until > now:
+            text += f" ({_seconds(until - now)} left)"
+    return text + (f": {breaker['reason']}" if breaker.get("reason") else "")
+
+
+def _provider_row(p: dict[str, Any], now: float) -> list[str]:
     balance = "unknown" if p["balance"] is None else f"{p['balance']} USD"
     if p["balance_stale"]:
         balance += " (stale)"
     if p["below_floor"]:
         balance += f" below floor {p['balance_floor']}"
     spend = f"{p['spend_last_hour']} USD ({p['solves_last_hour']} solves)"
-    threads = f"{p['threads_in_use']} / {p['threads']}"
-    return [p["name"], p["protocol"], threads, balance, spend]
+    t = p["threads"]
+    threads = f"{t['in_use']} / {t['limit']}"
+    if t["learned_limit"] is not None and t["learned_limit"] < t["limit"]:
+        threads += f" (provider took {t['learned_limit']})"
+    return [p["name"], p["protocol"], threads, breaker_text(p["breaker"], now), balance, spend]

@@ -8,7 +8,7 @@ Workers send task events (``worker_send_task_events``), and the solve engine sen
 Events carry secrets: ``task-received`` has the task's arguments and a pooled
 token's ``task-succeeded`` has the token in its ``result`` repr. So nothing from an
 event is shown as such: only the task id and name, and a few fields picked out by
-strict patterns (captcha type, ``source``, the error code).
+strict patterns (captcha type, ``source``, ``provider_name``, the error code).
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ _CODE_KWARG = re.compile(r"\bcode=['\"]([A-Za-z][A-Za-z0-9_]{1,63})['\"]")
 _CODE_LEADING = re.compile(r"^[A-Za-z_][\w.]*\(\s*['\"]([A-Z][A-Z0-9_]{2,63})(?::|['\"])")
 _EXC_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w{0,63})(?:\(|$)")
 _SOURCE = re.compile(r"['\"]source['\"]:\s*['\"]([a-z][a-z0-9_]{0,15})['\"]")
+# The configured provider's name (issue 15): ``main``, ``backup``, ``default``.
+_PROVIDER_NAME = re.compile(r"['\"]provider_name['\"]:\s*['\"]([a-z0-9_]{1,32})['\"]")
 _RESULT_TYPE = re.compile(r"['\"]type['\"]:\s*['\"]([a-z][a-z0-9_]{0,31})['\"]")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
@@ -76,6 +78,8 @@ class Result:
     runtime: float | None
     timestamp: float
     source: str | None
+    #: The configured provider that solved it (results of solves at a provider).
+    provider_name: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -132,6 +136,7 @@ class ResultsCollector:
         self.by_type: dict[str, TypeCounts] = {}
         self.by_code: Counter[str] = Counter()
         self.by_source: Counter[str] = Counter()
+        self.by_provider: Counter[str] = Counter()
         self.recent: deque[Result] = deque(maxlen=8)
         self._workers: dict[str, float] = {}
         self._names: OrderedDict[str, str] = OrderedDict()
@@ -179,13 +184,15 @@ class ResultsCollector:
         self._open.pop(task_id, None)
         ok = kind == "task-succeeded"
         name = self._names.get(task_id)
-        source = code = None
+        source = code = provider_name = None
         text = ""
         if ok:
             raw = event.get("result")
             text = raw if isinstance(raw, str) else repr(raw)
             found = _SOURCE.search(text)
             source = found.group(1) if found else None
+            found = _PROVIDER_NAME.search(text)
+            provider_name = found.group(1) if found else None
         elif kind == "task-failed":
             code = error_code(str(event.get("exception") or ""))
         else:
@@ -202,6 +209,7 @@ class ResultsCollector:
             runtime=round(float(runtime), 3) if isinstance(runtime, int | float) else None,
             timestamp=round(float(timestamp), 3) if isinstance(timestamp, int | float) else now,
             source=source,
+            provider_name=provider_name,
         )
         counts = self.by_type.setdefault(kind_of_task, TypeCounts())
         if ok:
@@ -211,6 +219,8 @@ class ResultsCollector:
                 counts.runtime_total += result.runtime
                 counts.runtime_count += 1
             self.by_source[source or "-"] += 1
+            if provider_name:
+                self.by_provider[provider_name] += 1
         else:
             self.failed += 1
             counts.failed += 1
@@ -282,6 +292,7 @@ class ResultsCollector:
             },
             "by_code": dict(self.by_code.most_common()),
             "by_source": dict(self.by_source.most_common()),
+            "by_provider": dict(self.by_provider.most_common()),
             "workers": self.workers(now),
         }
 
@@ -302,6 +313,10 @@ def render(collector: ResultsCollector, *, title: str, now: float | None = None)
         f"rate   {snap['per_minute']:>7.1f}/min over the last {collector.window:g} s   "
         f"(solved {snap['solved_per_minute']:.1f}/min, failed {snap['failed_per_minute']:.1f}/min)",
         "source " + ("   ".join(f"{k} {v}" for k, v in snap["by_source"].items()) or "-"),
+    ]
+    if snap["by_provider"]:
+        lines.append("solved by " + "   ".join(f"{k} {v}" for k, v in snap["by_provider"].items()))
+    lines += [
         "",
         f"{'type':20} {'solved':>7} {'failed':>7} {'avg s':>8}",
     ]
@@ -320,6 +335,7 @@ def render(collector: ResultsCollector, *, title: str, now: float | None = None)
         for r in reversed(collector.recent):
             at = time.strftime("%H:%M:%S", time.localtime(r.timestamp))
             runtime = "" if r.runtime is None else f" {r.runtime:.2f} s"
+            via = f" via {r.provider_name}" if r.provider_name else ""
             lines.append(f"  {at} {r.state:8} {r.type:16} {r.task_id} "
-                         f"{r.code or r.source or ''}{runtime}")  # fmt: skip
+                         f"{r.code or r.source or ''}{via}{runtime}")  # fmt: skip
     return "\n".join(lines)

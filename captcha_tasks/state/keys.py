@@ -23,8 +23,8 @@ key                           type    what
                                       ``solve:budget`` itself (:meth:`Keys.provider_budget`).
 ``{p}solve:provider_limit:{name}`` string  a named provider's learned limit, as above
                                       (``default``: ``solve:provider_limit``).
-``{p}solve:due:{name}``       zset    a named provider's poll schedule, as
-                                      ``solve:due`` (``default``: ``solve:due``).
+``{p}solve:due:{name}``        zset    a named provider's poll schedule, as
+                                      ``solve:due`` (``default``: ``solve:due`` itself).
 ``{p}provider:{name}:breaker`` hash   a provider's circuit breaker (issue 15): state,
                                       open until, failures in a row, the probe's
                                       holder. TTL: ``BREAKER_TTL``, renewed by writes.

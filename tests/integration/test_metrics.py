@@ -78,7 +78,7 @@ def test_metrics_count_solves_failures_and_pool_takes_across_processes(
     in_use: list[float] = []
 
     def held() -> bool:  # the budget gauge sees them at the provider (~0.75 s each)
-        in_use.append(Scrape(url).value("captcha_tasks_threads_in_use"))
+        in_use.append(Scrape(url).value("captcha_tasks_threads_in_use", provider="default"))
         return in_use[-1] >= 1
 
     wait_until(held, timeout=30, interval=0.01, what="threads in use")
@@ -111,10 +111,13 @@ def test_metrics_count_solves_failures_and_pool_takes_across_processes(
     assert scrape.value("captcha_tasks_submits_total", **v2, result="ok") == 2 + 3 + 1
     assert scrape.value("captcha_tasks_poll_requests_total") >= 1
 
-    limit = scrape.value("captcha_tasks_threads_limit")
+    default = {"provider": "default"}  # the single-provider variables' provider
+    limit = scrape.value("captcha_tasks_threads_limit", **default)
     assert limit == 5
     assert max(in_use) <= limit
-    assert scrape.value("captcha_tasks_threads_in_use") == 0  # every lease given back
+    assert scrape.value("captcha_tasks_threads_in_use", **default) == 0  # every lease given back
+    assert ("captcha_tasks_breaker_open", frozenset(default.items())) in scrape.samples
+    assert scrape.value("captcha_tasks_breaker_open", **default) == 0
     assert scrape.value("captcha_tasks_waiting_requests") == 0
     assert scrape.value("captcha_tasks_state_up") == 1
     pool_labels = {"pool_id": pool_id_for(pooled) or "", "type": "recaptcha_v2"}

@@ -24,7 +24,7 @@ from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
-from captcha_tasks.state import state_redis
+from captcha_tasks.state import Keys, state_redis
 from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
 PROXY_SECRET = "s3cr3t-proxy-pw"
-LINE_KEYS = {"task_id", "name", "type", "state", "code", "runtime", "timestamp", "source"}
+LINE_KEYS = {"task_id", "name", "type", "state", "code", "runtime", "timestamp", "source",
+             "provider_name"}  # fmt: skip
 
 
 class Cli:
@@ -226,8 +227,9 @@ def test_status_without_a_key_says_why_there_is_no_balance(celery_app: Any) -> N
     assert report["balance"]["error"] == "CAPTCHA_TASKS_API_KEY is not set"
     assert report["workers"] is None
     limit = get_settings().threads
-    assert report["budget"] == {"in_use": 0, "limit": limit, "expired_leases": 0, "waiting": 0,
-                                "in_flight": 0, "due_now": 0}  # fmt: skip
+    zeros = {"in_use": 0, "expired_leases": 0, "in_flight": 0, "due_now": 0}
+    rows = [{"name": "default", "limit": limit, **zeros}]
+    assert report["budget"] == {**zeros, "limit": limit, "waiting": 0, "providers": rows}
     assert report["proxies"] == [] and report["session_locks"] == []
     code, text, err = run_cli(["status", "--workers-timeout", "0"], {})
     assert code == 0, err
@@ -241,3 +243,44 @@ def test_status_with_a_wrong_key_reports_the_providers_code(celery_app: Any, san
     assert code == 0, err
     assert json.loads(out)["balance"]["error"].startswith("ERROR_")
     assert wrong not in out
+
+
+def test_status_of_two_providers_with_one_breaker_open(celery_app: Any, sandbox: Any) -> None:
+    settings = get_settings()
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    now = time.time()
+    opened = {"state": "open", "until": now + 300, "reason": "zero balance", "opened_at": now}
+    client.hset(keys.breaker("main"), mapping=opened)
+    client.zadd(keys.provider_budget("backup"), {"a": now + 60, "gone": now - 1})
+    backup_key = "CAP-" + "ab" * 16
+    env = {
+        # Refused beside CAPTCHA_TASKS_PROVIDERS: blank them in case the suite set them.
+        "CAPTCHA_TASKS_THREADS": "", "CAPTCHA_TASKS_API_KEY": "", "CAPTCHAAI_API_KEY": "",
+        "CAPTCHA_TASKS_PROVIDERS": "main,backup",
+        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai", "CAPTCHA_TASKS_MAIN_API_KEY": DEV_API_KEY,
+        "CAPTCHA_TASKS_MAIN_URL": sandbox.url, "CAPTCHA_TASKS_MAIN_THREADS": "4",
+        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver", "CAPTCHA_TASKS_BACKUP_API_KEY": backup_key,
+        "CAPTCHA_TASKS_BACKUP_URL": "http://127.0.0.1:9", "CAPTCHA_TASKS_BACKUP_THREADS": "3",
+    }  # fmt: skip
+    try:
+        code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], env)
+        assert code == 0, err
+        report = json.loads(out)
+        main, backup = report["providers"]
+        assert main["breaker"]["state"] == "open" and main["breaker"]["reason"] == "zero balance"
+        assert backup["breaker"]["state"] == "closed"
+        assert backup["threads"] == {"limit": 3, "learned_limit": None, "in_use": 1}
+        assert (report["budget"]["limit"], report["budget"]["in_use"]) == (7, 1)
+        assert [row["name"] for row in report["budget"]["providers"]] == ["main", "backup"]
+        main_balance, backup_balance = report["balances"]
+        assert Decimal(main_balance["balance"]) == Decimal("100")  # asked of main's sandbox
+        assert backup_balance["name"] == "backup" and "error" in backup_balance
+        code, text, err = run_cli(["status", "--workers-timeout", "0"], env)
+        assert code == 0, err
+        assert "thread budget   1 / 7 in use" in text
+        assert "zero balance" in text and "open until" in text and "main: 100" in text
+        for output in (out, text):
+            assert DEV_API_KEY not in output and backup_key not in output
+    finally:
+        client.delete(keys.breaker("main"), keys.provider_budget("backup"))

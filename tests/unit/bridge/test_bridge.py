@@ -293,6 +293,13 @@ def test_result_messages() -> None:
     assert solved(7, challenge, "cid") == {"task_id": 7, "solution": "0.tok",
                                            "celery_task_id": "cid",
                                            "user_agent": "Mozilla/5.0 X"}  # fmt: skip
+    # Which configured provider solved it (issue 15); a pooled token's result names none.
+    named = {"solution": "03AF", "type": "recaptcha_v2", "provider": "captchaai",
+             "provider_name": "backup", "cost": "0.003"}  # fmt: skip
+    assert solved("task_3", named, "cid") == {"task_id": "task_3", "solution": "03AF",
+                                              "celery_task_id": "cid",
+                                              "provider_name": "backup"}  # fmt: skip
+    assert "provider_name" not in solved(9, {"solution": "t", "provider_name": None}, "c")
     points = [{"x": 38, "y": 90}]
     assert solved(8, {"solution": points, "type": "coordinates"}, "c")["solution"] == points
     message = failed("task_2", CaptchaUnsolvable("the workers gave up"), "cid")

@@ -77,7 +77,7 @@ def test_one_named_provider_solves_under_its_name_and_its_own_budget(redis_url: 
     assert str(ledger.total_last_hour("main", engine.clock())) == "0.012"
     assert ledger.last_hour("default", engine.clock()) == {}
     (state,) = provider_states(client, settings, engine.clock())
-    assert (state["name"], state["protocol"], state["threads"]) == ("main", "captchaai", 2)
+    assert (state["name"], state["protocol"], state["threads"]["limit"]) == ("main", "captchaai", 2)
     assert state["solves_last_hour"] == 6
     # A lease in main's budget is what status counts, not one in today's key.
     client.zadd(keys.provider_budget("main"), {"held": engine.clock() + 60})

@@ -240,8 +240,9 @@ def test_the_collector_reads_budget_queue_pools_and_proxies(settings: Settings) 
         return registry.get_sample_value(f"captcha_tasks_{name}", labels)
 
     assert value("state_up") == 1
-    assert value("threads_in_use") == 3
-    assert value("threads_limit") == 7
+    assert value("threads_in_use", provider="default") == 3
+    assert value("threads_limit", provider="default") == 7
+    assert value("breaker_open", provider="default") == 0
     assert value("waiting_requests") == 4
     assert value("pool_tokens", pool_id=pool_id, type="recaptcha_v2") == 2
     assert value("pool_filling", pool_id=pool_id, type="recaptcha_v2") == 1
@@ -252,7 +253,7 @@ def test_the_collector_reads_budget_queue_pools_and_proxies(settings: Settings) 
 
 def test_an_empty_cluster_reads_as_zeros(settings: Settings) -> None:
     registry = _collect(StateCollector(state_redis(settings), settings))
-    assert registry.get_sample_value("captcha_tasks_threads_in_use") == 0
+    assert registry.get_sample_value("captcha_tasks_threads_in_use", {"provider": "default"}) == 0
     assert registry.get_sample_value("captcha_tasks_waiting_requests") == 0
     for state in ("free", "leased", "quarantined"):
         assert registry.get_sample_value("captcha_tasks_proxies", {"state": state}) == 0
@@ -267,8 +268,10 @@ def test_a_scrape_without_redis_says_so_instead_of_failing() -> None:
         registry = _collect(collector)
         assert time.monotonic() - started < 1.0  # no retries: the scrape is not held up
         assert registry.get_sample_value("captcha_tasks_state_up") == 0
-        assert registry.get_sample_value("captcha_tasks_threads_limit") == 5
-        assert registry.get_sample_value("captcha_tasks_threads_in_use") is None
+        default = {"provider": "default"}
+        assert registry.get_sample_value("captcha_tasks_threads_limit", default) == 5
+        assert registry.get_sample_value("captcha_tasks_threads_in_use", default) is None
+        assert registry.get_sample_value("captcha_tasks_breaker_open", default) is None
     finally:
         collector.redis.close()
 

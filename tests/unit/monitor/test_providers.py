@@ -113,7 +113,9 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
     report = _status(settings)
     (provider,) = report["providers"]  # type: ignore[misc]
     assert provider == {
-        "name": "default", "protocol": "captchaai", "threads_in_use": 2, "threads": 7,
+        "name": "default", "protocol": "captchaai", "threads_in_use": 2,
+        "threads": {"limit": 7, "learned_limit": None, "in_use": 2},
+        "breaker": {"state": "closed", "until": None, "reason": None, "opened_at": None},
         "balance": "4.5", "balance_checked_at": 1.0, "balance_stale": True,
         "balance_floor": "5", "below_floor": True, "spend_last_hour": "0.00409",
         "spend_last_hour_by_type": {"recaptcha_v2": "0.00409"}, "solves_last_hour": 2,
@@ -121,10 +123,10 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
     page = render(report)
     lines = page.splitlines()
     at = lines.index("providers")
-    assert lines[at + 1].split() == ["provider", "protocol", "threads", "balance", "spend",
-                                     "last", "hour"]  # fmt: skip
+    assert lines[at + 1].split() == ["provider", "protocol", "threads", "breaker", "balance",
+                                     "spend", "last", "hour"]  # fmt: skip
     row = lines[at + 2]
-    assert row.split()[:5] == ["default", "captchaai", "2", "/", "7"]
+    assert row.split()[:6] == ["default", "captchaai", "2", "/", "7", "closed"]
     assert "4.5 USD (stale) below floor 5" in row and "0.00409 USD (2 solves)" in row
     assert lines[2].startswith("thread budget   2 / 7 in use")  # the old lines stay
     json.dumps(report)  # --json prints it

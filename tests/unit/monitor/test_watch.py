@@ -113,6 +113,7 @@ def test_json_line_shape_and_no_secret_in_it() -> None:
         "runtime": 1.5,
         "timestamp": 1_000.25,
         "source": "pool",
+        "provider_name": None,
     }
     assert TOKEN not in line
     assert TOKEN not in render(c, title="t")
@@ -123,6 +124,7 @@ def test_json_line_shape_and_no_secret_in_it() -> None:
     assert json.loads(bad.to_json()) == {
         "task_id": "t2", "name": None, "type": "unknown", "state": "FAILURE",
         "code": "ERROR_CAPTCHA_UNSOLVABLE", "runtime": None, "timestamp": 1_000.5, "source": None,
+        "provider_name": None,
     }  # fmt: skip
     assert TOKEN not in render(c, title="t")
 
@@ -204,3 +206,32 @@ def test_render_shows_the_counts() -> None:
     assert "solved       1" in screen and "failed      1" in screen
     assert "recaptcha_v2" in screen and "ERROR_CAPTCHA_UNSOLVABLE" in screen
     assert "success  50.0 %" in screen
+
+
+def test_the_provider_that_solved_it_is_shown_by_its_configured_name() -> None:
+    c = ResultsCollector(clock=Clock())
+    c.feed(received("m1", "captcha_tasks.solve_recaptcha_v2"))
+
+    # What the engine's task-succeeded carries: the protocol and the configured name.
+    def by(name: str, protocol: str, kind: str = "turnstile") -> dict[str, Any]:
+        return {"source": "api", "type": kind, "provider": protocol, "provider_name": name}
+
+    main = c.feed(succeeded("m1", by("main", "captchaai", "recaptcha_v2")))
+    backup = c.feed(succeeded("b1", by("backup", "capsolver")))
+    backup_2 = c.feed(succeeded("b2", by("backup", "capsolver")))
+    before = c.feed(succeeded("o1", {"source": "api", "provider": "captchaai"}))  # older worker
+    assert main is not None and backup is not None and backup_2 is not None and before is not None
+    assert json.loads(main.to_json())["provider_name"] == "main"
+    assert backup.provider_name == "backup" and before.provider_name is None
+    assert c.snapshot()["by_provider"] == {"backup": 2, "main": 1}
+    screen = render(c, title="t")
+    assert "solved by backup 2   main 1" in screen
+    assert f"{main.task_id} api via main 1.50 s" in screen
+    assert "o1 api 1.50 s" in screen
+
+
+def test_no_provider_line_before_any_result_names_one() -> None:
+    c = ResultsCollector(clock=Clock())
+    c.feed(succeeded("p1", {"solution": TOKEN, "source": "pool", "type": "recaptcha_v2"}))
+    assert c.snapshot()["by_provider"] == {}
+    assert "solved by" not in render(c, title="t")
