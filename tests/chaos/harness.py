@@ -417,6 +417,10 @@ class Cluster:
         reply = requests.post(f"{self.sandbox.url}/admin/config", json=changes, timeout=10)
         assert reply.status_code == 200, reply.text
 
+    def secrets(self) -> tuple[str, ...]:
+        """What the scan looks for: the API key(s) and the proxy password."""
+        return (self.api_key, self.proxy_password)
+
     def leaks(self, metas: dict[str, dict[str, Any]], flower: str = "") -> int:
         """Occurrences of the API key and proxy password in everything we can read."""
         flower_log = self.tmp / "flower.log"
@@ -429,7 +433,7 @@ class Cluster:
         }
         found = 0
         for where, text in corpus.items():
-            for secret in (self.api_key, self.proxy_password):
+            for secret in self.secrets():
                 hits = text.count(secret)
                 if hits:
                     print(f"LEAK: {hits} occurrence(s) of a secret in the {where}")
