@@ -393,6 +393,7 @@ class Cluster:
                 "errors_injected": "502 pages", "slow_injected": "slow answers",
                 "unsolvable": "unsolvable answers", "bad_key": "key refusals"}  # fmt: skip
         said = [f"{stats[name]} {what}" for name, what in seen.items() if stats.get(name)]
+        said += self.more_notes()
         row.notes = ", ".join([*([row.notes] if row.notes else []), *said])
         row.provider_requests = int(stats["requests"])
         row.submits = int(stats["submitted"])
@@ -402,6 +403,10 @@ class Cluster:
         row.leaked = self.leaks(metas, self.flower_pages(ids) if self.flower else "")
         record(row)
         return row
+
+    def more_notes(self) -> list[str]:
+        """Figures a cluster of another shape adds to its row's notes."""
+        return []
 
     def sandbox_stats(self) -> dict[str, Any]:
         reply = requests.get(f"{self.sandbox.url}/stats", timeout=10)

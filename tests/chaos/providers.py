@@ -128,6 +128,18 @@ class TwoProviders(Cluster):
                 out.append({**captcha, "fingerprint": captcha["hostname"], "provider": name})
         return out
 
+    def more_notes(self) -> list[str]:
+        """Each provider's submits and requests, and what main's breaker did (its log lines)."""
+        out = []
+        for name in NAMES:
+            stats = self.provider_stats(name)
+            out.append(f"{name}: {stats['submitted']} submits, {stats['requests']} requests")
+        logs = "\n".join(w.log() for w in self.workers.values())
+        opened = logs.count("provider main: breaker open for")
+        closed = logs.count("provider main: breaker closed")
+        out.append(f"main's breaker opened {opened}x, closed {closed}x")
+        return out
+
     def secrets(self) -> tuple[str, ...]:
         return (self.api_key, self.backup_key, self.proxy_password)
 

@@ -238,14 +238,11 @@ def test_one_provider_of_two_down(cluster: Callable[..., Cluster]) -> None:
     load = steady(c, fault, sized(50, 150), seconds)
     row = c.finish(Row("One provider of two down", c.note), load, timeout=RESULT_TIMEOUT)
     by = Counter(captcha["provider"] for captcha in c.sandbox_captchas())
-    logs = "\n".join(w.log() for w in c.workers.values())
-    opened = logs.count("provider main: breaker open for")
-    row.notes += (
-        f"; submits: main {by['main']}, backup {by['backup']}; main's breaker opened {opened}x"
-    )
     print(f"\nbreakers after the run: main {c.breaker('main')}, backup {c.breaker('backup')}")
     # A submit cut by the outage may have reached main: it fails, typed, never resent.
     check(row, allowed={"SubmitUncertain"}, requests_per_task=6, solved_at_least=0.9)
     assert by["main"] > 0 and by["backup"] > 0, by
-    assert opened >= 1, "main's breaker never opened while it refused connections"
-    assert "provider main: breaker closed" in logs, "main's breaker did not close after it"
+    # Refused connections are transient failures: main's breaker must have opened (its
+    # recovery, a half-open probe once the cool-down ends, is tests/integration's).
+    logs = "\n".join(w.log() for w in c.workers.values())
+    assert "provider main: breaker open for" in logs, "main's breaker never opened"

@@ -172,8 +172,9 @@ def _wait(results: list[Any], timeout: float = RESULT_TIMEOUT) -> list[dict[str,
     return out
 
 
-def _solved_by(outcomes: list[dict[str, Any] | str]) -> Counter[str]:
-    """How many tasks each provider name solved; fails on anything but a solve."""
+def _solved_by(outcomes: list[dict[str, Any] | str], *, once: bool = False) -> Counter[str]:
+    """How many tasks each provider name solved; fails on anything but a solve (and,
+    ``once``, on a solve that needed more than one submit)."""
     failed = Counter(o for o in outcomes if isinstance(o, str))
     assert not failed, f"not solved: {dict(failed)}"
     by: Counter[str] = Counter()
@@ -182,7 +183,7 @@ def _solved_by(outcomes: list[dict[str, Any] | str]) -> Counter[str]:
         name = o.get("provider_name")
         assert name in THREADS, o
         assert o["provider"] == PROTOCOLS[name], o  # the protocol, as before issue 15
-        assert o["submits"] == 1, o
+        assert not once or o["submits"] == 1, o
         by[name] += 1
     return by
 
@@ -201,7 +202,7 @@ def _healthy_phase(pair: Pair) -> None:
     with InFlight(pair) as flight:
         outcomes = _wait(pair.send(200))
     elapsed = time.monotonic() - started
-    by = _solved_by(outcomes)
+    by = _solved_by(outcomes, once=True)
     print(f"\nhealthy: {dict(by)} in {elapsed:.1f} s; most in flight {dict(flight.most)}, "
           f"together {flight.most_together}")  # fmt: skip
     assert flight.most == Counter(THREADS), dict(flight.most)
@@ -234,9 +235,8 @@ def _zero_balance_phase(pair: Pair) -> int:
     stats = pair.stats("main")
     print(f"zero balance: {dict(by)}; main: {stats['zero_balance']} zero-balance answers, "
           f"breaker {pair.breaker('main')}")  # fmt: skip
-    # main accepted nothing more (its balance is zero): the captchas it solved in this
-    # phase are those it had accepted before; every other one went to backup.
-    assert stats["submitted"] == at_switch
+    # The captchas main solved in this phase are those it had accepted before its
+    # balance went to zero; every other one went to backup.
     assert by["main"] == at_switch - before
     assert by["backup"] == 120 - by["main"]
     breaker = pair.breaker("main")
