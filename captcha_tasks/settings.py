@@ -236,6 +236,15 @@ class Settings:
             ),
         )
 
+    def for_provider(self, config: ProviderConfig) -> Settings:
+        """These settings as the engine of ``config`` sees them: the single-provider
+        fields (key, protocol, URL, threads, prices, floor) hold that provider's values;
+        everything else, :meth:`providers` included, is shared."""
+        return dataclasses.replace(
+            self, api_key=config.api_key, provider=config.protocol, solver_url=config.url,
+            threads=config.threads, prices=config.prices, balance_floor=config.balance_floor,
+        )  # fmt: skip
+
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
         """SSL options for a ``rediss://`` URL (``None`` for plain ones): verify the
         server certificate, against ``redis_ca_certs`` when set."""

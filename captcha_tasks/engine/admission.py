@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 
 import redis
 
@@ -31,6 +32,7 @@ def admit(
     request: dict[str, object] | None = None,
     pool: str = "",
     proxy_id: str = "",
+    route: Sequence[str] = (),
 ) -> bool:
     """Queue ``captcha`` for a thread under ``task_id``. False if that task id was
     admitted before (a redelivered message): nothing is queued twice.
@@ -65,6 +67,7 @@ def admit(
         "polls": 0,
         "pool": pool,
         "proxy_id": proxy_id,
+        "route": ",".join(route),
         "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
     }
     keys = Keys(settings.key_prefix)

@@ -75,7 +75,8 @@ class Finisher:
         solution = for_type(job.type, answer.solution)
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
         result = solve_result(job, solution, collected_at=at, provider=self.provider, cost=cost,
-                              cost_source=cost_source, user_agent=answer.user_agent)  # fmt: skip
+                              cost_source=cost_source, user_agent=answer.user_agent,
+                              provider_name=self.provider_name)  # fmt: skip
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)
         if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id,

@@ -82,6 +82,10 @@ class Job:
     #: When the last in.php call for it started, and the engine that made it.
     sending_at: float | None = None
     sender: str = ""
+    #: The providers that may take it, by name, most preferred first ("" for every
+    #: configured one: a job from before issue 15), and the one holding it now.
+    route: str = ""
+    provider: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -107,6 +111,8 @@ class Job:
             proxy_id=fields.get("proxy_id", ""),
             sending_at=_float(fields, "sending_at"),
             sender=fields.get("sender", ""),
+            route=fields.get("route", ""),
+            provider=fields.get("provider", ""),
         )
 
     def captcha(self) -> Captcha:
@@ -126,9 +132,11 @@ def solve_result(
     cost: decimal.Decimal | None = None,
     user_agent: str | None = None,
     cost_source: str | None = None,
+    provider_name: str | None = None,
 ) -> dict[str, Any]:
     """What ``AsyncResult.get()`` returns for a solved job: ``provider`` names who solved
-    it, ``cost`` what it cost (None: unknown) and ``cost_source`` whose figure that is
+    it (its protocol; ``provider_name``: its configured name), ``cost`` what it
+    cost (None: unknown) and ``cost_source`` whose figure that is
     (``provider``: its own, ``configured``: ``CAPTCHA_TASKS_PRICES``; engine.spend), and
     ``user_agent`` the browser identity the token is bound to, where the provider says."""
     submitted_at = job.submitted_at or collected_at
@@ -146,6 +154,7 @@ def solve_result(
         # Every read of the solve: earlier captchas' and this one's, the answering one too.
         "polls": job.earlier_polls + job.polls + 1,
         "provider": provider,
+        **({"provider_name": provider_name} if provider_name else {}),
         "cost": None if cost is None else str(cost),
         "cost_source": None if cost is None else cost_source,
         **({"user_agent": user_agent} if user_agent else {}),

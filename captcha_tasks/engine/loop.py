@@ -43,16 +43,11 @@ from typing import Any
 import redis
 
 from ..errors import (
-    CaptchaTasksError,
-    InvalidApiKey,
-    NoSlotAvailable,
-    SolveTimeout,
     SubmitUncertain,
-    TransientSolverError,
-    UnknownProxy,
 )
-from ..provider import Captcha, Provider, Proxy
+from ..provider import Provider
 from ..settings import Settings
+from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
 from .observer import INSTALLED, EngineStats, FanOut
@@ -61,6 +56,7 @@ from .pool import TokenPool
 from .queue import SolveQueue
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
+from .submit import Submitter
 from .timing import FirstPollLearner, PollGrid
 
 __all__ = ["Completer", "Engine", "EngineStats"]
@@ -69,9 +65,6 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
-#: Seconds (scaled) the provider's limit learned from a "no free slot" answer holds
-#: before the whole configured budget is tried again.
-PROVIDER_LIMIT_TTL = 60.0
 
 
 class Engine:
@@ -94,6 +87,7 @@ class Engine:
         live_workers: LiveWorkers,
         name: str = "engine",
         clock: Callable[[], float] = time.time,
+        provider_name: str = "",
     ) -> None:
         self.settings = settings
         self.redis = client
@@ -104,14 +98,18 @@ class Engine:
         self.observer = FanOut(self.stats, INSTALLED)
         # A claim outlives the longest provider call, so only a dead engine's expires.
         self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
-        self.queue = SolveQueue(client, settings, claim_s=self.claim_s)
-        self.learner = FirstPollLearner(settings, client)
+        self.queue = SolveQueue(client, settings, claim_s=self.claim_s, provider=provider_name)
+        #: The configured provider this engine drives (several: one engine each).
+        self.provider_name = self.queue.provider_name
+        self.learner = FirstPollLearner(settings, client, provider=self.provider_name)
+        self.breaker = Breaker(client, settings, self.provider_name, clock=clock)
         self.finisher = Finisher(self.queue, completer, TokenPool(client, settings), self.learner,
                                  self.observer, name=name, clock=clock, prices=settings.prices,
                                  provider=settings.provider,
                                  provider_name=self.queue.provider_name)  # fmt: skip
         self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
-                                  observer=self.observer, clock=clock)  # fmt: skip
+                                  observer=self.observer, clock=clock,
+                                  provider=self.provider_name)  # fmt: skip
         self.grid = PollGrid.for_provider(settings, provider)
         self.threads = settings.engine_threads
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{name}-call")
@@ -123,7 +121,8 @@ class Engine:
         self.retries = RetryLog(log, name)
         self.poller = Poller(settings, provider, self.queue, self.finisher, self.refusal,
                              self.grid, observer=self.observer, retries=self.retries,
-                             name=name, clock=clock)  # fmt: skip
+                             name=name, clock=clock, breaker=self.breaker)  # fmt: skip
+        self.submitter = Submitter(self, provider)
 
     @property
     def provider(self) -> Provider:
@@ -131,7 +130,7 @@ class Engine:
 
     @provider.setter
     def provider(self, provider: Provider) -> None:
-        self._provider = self.poller.provider = provider
+        self._provider = self.poller.provider = self.submitter.provider = provider
         self.grid.rules = provider.poll_rules
 
     @property
@@ -296,104 +295,8 @@ class Engine:
     # -- submits (pool threads) -----------------------------------------------------------
 
     def _submit(self, job: Job) -> None:
-        prepared = self._prepare(job)
-        if prepared is None:
-            return
-        captcha, proxy = prepared
-        sending_at = self.clock()
-        if not self.queue.sending(job, sending_at, self.name):
-            # Ended meanwhile, or another engine took it over after our claim ran out.
-            self.observer.noted("send_skipped")
-            return
-        try:
-            captcha_id = self.provider.submit(captcha, proxy=proxy)
-        except CaptchaTasksError as exc:
-            self.observer.submitted(job.type, exc)
-            self._submit_failed(job, exc)
-        else:
-            self.observer.submitted(job.type)
-            at = self.clock()
-            first = self.grid.first_poll(at, self.learner.first_poll(job.type))
-            if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
-                self.observer.noted("submitted_after_end")
+        self.submitter.submit(job)
         self._acquire_and_submit()
-
-    def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
-        """The captcha and proxy to send; None if the job failed instead."""
-        now = self.clock()
-        if now > job.queue_deadline:
-            waited = now - job.enqueued_at
-            self.finisher.fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
-            return None
-        try:
-            return job.captcha(), self._proxy_for(job)
-        except CaptchaTasksError as exc:
-            self.finisher.fail(job, exc)
-            return None
-
-    def _submit_failed(self, job: Job, exc: CaptchaTasksError) -> None:
-        if isinstance(exc, SubmitUncertain):
-            # The provider may have accepted (and billed) it: sending it again could
-            # pay twice. The task fails with that error; the caller may retry it.
-            log.warning("engine %s: %s: %s", self.name, job.task_id, exc)
-            self.finisher.fail(job, exc)
-        elif isinstance(exc, TransientSolverError):
-            # Surely not processed (no connection, a gateway's 5xx, a provider code).
-            delay = self.settings.scaled(exc.retry_after or 5.0)
-            self.retries.retrying("a submit", exc)
-            self.queue.requeue(job, "sending", self.clock() + delay)
-            if isinstance(exc, NoSlotAvailable):
-                # The provider holds fewer captchas of ours than the budget allows:
-                # submit no more than it holds until the limit is forgotten, instead of
-                # asking again and again (a retry storm of "no slot" answers).
-                limit = self.queue.provider_limit(
-                    int(self.settings.scaled(PROVIDER_LIMIT_TTL) * 1000)
-                )
-                self.observer.noted("provider_limit_learned")
-                log.info("engine %s: the provider has no free slot; budget now %s of %d",
-                         self.name, limit, self.settings.threads)  # fmt: skip
-        elif isinstance(exc, InvalidApiKey):
-            # This worker's key is refused: likely its own configuration (a bad release
-            # mid-rollout), not the request's. Step aside and let another engine try it;
-            # a second refusal fails it with the provider's code.
-            self.refusal.pause(exc)
-            if job.key_refusals < 1 and self.refusal.others_alive():
-                self.queue.requeue(job, "sending", self.clock(), counter="key_refusals")
-            else:
-                self.finisher.fail(job, exc)
-        else:
-            self.finisher.fail(job, exc)
-
-    def _record_submitted(
-        self, job: Job, captcha_id: str, at: float, first: float, claim_until: float
-    ) -> bool:
-        """Store the captcha id of a job just submitted. Redis may be away for a moment
-        (a restart): retry while this engine's claim on the job holds, since once the id
-        is lost the job can only end ``SubmitUncertain``. (Bounded by the claim's
-        deadline, not a count of attempts: hence no redis-py ``Retry`` here.)"""
-        delay = 0.1
-        while True:
-            try:
-                return self.queue.submitted(job, captcha_id, at, first)
-            except redis.RedisError as exc:
-                if self.clock() + delay >= claim_until - 1.0:
-                    raise
-                log.warning("engine %s: storing captcha %s of %s: Redis unavailable (%s); "
-                            "retrying", self.name, captcha_id, job.task_id, exc)  # fmt: skip
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-
-    def _proxy_for(self, job: Job) -> Proxy | None:
-        if not job.proxy_id:
-            return None
-        from ..session.proxies import ProxyPool
-
-        try:
-            return ProxyPool(self.redis, self.settings).get(job.proxy_id)
-        except UnknownProxy:
-            # Removed from the pool since: solving without it beats failing the page.
-            log.warning("engine %s: proxy %s is gone; submitting without", self.name, job.proxy_id)
-            return None
 
     def _poll(self, jobs: Sequence[Job]) -> None:
         if self.poller.poll(jobs):

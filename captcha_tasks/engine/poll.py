@@ -23,6 +23,7 @@ from ..errors import (
 )
 from ..provider import Answer, Polled, Provider
 from ..settings import Settings
+from .breaker import Breaker
 from .finish import Finisher
 from .jobs import Job
 from .observer import SolveObserver
@@ -52,8 +53,10 @@ class Poller:
         retries: RetryLog,
         name: str,
         clock: Callable[[], float],
+        breaker: Breaker | None = None,
     ) -> None:
         self.settings = settings
+        self.breaker = breaker
         self.provider = provider
         self.queue = queue
         self.finisher = finisher
@@ -95,9 +98,16 @@ class Poller:
         if answer is None or self._too_fast(answer):
             return self._not_ready(job, at, too_fast=answer is not None)
         if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
+            # Not billed: one more try, at the next provider of its route if it has
+            # one (this one just failed it), else here.
             self.observer.noted("resubmits_unsolvable")
-            return self.queue.requeue(job, "polling", at, counter="resubmits")
+            rest = self.queue.route_without(job) if self._failing_over else ""
+            return self.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
         return self.finisher.fail(job, answer)
+
+    @property
+    def _failing_over(self) -> bool:
+        return self.breaker is not None and self.breaker.enabled
 
     def _too_fast(self, answer: Polled) -> bool:
         """A read refused for coming too soon after the last one: not ready yet, slow down."""
@@ -140,6 +150,8 @@ class Poller:
         """The poll request itself failed: every job of it waits, or fails."""
         if isinstance(exc, TransientSolverError):
             self.observer.noted(f"poll_retry:{exc.code}")
+            if self.breaker is not None:  # the captchas stay here whatever it decides
+                self.breaker.failed(f"transient failures in a row, the last {exc.code}")
             self.retries.retrying("a poll", exc)
             delay = max(self.settings.scaled(exc.retry_after or 5.0), self.grid.interval)
             # Counted from the answer too: the provider may have seen the read late.

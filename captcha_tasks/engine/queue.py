@@ -47,28 +47,52 @@ class SolveQueue:
     outlive the longest provider call, so only a dead engine's runs out.
     """
 
-    def __init__(self, client: redis.Redis, settings: Settings, *, claim_s: float) -> None:
+    def __init__(
+        self, client: redis.Redis, settings: Settings, *, claim_s: float, provider: str = ""
+    ) -> None:
         self.redis = client
         self.keys = Keys(settings.key_prefix)
         self.threads = settings.threads
-        # The one provider this engine drives (issue 15 adds more): ``default``'s keys
-        # are the ones every earlier release used.
-        self.provider_name = settings.providers()[0].name
+        # Every configured provider, in order: acquire routes each job to the first of
+        # its route that has a free thread and is usable.
+        self.providers = settings.providers()
+        names = [config.name for config in self.providers]
+        #: The provider this queue's engine drives (its "lane"): ``default``'s keys
+        #: are the ones every earlier release used.
+        self.provider_name = provider or names[0]
+        if self.provider_name not in names:
+            raise ValueError(f"no configured provider is named {self.provider_name}")
+        self._lane = names.index(self.provider_name) + 1
         self.budget_key = self.keys.provider_budget(self.provider_name)
         self.limit_key = self.keys.provider_limit_of(self.provider_name)
+        self.due_key = self.keys.due_of(self.provider_name)
+        self._route_keys: list[str] = []
+        self._route_args: list[str | int] = [self._lane, len(self.providers)]
+        for config in self.providers:
+            self._route_keys += [self.keys.provider_budget(config.name),
+                                 self.keys.provider_limit_of(config.name),
+                                 self.keys.breaker(config.name)]  # fmt: skip
+            self._route_args += [config.name, config.threads]
         self.claim_s = claim_s
+
+    def route_without(self, job: Job) -> str:
+        """``job``'s route without this provider: where it may go next ("" if nowhere)."""
+        names = job.route.split(",") if job.route else [c.name for c in self.providers]
+        return ",".join(name for name in names if name != self.provider_name)
 
     # -- taking work -----------------------------------------------------------------
 
     def acquire(self, now: float, n: int) -> list[Claimed]:
-        """Take up to ``n`` free threads of the budget for the oldest waiting jobs (no
-        more than the budget in force allows) and claim them for their submit."""
+        """Take up to ``n`` free threads of this provider's budget for the oldest
+        waiting jobs routed to it (no more than the budget in force allows) and claim
+        them for their submit."""
         taken = run(
             self.redis,
             "acquire",
-            [self.budget_key, self.keys.waiting, self.keys.due, self.limit_key],
-            [now, self.threads, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL],
-        )
+            [self.keys.waiting, self.due_key, *self._route_keys],
+            [now, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL,
+             *self._route_args],
+        )  # fmt: skip
         if not taken:
             return []
         pipe = self.redis.pipeline(transaction=False)
@@ -85,7 +109,7 @@ class SolveQueue:
         raw = run(
             self.redis,
             "claim",
-            [self.keys.due],
+            [self.due_key],
             [now, now + self.claim_s, n, self.keys.job_prefix],
         )
         out = []
@@ -96,11 +120,11 @@ class SolveQueue:
 
     def release_claim(self, task_id: str, now: float) -> None:
         """Give a claimed job back at once (this engine has no thread for it after all)."""
-        self.redis.zadd(self.keys.due, {task_id: now}, xx=True)
+        self.redis.zadd(self.due_key, {task_id: now}, xx=True)
 
     def forget(self, task_id: str) -> None:
         """Drop a stale entry of the poll schedule (its job moved on)."""
-        self.redis.zrem(self.keys.due, task_id)
+        self.redis.zrem(self.due_key, task_id)
 
     # -- a job's steps -----------------------------------------------------------------
 
@@ -111,7 +135,7 @@ class SolveQueue:
             run(
                 self.redis,
                 "sending",
-                [self.keys.job(job.task_id), self.keys.due],
+                [self.keys.job(job.task_id), self.due_key],
                 [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL],
             )
         )
@@ -124,7 +148,7 @@ class SolveQueue:
             run(
                 self.redis,
                 "submitted",
-                [self.keys.job(job.task_id), self.keys.due],
+                [self.keys.job(job.task_id), self.due_key],
                 [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL],
             )
         )
@@ -138,22 +162,25 @@ class SolveQueue:
         last_poll_at = at if polled else (job.last_poll_at or "")
         count = (1 if polled else 0) if reads is None else reads
         args = [job.task_id, job.captcha_id, next_at, count, last_poll_at]
-        keys = [self.keys.job(job.task_id), self.keys.due]
+        keys = [self.keys.job(job.task_id), self.due_key]
         return bool(run(self.redis, "reschedule", keys, args))
 
-    def requeue(self, job: Job, expected: str, not_before: float, *, counter: str = "") -> bool:
+    def requeue(
+        self, job: Job, expected: str, not_before: float, *, counter: str = "", route: str = ""
+    ) -> bool:
         """Give ``job``'s thread back and queue it again from ``not_before``, if it is
         still in state ``expected`` (and, polling, at the same captcha id); ``counter``:
-        a job field to increment (``resubmits``, ``key_refusals``).
+        a job field to increment (``resubmits``, ``key_refusals``); ``route``: the
+        providers it may take next (default: its route stays).
 
         A polled job comes back only after the read that found its captcha unsolvable:
         that read counts among the solve's polls (``submitted`` keeps them)."""
         polling = expected == "polling"
         captcha_id = job.captcha_id if polling else ""
-        keys = [self.keys.job(job.task_id), self.keys.due, self.budget_key]
+        keys = [self.keys.job(job.task_id), self.due_key, self.budget_key]
         keys += [self.keys.waiting, self.keys.wake]
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
-        args.append(1 if polling else 0)
+        args += [1 if polling else 0, route]
         return bool(run(self.redis, "requeue", keys, args))
 
     def finish(
@@ -171,7 +198,7 @@ class SolveQueue:
         is still at that captcha. It stays claimed until :meth:`reported`. ``spend``:
         a solve to count in its provider's spend bucket, in the same script."""
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
-        keys = [self.keys.job(job.task_id), self.keys.due, self.budget_key, self.keys.wake]
+        keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake]
         if spend is None:
             args += ["", 0, 0]
         else:
@@ -185,7 +212,7 @@ class SolveQueue:
         """An ended job's outcome reached its caller: nobody needs to report it again."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self.keys.job(task_id), "reported", 1)
-        pipe.zrem(self.keys.due, task_id)
+        pipe.zrem(self.due_key, task_id)
         pipe.execute()
 
     def provider_limit(self, ttl_ms: int) -> int:
@@ -201,7 +228,7 @@ class SolveQueue:
         Waiting jobs count only while the budget has a free thread: else a freed thread
         pushes a wake-up."""
         pipe = self.redis.pipeline(transaction=False)
-        pipe.zrange(self.keys.due, 0, 0, withscores=True)
+        pipe.zrange(self.due_key, 0, 0, withscores=True)
         pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
         pipe.zcount(self.budget_key, now, "+inf")
         due, waiting, held = pipe.execute()

@@ -23,6 +23,7 @@ import redis
 
 from ..errors import CaptchaTasksError, InvalidApiKey, SolverError
 from ..provider import Provider
+from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
 from ..state.keys import Keys
 from .jobs import Job
@@ -55,10 +56,15 @@ class KeyRefusal:
         live_workers: LiveWorkers,
         observer: SolveObserver,
         clock: Callable[[], float],
+        provider: str = DEFAULT_PROVIDER,
     ) -> None:
         self.redis = client
         self.keys = Keys(settings.key_prefix)
         self.name = name
+        # Marks are counted per provider: one provider's refused key says nothing of
+        # another's (several providers: one engine each per worker).
+        self._prefix = self.keys.key_refused_prefix_of(provider)
+        self._mark = f"{self._prefix}{name}"
         self.live_workers = live_workers
         self.observer = observer
         self.clock = clock
@@ -80,7 +86,7 @@ class KeyRefusal:
         self.observer.noted("paused")
         self.paused_until = self.clock() + self.pause_s
         self.refusal = exc
-        self.redis.set(self.keys.key_refused(self.name), exc.code or "refused", ex=self._mark_ttl)
+        self.redis.set(self._mark, exc.code or "refused", ex=self._mark_ttl)
 
     def holds(self, provider: Provider) -> bool:
         """Whether the pause holds now: during it, and after it while the provider
@@ -99,7 +105,7 @@ class KeyRefusal:
         log.info("engine %s: the provider accepts this worker's key again", self.name)
         self.paused_until = 0.0
         self.refusal = None
-        self.redis.delete(self.keys.key_refused(self.name))
+        self.redis.delete(self._mark)
         return False
 
     def others_alive(self) -> bool:
@@ -108,7 +114,7 @@ class KeyRefusal:
         their worker but marks and beats are not matched one to one."""
         beats = len(self.live_workers())
         refused = sum(1 for _ in self.redis.scan_iter(
-            match=f"{self.keys.key_refused_prefix}*", count=100))  # fmt: skip
+            match=f"{self._prefix}*", count=100))  # fmt: skip
         mine = 1 if self.paused else 0
         return beats - 1 > refused - mine
 
@@ -144,4 +150,4 @@ class KeyRefusal:
     def forget(self) -> None:
         """On stop: take this engine's mark away (else it expires on its own)."""
         if self.refusal is not None:
-            self.redis.delete(self.keys.key_refused(self.name))
+            self.redis.delete(self._mark)

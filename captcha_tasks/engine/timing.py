@@ -18,6 +18,7 @@ import redis
 
 from ..provider import Provider
 from ..provider.poll_rules import CLASSIC_RULES, PollRules
+from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
 from ..state.keys import STRUCTURE_TTL, Keys
 
@@ -107,10 +108,18 @@ class FirstPollLearner:
     so the sample is three quarters of that wait, which pulls the estimate earlier.
     """
 
-    def __init__(self, settings: Settings, client: redis.Redis, *, refresh: float = 1.0) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        *,
+        refresh: float = 1.0,
+        provider: str = DEFAULT_PROVIDER,
+    ) -> None:
         self.settings = settings
         self.client = client
         self.keys = Keys(settings.key_prefix)
+        self.provider = provider  # each provider's timings are its own
         self.refresh = refresh
         self._cache: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
@@ -125,7 +134,7 @@ class FirstPollLearner:
             cached = self._cache.get(captcha_type)
             if cached and now - cached[1] < self.refresh:
                 return cached[0]
-        raw = self.client.lrange(self.keys.timing(captcha_type), 0, LEARN_WINDOW - 1)
+        raw = self.client.lrange(self.keys.timing(captcha_type, self.provider), 0, LEARN_WINDOW - 1)
         samples = [float(v) for v in raw]
         value = self.default(captcha_type)
         if len(samples) >= LEARN_MIN_SAMPLES:
@@ -141,7 +150,7 @@ class FirstPollLearner:
         """Record one solve: seconds after submit of the last empty poll (None if the
         first poll answered) and of the poll that answered."""
         sample = 0.75 * ready_at if not_ready_at is None else (not_ready_at + ready_at) / 2
-        key = self.keys.timing(captcha_type)
+        key = self.keys.timing(captcha_type, self.provider)
         pipe = self.client.pipeline(transaction=True)
         pipe.lpush(key, f"{sample:.4f}")
         pipe.ltrim(key, 0, LEARN_WINDOW - 1)

@@ -23,10 +23,13 @@ key                           type    what
                                       ``solve:budget`` itself (:meth:`Keys.provider_budget`).
 ``{p}solve:provider_limit:{name}`` string  a named provider's learned limit, as above
                                       (``default``: ``solve:provider_limit``).
+``{p}solve:due:{name}``       zset    a named provider's poll schedule, as
+                                      ``solve:due`` (``default``: ``solve:due``).
 ``{p}provider:{name}:breaker`` hash   a provider's circuit breaker (issue 15): state,
                                       open until, failures in a row, the probe's
                                       holder. TTL: ``BREAKER_TTL``, renewed by writes.
-``{p}timing:{type}``          list    recent ready times of a captcha type (learning).
+``{p}timing:{type}``          list    recent ready times of a captcha type (learning);
+                                      a named provider's: ``timing:{name}:{type}``.
 ``{p}cookies:{host}``         hash    the shared cookie jar of a host: one field per
                                       cookie (name, domain, path), JSON with its
                                       attributes and when it was set. TTL: the
@@ -55,6 +58,8 @@ key                           type    what
                                       redelivered job is not enqueued again). TTL: same.
 ``{p}key_refused:{engine}``   string  the provider refused this engine's key (its
                                       code). TTL: two pauses, renewed while refused.
+                                      A named provider's engines:
+                                      ``key_refused:{name}:{engine}``.
 ``{p}spend:{provider}:{minute}`` hash  what a provider (by name: ``default``) solved in
                                       one minute (epoch seconds // 60): ``cost:{type}``
                                       in nano-USD (integers add up exactly) and
@@ -136,11 +141,24 @@ class Keys:
             return self.provider_limit
         return f"{self.provider_limit}:{name}"
 
+    def due_of(self, name: str) -> str:
+        """A provider's poll schedule; ``default``'s is :attr:`due` itself."""
+        return self.due if name == _DEFAULT_PROVIDER else f"{self.due}:{name}"
+
     def breaker(self, name: str) -> str:
         return f"{self.prefix}provider:{name}:breaker"
 
-    def timing(self, captcha_type: str) -> str:
-        return f"{self.prefix}timing:{captcha_type}"
+    def timing(self, captcha_type: str, provider: str = _DEFAULT_PROVIDER) -> str:
+        """Recent ready times of a type at a provider (``default``: today's key)."""
+        if provider == _DEFAULT_PROVIDER:
+            return f"{self.prefix}timing:{captcha_type}"
+        return f"{self.prefix}timing:{provider}:{captcha_type}"
+
+    def key_refused_prefix_of(self, provider: str) -> str:
+        """``key_refused`` marks of one provider's engines (``default``: today's)."""
+        if provider == _DEFAULT_PROVIDER:
+            return self.key_refused_prefix
+        return f"{self.key_refused_prefix}{provider}:"
 
     # -- shared session state (hosts are lower-case, without port) -------------------
 

@@ -16,18 +16,18 @@ from typing import Any, ClassVar
 from celery import bootsteps, signature
 from celery.app.base import Celery
 from celery.app.task import Context
-from celery.exceptions import WorkerShutdown
 from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
 from ..engine.balance import BalanceWatch
-from ..errors import CaptchaTasksError, ConfigurationError
+from ..errors import CaptchaTasksError
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
-from ..settings import Settings, get_settings
+from ..provider_config import DEFAULT_PROVIDER
+from ..settings import get_settings
 from ..state import Keys, state_redis
 
-__all__ = ["CeleryCompleter", "SolveEngineStep", "check_one_provider"]
+__all__ = ["CeleryCompleter", "SolveEngineStep"]
 
 log = logging.getLogger(__name__)
 
@@ -94,65 +94,51 @@ class CeleryCompleter:
         self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")
 
 
-def check_one_provider(settings: Settings) -> None:
-    """This build's engine drives one provider: with more configured, a worker would
-    silently use only the first, so it refuses to start (issue 15, the engine part)."""
-    configured = len(settings.providers())
-    if configured > 1:
-        raise ConfigurationError(
-            f"CAPTCHA_TASKS_PROVIDERS names {configured} providers; this build's solve "
-            "engine runs one (issue 15 in progress)"
-        )
-
-
 class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """Starts the engine once the worker's pool is up; stops it on shutdown."""
 
     requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
-        self.engine: Engine | None = None
-        self.balance: BalanceWatch | None = None
+        self.engines: list[Engine] = []
+        self.balances: list[BalanceWatch] = []
 
     def start(self, worker: Any) -> None:
         settings = get_settings()
-        try:
-            check_one_provider(settings)
-        except ConfigurationError as exc:
-            log.critical("%s", exc.message)  # one line; then a clean exit with status 1
-            raise WorkerShutdown(1) from None
         if not settings.api_key:
             log.warning("CAPTCHA_TASKS_API_KEY is not set: this worker will not solve captchas")
             return
         completer = CeleryCompleter(worker.app, worker.hostname)
         client = state_redis(settings)
-        self.engine = Engine(
-            settings,
-            client,
-            make_provider(settings),
-            completer,
-            live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
-            name=f"engine@{worker.hostname}",
-        ).start()
-        if settings.balance_floor is not None:
-            # The floor turns the watch on (no extra provider calls for those who set
-            # none); its own provider client, called from its thread beside the engine's.
-            self.balance = BalanceWatch(client, settings, make_provider(settings),
-                                        name=settings.providers()[0].name).start()  # fmt: skip
-        log.info(
-            "solve engine started: %d threads budget, %d concurrent provider calls, batch polls %s",
-            settings.threads,
-            settings.engine_threads,
-            settings.batch_poll,
-        )
+        several = len(settings.providers()) > 1
+        # One engine per provider, each with its own client and thread budget; they
+        # share the waiting queue, and acquire.lua routes each job to one of them.
+        for config in settings.providers():
+            own = settings.for_provider(config)
+            named = f"/{config.name}" if config.name != DEFAULT_PROVIDER else ""
+            self.engines.append(Engine(
+                own, client, make_provider(own), completer,
+                live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
+                name=f"engine@{worker.hostname}{named}", provider_name=config.name,
+            ).start())  # fmt: skip
+            if own.balance_floor is not None:
+                # The floor turns the watch on (no extra provider calls for those who
+                # set none); its own client, called from its thread beside the engine's.
+                self.balances.append(
+                    BalanceWatch(client, own, make_provider(own), name=config.name).start()
+                )
+            log.info("solve engine started%s: %d threads budget (%s), %d concurrent provider "
+                     "calls, batch polls %s", f" for provider {config.name}" if several else "",
+                     own.threads, own.provider, own.engine_threads, own.batch_poll)  # fmt: skip
 
     def stop(self, worker: Any) -> None:
-        if self.balance is not None:
-            self.balance.stop()
-            self.balance = None
-        if self.engine is not None:
-            self.engine.stop()
-            self.engine = None
+        for watch in self.balances:
+            watch.stop()
+        self.balances = []
+        engines, self.engines = self.engines, []
+        for engine in engines:
+            engine.stop()
+        if engines:
             log.info("solve engine stopped: its provider calls finished")
 
     def terminate(self, worker: Any) -> None:

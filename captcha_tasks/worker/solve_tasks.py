@@ -8,6 +8,7 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 
 from __future__ import annotations
 
+import contextvars
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -53,12 +54,49 @@ __all__ = [
 _CAPTCHA_TYPES: dict[str, CaptchaType] = {kind: kind for kind in CAPTCHA_CLASSES}
 
 
+#: The routing options every solve task takes (issue 15), read by :class:`SolveTask`.
+ROUTE_OPTIONS = ("provider", "exclude")
+_route_options: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar(
+    "route_options", default=()
+)
+
+
 class SolveTask(CheckedTask):
-    """Base of the solve tasks: validation at the edge, then admission."""
+    """Base of the solve tasks: validation at the edge, then admission.
+
+    Every solve task also takes ``provider="main"`` (solve at that configured provider
+    only) and ``exclude=["main", ...]`` (never at those): they narrow the request's
+    route, ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's ``_TYPES``
+    and protocol (:func:`~captcha_tasks.provider.routing.route`). A routed request
+    skips the token pool: its token must come from the providers it names.
+    """
 
     abstract = True
     #: Invalid input is final: never retried.
     max_retries = 0
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
+        token = _route_options.set(options)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            _route_options.reset(token)
+
+    def _route(self, captcha: Captcha, *, proxied: bool) -> tuple[list[str], bool]:
+        """The providers that may take ``captcha``, and whether the task narrowed them."""
+        options = dict(_route_options.get())
+        provider, exclude = options.get("provider"), options.get("exclude", ())
+        if provider is not None and not isinstance(provider, str):
+            raise InvalidTaskInput(f"{self.name}: provider must be a provider's name", "BAD_ROUTE")
+        if isinstance(exclude, str) or not (
+            isinstance(exclude, list | tuple) and all(isinstance(n, str) for n in exclude)
+        ):
+            raise InvalidTaskInput(f"{self.name}: exclude must be a list of provider names",
+                                   "BAD_ROUTE")  # fmt: skip
+        names = route(self.settings.providers(), captcha, proxied=proxied, provider=provider,
+                      exclude=exclude)  # fmt: skip
+        return names, bool(options)
 
     def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
         """A pooled token at once if the pool has one, else queue a solve (the engine
@@ -71,18 +109,18 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
         if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
-        # Before anything is queued: the engine's submit would refuse it only later.
-        # The configured providers that may take it (one today; _TYPES applies too).
-        route(self.settings.providers(), captcha, proxied=bool(proxy_id))
+        # Before anything is queued: the configured providers that may take it (_TYPES,
+        # what each protocol solves, the task's provider= / exclude=), stored with it.
+        names, routed = self._route(captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
         if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
             raise Ignore()  # a redelivered message: its job is queued, in flight or done
-        pooled = TokenPool(client, self.settings).take(captcha)
+        pooled = None if routed else TokenPool(client, self.settings).take(captcha)
         if pooled is not None:
             solve_observer().solved(captcha.type, "pool")
             return pooled
         admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
-              proxy_id=proxy_id or "")  # fmt: skip
+              proxy_id=proxy_id or "", route=names)  # fmt: skip
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
 
@@ -259,8 +297,8 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> d
     if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
         raise InvalidTaskInput("report_solution: correct must be true or false")
     client = state_redis(self.settings)
-    captcha_id, kind = client.hmget(
-        Keys(self.settings.key_prefix).job(task_id), "captcha_id", "type"
+    captcha_id, kind, provider = client.hmget(
+        Keys(self.settings.key_prefix).job(task_id), "captcha_id", "type", "provider"
     )
     if not captcha_id:
         raise ClientError(
@@ -271,7 +309,9 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> d
     try:
         # The type picks the report method at providers that have one per type.
         captcha_type = _CAPTCHA_TYPES.get(str(kind))
-        self.solver.report(str(captcha_id), correct=bool(correct), captcha_type=captcha_type)
+        # At the provider that solved it (several providers: the job names it).
+        solver = self.solver_for(str(provider or ""))
+        solver.report(str(captcha_id), correct=bool(correct), captcha_type=captcha_type)
     except TransientSolverError as exc:
         raise self.retry_transient(exc) from exc
     return {
@@ -292,10 +332,16 @@ def ping(self: Any) -> dict[str, Any]:
 
 
 @app.task(name="captcha_tasks.get_balance", base=CheckedTask, bind=True, max_retries=3)
-def get_balance(self: CheckedTask) -> dict[str, Any]:
-    """The provider account's balance, as a string to keep its decimals exact."""
+def get_balance(self: CheckedTask, provider: str = "") -> dict[str, Any]:
+    """The provider account's balance, as a string to keep its decimals exact;
+    ``provider``: which configured provider's (default: the preferred one)."""
+    if not isinstance(provider, str):
+        raise InvalidTaskInput("get_balance: provider must be a provider's name")
+    solver = self.solver_for(provider)  # refuses a name not configured
+    configs = self.settings.providers()
+    config = next((c for c in configs if c.name == provider), configs[0])
     try:
-        balance = self.solver.balance()
+        balance = solver.balance()
     except TransientSolverError as exc:
         raise self.retry_transient(exc) from exc
-    return {"balance": str(balance), "provider": self.settings.provider}
+    return {"balance": str(balance), "provider": config.protocol, "provider_name": config.name}

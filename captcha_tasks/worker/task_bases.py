@@ -82,6 +82,18 @@ class SolverTask(RedactedTask):
         settings = self.settings
         return _solvers.get(settings, lambda: make_provider(settings))
 
+    def solver_for(self, name: str) -> Provider:
+        """The client of configured provider ``name`` (``""``: the preferred one)."""
+        if not name:
+            return self.solver
+        config = next((c for c in self.settings.providers() if c.name == name), None)
+        if config is None:
+            known = ", ".join(c.name for c in self.settings.providers())
+            raise InvalidTaskInput(f"{self.name}: no provider named {name!r} is configured "
+                                   f"({known})", "UNKNOWN_PROVIDER")  # fmt: skip
+        own = self.settings.for_provider(config)
+        return _solvers.get(own, lambda: make_provider(own))
+
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off
         (scaled by ``CAPTCHA_TASKS_TIME_SCALE``), within the task's ``max_retries``."""

@@ -17,6 +17,7 @@ import requests
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.engine import Engine, Job, admit
+from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.engine.timing import FirstPollLearner
 from captcha_tasks.errors import (
     CaptchaTasksError,
@@ -409,8 +410,8 @@ def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
         assert admit(client, settings, task_id, captcha)
     # An engine took both (its claims have run out since), started sending one, and died.
     now = time.time()
-    taken = run(client, "acquire", [keys.budget, keys.waiting, keys.due, keys.provider_limit],
-                [now, settings.threads, 2, now - 1, keys.job_prefix, STRUCTURE_TTL])  # fmt: skip
+    # (claims that ran out a second ago)
+    taken = [c.job.task_id for c in SolveQueue(client, settings, claim_s=-1).acquire(now, 2)]
     assert sorted(taken) == sorted([never_sent, being_sent])
     marked = run(client, "sending", [keys.job(being_sent), keys.due],
                  [being_sent, now - 1, now, "dead-engine", STRUCTURE_TTL])  # fmt: skip
@@ -451,8 +452,7 @@ def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
         captcha = RecaptchaV2(SITEKEY, f"https://example.com/ended/{task_id}")
         assert admit(client, settings, task_id, captcha)
     now = time.time()
-    taken = run(client, "acquire", [keys.budget, keys.waiting, keys.due, keys.provider_limit],
-                [now, settings.threads, 3, now + 60, keys.job_prefix, STRUCTURE_TTL])  # fmt: skip
+    taken = SolveQueue(client, settings, claim_s=60).acquire(now, 3)
     assert len(taken) == 3
     finish_keys = [keys.budget, keys.wake]
     no_spend = ["", 0, 0]  # finish.lua's spend type, nano-USD and TTL: nothing to count

@@ -1,6 +1,6 @@
-"""Several providers (issue 15, first part): the configuration is read today, the engine
-that runs them side by side is not built yet. A real worker must say so and stop, not
-solve with the first provider and silently ignore the others."""
+"""Several providers (issue 15) through a real worker: one engine per provider, a task's
+``provider=`` / ``exclude=``, results naming the provider; one named provider solves as
+``default`` did. (Budgets, failover and the breaker under load: test_multi_provider.)"""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks import solve_recaptcha_v2
+from captcha_tasks import get_balance, report_solution, solve_recaptcha_v2
 from captcha_tasks.devtools.sandbox import DEV_API_KEY, dev_api_key
+from captcha_tasks.errors import InvalidTaskInput
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -31,16 +32,41 @@ def _named(sandbox: Any, **providers: str) -> dict[str, str]:
     return env
 
 
-def test_a_worker_with_two_providers_refuses_to_start_and_says_why(
-    sandbox_factory: Any, worker_factory: Any
+def _two(main: Any, backup: Any) -> dict[str, str]:
+    env = _named(main, main="2captcha", backup="captchaai")
+    env["CAPTCHA_TASKS_BACKUP_URL"] = backup.url
+    return env
+
+
+def test_a_task_pins_or_excludes_providers_and_reports_where_it_was_solved(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
-    sandbox = sandbox_factory()
-    worker = worker_factory(_named(sandbox, main="2captcha", backup="captchaai"), wait=False)
-    assert worker.proc.wait(timeout=60) != 0
+    main, backup = sandbox_factory(), sandbox_factory()
+    worker = worker_factory(_two(main, backup))
+    url = "https://example.com/login"
+    preferred = solve_recaptcha_v2.delay(V2_KEY, url).get(timeout=60)
+    sent = solve_recaptcha_v2.delay(V2_KEY, url, provider="backup")
+    pinned = sent.get(timeout=60)
+    excluded = solve_recaptcha_v2.delay(V2_KEY, url, exclude=["main"]).get(timeout=60)
+    assert (preferred["provider_name"], preferred["provider"]) == ("main", "2captcha")
+    assert (pinned["provider_name"], pinned["provider"]) == ("backup", "captchaai")
+    assert excluded["provider_name"] == "backup"
+    assert (main.stats()["submitted"], backup.stats()["submitted"]) == (1, 2)
+    # A name that is not configured is refused before anything is queued.
+    with pytest.raises(InvalidTaskInput) as info:
+        solve_recaptcha_v2.delay(V2_KEY, url, provider="nope").get(timeout=30)
+    assert info.value.code == "UNKNOWN_PROVIDER"
+    with pytest.raises(InvalidTaskInput):
+        solve_recaptcha_v2.delay(V2_KEY, url, exclude="main").get(timeout=30)
+    # Balance per provider; a report goes to the provider that solved the captcha.
+    balance = get_balance.delay(provider="backup").get(timeout=30)
+    assert (balance["provider_name"], balance["provider"]) == ("backup", "captchaai")
+    report_solution.delay(sent.id, False).get(timeout=30)
+    assert (main.stats()["reports_bad"], backup.stats()["reports_bad"]) == (0, 1)
     log = worker.log()
-    assert "CAPTCHA_TASKS_PROVIDERS names 2 providers" in log, log
+    assert "solve engine started for provider main" in log
+    assert "solve engine started for provider backup" in log
     assert DEV_API_KEY not in log
-    assert sandbox.stats()["submitted"] == 0
 
 
 def test_one_named_provider_solves_as_the_default_one_did(

@@ -2,7 +2,9 @@
 -- error that proves it was not processed, an unsolvable captcha's one resubmit).
 -- KEYS: job, due, budget, waiting, wake
 -- ARGV: task_id, expected_state, expected_captcha_id ('' for any), not_before,
---       structure_ttl, counter_field ('' for none), reads (of the captcha, to count)
+--       structure_ttl, counter_field ('' for none), reads (of the captcha, to count),
+--       route ('' to keep it: else the providers it may take next, e.g. without the
+--       one that just failed it)
 if redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then
   return 0
 end
@@ -12,6 +14,9 @@ end
 redis.call('HSET', KEYS[1], 'state', 'waiting')
 if tonumber(ARGV[7]) > 0 then
   redis.call('HINCRBY', KEYS[1], 'polls', ARGV[7])
+end
+if ARGV[8] and ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'route', ARGV[8])
 end
 if ARGV[6] ~= '' then
   redis.call('HINCRBY', KEYS[1], ARGV[6], 1)

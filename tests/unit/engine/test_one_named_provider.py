@@ -8,19 +8,16 @@ import threading
 import uuid
 from typing import Any
 
-import pytest
 import redis
 
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.engine.spend import SpendLedger, set_spend_observer
-from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.monitor.providers import provider_states
 from captcha_tasks.monitor.status import thread_budget
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
-from captcha_tasks.worker.engine_step import check_one_provider
 
 from .conftest import SITEKEY, FakeProvider, Outcomes
 
@@ -87,17 +84,3 @@ def test_one_named_provider_solves_under_its_name_and_its_own_budget(redis_url: 
     client.zadd(keys.budget, {"other": engine.clock() + 60})
     assert thread_budget(client, keys, settings, engine.clock())["in_use"] == 1
     assert provider_states(client, settings, engine.clock())[0]["threads_in_use"] == 1
-
-
-def test_the_worker_refuses_to_start_with_more_than_one_provider(redis_url: str) -> None:
-    check_one_provider(named(redis_url))  # one: fine
-    check_one_provider(Settings())  # today's default: fine
-    two = named(redis_url, CAPTCHA_TASKS_PROVIDERS="main,backup",
-                CAPTCHA_TASKS_BACKUP_PROTOCOL="capsolver",
-                CAPTCHA_TASKS_BACKUP_API_KEY=BACKUP_KEY)  # fmt: skip
-    with pytest.raises(ConfigurationError) as info:
-        check_one_provider(two)
-    assert info.value.message == (
-        "CAPTCHA_TASKS_PROVIDERS names 2 providers; this build's solve engine runs one "
-        "(issue 15 in progress)"
-    )

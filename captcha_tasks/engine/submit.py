@@ -1,0 +1,189 @@
+"""Submitting a job: the one provider call that must happen at most once.
+
+A job is marked ``sending`` in Redis right before its call; what the call's outcome
+proves decides what follows (:meth:`Submitter.submit`): an accepted captcha is
+recorded for polling; a submit that surely never reached the provider is queued
+again; one whose outcome is unknown fails with
+:class:`~captcha_tasks.errors.SubmitUncertain`, never sent again; a provider that
+refuses it for reasons of its own (balance, key) hands it to the next provider of its
+route (issue 15), which is then its first submit anywhere.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import redis
+
+from ..errors import (
+    CaptchaTasksError,
+    InsufficientFunds,
+    InvalidApiKey,
+    NoSlotAvailable,
+    SolveTimeout,
+    SubmitUncertain,
+    TransientSolverError,
+    UnknownProxy,
+)
+from ..provider import Captcha, Provider, Proxy
+from .jobs import Job
+
+if TYPE_CHECKING:
+    from .loop import Engine
+
+__all__ = ["PROVIDER_LIMIT_TTL", "Submitter"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds (scaled) the provider's limit learned from a "no free slot" answer holds
+#: before the whole configured budget is tried again.
+PROVIDER_LIMIT_TTL = 60.0
+
+
+class Submitter:
+    """The submits of one engine (its parts are the engine's; ``provider`` may be
+    replaced)."""
+
+    def __init__(self, engine: Engine, provider: Provider) -> None:
+        self.provider = provider
+        self.settings = engine.settings
+        self.redis = engine.redis
+        self.queue = engine.queue
+        self.finisher = engine.finisher
+        self.refusal = engine.refusal
+        self.breaker = engine.breaker
+        self.grid = engine.grid
+        self.learner = engine.learner
+        self.observer = engine.observer
+        self.retries = engine.retries
+        self.name = engine.name
+        self.clock = engine.clock
+        self.claim_s = engine.claim_s
+
+    def submit(self, job: Job) -> None:
+        """Send ``job`` (claimed by this engine) to the provider, once."""
+        prepared = self._prepare(job)
+        if prepared is None:
+            return
+        captcha, proxy = prepared
+        sending_at = self.clock()
+        if not self.queue.sending(job, sending_at, self.name):
+            # Ended meanwhile, or another engine took it over after our claim ran out.
+            self.observer.noted("send_skipped")
+            return
+        try:
+            captcha_id = self.provider.submit(captcha, proxy=proxy)
+        except CaptchaTasksError as exc:
+            self.observer.submitted(job.type, exc)
+            self._submit_failed(job, exc)
+        else:
+            self.observer.submitted(job.type)
+            self.breaker.ok()
+            at = self.clock()
+            first = self.grid.first_poll(at, self.learner.first_poll(job.type))
+            if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
+                self.observer.noted("submitted_after_end")
+
+    def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
+        """The captcha and proxy to send; None if the job failed instead."""
+        now = self.clock()
+        if now > job.queue_deadline:
+            waited = now - job.enqueued_at
+            self.finisher.fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
+            return None
+        try:
+            return job.captcha(), self._proxy_for(job)
+        except CaptchaTasksError as exc:
+            self.finisher.fail(job, exc)
+            return None
+
+    def _submit_failed(self, job: Job, exc: CaptchaTasksError) -> None:
+        if isinstance(exc, SubmitUncertain):
+            # The provider may have accepted (and billed) it: sending it again could
+            # pay twice, here or at another provider. The task fails with that error;
+            # the caller may retry it.
+            log.warning("engine %s: %s: %s", self.name, job.task_id, exc)
+            self.finisher.fail(job, exc)
+        elif isinstance(exc, TransientSolverError):
+            self._submit_retry(job, exc)
+        elif isinstance(exc, InvalidApiKey):
+            # This worker's key is refused: likely its own configuration (a bad release
+            # mid-rollout), not the request's. Step aside and let another engine try it;
+            # a second refusal is the key's: the provider is left out (several
+            # providers), else the job fails with the provider's code.
+            self.refusal.pause(exc)
+            if job.key_refusals < 1 and self.refusal.others_alive():
+                self.queue.requeue(job, "sending", self.clock(), counter="key_refusals")
+            else:
+                self._fail_over(job, exc, f"key refused ({exc.code})")
+        elif isinstance(exc, InsufficientFunds):
+            self._fail_over(job, exc, "zero balance")
+        else:
+            self.finisher.fail(job, exc)
+
+    def _submit_retry(self, job: Job, exc: TransientSolverError) -> None:
+        """A submit that surely was not processed (no connection, a gateway's 5xx, a
+        provider code): queued again, at once if that opened the breaker (another
+        provider takes it), else after the error's back-off."""
+        opened = False
+        if not isinstance(exc, NoSlotAvailable):  # a full provider is not a failing one
+            opened = self.breaker.failed(f"transient failures in a row, the last {exc.code}")
+        delay = 0.0 if opened else self.settings.scaled(exc.retry_after or 5.0)
+        self.retries.retrying("a submit", exc)
+        self.queue.requeue(job, "sending", self.clock() + delay)
+        if isinstance(exc, NoSlotAvailable):
+            # The provider holds fewer captchas of ours than the budget allows:
+            # submit no more than it holds until the limit is forgotten, instead of
+            # asking again and again (a retry storm of "no slot" answers).
+            limit = self.queue.provider_limit(int(self.settings.scaled(PROVIDER_LIMIT_TTL) * 1000))
+            self.observer.noted("provider_limit_learned")
+            log.info("engine %s: the provider has no free slot; budget now %s of %d",
+                     self.name, limit, self.settings.threads)  # fmt: skip
+
+    def _fail_over(self, job: Job, exc: CaptchaTasksError, reason: str) -> None:
+        """The provider refused the submit for a reason of its own (its balance, its
+        key): with another provider on the job's route, the breaker opens and the
+        job goes to the next one at once (this provider never accepted it, so that
+        is its first submit anywhere); else it fails with the provider's error."""
+        rest = self.queue.route_without(job)
+        if not (self.breaker.enabled and rest):
+            self.finisher.fail(job, exc)
+            return
+        self.breaker.trip(reason)
+        self.observer.noted("failed_over")
+        log.warning("engine %s: %s: %s; moving it to %s", self.name, job.task_id, exc.code,
+                    rest.split(",")[0])  # fmt: skip
+        self.queue.requeue(job, "sending", self.clock(), route=rest)
+
+    def _record_submitted(
+        self, job: Job, captcha_id: str, at: float, first: float, claim_until: float
+    ) -> bool:
+        """Store the captcha id of a job just submitted. Redis may be away for a moment
+        (a restart): retry while this engine's claim on the job holds, since once the id
+        is lost the job can only end ``SubmitUncertain``. (Bounded by the claim's
+        deadline, not a count of attempts: hence no redis-py ``Retry`` here.)"""
+        delay = 0.1
+        while True:
+            try:
+                return self.queue.submitted(job, captcha_id, at, first)
+            except redis.RedisError as exc:
+                if self.clock() + delay >= claim_until - 1.0:
+                    raise
+                log.warning("engine %s: storing captcha %s of %s: Redis unavailable (%s); "
+                            "retrying", self.name, captcha_id, job.task_id, exc)  # fmt: skip
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _proxy_for(self, job: Job) -> Proxy | None:
+        if not job.proxy_id:
+            return None
+        from ..session.proxies import ProxyPool
+
+        try:
+            return ProxyPool(self.redis, self.settings).get(job.proxy_id)
+        except UnknownProxy:
+            # Removed from the pool since: solving without it beats failing the page.
+            log.warning("engine %s: proxy %s is gone; submitting without", self.name, job.proxy_id)
+            return None
