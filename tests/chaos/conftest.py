@@ -6,6 +6,7 @@ is kept under ``.run/chaos/<test>-<time>/`` before the cluster stops."""
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.harness import ROOT, TIME_SCALE, Cluster, _secret
+from tests.chaos.providers import TwoProviders
 
 ClusterFactory = Callable[..., Cluster]
 
@@ -33,17 +35,31 @@ _CALL_FAILED = pytest.StashKey[bool]()
 def cluster(
     request: pytest.FixtureRequest, tmp_path: Path, sandbox_factory: Any
 ) -> Iterator[ClusterFactory]:
-    """``cluster(sandbox={...config...}, key=None, **cluster_options)``."""
+    """``cluster(sandbox={...config...}, key=None, backup=None, **cluster_options)``;
+    with ``backup`` (a config, ``{}`` for the defaults) a :class:`TwoProviders` whose
+    second provider is a JSON-protocol sandbox (CapSolver's dialect)."""
     started: list[Cluster] = []
 
     def start(
-        *, sandbox: dict[str, Any] | None = None, key: str | None = None, **options: Any
+        *,
+        sandbox: dict[str, Any] | None = None,
+        key: str | None = None,
+        backup: dict[str, Any] | None = None,
+        **options: Any,
     ) -> Cluster:
         accepted = _secret("Ck", 32)
-        config = {"api_keys": (accepted,), "time_scale": options.get("time_scale", TIME_SCALE),
-                  **(sandbox or {})}  # fmt: skip
+        scale = options.get("time_scale", TIME_SCALE)
+        config = {"api_keys": (accepted,), "time_scale": scale, **(sandbox or {})}
         server = sandbox_factory(**config)
-        made = Cluster(tmp_path / f"cluster{len(started) + 1}", server, key or accepted, **options)
+        tmp = tmp_path / f"cluster{len(started) + 1}"
+        made: Cluster
+        if backup is None:
+            made = Cluster(tmp, server, key or accepted, **options)
+        else:
+            backup_key = "CAP-" + secrets.token_hex(16)
+            json_config = {"protocol": "json", "dialect": "capsolver", **backup}
+            second = sandbox_factory(api_keys=(backup_key,), time_scale=scale, **json_config)
+            made = TwoProviders(tmp, server, key or accepted, second, backup_key, **options)
         made.tmp.mkdir(parents=True, exist_ok=True)
         started.append(made)
         return made.start()

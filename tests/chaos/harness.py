@@ -393,6 +393,7 @@ class Cluster:
                 "errors_injected": "502 pages", "slow_injected": "slow answers",
                 "unsolvable": "unsolvable answers", "bad_key": "key refusals"}  # fmt: skip
         said = [f"{stats[name]} {what}" for name, what in seen.items() if stats.get(name)]
+        said += self.more_notes()
         row.notes = ", ".join([*([row.notes] if row.notes else []), *said])
         row.provider_requests = int(stats["requests"])
         row.submits = int(stats["submitted"])
@@ -402,6 +403,10 @@ class Cluster:
         row.leaked = self.leaks(metas, self.flower_pages(ids) if self.flower else "")
         record(row)
         return row
+
+    def more_notes(self) -> list[str]:
+        """Figures a cluster of another shape adds to its row's notes."""
+        return []
 
     def sandbox_stats(self) -> dict[str, Any]:
         reply = requests.get(f"{self.sandbox.url}/stats", timeout=10)
@@ -417,6 +422,10 @@ class Cluster:
         reply = requests.post(f"{self.sandbox.url}/admin/config", json=changes, timeout=10)
         assert reply.status_code == 200, reply.text
 
+    def secrets(self) -> tuple[str, ...]:
+        """What the scan looks for: the API key(s) and the proxy password."""
+        return (self.api_key, self.proxy_password)
+
     def leaks(self, metas: dict[str, dict[str, Any]], flower: str = "") -> int:
         """Occurrences of the API key and proxy password in everything we can read."""
         flower_log = self.tmp / "flower.log"
@@ -429,7 +438,7 @@ class Cluster:
         }
         found = 0
         for where, text in corpus.items():
-            for secret in (self.api_key, self.proxy_password):
+            for secret in self.secrets():
                 hits = text.count(secret)
                 if hits:
                     print(f"LEAK: {hits} occurrence(s) of a secret in the {where}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.harness import Cluster, Load, Row, rounds, sized
+from tests.chaos.providers import TwoProviders
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(sized(170, 420))]
 
@@ -214,3 +216,33 @@ def test_wrong_api_key(cluster: Callable[..., Cluster]) -> None:
     row = c.finish(Row("Wrong API key", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, allowed={"InvalidApiKey"}, requests_per_task=3, solved_at_least=0.0)
     assert row.typed_errors == {"InvalidApiKey": row.tasks}
+
+
+# -- several providers ----------------------------------------------------------------
+
+
+def test_one_provider_of_two_down(cluster: Callable[..., Cluster]) -> None:
+    # A provider's timings at half speed: its deadlines (45 s and more) outlast the
+    # outage, so captchas it had accepted are read after it, not given up.
+    c = cluster(workers=2, time_scale=0.5, flower=True, threads=10,
+                sandbox={"threads": 50}, backup={"threads": 50})  # fmt: skip
+    assert isinstance(c, TwoProviders)
+    seconds, outage = sized(16.0, 40.0), sized(10.0, 20.0)
+
+    def fault() -> str:
+        time.sleep(seconds / 4)
+        down = c.take_down(outage)
+        return (f"main (classic) refuses connections for {down:.1f} s mid-run; "
+                "backup (JSON) healthy")  # fmt: skip
+
+    load = steady(c, fault, sized(50, 150), seconds)
+    row = c.finish(Row("One provider of two down", c.note), load, timeout=RESULT_TIMEOUT)
+    by = Counter(captcha["provider"] for captcha in c.sandbox_captchas())
+    print(f"\nbreakers after the run: main {c.breaker('main')}, backup {c.breaker('backup')}")
+    # A submit cut by the outage may have reached main: it fails, typed, never resent.
+    check(row, allowed={"SubmitUncertain"}, requests_per_task=6, solved_at_least=0.9)
+    assert by["main"] > 0 and by["backup"] > 0, by
+    # Refused connections are transient failures: main's breaker must have opened (its
+    # recovery, a half-open probe once the cool-down ends, is tests/integration's).
+    logs = "\n".join(w.log() for w in c.workers.values())
+    assert "provider main: breaker open for" in logs, "main's breaker never opened"

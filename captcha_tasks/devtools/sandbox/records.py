@@ -46,6 +46,9 @@ class CaptchaRecord:
     fingerprint: str = ""
     #: Turnstile challenge mode: the user agent res.php's ``json=1`` answer carries.
     useragent: str = ""
+    #: The page's host name: the same for a job sent over either wire format, so a test
+    #: with two sandboxes as two providers finds a job submitted to both.
+    hostname: str = ""
 
 
 @dataclasses.dataclass

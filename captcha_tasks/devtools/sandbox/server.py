@@ -122,6 +122,8 @@ class SandboxServer:
         self._serving = False
         self._stopped = False
         self._lock = threading.Lock()
+        #: The port to bind instead of ``config.port`` (set by :meth:`successor`).
+        self._port: int | None = None
 
     @property
     def config(self) -> SandboxConfig:
@@ -216,6 +218,17 @@ class SandboxServer:
             if thread is not None and thread is not threading.current_thread():
                 thread.join(timeout)
 
+    def successor(self) -> SandboxServer:
+        """A new server (not started) for this one's port and memory: its captchas in
+        flight, balance, counters and configuration. An outage test stops a sandbox (its
+        port then refuses connections), waits, and starts the successor."""
+        port = self.port
+        server = SandboxServer(self.state.config)
+        server.state = self.state
+        server.demo = self.demo
+        server._port = port
+        return server
+
     def _start_demo(self) -> None:
         """Serve the demo site in a daemon thread (lock held, after ``_bind``)."""
         if self._demo_httpd is None:
@@ -249,7 +262,8 @@ class SandboxServer:
                 if config.tls_cert and config.tls_key:
                     tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
                     tls.load_cert_chain(config.tls_cert, config.tls_key)
-                httpd = _HTTPServer((config.host, config.port), self.state, tls)
+                port = config.port if self._port is None else self._port
+                httpd = _HTTPServer((config.host, port), self.state, tls)
                 if self.demo is not None and config.demo_port is not None:
                     try:
                         self._demo_httpd = _DemoServer(

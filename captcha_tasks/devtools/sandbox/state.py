@@ -160,6 +160,7 @@ class SandboxState:
                 submitted_at=now,
                 fingerprint=sub.fingerprint.hex(),
                 useragent=challenge_user_agent(sub),
+                hostname=sub.hostname,
             )
             self._balance = round(self._balance - cost, 6)
             heapq.heappush(self._pending, (ready_at, captcha_id))
@@ -299,7 +300,8 @@ class SandboxState:
         """``GET /admin/captchas``: every captcha still remembered, with its submit, ready
         and first-answered times as epoch seconds (benchmarks compare them with their own
         clocks), its real latency, how many res.php gets asked for it and the fingerprint
-        of its parameters (the fault suite finds duplicate submits of one job with it)."""
+        of its parameters (the fault suite finds duplicate submits of one job with it) and
+        its page's host name (the same over both wire formats)."""
         with self._lock:
             now = self._clock()
             self._advance(now)
@@ -319,6 +321,7 @@ class SandboxState:
                     "polls": c.polls,
                     "unsolvable": c.unsolvable,
                     "fingerprint": c.fingerprint,
+                    "hostname": c.hostname,
                 }
                 for c in sorted(self._captchas.values(), key=lambda c: c.submitted_at)
             ]
