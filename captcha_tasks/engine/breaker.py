@@ -95,11 +95,12 @@ class Breaker:
             return False
         args = [op, self.clock(), FAILURES_TO_OPEN, self.cooldown, self.max_cooldown,
                 reason[:200], BREAKER_TTL]  # fmt: skip
-        state, cooldown, changed = run(self.redis, "breaker", [self.key], args)
+        answer = run(self.redis, "breaker", [self.key], args)
+        state, cooldown, changed = answer[:3]
         if int(changed):
             if state == "open":
                 log.warning("provider %s: breaker open for %.1f s: %s",
-                            self.name, float(cooldown), reason)  # fmt: skip
+                            self.name, float(cooldown), answer[3])  # fmt: skip
             else:
                 log.warning("provider %s: breaker %s", self.name, state)
         return bool(int(changed)) and state == "open"

@@ -151,7 +151,7 @@ class Poller:
         if isinstance(exc, TransientSolverError):
             self.observer.noted(f"poll_retry:{exc.code}")
             if self.breaker is not None:  # the captchas stay here whatever it decides
-                self.breaker.failed(f"transient failures in a row, the last {exc.code}")
+                self.breaker.failed(exc.code or type(exc).__name__)
             self.retries.retrying("a poll", exc)
             delay = max(self.settings.scaled(exc.retry_after or 5.0), self.grid.interval)
             # Counted from the answer too: the provider may have seen the read late.

@@ -129,7 +129,7 @@ class Submitter:
         provider takes it), else after the error's back-off."""
         opened = False
         if not isinstance(exc, NoSlotAvailable):  # a full provider is not a failing one
-            opened = self.breaker.failed(f"transient failures in a row, the last {exc.code}")
+            opened = self.breaker.failed(exc.code or type(exc).__name__)
         delay = 0.0 if opened else self.settings.scaled(exc.retry_after or 5.0)
         self.retries.retrying("a submit", exc)
         self.queue.requeue(job, "sending", self.clock() + delay)

@@ -157,9 +157,13 @@ def test_the_breaker_opens_after_failures_in_a_row_and_doubles_its_cooldown(
     for _ in range(FAILURES_TO_OPEN - 1):
         assert not breaker.failed("ERROR_SERVER_ERROR")
     assert client.hget(key, "state") in (None, "closed")
-    assert breaker.failed("5 in a row")
+    assert breaker.failed("NETWORK")
     cooldown = settings.scaled(COOLDOWN)
     assert client.hgetall(key)["state"] == "open"
+    assert (
+        client.hget(key, "reason")
+        == f"{FAILURES_TO_OPEN} transient failures in a row, the last NETWORK"
+    )
     assert float(client.hget(key, "until") or 0) == pytest.approx(1000.0 + cooldown)
     assert "provider main: breaker open for" in caplog.text
     assert client.ttl(key) > 0
@@ -185,6 +189,19 @@ def test_answers_far_slower_than_learned_open_the_breaker(
     breaker.answered(4.0, 1.0)
     assert client.hget(key, "state") == "open"
     assert "slower than learned" in (client.hget(key, "reason") or "")
+
+
+def test_a_trip_opens_at_once_and_counts_no_transient_failure(
+    client: redis.Redis, settings: Settings
+) -> None:
+    breaker = Breaker(client, settings, "main", clock=lambda: 1000.0)
+    assert breaker.trip("zero balance")
+    state = client.hgetall(Keys(settings.key_prefix).breaker("main"))
+    assert (state["state"], state["reason"], state.get("failures", "0")) == (
+        "open",
+        "zero balance",
+        "0",
+    )
 
 
 def test_with_one_provider_the_breaker_is_off(redis_url: str) -> None:
