@@ -1,6 +1,8 @@
 """The solve engine: submits waiting jobs within the thread budget and polls them.
 
-One engine runs in each worker process (see :mod:`captcha_tasks.worker.engine_step`); it
+One engine per configured provider runs in each worker process (see
+:mod:`captcha_tasks.worker.engine_step`: with several providers each has its own client,
+budget and poll schedule, and ``acquire.lua`` routes every job to one of them); it
 holds no Celery worker slot. All its state is in Redis, so any engine can poll
 any job: a job whose engine dies is picked up by another once its claim expires,
 and a rolling restart loses nothing.
@@ -25,7 +27,9 @@ is retried, and a job left ``submitting`` by a dead engine (never sent) is resub
 The one deliberate second submit is after an unsolvable captcha
 (:class:`~captcha_tasks.errors.CaptchaUnsolvable`), which the provider does not bill.
 
-Its other parts: :mod:`.refusal` (the pause after a refused key), :mod:`.finish`
+Its other parts: :mod:`.submit` (the submit and what its outcome proves),
+:mod:`.breaker` (taking a failing provider out of the routes), :mod:`.refusal` (the
+pause after a refused key), :mod:`.finish`
 (ending a job once and telling its caller), :mod:`.observer` (every event, to this
 engine's stats and to Prometheus when metrics are on).
 """
