@@ -164,7 +164,9 @@ class SandboxServer:
         return f"{scheme}://{host}:{port}"
 
     def stats(self) -> dict[str, object]:
-        return self.state.stats()
+        """``GET /stats``: the state's counters and the callbacks' (``callbacks_*``)."""
+        httpd = self._httpd
+        return {**self.state.stats(), **(httpd.callbacks.stats() if httpd else {})}
 
     def start(self) -> SandboxServer:
         """Listen and serve in a daemon thread; returns once connections are accepted."""

@@ -154,7 +154,7 @@ def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
     reply = requests.post(url, data={"id": first, "code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
     assert reply.text == "resubmitting"
     wait_until(lambda: len(rig.provider.urls) == 2, timeout=10, what="the resubmit")
-    second = [c for c in rig.provider.urls if c != first][0]
+    second = next(c for c in rig.provider.urls if c != first)
     assert rig.provider.urls[second].endswith(f"/{task_id}/2")
     stale = requests.post(url, data={"code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
     assert stale.status_code == 409
@@ -166,7 +166,7 @@ def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
 def test_refusals_are_rate_limited_per_address(
     rig: Rig, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    (task_id,) = admit_jobs(1)
+    admit_jobs(1)
     captcha_id, url = rig.one()
     wrong = url.replace(TOKEN, "y" * len(TOKEN))
     codes = [requests.get(wrong, timeout=5).status_code for _ in range(int(REFUSED_BURST) + 5)]
@@ -185,7 +185,7 @@ def test_no_token_and_no_answer_in_any_log_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    (task_id,) = admit_jobs(1)
+    admit_jobs(1)
     captcha_id, url = rig.one()
     requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
     requests.post(url + "x", data={"id": captcha_id, "code": ANSWER}, timeout=5)
