@@ -65,8 +65,20 @@ def callback_url_for(settings: Settings, job: Job) -> str | None:
     return f"{settings.callback_url}/{settings.callback_token}/{task_id}/{job.submits + 1}"
 
 
-def fallback_wait(settings: Settings, captcha_type: str, learned_first_poll: float) -> float:
-    """Seconds after submit of the first (fallback) poll of a captcha sent with a callback."""
+def fallback_wait(
+    settings: Settings,
+    captcha_type: str,
+    learned_first_poll: float,
+    *,
+    provider: object = None,
+    captcha_id: str = "",
+) -> float:
+    """Seconds after submit of the first (fallback) poll of a captcha sent with a callback.
+    An answer the provider gave with the submit itself (CapSolver's images) sends no
+    callback: it is read at the learned first poll, as without callbacks."""
+    holds = getattr(provider, "holds_answer", None)
+    if callable(holds) and holds(captcha_id):
+        return learned_first_poll
     deadline = settings.scaled(DEADLINE.get(captcha_type, 120.0))
     return min(max(deadline * CALLBACK_FALLBACK_FRACTION, 2 * learned_first_poll), deadline / 2)
 

@@ -87,7 +87,8 @@ class Submitter:
             at = self.clock()
             wait = self.learner.first_poll(job.type)
             if callback_url:  # the answer comes to us: the poll is a late fallback
-                wait = fallback_wait(self.settings, job.type, wait)
+                wait = fallback_wait(self.settings, job.type, wait, provider=self.provider,
+                                     captcha_id=captcha_id)  # fmt: skip
             first = self.grid.first_poll(at, wait)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.observer.noted("submitted_after_end")

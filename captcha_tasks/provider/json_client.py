@@ -139,6 +139,12 @@ class JsonTaskClient:
         self._keep_early(raw_id, payload)
         return raw_id
 
+    def holds_answer(self, captcha_id: str) -> bool:
+        """Whether createTask already answered ``captcha_id`` (CapSolver's images): its
+        first :meth:`get` sends nothing."""
+        with self._lock:
+            return captcha_id in self._early
+
     def get(self, captcha_id: str) -> Answer | None:
         """getTaskResult: the answer, or ``None`` while the task is being solved."""
         captcha_id = _check_id(captcha_id)

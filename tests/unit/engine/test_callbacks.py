@@ -226,3 +226,15 @@ def test_workers_of_one_host_share_the_port(cb_settings: Settings, client: redis
         two.stop()
     finally:
         one.stop()
+
+
+def test_an_answer_given_with_the_submit_is_read_at_the_usual_first_poll(
+    cb_settings: Settings,
+) -> None:
+    class Holding:
+        def holds_answer(self, captcha_id: str) -> bool:
+            return captcha_id == "held"
+
+    late = fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="other")
+    assert late == pytest.approx(90 * 0.05 / 4)
+    assert fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="held") == 0.1
