@@ -13,13 +13,12 @@ Counted in ``GET /stats`` (``callbacks_*``).
 from __future__ import annotations
 
 import heapq
+import http.client
 import itertools
 import json
 import logging
 import random
 import threading
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode, urlsplit
@@ -50,6 +49,7 @@ class CallbackSender:
         self._stopping = False
         self._counts = dict.fromkeys(COUNTERS, 0)
         self._pool = ThreadPoolExecutor(16, thread_name_prefix="sandbox-callback")
+        self._local = threading.local()
         self._thread = threading.Thread(target=self._run, name="sandbox-callbacks", daemon=True)
         self._thread.start()
 
@@ -152,20 +152,37 @@ class CallbackSender:
             request = None
         if request is None:
             return
-        method, url, body, content_type = request
-        headers = {"Content-Type": content_type} if content_type else {}
-        # Only http(s) URLs are scheduled (_usable).
-        sent = urllib.request.Request(url, data=body, method=method, headers=headers)  # noqa: S310
         with self._wake:
             self._counts["sent"] += 1
-        try:
-            with urllib.request.urlopen(sent, timeout=SEND_TIMEOUT) as answer:  # noqa: S310
-                answer.read()
-            delivered = True
-        except (urllib.error.URLError, OSError, ValueError):
-            delivered = False  # a provider does not retry either
+        delivered = self._deliver(*request)
         with self._wake:
             self._counts["delivered" if delivered else "failed"] += 1
+
+    def _deliver(self, method: str, url: str, body: bytes | None, content_type: str) -> bool:
+        """One request over this thread's kept-alive connection to the URL's host (a
+        provider's callbacks come over few connections, not one per answer)."""
+        parts = urlsplit(url)
+        key = (parts.scheme, parts.netloc)
+        connections = self._local.__dict__.setdefault("connections", {})
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        headers = {"Content-Type": content_type} if content_type else {}
+        for attempt in (1, 2):  # a kept-alive connection the receiver closed: once more
+            connection = connections.get(key)
+            if connection is None:
+                kind = http.client.HTTPSConnection if parts.scheme == "https" else (
+                    http.client.HTTPConnection)  # fmt: skip
+                connection = connections[key] = kind(parts.netloc, timeout=SEND_TIMEOUT)
+            try:
+                connection.request(method, target, body=body, headers=headers)
+                answer = connection.getresponse()
+                answer.read()
+                return True
+            except (http.client.HTTPException, OSError):
+                connection.close()
+                del connections[key]
+                if attempt == 2:
+                    return False  # a provider does not retry either
+        return False
 
 
 def _usable(url: str) -> bool:
