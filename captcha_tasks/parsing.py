@@ -27,6 +27,9 @@ __all__ = [
     "Provider",
     "api_key",
     "between",
+    "callback_token",
+    "callback_token_file",
+    "callback_url",
     "check_api_key",
     "number",
     "prices",
@@ -191,3 +194,40 @@ def prices(name: str, raw: str) -> tuple[tuple[str, decimal.Decimal], ...]:
             raise ConfigurationError(f"{name}: {kind} is priced twice")
         out[kind] = _amount(name, value, f"the price of {kind}")
     return tuple(sorted(out.items()))
+
+
+#: A callback token: URL-safe, long enough that nobody guesses it (>= 128 bits).
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{32,128}$")
+
+
+def callback_url(name: str, raw: str) -> str:
+    """The public base URL providers call back (http(s), no query, no credentials)."""
+    try:
+        parts = urlsplit(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"{name} must be an http(s)://host[/path] URL, got {raw!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigurationError(f"{name} must carry no query, fragment or credentials")
+    return raw.rstrip("/")
+
+
+def callback_token(name: str, raw: str) -> str:
+    """The callback path token: 32-128 of ``A-Za-z0-9_-`` (never echoed)."""
+    if not _TOKEN_RE.match(raw):
+        raise ConfigurationError(
+            f"{name} must be 32-128 letters, digits, '_' or '-' (e.g. `openssl rand -hex 32`)"
+        )
+    return raw
+
+
+def callback_token_file(name: str, path: str) -> str:
+    """The token read from the file ``path`` (a mounted secret), checked as above."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            raw = file.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigurationError(f"{name}: cannot read {path!r} ({reason})") from None
+    return callback_token(name, raw)

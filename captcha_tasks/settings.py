@@ -32,6 +32,9 @@ from .parsing import (
 )
 from .parsing import api_key as _api_key
 from .parsing import between as _between
+from .parsing import callback_token as _callback_token
+from .parsing import callback_token_file as _callback_token_file
+from .parsing import callback_url as _callback_url
 from .parsing import check_api_key as _check_api_key
 from .parsing import number as _number
 from .parsing import provider as _provider
@@ -186,6 +189,16 @@ class Settings:
     #: (:mod:`captcha_tasks.provider_config`); empty when unset. When set, the
     #: single-provider fields above hold the first (preferred) provider's values.
     named_providers: tuple[ProviderConfig, ...] = ()
+    #: ``CAPTCHA_TASKS_CALLBACK_URL``: the public base URL providers push answers to
+    #: (docs/CALLBACKS.md); None: no callbacks, polls only.
+    callback_url: str | None = None
+    #: ``CAPTCHA_TASKS_CALLBACK_TOKEN`` (or ``..._TOKEN_FILE``): the secret path segment
+    #: of every callback URL. Never logged.
+    callback_token: str = dataclasses.field(default="", repr=False)
+    #: ``CAPTCHA_TASKS_CALLBACK_PORT``: the worker's callback receiver port (None: off; 0: any).
+    callback_port: int | None = None
+    #: ``CAPTCHA_TASKS_CALLBACK_ADDRESS``: where the callback receiver listens.
+    callback_address: str = "127.0.0.1"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -208,6 +221,10 @@ class Settings:
                 values[field.name] = _DERIVED_DEFAULTS[field.name](values, env)
             else:
                 values[field.name] = field.default
+        if (values["callback_url"] or values["callback_port"] is not None) and not values[
+            "callback_token"
+        ]:
+            raise ConfigurationError("callbacks need CAPTCHA_TASKS_CALLBACK_TOKEN (or _FILE)")
         if named:  # code that knows one provider (today's engine) sees the preferred one
             first = named[0]
             values.update(api_key=first.api_key, provider=first.protocol, solver_url=first.url,
@@ -278,6 +295,7 @@ class Settings:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         del out["named_providers"]  # shown as "providers", keys masked
         out["api_key"] = "***" if self.api_key else ""
+        out["callback_token"] = "***" if self.callback_token else ""
         out["prices"] = {kind: str(price) for kind, price in self.prices}  # JSON: exact
         out["balance_floor"] = None if self.balance_floor is None else str(self.balance_floor)
         out["providers"] = [config.describe() for config in self.providers()]
@@ -343,6 +361,10 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "visibility_timeout": ("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", _number(int, 10)),
     "prices": ("CAPTCHA_TASKS_PRICES", prices),
     "balance_floor": ("CAPTCHA_TASKS_BALANCE_FLOOR", usd),
+    "callback_url": ("CAPTCHA_TASKS_CALLBACK_URL", _callback_url),
+    "callback_token": ("CAPTCHA_TASKS_CALLBACK_TOKEN", _callback_token),
+    "callback_port": ("CAPTCHA_TASKS_CALLBACK_PORT", _between(int, 0, 65535, "a port number")),
+    "callback_address": ("CAPTCHA_TASKS_CALLBACK_ADDRESS", _as_is),
 }
 
 #: Defaults that follow settings read before them rather than a constant.
@@ -353,6 +375,13 @@ _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], An
     "broker_url": lambda earlier, env: earlier["redis_url"],
     "result_backend": lambda earlier, env: earlier["redis_url"],
     "state_url": lambda earlier, env: earlier["redis_url"],
+    "callback_token": lambda earlier, env: (
+        _callback_token_file(
+            "CAPTCHA_TASKS_CALLBACK_TOKEN_FILE", env["CAPTCHA_TASKS_CALLBACK_TOKEN_FILE"].strip()
+        )
+        if env.get("CAPTCHA_TASKS_CALLBACK_TOKEN_FILE", "").strip()
+        else ""
+    ),
 }
 
 
@@ -360,6 +389,7 @@ _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], An
 _RESERVED: frozenset[str] = frozenset(
     {variable for variable, _ in _SOURCES.values()}
     | {"CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_VERSION", "CAPTCHA_TASKS_CONFIG", PROVIDERS_VARIABLE}
+    | {"CAPTCHA_TASKS_CALLBACK_TOKEN_FILE"}
 )
 
 

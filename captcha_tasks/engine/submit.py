@@ -28,6 +28,7 @@ from ..errors import (
     UnknownProxy,
 )
 from ..provider import Captcha, Provider, Proxy
+from .callbacks import callback_url_for, fallback_wait
 from .jobs import Job
 
 if TYPE_CHECKING:
@@ -68,13 +69,15 @@ class Submitter:
         if prepared is None:
             return
         captcha, proxy = prepared
+        callback_url = callback_url_for(self.settings, job)
         sending_at = self.clock()
         if not self.queue.sending(job, sending_at, self.name):
             # Ended meanwhile, or another engine took it over after our claim ran out.
             self.observer.noted("send_skipped")
             return
         try:
-            captcha_id = self.provider.submit(captcha, proxy=proxy)
+            pushed = {"callback_url": callback_url} if callback_url else {}
+            captcha_id = self.provider.submit(captcha, proxy=proxy, **pushed)
         except CaptchaTasksError as exc:
             self.observer.submitted(job.type, exc)
             self._submit_failed(job, exc)
@@ -82,7 +85,11 @@ class Submitter:
             self.observer.submitted(job.type)
             self.breaker.ok()
             at = self.clock()
-            first = self.grid.first_poll(at, self.learner.first_poll(job.type))
+            wait = self.learner.first_poll(job.type)
+            if callback_url:  # the answer comes to us: the poll is a late fallback
+                wait = fallback_wait(self.settings, job.type, wait, provider=self.provider,
+                                     captcha_id=captcha_id)  # fmt: skip
+            first = self.grid.first_poll(at, wait)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.observer.noted("submitted_after_end")
 

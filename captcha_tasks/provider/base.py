@@ -72,8 +72,12 @@ class Provider(Protocol):
         """The provider's documented limits on reading one captcha (how often, how many
         times, how long): the engine never breaks them (:mod:`.poll_rules`)."""
 
-    def submit(self, captcha: Captcha, *, proxy: Proxy | None = None) -> str:
+    def submit(
+        self, captcha: Captcha, *, proxy: Proxy | None = None, callback_url: str | None = None
+    ) -> str:
         """Send ``captcha`` (solved through ``proxy`` if given); returns its captcha id.
+        ``callback_url``: where the provider pushes the answer (its ``pingback`` /
+        ``callbackUrl``; None: polls only).
 
         Not idempotent (each accepted submit is billed): a failure that may have
         reached the provider raises :class:`~captcha_tasks.errors.SubmitUncertain`, one

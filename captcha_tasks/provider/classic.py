@@ -131,8 +131,11 @@ class SolverClient:
 
     # -- the API ---------------------------------------------------------------------
 
-    def submit(self, captcha: Captcha, *, proxy: Proxy | None = None) -> str:
-        """Send a captcha to in.php; returns its id. Validates first: nothing invalid is sent."""
+    def submit(
+        self, captcha: Captcha, *, proxy: Proxy | None = None, callback_url: str | None = None
+    ) -> str:
+        """Send a captcha to in.php; returns its id. Validates first: nothing invalid is sent.
+        ``callback_url``: the ``pingback`` the provider sends the answer to."""
         if not isinstance(captcha, Captcha):
             raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
         if proxy is not None and not isinstance(proxy, Proxy):
@@ -142,6 +145,8 @@ class SolverClient:
         params = submit_params(captcha)
         if proxy is not None:
             params.update(proxy_params(proxy))
+        if callback_url:
+            params["pingback"] = callback_url
         files = submit_files(captcha)
         value = self._call("in.php", "submit", params, files=files, idempotent=False)
         if isinstance(value, str) and _ID_RE.match(value):

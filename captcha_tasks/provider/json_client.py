@@ -110,16 +110,22 @@ class JsonTaskClient:
 
     # -- the API ---------------------------------------------------------------------
 
-    def submit(self, captcha: Captcha, *, proxy: Proxy | None = None) -> str:
+    def submit(
+        self, captcha: Captcha, *, proxy: Proxy | None = None, callback_url: str | None = None
+    ) -> str:
         """createTask; returns the task id (always a string). Validates first, and
-        refuses a type the provider does not offer: nothing invalid is sent."""
+        refuses a type the provider does not offer: nothing invalid is sent.
+        ``callback_url``: the ``callbackUrl`` the provider POSTs the result to."""
         if not isinstance(captcha, Captcha):
             raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
         if proxy is not None and not isinstance(proxy, Proxy):
             raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
         captcha.validate(max_image_bytes=self.max_image_bytes)
         task = task_for(self.dialect, captcha, proxy)
-        payload = self._call("createTask", {"task": task}, idempotent=False)
+        body: dict[str, Any] = {"task": task}
+        if callback_url:
+            body["callbackUrl"] = callback_url
+        payload = self._call("createTask", body, idempotent=False)
         raw_id = payload.get("taskId")
         if isinstance(raw_id, int) and not isinstance(raw_id, bool) and raw_id > 0:
             raw_id = str(raw_id)
@@ -132,6 +138,12 @@ class JsonTaskClient:
             )
         self._keep_early(raw_id, payload)
         return raw_id
+
+    def holds_answer(self, captcha_id: str) -> bool:
+        """Whether createTask already answered ``captcha_id`` (CapSolver's images): its
+        first :meth:`get` sends nothing."""
+        with self._lock:
+            return captcha_id in self._early
 
     def get(self, captcha_id: str) -> Answer | None:
         """getTaskResult: the answer, or ``None`` while the task is being solved."""

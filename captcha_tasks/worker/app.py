@@ -66,12 +66,14 @@ def _choose_config(sender: Celery, **_: Any) -> None:
 
 
 def _install_steps() -> None:
+    from .callback_step import CallbackStep
     from .engine_step import SolveEngineStep
     from .heartbeat_step import HeartbeatStep
     from .metrics_step import MetricsStep
     from .proxy_step import ProxyLeaseStep
 
     app.steps["worker"].add(SolveEngineStep)
+    app.steps["worker"].add(CallbackStep)
     app.steps["worker"].add(ProxyLeaseStep)
     app.steps["worker"].add(MetricsStep)
     app.steps["consumer"].add(HeartbeatStep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -13,6 +14,7 @@ import click
 from ...cli.errors import require_extra
 from ...errors import CaptchaTasksError
 from ...settings import PROVIDERS
+from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
 from .solve import BenchOptions, format_report, run_bench
 
@@ -117,13 +119,33 @@ def bench_group() -> None:
     "and the workers use it. The seeds' design speaks only the classic protocol: it runs "
     "against a classic captchaai sandbox.",
 )
-def solve_command(as_json: bool, **options: Any) -> None:
+@click.option(
+    "--callbacks",
+    is_flag=True,
+    help="Instead: captcha_tasks collecting by polls, by callbacks the sandbox pushes, and "
+    "by callbacks with --callback-drop-rate of them dropped (reads per solve, collection "
+    "delay, solves lost).",
+)
+@click.option(
+    "--callback-drop-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.2,
+    show_default=True,
+    help="With --callbacks: the fraction of callbacks the sandbox never sends in the third run.",
+)
+def solve_command(
+    as_json: bool, callbacks: bool, callback_drop_rate: float, **options: Any
+) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
     against the seeds' blocking design, each on a fresh Redis and sandbox.
 
     Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
     process the run started.
     """
+    if callbacks:
+        run = partial(run_callback_bench, drop_rate=callback_drop_rate)
+        _run_and_print(run, BenchOptions(**options), format_callback_report, as_json)
+        return
     _run_and_print(run_bench, BenchOptions(**options), format_report, as_json)
 
 

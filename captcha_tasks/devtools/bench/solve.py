@@ -126,11 +126,13 @@ class _Design:
     deadline: float = 60.0
     #: The provider its sandbox plays and its workers use.
     provider: Provider = "captchaai"
+    #: More of :func:`start_stack`'s options (``env``, ``sandbox_args``: the callback bench's).
+    more: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
     stack = start_stack(procs, design.name, threads=opts.threads, time_scale=opts.time_scale,
-                        jitter=opts.jitter, provider=design.provider)  # fmt: skip
+                        jitter=opts.jitter, provider=design.provider, **design.more)  # fmt: skip
     sandbox_url = stack.sandbox_url
     say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
     results_url, enqueue = design.client(stack.redis.url)

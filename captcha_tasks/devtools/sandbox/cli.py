@@ -253,6 +253,34 @@ def _parse_latency(
     "following the 2captcha dialect (per-solve billing, as every JSON provider bills). "
     f"The capsolver dialect's key is {DEV_CAPSOLVER_KEY}.",
 )
+@click.option(
+    "--callback-drop-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Fraction of callbacks (pingback / callbackUrl) never sent.",
+)
+@click.option(
+    "--callback-duplicate-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Fraction of callbacks sent twice.",
+)
+@click.option(
+    "--callback-late-rate",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.0,
+    show_default=True,
+    help="Fraction of callbacks sent --callback-late-seconds after the answer is ready.",
+)
+@click.option(
+    "--callback-late-seconds",
+    type=click.FloatRange(min=0.0),
+    default=2.0,
+    show_default=True,
+    help="How late a late callback comes (real seconds).",
+)
 def sandbox_command(**options: Any) -> None:
     """Run a local in.php/res.php solver (CaptchaAI/2Captcha protocol) for development.
 

@@ -125,10 +125,17 @@ ADMIN_FIELDS = frozenset(
         "over_limit_code",
         "latency",
         "jitter",
+        "callback_drop_rate",
+        "callback_late_rate",
+        "callback_duplicate_rate",
+        "callback_late_seconds",
     }
 )
 
-_RATES = ("fail_rate", "unsolvable_rate", "slow_rate")
+_RATES = (
+    "fail_rate", "unsolvable_rate", "slow_rate",
+    "callback_drop_rate", "callback_late_rate", "callback_duplicate_rate",
+)  # fmt: skip
 _SITEKEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{10,100}$")  # what in.php accepts as a googlekey
 
 
@@ -193,6 +200,12 @@ class SandboxConfig:
     demo_sitekey: str = DEMO_SITEKEY
     #: Wire formats served (see :data:`PROTOCOLS`); ``both`` serves them on one port.
     protocol: Protocol = "classic"
+    #: Callbacks (``pingback`` / ``callbackUrl``, :mod:`.callbacks`): the fraction never
+    #: sent, sent late (by ``callback_late_seconds``, real seconds) and sent twice.
+    callback_drop_rate: float = 0.0
+    callback_late_rate: float = 0.0
+    callback_duplicate_rate: float = 0.0
+    callback_late_seconds: float = 2.0
 
     @property
     def classic_dialect(self) -> Dialect:
@@ -226,6 +239,7 @@ class SandboxConfig:
         _number("time_scale", self.time_scale, low=1e-6)
         _number("jitter", self.jitter, low=0.0, high=1.0)
         _number("slow_seconds", self.slow_seconds, low=0.0)
+        _number("callback_late_seconds", self.callback_late_seconds, low=0.0)
         _number("report_window", self.report_window, low=0.0)
         for name in _RATES:
             _number(name, getattr(self, name), low=0.0, high=1.0)

@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ...errors import ConfigurationError
+from .callbacks import CallbackSender
 from .json_api import JSON_METHODS, JsonApi, fault_path
 from .protocol import ApiError, Reply, Upload, error_text, parse_submission
 from .state import SandboxState
@@ -72,6 +73,7 @@ class StatefulHTTPServer(ThreadingHTTPServer):
     state: SandboxState
     stopping: threading.Event
     json_api: JsonApi
+    callbacks: CallbackSender
 
 
 class _BodyError(Exception):
@@ -140,7 +142,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             verdict = state.verify(params.get("response", ""), params.get("sitekey", ""))
             self._send_json(200, verdict)
         elif path == "/stats":
-            self._send_json(200, state.stats())
+            self._send_json(200, {**state.stats(), **self.server.callbacks.stats()})
         elif path == "/healthz":
             self._send_json(200, {"ok": True})
         elif path == "/admin/config" and post:
@@ -149,6 +151,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
             self._send_json(200, {"config": state.config.describe()})
         elif path == "/admin/reset" and post:
             state.reset()
+            self.server.callbacks.reset()
             self._send_json(200, {"ok": True})
         elif path == "/admin/reset":
             self._send_json(405, {"error": "use POST"})
@@ -211,7 +214,10 @@ class SandboxHandler(BaseHTTPRequestHandler):
                 except ApiError:
                     state.count("param_errors")
                     raise
-                return Reply.ok(state.submit(submission))
+                new_id = state.submit(submission)
+                if params.get("pingback", "").strip():
+                    self.server.callbacks.pingback(new_id, params["pingback"].strip())
+                return Reply.ok(new_id)
             action = params.get("action", "").strip().lower()
             captcha_id = params.get("id", "")
             if not action:

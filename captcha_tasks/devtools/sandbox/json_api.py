@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .config import DEV_API_KEY, DEV_CAPSOLVER_KEY, KINDS
 from .json_protocol import JsonError, error_answer, parse_task, solution
 from .json_tasks import JsonTask, JsonTasks
 from .protocol import ApiError
 from .state import SandboxState
+
+if TYPE_CHECKING:
+    from .callbacks import CallbackSender
 
 __all__ = ["JSON_METHODS", "REPORTS", "JsonApi", "fault_path"]
 
@@ -53,9 +57,10 @@ def fault_path(method: str) -> str:
 class JsonApi:
     """Answers one JSON method call: ``handle(method, body) -> (HTTP status, document)``."""
 
-    def __init__(self, state: SandboxState) -> None:
+    def __init__(self, state: SandboxState, callbacks: CallbackSender | None = None) -> None:
         self._state = state
         self._tasks = JsonTasks(state)
+        self._callbacks = callbacks
 
     def wire_ids(self) -> dict[int, str]:
         """See :meth:`JsonTasks.wire_ids`."""
@@ -119,6 +124,9 @@ class JsonApi:
         task = self._tasks.add(captcha_id, sub.kind, config.price, sub.user_agent, cookie)
         if immediate:
             return self._result(task, poll=False)
+        url = document.get("callbackUrl")
+        if self._callbacks is not None and isinstance(url, str):
+            self._callbacks.callback_url(captcha_id, url, lambda: self.callback_body(task))
         answer: dict[str, object] = {"errorId": 0, "taskId": task.wire_id}
         if dialect == "capsolver":
             answer["status"] = "idle"
@@ -158,6 +166,13 @@ class JsonApi:
         if dialect in ("2captcha-v2", "anticaptcha"):
             answer.update(_billing(task))
         return answer
+
+    def callback_body(self, task: JsonTask) -> dict[str, object]:
+        """What a ``callbackUrl`` receives: the getTaskResult answer (errors included)."""
+        try:
+            return self._result(task, poll=False)
+        except JsonError as exc:
+            return error_answer(task.dialect, exc.code)[1]
 
     def _balance(self, dialect: str) -> dict[str, object]:
         balance = float(self._state.get_balance().plain)

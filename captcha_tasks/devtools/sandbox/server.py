@@ -17,6 +17,7 @@ import time
 from types import TracebackType
 from typing import Any
 
+from .callbacks import CallbackSender
 from .config import SandboxConfig
 from .demo_site import DemoHandler, DemoHTTPServer, DemoSite
 from .handler import SandboxHandler, StatefulHTTPServer
@@ -38,7 +39,8 @@ class _HTTPServer(StatefulHTTPServer):
         self, address: tuple[str, int], state: SandboxState, tls: ssl.SSLContext | None
     ) -> None:
         self.state = state
-        self.json_api = JsonApi(state)
+        self.callbacks = CallbackSender(state)
+        self.json_api = JsonApi(state, self.callbacks)
         self.stopping = threading.Event()
         self._live_lock = threading.Lock()
         self._live: dict[threading.Thread, socket.socket] = {}
@@ -162,7 +164,9 @@ class SandboxServer:
         return f"{scheme}://{host}:{port}"
 
     def stats(self) -> dict[str, object]:
-        return self.state.stats()
+        """``GET /stats``: the state's counters and the callbacks' (``callbacks_*``)."""
+        httpd = self._httpd
+        return {**self.state.stats(), **(httpd.callbacks.stats() if httpd else {})}
 
     def start(self) -> SandboxServer:
         """Listen and serve in a daemon thread; returns once connections are accepted."""
@@ -204,6 +208,7 @@ class SandboxServer:
             serving = self._serving
             demo_httpd = self._demo_httpd
         httpd.stopping.set()
+        httpd.callbacks.stop()
         if demo_httpd is not None:
             demo_httpd.stopping.set()
             if serving:

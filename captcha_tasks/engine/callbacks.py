@@ -1,0 +1,188 @@
+"""Answers pushed by the provider (its ``pingback`` / ``callbackUrl``), ending jobs as a
+poll would.
+
+With ``CAPTCHA_TASKS_CALLBACK_URL`` set, every submit carries
+``{CALLBACK_URL}/{token}/{task_id}/{attempt}`` (:func:`callback_url_for`): the token is
+the deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), the task id names the job
+and the attempt (its submit number) tells a resubmitted job's captchas apart. The
+:class:`Receiver` accepts only that token's paths and only jobs it knows (the job's
+hash exists, it is ``polling`` at that attempt, and the captcha id the provider sends,
+where it sends one, is the job's), then ends the job through its engine's
+:class:`~.finish.Finisher` exactly like a poll: ``finish.lua`` ends a job once, so a
+callback racing a poll (or a duplicate callback) ends it once.
+
+Polls stay as the fallback: the first poll of a captcha sent with a callback URL comes
+late (:func:`fallback_wait`), so a lost callback costs a delay, never a solve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
+
+from ..errors import CaptchaUnsolvable
+from ..provider import Answer, Polled
+from ..provider.pushed import pushed_id, read_pushed
+from ..settings import Settings
+from ..state.keys import Keys
+from .jobs import Job
+from .timing import DEADLINE
+
+if TYPE_CHECKING:
+    import redis
+
+    from .loop import Engine
+
+__all__ = [
+    "CALLBACK_FALLBACK_FRACTION",
+    "EARLY_WAIT",
+    "Receiver",
+    "callback_url_for",
+    "fallback_wait",
+]
+
+log = logging.getLogger(__name__)
+
+#: With a callback URL, the first poll comes after this fraction of the captcha type's
+#: deadline (at least twice the learned first poll): late enough that a callback
+#: nearly always comes first, early enough that a lost one still leaves time to solve.
+CALLBACK_FALLBACK_FRACTION = 0.25
+#: Seconds a callback that beat its own submit's bookkeeping (the job still
+#: ``sending``) waits for the captcha id to be stored before it is left to the polls.
+EARLY_WAIT = 1.0
+
+
+def callback_url_for(settings: Settings, job: Job) -> str | None:
+    """The URL the provider is to call for ``job``'s next submit (None: callbacks off)."""
+    if not settings.callback_url:
+        return None
+    task_id = quote(job.task_id, safe="")
+    return f"{settings.callback_url}/{settings.callback_token}/{task_id}/{job.submits + 1}"
+
+
+def fallback_wait(
+    settings: Settings,
+    captcha_type: str,
+    learned_first_poll: float,
+    *,
+    provider: object = None,
+    captcha_id: str = "",
+) -> float:
+    """Seconds after submit of the first (fallback) poll of a captcha sent with a callback.
+    An answer the provider gave with the submit itself (CapSolver's images) sends no
+    callback: it is read at the learned first poll, as without callbacks."""
+    holds = getattr(provider, "holds_answer", None)
+    if callable(holds) and holds(captcha_id):
+        return learned_first_poll
+    deadline = settings.scaled(DEADLINE.get(captcha_type, 120.0))
+    return min(max(deadline * CALLBACK_FALLBACK_FRACTION, 2 * learned_first_poll), deadline / 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What the receiver answers: an HTTP status, a short reason (no answer in it), and
+    whether the request counts against its sender (refused: wrong token, unknown job)."""
+
+    status: int
+    reason: str
+    refused: bool = False
+
+
+class Receiver:
+    """Ends jobs from pushed answers. ``engines``: this worker's, by provider name."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        engines: Mapping[str, Engine],
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not settings.callback_token:
+            raise ValueError("a callback receiver needs a token")
+        self.redis = client
+        self.keys = Keys(settings.key_prefix)
+        self.engines = dict(engines)
+        self.clock = clock
+        self.sleep = sleep
+        base = urlsplit(settings.callback_url or "http://x").path.rstrip("/")
+        self._prefix = f"{base}/"
+        self._token = settings.callback_token.encode()
+
+    def handle(
+        self, path: str, fields: Mapping[str, str], document: Mapping[str, Any] | None
+    ) -> Outcome:
+        """One callback: ``path`` as requested, the form or query ``fields`` and the JSON
+        ``document`` (None: none was sent)."""
+        parts = self._parts(path)
+        if parts is None:
+            return Outcome(404, "not found", refused=True)
+        task_id, attempt = parts
+        job = self._job(task_id)
+        if job is None:
+            return Outcome(404, "unknown job", refused=True)
+        if job.state in ("done", "failed"):
+            return Outcome(200, "already ended")  # a duplicate, or a poll came first
+        if job.state != "polling" or job.submits != attempt:
+            return Outcome(409, f"job not waiting for this captcha ({job.state})")
+        sent = pushed_id(fields, document)
+        if sent is not None and sent != job.captcha_id:
+            return Outcome(404, "unknown captcha", refused=True)
+        engine = self.engines.get(job.provider) or self.engines.get("default")
+        if engine is None:
+            return Outcome(503, "no engine for this job's provider")
+        try:
+            pushed = read_pushed(engine.settings.provider, job.captcha_id, fields, document)
+        except ValueError as exc:
+            return Outcome(400, f"unreadable callback ({exc})", refused=True)
+        return self._end(engine, job, pushed)
+
+    def _parts(self, path: str) -> tuple[str, int] | None:
+        """The task id and attempt of a path under our token; None for any other."""
+        if not path.startswith(self._prefix):
+            return None
+        pieces = path[len(self._prefix) :].split("/")
+        if len(pieces) != 3 or not pieces[2].isdigit() or not pieces[1]:
+            return None
+        if not hmac.compare_digest(pieces[0].encode(), self._token):
+            return None
+        return pieces[1], int(pieces[2])
+
+    def _job(self, task_id: str) -> Job | None:
+        """The job, waiting briefly when its callback beat the storing of its captcha id."""
+        give_up = time.monotonic() + EARLY_WAIT
+        while True:
+            fields: dict[str, str] = self.redis.hgetall(self.keys.job(task_id))  # type: ignore[assignment]
+            if not fields:
+                return None
+            job = Job.from_fields(task_id, fields)
+            if job.state not in ("sending", "submitting") or time.monotonic() >= give_up:
+                return job
+            self.sleep(0.01)
+
+    def _end(self, engine: Engine, job: Job, pushed: Polled) -> Outcome:
+        at = self.clock()
+        # The callback is no read: the result counts the reads made (polls + 1 each).
+        job = dataclasses.replace(job, polls=job.polls - 1)
+        if pushed is None:
+            return Outcome(200, "still working")
+        if isinstance(pushed, Answer):
+            ended = engine.finisher.succeed(job, pushed, at)
+            engine.observer.noted("callback_solved" if ended else "callback_late")
+            return Outcome(200, "solved" if ended else "already ended")
+        if isinstance(pushed, CaptchaUnsolvable) and job.resubmits < 1:
+            # As a poll would: not billed, one more try (at the next provider of its
+            # route when failing over).
+            engine.observer.noted("resubmits_unsolvable")
+            rest = engine.queue.route_without(job) if engine.breaker.enabled else ""
+            moved = engine.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
+            return Outcome(200, "resubmitting" if moved else "already ended")
+        engine.finisher.fail(job, pushed)
+        return Outcome(200, f"failed ({pushed.code})")

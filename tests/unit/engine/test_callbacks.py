@@ -1,0 +1,240 @@
+"""The callback receiver in front of a real engine (real Redis, a fake provider that
+never answers a poll): pushed answers end jobs like a poll, once, for the right token,
+job, attempt and captcha only; refusals are rate-limited; nothing secret is logged."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import requests
+
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.engine import Engine
+from captcha_tasks.engine.callback_http import REFUSED_BURST, CallbackServer
+from captcha_tasks.engine.callbacks import Receiver, fallback_wait
+from captcha_tasks.errors import CaptchaUnsolvable
+from captcha_tasks.provider import Captcha, Proxy
+from captcha_tasks.settings import Settings
+from captcha_tasks.state import Keys
+
+from .conftest import FakeProvider, Outcomes
+
+TOKEN = "t" * 24 + "0123456789abcdef"
+ANSWER = "03AGdBq2-the-secret-answer-token"
+
+
+class PushedProvider(FakeProvider):
+    """Never ready on a poll; records the callback URL of each submit."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda captcha_id, poll: None)
+        self.urls: dict[str, str] = {}
+
+    def submit(  # type: ignore[override]
+        self, captcha: Captcha, *, proxy: Proxy | None = None, callback_url: str | None = None
+    ) -> str:
+        captcha_id = super().submit(captcha, proxy=proxy)
+        assert callback_url is not None
+        self.urls[captcha_id] = callback_url
+        return captcha_id
+
+
+@dataclasses.dataclass
+class Rig:
+    engine: Engine
+    outcomes: Outcomes
+    provider: PushedProvider
+    server: CallbackServer
+    base: str
+
+    def url(self, captcha_id: str) -> str:
+        return self.provider.urls[captcha_id].replace("https://cb.example.com/hook", self.base)
+
+    def one(self) -> tuple[str, str]:
+        wait_until(lambda: len(self.provider.urls) >= 1, timeout=10, what="a submit")
+        captcha_id = next(iter(self.provider.urls))
+        return captcha_id, self.url(captcha_id)
+
+
+@pytest.fixture
+def cb_settings(settings: Settings) -> Settings:
+    return dataclasses.replace(settings, callback_url="https://cb.example.com/hook",
+                               callback_token=TOKEN, callback_port=0)  # fmt: skip
+
+
+@pytest.fixture
+def rig(cb_settings: Settings, client: redis.Redis) -> Iterator[Rig]:
+    provider = PushedProvider()
+    outcomes = Outcomes()
+    engine = Engine(cb_settings, client, provider, outcomes, live_workers=lambda: ["w"],
+                    name="unit").start()  # fmt: skip
+    receiver = Receiver(cb_settings, client, {engine.provider_name: engine})
+    server = CallbackServer(receiver, "127.0.0.1", 0).start()
+    yield Rig(engine, outcomes, provider, server, f"http://127.0.0.1:{server.port}/hook")
+    server.stop()
+    engine.stop(timeout=10)
+
+
+def test_the_submit_carries_token_task_and_attempt_and_the_first_poll_is_late(
+    rig: Rig, admit_jobs: Callable[..., list[str]], cb_settings: Settings
+) -> None:
+    (task_id,) = admit_jobs(1)
+    captcha_id, _ = rig.one()
+    assert rig.provider.urls[captcha_id] == f"https://cb.example.com/hook/{TOKEN}/{task_id}/1"
+    # reCAPTCHA v2: a quarter of its 180 s deadline, scaled.
+    assert fallback_wait(cb_settings, "recaptcha_v2", 0.1) == pytest.approx(180 * 0.05 / 4)
+
+
+def test_a_pingback_ends_the_job_like_a_poll_without_any_poll(
+    rig: Rig, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    captcha_id, url = rig.one()
+    reply = requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    assert (reply.status_code, reply.text) == (200, "solved")
+    result = rig.outcomes.results[task_id]
+    assert (result["solution"], result["captcha_id"], result["polls"]) == (ANSWER, captcha_id, 0)
+    assert rig.provider.count("get") + rig.provider.count("get_many") == 0
+    # A duplicate (or a poll that races it) ends nothing more: Outcomes fails on a 2nd end.
+    again = requests.get(url, params={"id": captcha_id, "code": ANSWER}, timeout=5)
+    assert (again.status_code, again.text) == (200, "already ended")
+    assert rig.outcomes.ended() == 1
+
+
+def test_a_json_callback_without_task_id_ends_the_job(
+    rig: Rig, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    _, url = rig.one()
+    body = {"errorId": 0, "status": "ready", "solution": {"gRecaptchaResponse": ANSWER}}
+    assert requests.post(url, json=body, timeout=5).text == "solved"
+    assert rig.outcomes.results[task_id]["solution"] == ANSWER
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda url, task_id: url.replace(TOKEN, TOKEN[:-1] + "x"),  # wrong token
+        lambda url, task_id: url.replace(task_id, "0" * 36),  # unknown job
+        lambda url, task_id: url.rsplit("/", 1)[0],  # no attempt
+        lambda url, task_id: url.replace("/hook/", "/other/"),  # not under the base path
+    ],
+    ids=["token", "unknown-job", "no-attempt", "path"],
+)
+def test_refused_paths_end_nothing(
+    rig: Rig, admit_jobs: Callable[..., list[str]], mangle: Callable[[str, str], str]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    captcha_id, url = rig.one()
+    reply = requests.post(mangle(url, task_id), data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    assert reply.status_code == 404
+    assert rig.outcomes.ended() == 0
+
+
+def test_another_captcha_id_is_refused(rig: Rig, admit_jobs: Callable[..., list[str]]) -> None:
+    admit_jobs(1)
+    _, url = rig.one()
+    reply = requests.post(url, data={"id": "999", "code": ANSWER}, timeout=5)
+    assert reply.status_code == 404
+    assert rig.outcomes.ended() == 0
+
+
+def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
+    rig: Rig, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    first, url = rig.one()
+    reply = requests.post(url, data={"id": first, "code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
+    assert reply.text == "resubmitting"
+    wait_until(lambda: len(rig.provider.urls) == 2, timeout=10, what="the resubmit")
+    second = next(c for c in rig.provider.urls if c != first)
+    assert rig.provider.urls[second].endswith(f"/{task_id}/2")
+    stale = requests.post(url, data={"code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
+    assert stale.status_code == 409
+    unsolvable = {"id": second, "code": "ERROR_CAPTCHA_UNSOLVABLE"}
+    assert requests.post(rig.url(second), data=unsolvable, timeout=5).status_code == 200
+    assert isinstance(rig.outcomes.errors[task_id], CaptchaUnsolvable)
+
+
+def test_refusals_are_rate_limited_per_address(
+    rig: Rig, admit_jobs: Callable[..., list[str]]
+) -> None:
+    admit_jobs(1)
+    captcha_id, url = rig.one()
+    wrong = url.replace(TOKEN, "y" * len(TOKEN))
+    codes = [requests.get(wrong, timeout=5).status_code for _ in range(int(REFUSED_BURST) + 5)]
+    assert codes[0] == 404 and codes[-1] == 429
+    # Even the right path is refused while the address is out of tokens.
+    reply = requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    assert reply.status_code == 429
+    assert rig.outcomes.ended() == 0
+    assert rig.server.counts["callbacks_rate_limited"] >= 6
+
+
+def test_no_token_and_no_answer_in_any_log_line(
+    rig: Rig,
+    admit_jobs: Callable[..., list[str]],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    admit_jobs(1)
+    captcha_id, url = rig.one()
+    requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    requests.post(url + "x", data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    requests.post(url, data=b"\xff\xfe", timeout=5)
+    wait_until(lambda: rig.outcomes.ended() == 1, timeout=5, what="the solve")
+    # Ours only: the test's own HTTP client (urllib3) logs the URLs it calls.
+    ours = [r for r in caplog.records if r.name.startswith("captcha_tasks")]
+    text = "\n".join(r.getMessage() for r in ours)
+    # http.server's access log goes to stderr, request line (token, query) and all.
+    text += capsys.readouterr().err
+    assert ANSWER not in text and TOKEN not in text
+
+
+def test_a_callback_arriving_while_the_job_is_still_sending_waits_for_it(
+    cb_settings: Settings, client: redis.Redis, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    keys = Keys(cb_settings.key_prefix)
+    client.hset(keys.job(task_id), mapping={"state": "sending", "submits": 0})
+    engine: Any = type("E", (), {})()  # never reached: the job is not polling in time
+    slept: list[float] = []
+    receiver = Receiver(cb_settings, client, {"default": engine}, sleep=slept.append)
+    path = f"/hook/{TOKEN}/{task_id}/1"
+    timer = threading.Timer(0.05, lambda: client.hset(keys.job(task_id), "state", "failed"))
+    timer.start()
+    outcome = receiver.handle(path, {"id": "c1", "code": ANSWER}, None)
+    timer.join()
+    assert outcome.reason == "already ended" and slept
+
+
+def test_workers_of_one_host_share_the_port(cb_settings: Settings, client: redis.Redis) -> None:
+    receiver = Receiver(cb_settings, client, {})
+    one = CallbackServer(receiver, "127.0.0.1", 0).start()
+    try:
+        if not hasattr(socket, "SO_REUSEPORT"):
+            pytest.skip("no SO_REUSEPORT here")
+        two = CallbackServer(receiver, "127.0.0.1", one.port).start()
+        two.stop()
+    finally:
+        one.stop()
+
+
+def test_an_answer_given_with_the_submit_is_read_at_the_usual_first_poll(
+    cb_settings: Settings,
+) -> None:
+    class Holding:
+        def holds_answer(self, captcha_id: str) -> bool:
+            return captcha_id == "held"
+
+    late = fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="other")
+    assert late == pytest.approx(90 * 0.05 / 4)
+    assert fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="held") == 0.1
