@@ -11,23 +11,62 @@ final is stored by one Lua script that leaves a final state alone.
 
 ``celeryconfig.py`` installs it for ``redis://`` and ``rediss://`` URLs through
 Celery's ``override_backends`` setting; the URL itself stays as configured.
+
+Its result consumer returns from ``AsyncResult.get()`` as soon as the result is known.
+Celery's consumer reads the stored state first, but then (default drainer, i.e. not
+under gevent/eventlet) waits for one pub/sub message, up to a second, before it looks
+whether the result it just read is final. That wait ends early only while the
+consumer's pub/sub connection has other messages coming; once the results it was
+subscribed to are all in (``delay()`` subscribes, the first ``get()`` drains and
+buffers the others' results and unsubscribes them), redis-py's ``get_message`` has no
+channel to read and sleeps the whole second. So ``[r.get() for r in results]`` started
+right after enqueueing took ~1 s per already finished task. And ``ResultSet.get()``
+(``group(...).get()``) read the states once, then slept ``interval`` (0.5 s) before
+noticing that once was all it was asked for.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from celery import states
 from celery.backends.redis import RedisBackend
+from celery.backends.redis import ResultConsumer as RedisResultConsumer
 from celery.exceptions import BackendStoreError
 
 from ..state.scripts import run
 
-__all__ = ["ResultBackend"]
+__all__ = ["ResultBackend", "ResultConsumer"]
+
+
+class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
+    """Celery's Redis result consumer that does not wait for a result it already has."""
+
+    def on_wait_for_pending(self, result: Any, **kwargs: Any) -> None:
+        # One pass over a result set's stored states (``max_iterations=1``): Celery's
+        # ``get_many`` sleeps ``interval`` after each pass, the last one included.
+        super().on_wait_for_pending(result, **{**kwargs, "interval": 0})
+
+    def drain_events_until(
+        self, p: Any, timeout: float | None = None, on_interval: Any = None
+    ) -> Iterator[Any]:
+        # ``p`` is the result's (or result set's) ``on_ready`` promise: when the state
+        # read just before this (``on_wait_for_pending``) found it final, there is
+        # nothing to wait for.
+        if getattr(p, "ready", False):
+            return iter(())
+        result: Iterator[Any] = super().drain_events_until(
+            p, timeout=timeout, on_interval=on_interval
+        )
+        return result
 
 
 class ResultBackend(RedisBackend):  # type: ignore[misc]
-    """Redis result backend that never replaces a final state with a passing one."""
+    """Redis result backend that never replaces a final state with a passing one, and
+    whose ``get()`` returns at once for a finished task."""
+
+    ResultConsumer = ResultConsumer
 
     def _set_with_state(self, key: Any, value: Any, state: str) -> Any:
         if state in states.READY_STATES:

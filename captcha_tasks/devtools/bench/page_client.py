@@ -10,6 +10,11 @@ It calls ``fetch_page.delay(f"{base}/page/{i}")`` (``isolated=True`` with
 ``--isolated``) for i in 0..N-1, as fast as it can, and prints one JSON line on
 stdout: ``{"enqueued": {task_id: epoch seconds of its delay() call}, "end": epoch
 seconds after the last}``.
+
+With ``--get SECONDS`` it then collects the results the way a caller writes it,
+``[r.get(timeout=SECONDS) for r in results]``, right after enqueueing, and adds
+``"gets": {task_id: [epoch start, epoch end] of its get()}`` (``null`` for a get()
+that raised): the harness compares them with when each result was stored.
 """
 
 from __future__ import annotations
@@ -24,8 +29,11 @@ from collections.abc import Sequence
 __all__ = ["enqueue_pages", "main"]
 
 
-def enqueue_pages(base: str, count: int, *, isolated: bool) -> dict[str, object]:
-    """Enqueue ``count`` page fetches of ``base``/page/<i>; their ids and times."""
+def enqueue_pages(
+    base: str, count: int, *, isolated: bool, get_timeout: float | None = None
+) -> dict[str, object]:
+    """Enqueue ``count`` page fetches of ``base``/page/<i>; their ids and times (and, with
+    ``get_timeout``, when each ``get()`` of a loop over them started and returned)."""
     from ...worker.app import app
     from ...worker.page_tasks import fetch_page
 
@@ -35,12 +43,26 @@ def enqueue_pages(base: str, count: int, *, isolated: bool) -> dict[str, object]
             f"captcha_tasks.app uses {app.conf.broker_url}, not the run's Redis {expected}"
         )
     enqueued: dict[str, float] = {}
+    results = []
     for i in range(count):
         url = f"{base}/page/{i}"
         at = time.time()
         result = fetch_page.delay(url, isolated=True) if isolated else fetch_page.delay(url)
         enqueued[str(result.id)] = at
-    return {"enqueued": enqueued, "end": time.time()}
+        results.append(result)
+    out: dict[str, object] = {"enqueued": enqueued, "end": time.time()}
+    if get_timeout is not None:
+        gets: dict[str, list[float] | None] = {}
+        for result in results:
+            started = time.time()
+            try:
+                result.get(timeout=get_timeout, propagate=False)
+            except Exception:  # a timeout: the harness counts the page as unfinished
+                gets[str(result.id)] = None
+                continue
+            gets[str(result.id)] = [started, time.time()]
+        out["gets"] = gets
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,8 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("base", help="the demo site's URL, e.g. http://127.0.0.1:8766")
     parser.add_argument("count", type=int, help="pages to enqueue")
     parser.add_argument("--isolated", action="store_true", help="fetch_page(isolated=True)")
+    parser.add_argument("--get", type=float, default=None, metavar="SECONDS",
+                        help="then [r.get(timeout=SECONDS) for r in results]")  # fmt: skip
     args = parser.parse_args(argv)
-    out = enqueue_pages(args.base.rstrip("/"), args.count, isolated=args.isolated)
+    out = enqueue_pages(
+        args.base.rstrip("/"), args.count, isolated=args.isolated, get_timeout=args.get
+    )
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     return 0

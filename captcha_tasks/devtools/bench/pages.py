@@ -98,19 +98,23 @@ class PagesOptions:
 def _enqueue(
     procs: Processes, name: str, demo_url: str, opts: PagesOptions, env: dict[str, str],
     isolated: bool,
-) -> tuple[dict[str, float], float]:  # fmt: skip
+) -> tuple[dict[str, float], float, dict[str, Any]]:  # fmt: skip
+    """Run the client: it enqueues, then collects with a loop of ``get()`` (what callers
+    write); the enqueue times, the end of the enqueueing, and each get()'s span."""
     argv = [
         sys.executable,
         "-m",
         "captcha_tasks.devtools.bench.page_client",
         demo_url,
         str(opts.pages),
+        "--get",
+        str(opts.deadline),
     ]
     argv += ["--isolated"] if isolated else []
     with (procs.log_dir / f"{name}-client.log").open("ab") as log:
         done = subprocess.run(
             argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-            timeout=120, check=False,
+            timeout=120 + 2 * opts.deadline, check=False,
         )  # fmt: skip
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -119,7 +123,25 @@ def _enqueue(
             f"{procs.log(f'{name}-client')}"
         )
     out = json.loads(lines[-1])
-    return {str(k): float(v) for k, v in out["enqueued"].items()}, float(out["end"])
+    enqueued = {str(k): float(v) for k, v in out["enqueued"].items()}
+    return enqueued, float(out["end"]), dict(out.get("gets") or {})
+
+
+def caller_metrics(gets: dict[str, Any], outcomes: dict[str, Any]) -> dict[str, Any]:
+    """How the caller's ``[r.get() for r in results]`` loop fared: the seconds its get()s
+    of tasks already finished when called took in all, how many there were, and how
+    long after the last result was stored the loop ended."""
+    spans = {tid: span for tid, span in gets.items() if span and tid in outcomes}
+    finished = [end - start for tid, (start, end) in spans.items()
+                if start >= outcomes[tid].at]  # fmt: skip
+    last_stored = max((o.at for o in outcomes.values()), default=None)
+    loop_end = max((end for _, end in spans.values()), default=None)
+    lag = None if last_stored is None or loop_end is None else max(0.0, loop_end - last_stored)
+    return {
+        "gets_of_finished": len(finished),
+        "gets_of_finished_seconds": round(sum(finished), 3),
+        "get_loop_after_last_result_seconds": None if lag is None else round(lag, 3),
+    }
 
 
 def _run_mode(
@@ -150,7 +172,7 @@ def _run_mode(
         probe = stack.cpu_probe(workers)
         before = probe.read()
         say(f"{label}: enqueueing {opts.pages} pages")
-        enqueued, enqueue_end = _enqueue(procs, name, demo_url, opts, env, isolated)
+        enqueued, enqueue_end, gets = _enqueue(procs, name, demo_url, opts, env, isolated)
         watcher.wait(list(enqueued), time.monotonic() + opts.deadline)
         after = probe.read()
         outcomes = dict(watcher.outcomes)
@@ -171,6 +193,7 @@ def _run_mode(
         retries=retries,
     )
     metrics["worker_processes"] = sum(size or 0 for size in pools)
+    metrics.update(caller_metrics(gets, outcomes))
     say(
         f"{label}: {metrics['pages_ok']}/{opts.pages} pages ok in {metrics['wall_seconds']} s, "
         f"{metrics['solves_submitted']} solve(s)"
@@ -266,6 +289,12 @@ _ROWS: list[Row] = [
     ),
     Row("enqueue all pages (s)", field("enqueue_seconds", ".2f")),
     Row("task retries (waiting for the session lock)", field("task_retries", "d")),
+    section("the caller: [r.get() for r in results] right after enqueueing"),
+    Row(
+        "get()s of finished tasks: count / seconds in all",
+        fields("gets_of_finished", "gets_of_finished_seconds"),
+    ),
+    Row("loop ends after the last result (s)", field("get_loop_after_last_result_seconds", ".2f")),
     *cpu_rows("page"),
 ]
 
