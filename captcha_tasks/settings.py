@@ -92,6 +92,13 @@ def _batch_poll(name: str, raw: str) -> str:
     return value
 
 
+def _poll_placement(name: str, raw: str) -> str:
+    value = raw.lower()
+    if value not in ("grid", "quantiles"):
+        raise ConfigurationError(f"{name} must be grid or quantiles, got {value!r}")
+    return value
+
+
 def _domains(name: str, raw: str) -> tuple[str, ...]:
     domains = sorted({d.strip().lower().rstrip(".") for d in raw.split(",") if d.strip()})
     for domain in domains:
@@ -146,6 +153,11 @@ class Settings:
     #: ``CAPTCHA_TASKS_POLL_INTERVAL``: seconds between batched polls (scaled; one by one,
     #: three times it). Never below the provider's own limits (engine.timing.PollGrid).
     poll_interval: float = 1.0
+    #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (no batch reads):
+    #: ``quantiles`` at successive quantiles of the ready times learned per provider
+    #: and type (engine.placement), ``grid`` every three poll intervals (the old way).
+    #: Batched polls keep the grid either way.
+    poll_placement: Literal["grid", "quantiles"] = "quantiles"
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
     #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
@@ -326,6 +338,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
     "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
+    "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _poll_placement),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),

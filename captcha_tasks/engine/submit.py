@@ -82,7 +82,8 @@ class Submitter:
             self.observer.submitted(job.type)
             self.breaker.ok()
             at = self.clock()
-            first = self.grid.first_poll(at, self.learner.first_poll(job.type))
+            ready = self.learner.ready_times(job.type) if self.grid.learns else None
+            first = self.grid.first_poll(at, self.learner.first_poll(job.type), ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.observer.noted("submitted_after_end")
 
