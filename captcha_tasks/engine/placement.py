@@ -66,7 +66,7 @@ class ReadyTimes:
         seconds after its submit, at least ``gap`` later: the next target, or past the
         last one a tail step later."""
         earliest = elapsed + gap
-        i = bisect.bisect_left(self.targets, earliest)
+        i = bisect.bisect_right(self.targets, earliest)
         if i < len(self.targets):
             return self.targets[i]
         return elapsed + max(self.tail, gap)

@@ -135,8 +135,7 @@ class _Design:
 
 def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
     stack = start_stack(procs, design.name, threads=opts.threads, time_scale=opts.time_scale,
-                        jitter=opts.jitter, provider=design.provider,
-                        env=design.env)  # fmt: skip
+                        jitter=opts.jitter, provider=design.provider, env=design.env)  # fmt: skip
     sandbox_url = stack.sandbox_url
     say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
     results_url, enqueue = design.client(stack.redis.url)
