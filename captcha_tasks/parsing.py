@@ -11,7 +11,7 @@ from __future__ import annotations
 import decimal
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -31,6 +31,8 @@ __all__ = [
     "callback_token_file",
     "callback_url",
     "check_api_key",
+    "default_provider",
+    "legacy_api_key",
     "number",
     "prices",
     "provider",
@@ -231,3 +233,24 @@ def callback_token_file(name: str, path: str) -> str:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigurationError(f"{name}: cannot read {path!r} ({reason})") from None
     return callback_token(name, raw)
+
+
+#: A solver URL's host -> the provider it belongs to, when CAPTCHA_TASKS_PROVIDER is unset
+#: (2Captcha's classic host stays ``2captcha``, its JSON host is ``2captcha-v2``).
+_HOST_HINTS: tuple[tuple[str, Provider], ...] = (
+    ("api.2captcha", "2captcha-v2"), ("2captcha", "2captcha"), ("anti-captcha", "anticaptcha"),
+    ("capsolver", "capsolver"), ("capmonster", "capmonster"),
+)  # fmt: skip
+
+
+def default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Provider:
+    """``CAPTCHA_TASKS_PROVIDER``'s default: guessed from the solver URL's host."""
+    raw = env.get("CAPTCHA_TASKS_SOLVER_URL", "").strip()
+    host = (urlsplit(solver_url("CAPTCHA_TASKS_SOLVER_URL", raw)).hostname or "") if raw else ""
+    return next((provider for hint, provider in _HOST_HINTS if hint in host), "captchaai")
+
+
+def legacy_api_key(earlier: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """``CAPTCHA_TASKS_API_KEY``'s default: the old ``CAPTCHAAI_API_KEY``."""
+    raw = env.get("CAPTCHAAI_API_KEY", "").strip()
+    return api_key("CAPTCHAAI_API_KEY", raw) if raw else ""

@@ -36,6 +36,8 @@ from .parsing import callback_token as _callback_token
 from .parsing import callback_token_file as _callback_token_file
 from .parsing import callback_url as _callback_url
 from .parsing import check_api_key as _check_api_key
+from .parsing import default_provider as _default_provider
+from .parsing import legacy_api_key as _legacy_api_key
 from .parsing import number as _number
 from .parsing import provider as _provider
 from .parsing import solver_url as _solver_url
@@ -95,6 +97,13 @@ def _batch_poll(name: str, raw: str) -> str:
     return value
 
 
+def _poll_placement(name: str, raw: str) -> str:
+    value = raw.lower()
+    if value not in ("grid", "quantiles"):
+        raise ConfigurationError(f"{name} must be grid or quantiles, got {value!r}")
+    return value
+
+
 def _domains(name: str, raw: str) -> tuple[str, ...]:
     domains = sorted({d.strip().lower().rstrip(".") for d in raw.split(",") if d.strip()})
     for domain in domains:
@@ -149,6 +158,11 @@ class Settings:
     #: ``CAPTCHA_TASKS_POLL_INTERVAL``: seconds between batched polls (scaled; one by one,
     #: three times it). Never below the provider's own limits (engine.timing.PollGrid).
     poll_interval: float = 1.0
+    #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (no batch reads):
+    #: ``quantiles`` at successive quantiles of the ready times learned per provider
+    #: and type (engine.placement), ``grid`` every three poll intervals (the old way).
+    #: Batched polls keep the grid either way.
+    poll_placement: Literal["grid", "quantiles"] = "quantiles"
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
     #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
@@ -306,25 +320,6 @@ class Settings:
         return out
 
 
-#: A solver URL's host -> the provider it belongs to, when CAPTCHA_TASKS_PROVIDER is unset
-#: (2Captcha's classic host stays ``2captcha``, its JSON host is ``2captcha-v2``).
-_HOST_HINTS: tuple[tuple[str, Provider], ...] = (
-    ("api.2captcha", "2captcha-v2"), ("2captcha", "2captcha"), ("anti-captcha", "anticaptcha"),
-    ("capsolver", "capsolver"), ("capmonster", "capmonster"),
-)  # fmt: skip
-
-
-def _default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Provider:
-    raw = env.get("CAPTCHA_TASKS_SOLVER_URL", "").strip()
-    host = (urlsplit(_solver_url("CAPTCHA_TASKS_SOLVER_URL", raw)).hostname or "") if raw else ""
-    return next((provider for hint, provider in _HOST_HINTS if hint in host), "captchaai")
-
-
-def _legacy_api_key(earlier: Mapping[str, Any], env: Mapping[str, str]) -> str:
-    raw = env.get("CAPTCHAAI_API_KEY", "").strip()
-    return _api_key("CAPTCHAAI_API_KEY", raw) if raw else ""
-
-
 #: Where each :class:`Settings` field comes from: its variable and how its value is read.
 #: An unset or blank variable gives the field's default (or its derived default below).
 _SOURCES: dict[str, tuple[str, Parse]] = {
@@ -344,6 +339,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
     "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
+    "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _poll_placement),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),

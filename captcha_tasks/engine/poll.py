@@ -120,7 +120,9 @@ class Poller:
             self.observer.noted("poll_too_fast")
             next_at = self.grid.back_off(job.polls, at)
         else:
-            next_at = self.grid.next_poll(job.polls, at)
+            # One by one, the learned ready times of its type place it (engine.placement).
+            ready = self.finisher.learner.ready_times(job.type) if self.grid.learns else None
+            next_at = self.grid.next_poll(job.polls, at, since=job.submitted_at, ready=ready)
         reads = job.polls + 1
         stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
         if at > job.solve_deadline():

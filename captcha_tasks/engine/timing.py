@@ -4,12 +4,14 @@ All defaults are production seconds; :meth:`Settings.scaled` applies
 ``CAPTCHA_TASKS_TIME_SCALE``. The first poll of a captcha type is learned from
 recent solves (a low quantile of when answers became ready, cluster-wide), so a
 captcha is collected soon after the provider finishes it without polling early
-for nothing.
+for nothing. Polled one by one, every later poll is placed by the same samples too
+(:mod:`.placement`).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import threading
 import time
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from ..provider.poll_rules import CLASSIC_RULES, PollRules
 from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
 from ..state.keys import STRUCTURE_TTL, Keys
+from .placement import ReadyTimes
 
 __all__ = [
     "DEADLINE",
@@ -100,12 +103,18 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 class FirstPollLearner:
-    """When to poll a new captcha first, per type, learned cluster-wide in Redis.
+    """When to poll a new captcha first, per type, learned cluster-wide in Redis
+    (per provider: each one's timings are its own), and the ready times that place
+    later one-by-one polls (:meth:`ready_times`).
 
-    A sample is the best estimate of how long the provider took: the middle of the
-    interval between the last poll that found no answer and the one that did. When
-    the very first poll already found the answer, all we know is that we were late,
-    so the sample is three quarters of that wait, which pulls the estimate earlier.
+    A solve tells that its answer became ready between the last poll that found none
+    and the one that found it. With ``grid`` placement the sample is the middle of
+    that interval; when the very first poll already found the answer, all we know is
+    that we were late, so the sample is three quarters of that wait, which pulls the
+    estimate earlier. With ``quantiles`` placement the sample is drawn uniformly from
+    the interval (the first poll's: its later half): polls placed at quantiles of
+    midpoints would drift (every sample of a poll interval at one point), whereas
+    the draws' distribution matches the true one at the poll times, where it counts.
     """
 
     def __init__(
@@ -115,13 +124,15 @@ class FirstPollLearner:
         *,
         refresh: float = 1.0,
         provider: str = DEFAULT_PROVIDER,
+        rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
+        self.rng = rng or random.Random()
         self.client = client
         self.keys = Keys(settings.key_prefix)
         self.provider = provider  # each provider's timings are its own
         self.refresh = refresh
-        self._cache: dict[str, tuple[float, float | None, float]] = {}
+        self._cache: dict[str, tuple[float, float | None, ReadyTimes | None, float]] = {}
         self._lock = threading.Lock()
 
     def default(self, captcha_type: str) -> float:
@@ -136,29 +147,40 @@ class FirstPollLearner:
         enough solves were seen), unbounded: what "far slower than usual" compares to."""
         return self._read(captcha_type)[1]
 
-    def _read(self, captcha_type: str) -> tuple[float, float | None]:
+    def ready_times(self, captcha_type: str) -> ReadyTimes | None:
+        """The learned ready times of ``captcha_type`` and the poll offsets they give
+        (None until enough solves were seen: polls then follow the documented defaults)."""
+        return self._read(captcha_type)[2]
+
+    def _read(self, captcha_type: str) -> tuple[float, float | None, ReadyTimes | None]:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(captcha_type)
-            if cached and now - cached[2] < self.refresh:
-                return cached[0], cached[1]
+            if cached and now - cached[3] < self.refresh:
+                return cached[:3]
         raw = self.client.lrange(self.keys.timing(captcha_type, self.provider), 0, LEARN_WINDOW - 1)
         samples = [float(v) for v in raw]
         value = self.default(captcha_type)
-        learned = None
+        learned = ready = None
         if len(samples) >= LEARN_MIN_SAMPLES:
             learned = quantile(samples, LEARN_QUANTILE)
             # Never below a tenth of the default nor beyond half the deadline.
+            floor = value / 10
             ceiling = self.settings.scaled(DEADLINE.get(captcha_type, 120.0)) / 2
-            value = min(max(learned, value / 10), ceiling)
+            value = min(max(learned, floor), ceiling)
+            ready = ReadyTimes.of(samples, floor=floor, ceiling=ceiling)
         with self._lock:
-            self._cache[captcha_type] = (value, learned, now)
-        return value, learned
+            self._cache[captcha_type] = (value, learned, ready, now)
+        return value, learned, ready
 
     def observe(self, captcha_type: str, *, not_ready_at: float | None, ready_at: float) -> None:
         """Record one solve: seconds after submit of the last empty poll (None if the
         first poll answered) and of the poll that answered."""
-        sample = 0.75 * ready_at if not_ready_at is None else (not_ready_at + ready_at) / 2
+        if self.settings.poll_placement == "grid":
+            sample = 0.75 * ready_at if not_ready_at is None else (not_ready_at + ready_at) / 2
+        else:
+            low = 0.5 * ready_at if not_ready_at is None else not_ready_at
+            sample = low + self.rng.random() * (ready_at - low)
         key = self.keys.timing(captcha_type, self.provider)
         pipe = self.client.pipeline(transaction=True)
         pipe.lpush(key, f"{sample:.4f}")
@@ -178,16 +200,25 @@ class PollGrid:
     kept only for a while after it is ready is read again before it is dropped.
 
     ``batch`` may turn off for good (a provider that refuses batch reads); ``rules``
-    follow the engine's provider.
+    follow the engine's provider. One by one with ``placement`` ``quantiles``, polls
+    go where the learned ready times say (:class:`.placement.ReadyTimes`, passed in
+    as ``ready``; without one, as learned too little, the grid's steps).
     """
 
     def __init__(
-        self, interval: float, *, batch: bool, rules: PollRules = CLASSIC_RULES, scale: float = 1.0
+        self,
+        interval: float,
+        *,
+        batch: bool,
+        rules: PollRules = CLASSIC_RULES,
+        scale: float = 1.0,
+        placement: str = "quantiles",
     ) -> None:
         self.interval = interval
         self.batch = batch
         self.rules = rules
         self.scale = scale
+        self.placement = placement
 
     @classmethod
     def for_provider(cls, settings: Settings, provider: Provider) -> PollGrid:
@@ -195,7 +226,18 @@ class PollGrid:
         batched where the provider reads many at once and ``batch_poll`` allows it."""
         batch = settings.batch_poll != "off" and provider.batch_reads
         interval = settings.scaled(settings.poll_interval)
-        return cls(interval, batch=batch, rules=provider.poll_rules, scale=settings.time_scale)
+        return cls(interval, batch=batch, rules=provider.poll_rules, scale=settings.time_scale,
+                   placement=settings.poll_placement)  # fmt: skip
+
+    @property
+    def learns(self) -> bool:
+        """Whether polls go where the learned ready times say (one by one, ``quantiles``)."""
+        return self.placement == "quantiles" and not self.batch
+
+    @property
+    def first_gap(self) -> float:
+        """Least seconds from a captcha's submit to its first read."""
+        return self.rules.first_read_after * self.scale * READ_MARGIN
 
     @property
     def min_gap(self) -> float:
@@ -216,22 +258,36 @@ class PollGrid:
             return t
         return math.ceil(t / self.interval) * self.interval
 
-    def first_poll(self, at: float, wait: float) -> float:
-        """When to poll first a captcha submitted ``at``, ``wait`` seconds later by choice."""
+    def first_poll(self, at: float, wait: float, ready: ReadyTimes | None = None) -> float:
+        """When to poll first a captcha submitted ``at``, ``wait`` seconds later by choice
+        (or, where the grid :attr:`learns`, at ``ready``'s first target)."""
+        if ready is not None and self.learns:
+            wait = ready.first
         gap, end = self.max_gap, self.retention_end(at)
         if gap is not None:
             wait = min(wait, gap)
         if end is not None:
             wait = min(wait, max(end - at - self.min_gap, 0.0))
-        return self.on_tick(at + wait)
+        return self.on_tick(at + max(wait, self.first_gap))
 
-    def next_poll(self, polls: int, at: float) -> float:
-        """When to poll again a captcha polled ``polls`` times before, not ready ``at``."""
+    def next_poll(
+        self,
+        polls: int,
+        at: float,
+        *,
+        since: float | None = None,
+        ready: ReadyTimes | None = None,
+    ) -> float:
+        """When to poll again a captcha polled ``polls`` times before, not ready ``at``
+        (submitted ``since``; ``ready``: its type's learned ready times)."""
         if self.batch:
             # The tick after the one this poll belonged to (``at`` is a little past
             # it, by the call's duration), not the one after that.
             return self.on_tick(at + max(self.interval / 2, self.min_gap))
-        step = 3 * self.interval
+        if ready is not None and since is not None and self.learns:
+            step = since + ready.next_after(at - since, self.min_gap) - at
+        else:
+            step = 3 * self.interval
         calls = self.rules.calls_per_captcha
         if calls is not None and polls + 1 >= calls:
             step *= 2

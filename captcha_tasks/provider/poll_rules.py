@@ -1,9 +1,10 @@
 """Each provider's documented rules for reading a captcha's result, as data.
 
-The engine obeys them (:mod:`captcha_tasks.engine.timing`): it never reads one captcha
-twice within ``min_interval``, stops before ``max_reads``, and gives up before the
-provider forgets the result. Seconds are production seconds; the engine scales them
-with ``CAPTCHA_TASKS_TIME_SCALE``, as the sandbox scales its copy of these rules.
+The engine obeys them (:mod:`captcha_tasks.engine.timing`): it never reads a captcha
+before ``first_read_after`` nor twice within ``min_interval``, stops before
+``max_reads``, and gives up before the provider forgets the result. Seconds are
+production seconds; the engine scales them with ``CAPTCHA_TASKS_TIME_SCALE``, as the
+sandbox scales its copy of these rules.
 Sources: docs/PROVIDERS.md §7 and D11, /work/shared/PROTOCOL.md.
 """
 
@@ -27,6 +28,8 @@ class PollRules:
     provider: str
     #: Seconds that must pass between two reads of one captcha (0: no such rule).
     min_interval: float = 0.0
+    #: Seconds after the submit before the first read of a captcha (0: no such rule).
+    first_read_after: float = 0.0
     #: Reads of one captcha the provider answers; the next one finds it lost (None: no limit).
     max_reads: int | None = None
     #: Seconds a result stays readable (None: not documented) ...
@@ -59,18 +62,22 @@ class PollRules:
         return isinstance(turnstile, Turnstile) and turnstile.challenge
 
     def __post_init__(self) -> None:
-        if self.min_interval < 0 or (self.retention is not None and self.retention <= 0):
+        retention = self.retention
+        if min(self.min_interval, self.first_read_after) < 0 or (
+            retention is not None and retention <= 0
+        ):
             raise ValueError(f"{self.provider}: intervals must be positive")
         if self.max_reads is not None and self.max_reads < 1:
             raise ValueError(f"{self.provider}: max_reads must be at least 1")
 
 
 #: in.php/res.php. The "poll every ~5 s" advice is about the account's res.php volume,
-#: which one batched ``ids=`` request per tick already keeps low; the one documented
-#: limit is the ban past 20 calls per captcha (plus 1200), which one-by-one polling
-#: stays under by slowing down.
+#: which one batched ``ids=`` request per tick already keeps low; the documented limits
+#: are the first read no sooner than 5 s after the submit and the ban past 20 calls per
+#: captcha (plus 1200), which one-by-one polling stays under by slowing down.
 CLASSIC_RULES = PollRules(
     "classic",
+    first_read_after=5.0,
     calls_per_captcha=20,
     # res.php joins a batch's answers with "|", which FunCaptcha tokens contain
     # ("<token>|r=eu-west-1|meta=3|pk=..."): a batch holding one cannot be split.
@@ -86,7 +93,7 @@ POLL_RULES: Mapping[str, PollRules] = MappingProxyType(
         "2captcha": dataclasses.replace(CLASSIC_RULES, provider="2captcha"),
         # The same accounts as the classic API: its ban threshold kept (unverified for v2).
         "2captcha-v2": PollRules(
-            "2captcha-v2", min_interval=5.0, calls_per_captcha=20,
+            "2captcha-v2", min_interval=5.0, first_read_after=5.0, calls_per_captcha=20,
             source="2captcha.com/api-docs/get-task-result: wait at least 5 s, repeat in 5-10 s",
         ),
         # Interval unverified at Anti-Captcha (PROVIDERS.md D12; PROTOCOL.md says 2 s).

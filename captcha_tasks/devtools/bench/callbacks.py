@@ -47,8 +47,9 @@ def _designs(opts: BenchOptions, drop_rate: float) -> list[Any]:
             "CAPTCHA_TASKS_CALLBACK_PORT": str(port),
         }
         args = ("--callback-drop-rate", repr(drop)) if drop else ()
-        options = {"env": env, "sandbox_args": args}
-        return dataclasses.replace(_ours(opts), name=name, label=label, more=options)
+        ours = _ours(opts)
+        options = {"env": {**ours.more.get("env", {}), **env}, "sandbox_args": args}
+        return dataclasses.replace(ours, name=name, label=label, more=options)
 
     designs = [polls, pushed("callbacks", "callbacks", 0.0)]
     if drop_rate > 0:

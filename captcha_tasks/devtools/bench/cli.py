@@ -97,6 +97,7 @@ def bench_group() -> None:
     ("--baseline-solves", click.IntRange(1, 100_000), "Solves measured for the seeds' design."),
     ("--skip-baseline", None, "Measure captcha_tasks only."),
     ("--warmup", click.IntRange(0, 1000), "Warm-up solves per design, not measured."),
+    ("--no-batch", None, "Poll one by one, as for a provider that refuses ids= batch reads."),
     (
         "--baseline-first-wait",
         click.FloatRange(min=0.0),

@@ -92,6 +92,9 @@ class BenchOptions:
     #: the workers are configured for it. The seeds' design speaks only the classic
     #: protocol: it always runs against a classic ``captchaai`` sandbox.
     provider: Provider = "captchaai"
+    #: Workers poll one by one (``CAPTCHA_TASKS_BATCH_POLL=off``): a provider without
+    #: ``ids=`` batch reads (the JSON protocol has none anyway).
+    no_batch: bool = False
 
     @property
     def time_scale(self) -> float:
@@ -126,7 +129,8 @@ class _Design:
     deadline: float = 60.0
     #: The provider its sandbox plays and its workers use.
     provider: Provider = "captchaai"
-    #: More of :func:`start_stack`'s options (``env``, ``sandbox_args``: the callback bench's).
+    #: More of :func:`start_stack`'s options (``env``: its workers' settings beyond the
+    #: run's own; ``sandbox_args``: the callback bench's).
     more: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -255,6 +259,7 @@ def _ours(opts: BenchOptions) -> _Design:
         admitted=admitted,
         deadline=30 + 2 * (estimate + opts.latency),
         provider=opts.provider,
+        more={"env": {"CAPTCHA_TASKS_BATCH_POLL": "off"}} if opts.no_batch else {},
     )
 
 
@@ -323,6 +328,7 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
             "baseline_first_wait": opts.baseline_first_wait,
             "warmup": opts.warmup,
             "provider": opts.provider,
+            "no_batch": opts.no_batch,
             "protocol": PROTOCOLS[opts.provider],
             "target_solves_per_second": round(opts.threads / opts.latency, 3),
             "cpus": os.cpu_count(),

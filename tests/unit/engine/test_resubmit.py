@@ -76,10 +76,12 @@ def test_the_resubmitted_captcha_counts_from_its_own_submit(
     # not counted from the first captcha's last empty poll (which came before it).
     ttl = settings.scaled(TOKEN_TTL["recaptcha_v2"])
     assert result["expires_at"] == pytest.approx(submitted_at + ttl, abs=0.002)
-    # The learner hears "the first poll answered, after solve_seconds": three quarters
-    # of that wait, never a sample pulled down (or below zero) by the old captcha's poll.
+    # The learner hears "the first poll answered, after solve_seconds": a sample from
+    # the later half of that wait, never one pulled down (or below zero) by the old
+    # captcha's poll.
     (sample,) = client.lrange(keys.timing("recaptcha_v2"), 0, -1)
-    assert float(sample) == pytest.approx(0.75 * float(result["solve_seconds"]), abs=0.002)
+    solve_seconds = float(result["solve_seconds"])
+    assert 0.5 * solve_seconds - 0.002 <= float(sample) <= solve_seconds + 0.002
     assert float(sample) > 0
 
 

@@ -1,0 +1,51 @@
+"""Polls placed at quantiles of the learned ready times, through real workers against a
+sandbox polled one by one (``CAPTCHA_TASKS_BATCH_POLL=off``: a provider without batch
+reads): fewer res.php reads per solve than the old grid, every captcha solved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from captcha_tasks import solve_recaptcha_v2
+from captcha_tasks.devtools.procs import stop_process
+from tests.support.workers import worker_env
+
+pytestmark = pytest.mark.integration
+
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+#: Enough solves for the learner (8 samples) before counting.
+WARMUP = 12
+SOLVES = 30
+
+
+def _polls_per_solve(placement: str, sandbox_factory: Any, worker_factory: Any) -> float:
+    # Ready 1.4-2.6 s after submit at the test scale: the grid's one-by-one step
+    # (3 poll intervals, 0.15 s) is fine-grained against that spread.
+    sandbox = sandbox_factory(threads=30, jitter=0.3, latency={"recaptcha_v2": 40.0})
+    worker = worker_factory(worker_env(
+        sandbox.url, CAPTCHA_TASKS_BATCH_POLL="off", CAPTCHA_TASKS_POLL_PLACEMENT=placement,
+        # Its own learned timings: the other placement's samples are not its own.
+        CAPTCHA_TASKS_KEY_PREFIX=f"{placement}:",
+    ))  # fmt: skip
+    warm = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/w{i}")
+            for i in range(WARMUP)]  # fmt: skip
+    assert all(r.get(timeout=60)["solution"] for r in warm)
+    sandbox.state.reset()
+    results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/{i}")
+               for i in range(SOLVES)]  # fmt: skip
+    got = [r.get(timeout=60) for r in results]
+    assert all(r["solution"] for r in got)
+    stats = sandbox.stats()
+    assert stats["solved"] == SOLVES
+    stop_process(worker.proc, timeout=20, group=True)
+    return int(stats["polls"]) / SOLVES
+
+
+def test_quantile_placement_polls_less_than_the_grid_without_batch_reads(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    grid = _polls_per_solve("grid", sandbox_factory, worker_factory)
+    quantiles = _polls_per_solve("quantiles", sandbox_factory, worker_factory)
+    assert quantiles <= 2.7 and quantiles < grid - 0.5, (quantiles, grid)

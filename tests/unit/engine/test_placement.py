@@ -1,0 +1,225 @@
+"""Where one-by-one polls go: successive quantiles of the learned ready times, within the
+provider's rules (first-read floor, least gap, read cap, retention), and the learning
+behind them (per provider, bounded, the documented defaults until enough solves)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+import pytest
+import redis
+
+from captcha_tasks.engine.placement import POLL_QUANTILES, ReadyTimes
+from captcha_tasks.engine.timing import (
+    FIRST_POLL,
+    LEARN_MIN_SAMPLES,
+    LEARN_WINDOW,
+    READ_MARGIN,
+    FirstPollLearner,
+    PollGrid,
+)
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks.provider.poll_rules import CLASSIC_RULES, POLL_RULES, PollRules
+from captcha_tasks.settings import Settings
+from captcha_tasks.state.keys import Keys
+
+#: The bench's scale (L = 2 s for reCAPTCHA v2's documented 15 s).
+SCALE = 2 / 15
+#: Ready times 1.4 ... 2.6 s, evenly: the sandbox's uniform ±30 % around 2 s.
+UNIFORM = [1.4 + 1.2 * i / 100 for i in range(101)]
+
+
+def _grid(rules: PollRules = CLASSIC_RULES, **changes: object) -> PollGrid:
+    options: dict[str, object] = {"batch": False, "rules": rules, "scale": SCALE}
+    options.update(changes)
+    return PollGrid(1.0 * SCALE, **options)  # type: ignore[arg-type]
+
+
+def _schedule(
+    grid: PollGrid, ready: ReadyTimes | None, *, reads: int = 8, wait: float = 15 * SCALE
+) -> list[float]:
+    """Seconds after submit of the polls of a captcha never ready (each answered 10 ms
+    after it was sent), as the engine would place them."""
+    submitted = 1000.0
+    at = grid.first_poll(submitted, wait, ready)
+    times = [at - submitted]
+    for polls in range(reads - 1):
+        at = grid.next_poll(polls, at + 0.01, since=submitted, ready=ready)
+        times.append(at - submitted)
+    return times
+
+
+def _cost(times: list[float], ready_times: list[float]) -> tuple[float, float]:
+    """Mean polls per solve and mean collection delay of a schedule over ready times."""
+    polls = delay = 0.0
+    for ready in ready_times:
+        hit = next(i for i, t in enumerate(times) if t >= ready)
+        polls += hit + 1
+        delay += times[hit] - ready
+    return polls / len(ready_times), delay / len(ready_times)
+
+
+# --------------------------------------------------------------------- the placement
+
+
+def test_polls_go_to_successive_quantiles_then_a_tail_step() -> None:
+    ready = ReadyTimes.of(UNIFORM)
+    assert ready.targets == pytest.approx([1.4 + 1.2 * q for q in POLL_QUANTILES])
+    assert ready.targets == pytest.approx([1.88, 2.24, 2.48, 2.564])
+    assert ready.tail == pytest.approx(0.25 * 2.0)  # a quarter of the median
+    times = _schedule(_grid(), ready, reads=6)
+    assert times[:4] == pytest.approx([1.88, 2.24, 2.48, 2.564])
+    assert times[4] == pytest.approx(2.574 + 0.5) and times[5] == pytest.approx(3.084 + 0.5)
+
+
+def test_a_late_poll_goes_to_the_next_quantile_not_back_to_a_missed_one() -> None:
+    ready = ReadyTimes.of(UNIFORM)
+    grid = _grid()
+    # Found not ready 2.3 s after submit (the engine was busy): next is the 0.9 quantile.
+    assert grid.next_poll(1, 1002.3, since=1000.0, ready=ready) == pytest.approx(1002.48)
+
+
+def test_quantiles_beat_the_grid_on_requests_and_delay_for_uniform_ready_times() -> None:
+    ready = ReadyTimes.of(UNIFORM)
+    truth = [1.4 + 1.2 * (i + 0.5) / 1000 for i in range(1000)]
+    placed = _cost(_schedule(_grid(), ready, reads=12), truth)
+    # The grid: the learned 0.2 quantile first, then every 3 poll intervals.
+    old = _cost(_schedule(_grid(placement="grid"), ready, reads=12, wait=1.64), truth)
+    assert placed[0] <= 2.05 and old[0] >= placed[0] + 0.3, (placed, old)
+    assert placed[1] < old[1], (placed, old)
+
+
+@pytest.mark.parametrize("name", sorted(POLL_RULES))
+def test_every_provider_s_least_gap_and_first_read_hold(name: str) -> None:
+    rules = POLL_RULES[name]
+    rng = random.Random(7)
+    for _ in range(50):
+        # Clustered, spread, tiny or huge ready times: the rules hold whatever was learned.
+        centre, spread = rng.choice([0.01, 0.5, 2.0, 30.0]), rng.random()
+        samples = [max(centre * (1 + spread * (rng.random() - 0.5)), 0.001) for _ in range(20)]
+        times = _schedule(_grid(rules), ReadyTimes.of(samples), reads=30)
+        assert times[0] >= rules.first_read_after * SCALE * READ_MARGIN - 1e-9
+        gaps = [b - (a + 0.01) for a, b in itertools.pairwise(times)]
+        assert min(gaps) >= rules.min_interval * SCALE * READ_MARGIN - 1e-9, (name, samples)
+
+
+def test_2captcha_s_first_read_waits_5_s_however_fast_answers_were() -> None:
+    ready = ReadyTimes.of([0.05] * 20)
+    assert POLL_RULES["2captcha"].first_read_after == 5.0
+    assert POLL_RULES["2captcha-v2"].first_read_after == 5.0
+    for placement in ("quantiles", "grid"):
+        grid = _grid(POLL_RULES["2captcha"], placement=placement)
+        assert grid.first_poll(1000.0, 0.01, ready) - 1000.0 >= 5.0 * SCALE
+    with pytest.raises(ValueError):
+        PollRules("x", first_read_after=-1)
+
+
+def test_capsolver_s_3_s_gap_moves_quantiles_later_never_earlier() -> None:
+    ready = ReadyTimes.of(UNIFORM)
+    times = _schedule(_grid(POLL_RULES["capsolver"]), ready, reads=4)
+    gap = 3.0 * SCALE * READ_MARGIN  # 0.48 s
+    assert times[0] == pytest.approx(1.88)
+    # 2.24 is closer than the gap to 1.89: the next target past it, 2.48; then the tail.
+    assert times[1] == pytest.approx(2.48)
+    assert times[2] == pytest.approx(2.49 + max(0.5, gap))
+
+
+def test_the_ban_threshold_doubles_the_tail_step() -> None:
+    grid = _grid()
+    ready = ReadyTimes.of(UNIFORM)
+    before = grid.next_poll(18, 1010.0, since=1000.0, ready=ready) - 1010.0
+    after = grid.next_poll(19, 1010.0, since=1000.0, ready=ready) - 1010.0
+    assert before == pytest.approx(0.5) and after == pytest.approx(1.0)
+
+
+def test_the_read_cap_and_retention_still_bound_the_schedule() -> None:
+    rules = dataclasses.replace(POLL_RULES["capmonster"], max_reads=5)
+    grid = _grid(rules)
+    times = _schedule(grid, ReadyTimes.of(UNIFORM), reads=5)
+    assert grid.read_limit(len(times)) is not None  # the engine stops there
+    # Anti-Captcha drops a result 60 s after it is ready: steps stay under half that.
+    anti = _grid(POLL_RULES["anticaptcha"])
+    slow = ReadyTimes.of([400.0 * SCALE] * 10)
+    assert anti.first_poll(1000.0, 0.0, slow) - 1000.0 <= 30 * SCALE
+    assert anti.next_poll(30, 1100.0, since=1000.0, ready=slow) - 1100.0 <= 30 * SCALE
+
+
+def test_batch_reads_and_grid_placement_ignore_what_was_learned() -> None:
+    ready = ReadyTimes.of(UNIFORM)
+    batched = _grid(batch=True)
+    assert not batched.learns
+    assert batched.first_poll(1000.0, 0.8, ready) == batched.on_tick(1000.8)
+    tick = batched.next_poll(2, 1001.0, since=1000.0, ready=ready)
+    assert tick == batched.on_tick(1001.0 + batched.interval / 2)
+    old = _grid(placement="grid")
+    assert not old.learns
+    assert old.first_poll(1000.0, 0.8, ready) == 1000.8
+    assert old.next_poll(2, 1001.0, since=1000.0, ready=ready) == pytest.approx(1001.4)
+
+
+# ------------------------------------------------------------------------ learning
+
+
+@pytest.fixture
+def learner_for(client: redis.Redis, settings: Settings):  # type: ignore[no-untyped-def]
+    def make(provider: str = "captchaai", **changes: object) -> FirstPollLearner:
+        tuned = dataclasses.replace(settings, time_scale=SCALE, **changes)
+        return FirstPollLearner(tuned, client, refresh=0, provider=provider,
+                                rng=random.Random(1))  # fmt: skip
+
+    return make
+
+
+def test_few_samples_fall_back_to_the_documented_defaults(learner_for) -> None:  # type: ignore[no-untyped-def]
+    learner = learner_for()
+    for i in range(LEARN_MIN_SAMPLES - 1):
+        learner.observe("recaptcha_v2", not_ready_at=1.8, ready_at=2.2 + i / 100)
+    assert learner.ready_times("recaptcha_v2") is None
+    assert learner.first_poll("recaptcha_v2") == pytest.approx(FIRST_POLL["recaptcha_v2"] * SCALE)
+    learner.observe("recaptcha_v2", not_ready_at=1.8, ready_at=2.2)
+    ready = learner.ready_times("recaptcha_v2")
+    assert ready is not None and 1.8 <= ready.first <= 2.3
+
+
+def test_a_sample_lies_in_the_interval_the_polls_saw(learner_for, client, settings) -> None:  # type: ignore[no-untyped-def]
+    learner = learner_for()
+    key = Keys(settings.key_prefix).timing("image", "captchaai")
+    for _ in range(40):
+        learner.observe("image", not_ready_at=1.5, ready_at=1.9)
+        learner.observe("image", not_ready_at=None, ready_at=2.0)  # the first poll answered
+    samples = [float(v) for v in client.lrange(key, 0, -1)]
+    assert len(samples) == LEARN_WINDOW  # bounded: the newest only
+    between = samples[1::2]
+    first_hits = samples[0::2]
+    assert all(1.5 <= s <= 1.9 for s in between) and len(set(between)) > 10  # spread
+    assert all(1.0 <= s <= 2.0 for s in first_hits)  # the first poll's later half
+
+
+def test_each_provider_learns_its_own_ready_times(learner_for) -> None:  # type: ignore[no-untyped-def]
+    fast, slow = learner_for("fast"), learner_for("slow")
+    for _ in range(LEARN_MIN_SAMPLES):
+        fast.observe("turnstile", not_ready_at=0.2, ready_at=0.3)
+        slow.observe("turnstile", not_ready_at=3.0, ready_at=3.1)
+    fast_ready, slow_ready = fast.ready_times("turnstile"), slow.ready_times("turnstile")
+    assert fast_ready is not None and slow_ready is not None
+    assert fast_ready.targets[-1] <= 0.3 < 3.0 <= slow_ready.first
+
+
+def test_learned_targets_are_bounded_like_the_first_poll(learner_for) -> None:  # type: ignore[no-untyped-def]
+    learner = learner_for()
+    for _ in range(LEARN_MIN_SAMPLES):
+        learner.observe("image", not_ready_at=0.0001, ready_at=0.0002)
+        learner.observe("geetest", not_ready_at=10_000.0, ready_at=10_001.0)
+    image, geetest = learner.ready_times("image"), learner.ready_times("geetest")
+    assert image is not None and geetest is not None
+    assert min(image.targets) >= FIRST_POLL["image"] * SCALE / 10  # a tenth of the default
+    assert max(geetest.targets) <= 120.0 * SCALE / 2  # half the deadline
+
+
+def test_placement_is_a_setting() -> None:
+    assert Settings.from_env({}).poll_placement == "quantiles"
+    assert Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "GRID"}).poll_placement == "grid"
+    with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_POLL_PLACEMENT"):
+        Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "smart"})
