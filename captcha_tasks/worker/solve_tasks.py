@@ -34,7 +34,7 @@ from ..provider.routing import route
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
-from .redacted import RedactedTask
+from .redacted import RedactedRequest, RedactedTask
 from .task_bases import CheckedTask
 
 __all__ = [
@@ -74,6 +74,11 @@ class SolveTask(CheckedTask):
     abstract = True
     #: Invalid input is final: never retried.
     max_retries = 0
+    # The admitting execution lasts a few milliseconds and ends the task for no one:
+    # a STARTED state (a read and a script per solve) would only say "admitted", and
+    # the solve stays PENDING until the engine stores its outcome.
+    track_started = False
+    Request = "captcha_tasks.worker.solve_tasks:SolveRequest"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
@@ -123,6 +128,16 @@ class SolveTask(CheckedTask):
               proxy_id=proxy_id or "", route=names)  # fmt: skip
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
+
+
+class SolveRequest(RedactedRequest):
+    """A solve's message in the worker: its ``task-received`` event (name, arguments) is
+    sent, its ``task-started`` is not (the admitting execution starts nothing the caller
+    waits for; the engine sends ``task-succeeded`` / ``task-failed`` when it ends)."""
+
+    def send_event(self, type: str, **fields: Any) -> None:
+        if type != "task-started":
+            super().send_event(type, **fields)
 
 
 #: Request fields the engine needs to end a task as a worker would.

@@ -117,6 +117,20 @@ def bench_group() -> None:
     "and the workers use it. The seeds' design speaks only the classic protocol: it runs "
     "against a classic captchaai sandbox.",
 )
+@click.option(
+    "--no-batch",
+    is_flag=True,
+    help="Poll each captcha alone (the workers' CAPTCHA_TASKS_BATCH_POLL=off): what a "
+    "provider that refuses ids= batch reads gets.",
+)
+@click.option(
+    "--noop",
+    type=click.IntRange(0, 100_000),
+    default=BenchOptions().noop,
+    show_default=True,
+    help="Plain Celery no-op tasks (captcha_tasks.ping) run through the same workers after "
+    "the solves: the CPU a task costs Celery itself, beside a solve's (0: none).",
+)
 def solve_command(as_json: bool, **options: Any) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
     against the seeds' blocking design, each on a fresh Redis and sandbox.
