@@ -102,3 +102,37 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if options.get("retry_policy") == conf.get("CLIENT_BACKEND_RETRY"):
         options["retry_policy"] = conf.get("WORKER_BACKEND_RETRY")
         conf.result_backend_transport_options = options
+
+
+@signals.worker_process_init.connect  # type: ignore[untyped-decorator]
+def _on_pool_process_init(**_: Any) -> None:
+    # A prefork child has just built each task's tracer: wrap ours (see _light_ignored).
+    for name, task in list(app.tasks.items()):
+        if name.startswith("captcha_tasks.") and getattr(task, "__trace__", None) is not None:
+            task.__trace__ = _light_ignored(task.__trace__)
+
+
+def _light_ignored(trace: Any) -> Any:
+    """A tracer whose ignored executions report a bare ``Ignore`` to the worker's main
+    process. Celery sends it the whole ``ExceptionInfo`` (tracebacks with every code
+    position of its tracer's frames: ~40 kB pickled, then unpickled) only for it to
+    acknowledge the message, which is all it does with an ignored one. A solve's
+    admitting execution ends that way every time."""
+    from billiard.einfo import ExceptionInfo  # type: ignore[import-untyped]
+    from celery.app.trace import IGNORED, trace_ok_t
+    from celery.exceptions import Ignore
+
+    try:
+        raise Ignore()
+    except Ignore:
+        bare = ExceptionInfo(internal=True)
+    bare.tb = None  # keep the exception and its type; drop the frames
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        out = trace(*args, **kwargs)
+        info = out[1]
+        if info is not None and info.state == IGNORED:
+            return trace_ok_t(bare, info, out[2], out[3])
+        return out
+
+    return traced

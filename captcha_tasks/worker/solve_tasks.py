@@ -9,15 +9,16 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 from __future__ import annotations
 
 import contextvars
+import functools
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery.exceptions import Ignore
 
-from ..engine import admit
+from ..engine.admission import POOLED, admit_unless_pooled
 from ..engine.observer import solve_observer
-from ..engine.pool import TokenPool
+from ..engine.pool import TokenPool, pool_id_for
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
@@ -118,14 +119,18 @@ class SolveTask(CheckedTask):
         # what each protocol solves, the task's provider= / exclude=), stored with it.
         names, routed = self._route(captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
-        if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
-            raise Ignore()  # a redelivered message: its job is queued, in flight or done
-        pooled = None if routed else TokenPool(client, self.settings).take(captcha)
-        if pooled is not None:
-            solve_observer().solved(captcha.type, "pool")
-            return pooled
-        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
-              proxy_id=proxy_id or "", route=names)  # fmt: skip
+        queue = functools.partial(admit_unless_pooled, client, self.settings, self.request.id,
+                                  captcha, request=_routing(self.request),
+                                  proxy_id=proxy_id or "", route=names)  # fmt: skip
+        # One round trip unless a token pool may serve it (a redelivered message's
+        # job is queued, in flight or done: SEEN, and no token is taken for it).
+        outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
+        if outcome == POOLED:
+            pooled = TokenPool(client, self.settings).take(captcha)
+            if pooled is not None:
+                solve_observer().solved(captcha.type, "pool")
+                return pooled
+            queue()
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
 
