@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[import-untyped]
 from celery import Celery, signals
+from celery.exceptions import Ignore
 from celery.utils.imports import import_from_cwd
 
-__all__ = ["CONFIG_MODULE", "app", "config_module"]
+__all__ = ["CONFIG_MODULE", "IgnoreInfo", "app", "config_module"]
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,8 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # (and a page's may carry form data). Log that the task succeeded, not what it
     # returned: results are for the backend, not for log files.
     trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
+    # A solve's admitting execution ends with Ignore every time (see _ignore_info).
+    trace.ExceptionInfo = IgnoreInfo
 
     # A caller gives up on an unreachable result backend after a few seconds; a worker,
     # which must store the results of solves already paid for, keeps trying longer.
@@ -104,35 +109,20 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
         conf.result_backend_transport_options = options
 
 
-@signals.worker_process_init.connect  # type: ignore[untyped-decorator]
-def _on_pool_process_init(**_: Any) -> None:
-    # A prefork child has just built each task's tracer: wrap ours (see _light_ignored).
-    for name, task in list(app.tasks.items()):
-        if name.startswith("captcha_tasks.") and getattr(task, "__trace__", None) is not None:
-            task.__trace__ = _light_ignored(task.__trace__)
+class IgnoreInfo(ExceptionInfo):  # type: ignore[misc]
+    """Celery's tracer records how every execution that raised ended, ``Ignore`` too,
+    as billiard's ``ExceptionInfo``: the traceback formatted, each frame's code copied
+    with all its positions (the tracer's own function is hundreds of lines), twice, then
+    pickled (~40 kB) to the main process, which only acknowledges the message. That was
+    most of a solve's admitting execution. ``Ignore`` is control flow, never logged
+    with a traceback: its record here keeps the exception and drops the frames. Every
+    other exception is recorded as before."""
 
-
-def _light_ignored(trace: Any) -> Any:
-    """A tracer whose ignored executions report a bare ``Ignore`` to the worker's main
-    process. Celery sends it the whole ``ExceptionInfo`` (tracebacks with every code
-    position of its tracer's frames: ~40 kB pickled, then unpickled) only for it to
-    acknowledge the message, which is all it does with an ignored one. A solve's
-    admitting execution ends that way every time."""
-    from billiard.einfo import ExceptionInfo  # type: ignore[import-untyped]
-    from celery.app.trace import IGNORED, trace_ok_t
-    from celery.exceptions import Ignore
-
-    try:
-        raise Ignore()
-    except Ignore:
-        bare = ExceptionInfo(internal=True)
-    bare.tb = None  # keep the exception and its type; drop the frames
-
-    def traced(*args: Any, **kwargs: Any) -> Any:
-        out = trace(*args, **kwargs)
-        info = out[1]
-        if info is not None and info.state == IGNORED:
-            return trace_ok_t(bare, info, out[2], out[3])
-        return out
-
-    return traced
+    def __init__(self, exc_info: Any = None, internal: bool = False) -> None:
+        kind, exception, tb = exc_info or sys.exc_info()
+        if not isinstance(exception, Ignore):
+            super().__init__((kind, exception, tb), internal)
+            return
+        self.type, self.tb, self.internal = kind, None, internal
+        self.traceback = f"{type(exception).__name__}: {exception}\n"
+        self.exception = ExceptionWithTraceback(exception, self.traceback)
