@@ -15,7 +15,11 @@ from ..state.scripts import run
 from .jobs import captcha_to_json
 from .timing import DEADLINE, TOKEN_TTL
 
-__all__ = ["REPORT_WINDOW", "admit"]
+__all__ = ["ADMITTED", "POOLED", "REPORT_WINDOW", "SEEN", "admit", "admit_unless_pooled"]
+
+#: What :func:`admit_unless_pooled` did: queued the request; found its task id admitted
+#: before (nothing queued); found a token pool that may serve it (nothing queued).
+SEEN, ADMITTED, POOLED = 0, 1, 2
 
 #: Providers refuse reports later than ~15 min after submit; jobs are kept that long
 #: after their deadline so ``report_solution`` can still find the captcha id.
@@ -46,6 +50,28 @@ def admit(
     Raises :class:`~captcha_tasks.errors.InvalidTaskInput` before touching Redis if
     the captcha is not valid.
     """
+    outcome = admit_unless_pooled(client, settings, task_id, captcha, now=now, request=request,
+                                  pool=pool, proxy_id=proxy_id, route=route)  # fmt: skip
+    return outcome == ADMITTED
+
+
+def admit_unless_pooled(
+    client: redis.Redis,
+    settings: Settings,
+    task_id: str,
+    captcha: Captcha,
+    *,
+    pool_id: str = "",
+    now: float | None = None,
+    request: dict[str, object] | None = None,
+    pool: str = "",
+    proxy_id: str = "",
+    route: Sequence[str] = (),
+) -> int:
+    """:func:`admit`, in the same round trip as the look for a token pool ``pool_id``
+    (the pool of ``captcha``; "" for none): :data:`POOLED` without queueing anything
+    if that pool has tokens or is registered (take from it, then :func:`admit`),
+    :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`."""
     captcha.validate(max_image_bytes=settings.max_image_bytes)
     now = time.time() if now is None else now
     deadline_s = settings.scaled(DEADLINE[captcha.type])
@@ -71,7 +97,10 @@ def admit(
         "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
     }
     keys = Keys(settings.key_prefix)
-    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL]
+    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL, pool_id]
     for name, value in fields.items():
         args += [name, value]
-    return bool(run(client, "admit", [keys.job(task_id), keys.waiting, keys.wake], args))
+    names = [keys.job(task_id), keys.waiting, keys.wake]
+    if pool_id:
+        names += [keys.pool(pool_id), keys.pools]
+    return int(run(client, "admit", names, args))

@@ -123,6 +123,10 @@ class Engine:
         self._stop = threading.Event()
         self._kick = threading.Event()
         self._thread: threading.Thread | None = None
+        # Whether the last acquire took all it asked for: more may be waiting, with
+        # threads free. A submit that ends asks for more only then (no round trip
+        # per submit once the budget is full or the queue empty).
+        self._more_waiting = True
         self.retries = RetryLog(log, name)
         self.poller = Poller(settings, provider, self.queue, self.finisher, self.refusal,
                              self.grid, observer=self.observer, retries=self.retries,
@@ -292,6 +296,7 @@ class Engine:
             return False
         now = self.clock()
         taken = self.queue.acquire(now, free)
+        self._more_waiting = len(taken) >= free
         for job, _ in taken:
             if not self._spawn(self._submit, job):
                 self.queue.requeue(job, "submitting", now)
@@ -301,7 +306,10 @@ class Engine:
 
     def _submit(self, job: Job) -> None:
         self.submitter.submit(job)
-        self._acquire_and_submit()
+        # A failed submit that freed its thread pushes a wake-up (requeue, finish): the
+        # loop acquires then.
+        if self._more_waiting:
+            self._acquire_and_submit()
 
     def _poll(self, jobs: Sequence[Job]) -> None:
         if self.poller.poll(jobs):

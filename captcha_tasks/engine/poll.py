@@ -87,8 +87,9 @@ class Poller:
             self._failed(readable, exc, now)
             return freed
         at = self.clock()
-        for job in readable:
-            freed |= self._found(job, answers.get(job.captcha_id), at)
+        with self.queue.batched():  # the unanswered ones' reschedules: one round trip
+            for job in readable:
+                freed |= self._found(job, answers.get(job.captcha_id), at)
         return freed
 
     def _found(self, job: Job, answer: Polled, at: float) -> bool:
@@ -160,8 +161,9 @@ class Poller:
             later = self.grid.on_tick(max(now + delay, self.clock() + self.grid.min_gap))
             # Where reads are capped, a failed one may have counted at the provider.
             reads = 1 if self.grid.rules.max_reads is not None else 0
-            for job in jobs:
-                self.queue.reschedule(job, later, polled=False, at=now, reads=reads)
+            with self.queue.batched():
+                for job in jobs:
+                    self.queue.reschedule(job, later, polled=False, at=now, reads=reads)
         elif isinstance(exc, InvalidApiKey):
             # The captchas are fine at the provider; our key is not: another engine (or
             # this one with a corrected key) polls them again before their deadlines.

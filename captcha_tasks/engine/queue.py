@@ -15,13 +15,17 @@ its claim) can never both move a job: the loser's call returns False.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import redis
+from redis.exceptions import NoScriptError
 
 from ..settings import Settings
 from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
-from ..state.scripts import run
+from ..state.scripts import run, script
 from .jobs import Job
 from .spend import Spend, minute_of, to_nano
 
@@ -74,6 +78,7 @@ class SolveQueue:
                                  self.keys.breaker(config.name)]  # fmt: skip
             self._route_args += [config.name, config.threads]
         self.claim_s = claim_s
+        self._local = threading.local()
 
     def route_without(self, job: Job) -> str:
         """``job``'s route without this provider: where it may go next ("" if nowhere)."""
@@ -93,15 +98,16 @@ class SolveQueue:
             [now, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL,
              *self._route_args],
         )  # fmt: skip
-        if not taken:
-            return []
-        pipe = self.redis.pipeline(transaction=False)
-        for task_id in taken:
-            pipe.hgetall(self.keys.job(task_id))
-        return [
-            Claimed(Job.from_fields(task_id, fields), fields)
-            for task_id, fields in zip(taken, pipe.execute(), strict=True)
-        ]
+        return self._claimed(taken)
+
+    @staticmethod
+    def _claimed(raw: list[Any]) -> list[Claimed]:
+        """``{id1, {field, value, ...}, ...}`` as a script returns jobs with their fields."""
+        out = []
+        for task_id, flat in zip(raw[::2], raw[1::2], strict=True):
+            fields = _pairs(flat)
+            out.append(Claimed(Job.from_fields(task_id, fields), fields))
+        return out
 
     def claim(self, now: float, n: int) -> list[Claimed]:
         """Claim up to ``n`` jobs whose next poll (or whose claim) is due: no other
@@ -112,11 +118,7 @@ class SolveQueue:
             [self.due_key],
             [now, now + self.claim_s, n, self.keys.job_prefix],
         )
-        out = []
-        for task_id, flat in zip(raw[::2], raw[1::2], strict=True):
-            fields = _pairs(flat)
-            out.append(Claimed(Job.from_fields(task_id, fields), fields))
-        return out
+        return self._claimed(raw)
 
     def release_claim(self, task_id: str, now: float) -> None:
         """Give a claimed job back at once (this engine has no thread for it after all)."""
@@ -163,7 +165,40 @@ class SolveQueue:
         count = (1 if polled else 0) if reads is None else reads
         args = [job.task_id, job.captcha_id, next_at, count, last_poll_at]
         keys = [self.keys.job(job.task_id), self.due_key]
+        deferred: list[tuple[list[str], list[Any]]] | None = getattr(self._local, "deferred", None)
+        if deferred is not None:
+            deferred.append((keys, args))
+            return True
         return bool(run(self.redis, "reschedule", keys, args))
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """The reschedules made inside (this thread's) go to Redis in one round trip at
+        the end: a batch poll's unanswered captchas, each rescheduled by its own script.
+        Inside, :meth:`reschedule` returns True whatever the script says."""
+        deferred: list[tuple[list[str], list[Any]]] = []
+        self._local.deferred = deferred
+        try:
+            yield
+        finally:
+            self._local.deferred = None
+            if deferred:
+                self._reschedule_all(deferred)
+
+    def _reschedule_all(self, calls: list[tuple[list[str], list[Any]]]) -> None:
+        if len(calls) == 1:
+            run(self.redis, "reschedule", *calls[0])
+            return
+        sha = script(self.redis, "reschedule").sha
+        pipe = self.redis.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(sha, len(keys), *keys, *args)
+        results = pipe.execute(raise_on_error=False)
+        for call, result in zip(calls, results, strict=True):
+            if isinstance(result, NoScriptError):  # a restarted Redis: loaded by run
+                run(self.redis, "reschedule", *call)
+            elif isinstance(result, Exception):
+                raise result
 
     def requeue(
         self, job: Job, expected: str, not_before: float, *, counter: str = "", route: str = ""

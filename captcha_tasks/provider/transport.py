@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.client
 import ssl
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -48,9 +49,34 @@ CONNECT_TIMEOUT_CAP = 5.0
 _USER_AGENT = f"captcha-tasks/0.1 python-requests/{requests.__version__}"
 
 
+class _Session(requests.Session):
+    """requests reads the environment (proxies, ``NO_PROXY``, CA bundle) again for every
+    request, walking all of ``os.environ`` several times: most of a provider call's
+    CPU. Here it is read once per origin and kept, as settings are read once per
+    process."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._environment: dict[tuple[Any, ...], Any] = {}
+
+    def merge_environment_settings(
+        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
+    ) -> Any:
+        if proxies or not self.trust_env:
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)
+        parts = urllib.parse.urlsplit(str(url))
+        key = (parts.scheme, parts.netloc, stream, verify, cert)
+        found = self._environment.get(key)
+        if found is None:
+            found = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            self._environment[key] = found
+        # A copy each time: requests may change what it is given.
+        return {**found, "proxies": dict(found["proxies"])}
+
+
 def make_session() -> requests.Session:
     """A session with a large connection pool and no automatic retries (the caller decides)."""
-    session = requests.Session()
+    session = _Session()
     adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE, max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)

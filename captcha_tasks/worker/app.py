@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any
 
+from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[import-untyped]
 from celery import Celery, signals
+from celery.exceptions import Ignore
 from celery.utils.imports import import_from_cwd
 
-__all__ = ["CONFIG_MODULE", "app", "config_module"]
+__all__ = ["CONFIG_MODULE", "IgnoreInfo", "app", "config_module"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,8 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # (and a page's may carry form data). Log that the task succeeded, not what it
     # returned: results are for the backend, not for log files.
     trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
+    # A solve's admitting execution ends with Ignore every time (see _ignore_info).
+    trace.ExceptionInfo = IgnoreInfo
 
     # A caller gives up on an unreachable result backend after a few seconds; a worker,
     # which must store the results of solves already paid for, keeps trying longer.
@@ -104,3 +109,22 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if options.get("retry_policy") == conf.get("CLIENT_BACKEND_RETRY"):
         options["retry_policy"] = conf.get("WORKER_BACKEND_RETRY")
         conf.result_backend_transport_options = options
+
+
+class IgnoreInfo(ExceptionInfo):  # type: ignore[misc]
+    """Celery's tracer records how every execution that raised ended, ``Ignore`` too,
+    as billiard's ``ExceptionInfo``: the traceback formatted, each frame's code copied
+    with all its positions (the tracer's own function is hundreds of lines), twice, then
+    pickled (~40 kB) to the main process, which only acknowledges the message. That was
+    most of a solve's admitting execution. ``Ignore`` is control flow, never logged
+    with a traceback: its record here keeps the exception and drops the frames. Every
+    other exception is recorded as before."""
+
+    def __init__(self, exc_info: Any = None, internal: bool = False) -> None:
+        kind, exception, tb = exc_info or sys.exc_info()
+        if not isinstance(exception, Ignore):
+            super().__init__((kind, exception, tb), internal)
+            return
+        self.type, self.tb, self.internal = kind, None, internal
+        self.traceback = f"{type(exception).__name__}: {exception}\n"
+        self.exception = ExceptionWithTraceback(exception, self.traceback)

@@ -27,6 +27,8 @@ kombu connection (``send_task`` from an app that is not ours) take the plain pat
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from time import time
 from typing import Any
 
@@ -48,6 +50,21 @@ for _scheme, _path in TRANSPORTS.items():
 
 
 class Channel(kombu_redis.Channel):
+    @contextlib.contextmanager
+    def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
+        """kombu builds a new ``redis.Redis`` (hundreds of response callbacks copied)
+        for every publish, event and ack that passes no client, to use its channel's
+        connection pool for one command: here one client per pool is built once and
+        reused (a client is thread-safe; each command checks a connection out)."""
+        if client:
+            yield client
+            return
+        pool = self.pool
+        cached = self.__dict__.get("_pool_client")
+        if cached is None or cached.connection_pool is not pool:
+            cached = self.__dict__["_pool_client"] = self._create_client()
+        yield cached
+
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         headers = message.get("headers") or {}
         properties = message.get("properties") or {}

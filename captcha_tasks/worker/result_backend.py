@@ -6,8 +6,9 @@ message, Redis hands the message out again after the visibility timeout, and wit
 ``task_track_started`` the new execution stores ``STARTED`` before it runs. Celery
 refuses to overwrite ``SUCCESS`` (with a read, then a write), but not ``FAILURE`` or
 ``REVOKED``: a solve that had failed (``SubmitUncertain`` after that very kill) would
-go back to ``STARTED`` and never end for its caller. Here every state that is not
-final is stored by one Lua script that leaves a final state alone.
+go back to ``STARTED`` and never end for its caller. Here every state is stored by
+one Lua script: a passing state leaves a final one alone, a final one leaves a
+``SUCCESS`` alone (Celery's rule, without its extra read).
 
 ``celeryconfig.py`` installs it for ``redis://`` and ``rediss://`` URLs through
 Celery's ``override_backends`` setting; the URL itself stays as configured.
@@ -34,6 +35,7 @@ from celery import states
 from celery.backends.redis import RedisBackend
 from celery.backends.redis import ResultConsumer as RedisResultConsumer
 from celery.exceptions import BackendStoreError
+from kombu.utils.encoding import bytes_to_str
 
 from ..state.scripts import run
 
@@ -68,12 +70,32 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
 
     ResultConsumer = ResultConsumer
 
+    def _store_result(
+        self,
+        task_id: Any,
+        result: Any,
+        state: str,
+        traceback: Any = None,
+        request: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        # Celery's own reads the stored state first (to leave a SUCCESS alone), then
+        # writes in a transaction: two round trips per result. The script does both.
+        meta = self._get_result_meta(result=result, state=state, traceback=traceback,
+                                     request=request)  # fmt: skip
+        meta["task_id"] = bytes_to_str(task_id)  # type: ignore[no-untyped-call]
+        try:
+            self._set_with_state(self.get_key_for_task(task_id), self.encode(meta), state)
+        except BackendStoreError as exc:
+            raise BackendStoreError(str(exc), state=state, task_id=task_id) from exc
+        return result
+
     def _set_with_state(self, key: Any, value: Any, state: str) -> Any:
-        if state in states.READY_STATES:
-            return super()._set_with_state(key, value, state)
         if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             raise BackendStoreError("value too large for Redis backend")
-        return self.ensure(self._set_unless_final, (key, value))
+        final = "final" if state in states.READY_STATES else "passing"
+        return self.ensure(self._set_unless_final, (key, value, final))
 
-    def _set_unless_final(self, key: Any, value: Any) -> bool:
-        return bool(run(self.client, "store_result", [key], [value, int(self.expires or 0)]))
+    def _set_unless_final(self, key: Any, value: Any, final: str = "passing") -> bool:
+        args = [value, int(self.expires or 0), final]
+        return bool(run(self.client, "store_result", [key], args))

@@ -9,15 +9,16 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 from __future__ import annotations
 
 import contextvars
+import functools
 import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from celery.exceptions import Ignore
 
-from ..engine import admit
+from ..engine.admission import POOLED, admit_unless_pooled
 from ..engine.observer import solve_observer
-from ..engine.pool import TokenPool
+from ..engine.pool import TokenPool, pool_id_for
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
@@ -34,7 +35,7 @@ from ..provider.routing import route
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .app import app
-from .redacted import RedactedTask
+from .redacted import RedactedRequest, RedactedTask
 from .task_bases import CheckedTask
 
 __all__ = [
@@ -74,6 +75,11 @@ class SolveTask(CheckedTask):
     abstract = True
     #: Invalid input is final: never retried.
     max_retries = 0
+    # The admitting execution lasts a few milliseconds and ends the task for no one:
+    # a STARTED state (a read and a script per solve) would only say "admitted", and
+    # the solve stays PENDING until the engine stores its outcome.
+    track_started = False
+    Request = "captcha_tasks.worker.solve_tasks:SolveRequest"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
@@ -113,16 +119,30 @@ class SolveTask(CheckedTask):
         # what each protocol solves, the task's provider= / exclude=), stored with it.
         names, routed = self._route(captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
-        if client.exists(Keys(self.settings.key_prefix).job(self.request.id)):
-            raise Ignore()  # a redelivered message: its job is queued, in flight or done
-        pooled = None if routed else TokenPool(client, self.settings).take(captcha)
-        if pooled is not None:
-            solve_observer().solved(captcha.type, "pool")
-            return pooled
-        admit(client, self.settings, self.request.id, captcha, request=_routing(self.request),
-              proxy_id=proxy_id or "", route=names)  # fmt: skip
+        queue = functools.partial(admit_unless_pooled, client, self.settings, self.request.id,
+                                  captcha, request=_routing(self.request),
+                                  proxy_id=proxy_id or "", route=names)  # fmt: skip
+        # One round trip unless a token pool may serve it (a redelivered message's
+        # job is queued, in flight or done: SEEN, and no token is taken for it).
+        outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
+        if outcome == POOLED:
+            pooled = TokenPool(client, self.settings).take(captcha)
+            if pooled is not None:
+                solve_observer().solved(captcha.type, "pool")
+                return pooled
+            queue()
         # The engine stores this task's result; this run records no state of its own.
         raise Ignore()
+
+
+class SolveRequest(RedactedRequest):
+    """A solve's message in the worker: its ``task-received`` event (name, arguments) is
+    sent, its ``task-started`` is not (the admitting execution starts nothing the caller
+    waits for; the engine sends ``task-succeeded`` / ``task-failed`` when it ends)."""
+
+    def send_event(self, type: str, **fields: Any) -> None:
+        if type != "task-started":
+            super().send_event(type, **fields)
 
 
 #: Request fields the engine needs to end a task as a worker would.

@@ -121,6 +121,14 @@ def bench_group() -> None:
     "against a classic captchaai sandbox.",
 )
 @click.option(
+    "--noop",
+    type=click.IntRange(0, 100_000),
+    default=BenchOptions().noop,
+    show_default=True,
+    help="Plain Celery no-op tasks (captcha_tasks.ping) run through the same workers after "
+    "the solves: the CPU a task costs Celery itself, beside a solve's (0: none).",
+)
+@click.option(
     "--callbacks",
     is_flag=True,
     help="Instead: captcha_tasks collecting by polls, by callbacks the sandbox pushes, and "

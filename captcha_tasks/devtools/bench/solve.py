@@ -39,12 +39,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import redis
 import requests
 
 from ...engine.timing import POLL_INTERVAL
 from ...errors import CaptchaTasksError
 from ...settings import PROTOCOLS, Provider
 from . import seed_design
+from .cost import command_calls, cost_figures, noop_figures, store_cpu
 from .metrics import solve_metrics
 from .solve_report import format_report
 from .stack import (
@@ -92,9 +94,12 @@ class BenchOptions:
     #: the workers are configured for it. The seeds' design speaks only the classic
     #: protocol: it always runs against a classic ``captchaai`` sandbox.
     provider: Provider = "captchaai"
-    #: Workers poll one by one (``CAPTCHA_TASKS_BATCH_POLL=off``): a provider without
-    #: ``ids=`` batch reads (the JSON protocol has none anyway).
+    #: Poll each captcha alone (the workers' ``CAPTCHA_TASKS_BATCH_POLL=off``): what a
+    #: provider that refuses ``ids=`` batch reads gets.
     no_batch: bool = False
+    #: Plain Celery no-op tasks (``captcha_tasks.ping``) run through the same workers
+    #: after the solves, for the CPU a task costs Celery itself; 0: none.
+    noop: int = 1000
 
     @property
     def time_scale(self) -> float:
@@ -132,6 +137,28 @@ class _Design:
     #: More of :func:`start_stack`'s options (``env``: its workers' settings beyond the
     #: run's own; ``sandbox_args``: the callback bench's).
     more: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Enqueues one no-op task and returns its id (None: the design has none).
+    noop: Callable[[], str] | None = None
+
+
+def _warm_up(
+    design: _Design,
+    opts: BenchOptions,
+    enqueue: Callable[[str], str],
+    watcher: ResultWatcher,
+    procs: Processes,
+    stamp: str,
+) -> None:
+    warm = [enqueue(f"https://example.com/bench/{design.name}/warmup/{stamp}/{i}")
+            for i in range(opts.warmup)]  # fmt: skip
+    watcher.wait(warm, time.monotonic() + 60)
+    bad = [t for t in warm if t not in watcher.outcomes or
+           watcher.outcomes[t].status != "SUCCESS"]  # fmt: skip
+    if bad:
+        raise CaptchaTasksError(
+            f"{design.label}: {len(bad)} of {len(warm)} warm-up solves did not succeed; "
+            f"logs in {procs.log_dir}"
+        )
 
 
 def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
@@ -146,18 +173,11 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
     watcher = ResultWatcher(results_url).start()
     try:
         stamp = f"{int(time.time() * 1000)}"
-        warm = [enqueue(f"https://example.com/bench/{design.name}/warmup/{stamp}/{i}")
-                for i in range(opts.warmup)]  # fmt: skip
-        watcher.wait(warm, time.monotonic() + 60)
-        bad = [t for t in warm if t not in watcher.outcomes or
-               watcher.outcomes[t].status != "SUCCESS"]  # fmt: skip
-        if bad:
-            raise CaptchaTasksError(
-                f"{design.label}: {len(bad)} of {len(warm)} warm-up solves did not succeed; "
-                f"logs in {procs.log_dir}"
-            )
+        _warm_up(design, opts, enqueue, watcher, procs, stamp)
         requests.post(f"{sandbox_url}/admin/reset", timeout=5).raise_for_status()
         probe = stack.cpu_probe(workers)
+        redis_stats = redis.Redis.from_url(stack.redis.url)
+        redis_stats.config_resetstat()
         before = probe.read()
         say(f"{design.label}: enqueueing {design.tasks} solves")
         enqueued: dict[str, float] = {}
@@ -167,13 +187,16 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         enqueue_end = time.time()
         watcher.wait(list(enqueued), time.monotonic() + design.deadline)
         after = probe.read()
+        calls = command_calls(redis_stats.info("commandstats"))
         outcomes = dict(watcher.outcomes)
+        noop = _noop_phase(design, opts, watcher, probe, redis_stats, say)
     finally:
         watcher.stop()
     stats = requests.get(f"{sandbox_url}/stats", timeout=10).json()
     captchas = requests.get(f"{sandbox_url}/admin/captchas", timeout=30).json()["captchas"]
     admitted = design.admitted(list(enqueued)) if design.admitted else None
     procs.stop([p for p, _ in workers])
+    store = store_cpu(child.output() for child, _ in workers) if design.noop else None
     metrics = solve_metrics(
         threads=opts.threads,
         latency=opts.latency,
@@ -186,6 +209,10 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         cpu={k: after[k] - before[k] for k in after},
         admitted=admitted,
     )
+    cpu = {k: after[k] - before[k] for k in after}
+    metrics.update(cost_figures(cpu, calls, stats, metrics["completed"], store))
+    if noop is not None:
+        metrics.update(noop_figures(*noop, solve_cpu=metrics["worker_cpu_per_solve"]))
     metrics["workers"] = len(workers)
     metrics["concurrency"] = pools
     metrics.update(provider=design.provider, protocol=PROTOCOLS[design.provider])
@@ -196,9 +223,45 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
     return DesignRun(design.name, design.label, metrics)
 
 
+def _noop_phase(
+    design: _Design,
+    opts: BenchOptions,
+    watcher: ResultWatcher,
+    probe: Any,
+    redis_stats: redis.Redis,
+    say: Progress,
+) -> tuple[dict[str, float], dict[str, int], int] | None:
+    """Run ``opts.noop`` no-op tasks through the design's workers, once its solves are
+    done: their CPU seconds (by stage), Redis commands and how many ended."""
+    if design.noop is None or opts.noop <= 0:
+        return None
+    say(f"{design.label}: {opts.noop} no-op tasks (captcha_tasks.ping) through the same workers")
+    redis_stats.config_resetstat()
+    before = probe.read()
+    ids = [design.noop() for _ in range(opts.noop)]
+    watcher.wait(ids, time.monotonic() + 60 + opts.noop / 20)
+    after = probe.read()
+    calls = command_calls(redis_stats.info("commandstats"))
+    done = sum(1 for t in ids if t in watcher.outcomes)
+    return {k: after[k] - before[k] for k in after}, calls, done
+
+
 def _ours_label(provider: Provider) -> str:
     # The default provider keeps the column's historical name.
     return "captcha_tasks" if provider == "captchaai" else f"captcha_tasks ({provider})"
+
+
+def _admitted(task_ids: Sequence[str]) -> dict[str, float]:
+    """When each of ours was admitted (its job record's ``enqueued_at``)."""
+    from ...settings import get_settings
+    from ...state import Keys, state_redis
+
+    settings = get_settings()
+    keys = Keys(settings.key_prefix)
+    pipe = state_redis(settings).pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hget(keys.job(task_id), "enqueued_at")
+    return {t: float(v) for t, v in zip(task_ids, pipe.execute(), strict=True) if v}
 
 
 def _ours(opts: BenchOptions) -> _Design:
@@ -216,7 +279,7 @@ def _ours(opts: BenchOptions) -> _Design:
         from ...settings import get_settings
 
         get_settings.cache_clear()
-        from ... import app, solve_recaptcha_v2
+        from ... import app, ping, solve_recaptcha_v2
 
         if app.conf.broker_url != redis_url or app.conf.result_backend != redis_url:
             raise CaptchaTasksError(
@@ -227,18 +290,14 @@ def _ours(opts: BenchOptions) -> _Design:
         def enqueue(pageurl: str) -> str:
             return str(solve_recaptcha_v2.delay(SITEKEY, pageurl).id)
 
+        noop_task[:] = [ping]
+
         return redis_url, enqueue
 
-    def admitted(task_ids: Sequence[str]) -> dict[str, float]:
-        from ...settings import get_settings
-        from ...state import Keys, state_redis
+    noop_task: list[Any] = []
 
-        settings = get_settings()
-        keys = Keys(settings.key_prefix)
-        pipe = state_redis(settings).pipeline(transaction=False)
-        for task_id in task_ids:
-            pipe.hget(keys.job(task_id), "enqueued_at")
-        return {t: float(v) for t, v in zip(task_ids, pipe.execute(), strict=True) if v}
+    def noop() -> str:
+        return str(noop_task[0].delay().id)
 
     workers = [
         (f"ours-worker{i}",
@@ -256,9 +315,10 @@ def _ours(opts: BenchOptions) -> _Design:
         tasks=opts.solves,
         workers=workers,
         client=client,
-        admitted=admitted,
+        admitted=_admitted,
         deadline=30 + 2 * (estimate + opts.latency),
         provider=opts.provider,
+        noop=noop,
         more={"env": {"CAPTCHA_TASKS_BATCH_POLL": "off"}} if opts.no_batch else {},
     )
 
@@ -328,8 +388,9 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
             "baseline_first_wait": opts.baseline_first_wait,
             "warmup": opts.warmup,
             "provider": opts.provider,
-            "no_batch": opts.no_batch,
             "protocol": PROTOCOLS[opts.provider],
+            "no_batch": opts.no_batch,
+            "noop": opts.noop,
             "target_solves_per_second": round(opts.threads / opts.latency, 3),
             "cpus": os.cpu_count(),
             "environment": passed_environment(saved_env),

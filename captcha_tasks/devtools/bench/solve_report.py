@@ -21,6 +21,11 @@ def _pools(m: Mapping[str, Any]) -> str:
     return f"{m['workers']} x {pools}"
 
 
+def _commands(m: Mapping[str, Any]) -> str:
+    by_name = m.get("redis_commands_by_name") or {}
+    return " ".join(f"{name}:{n:g}" for name, n in by_name.items()) or "-"
+
+
 #: The request that reads a result, by protocol: what the poll rows count or time.
 POLL_REQUEST = {"classic": "res.php", "json": "getTaskResult"}
 
@@ -78,7 +83,36 @@ _ROWS: list[Row] = [
     Row("duplicates", field("duplicates", "d")),
     Row("no_slot answers", field("no_slot", "d")),
     Row("max in flight / T", fields("max_in_flight", "threads")),
+    Row(
+        "provider HTTP requests per solve (submits + polls)",
+        field("http_requests_per_solve", ".3f"),
+    ),
     *cpu_rows("solve"),
+    Row(
+        "  per solve, ms: pool (admitting execution) / consumer / engine",
+        fields(
+            "cpu_ms_per_solve_pool",
+            "cpu_ms_per_solve_consumer",
+            "cpu_ms_per_solve_engine",
+            spec=".2f",
+        ),
+    ),
+    Row(
+        "  of the engine's, result store + its event (ms)",
+        field("cpu_ms_per_solve_result_store", ".2f"),
+    ),
+    Row("worker CPU seconds per no-op Celery task (ping)", field("worker_cpu_per_noop", ".4f")),
+    Row(
+        "  per no-op, ms: pool / consumer / other threads",
+        fields(
+            "cpu_ms_per_noop_pool", "cpu_ms_per_noop_consumer", "cpu_ms_per_noop_engine", spec=".2f"
+        ),
+    ),
+    Row("solve CPU / no-op task CPU", field("solve_over_noop_cpu", ".2f")),
+    Row(
+        "Redis commands per solve / per no-op task",
+        fields("redis_commands_per_solve", "redis_commands_per_noop", spec=".1f"),
+    ),
     Row("workers x pool size", _pools),
 ]
 
@@ -108,9 +142,16 @@ def format_report(report: dict[str, Any]) -> str:
     # Reports from before --provider have no protocol: they ran the classic one.
     poll = " / ".join(dict.fromkeys(POLL_REQUEST[d.get("protocol", "classic")] for d in designs))
     rows = [dataclasses.replace(row, label=row.label.replace("{poll}", poll)) for row in _ROWS]
+    if p.get("no_batch"):
+        intro.append("polls: each captcha alone (CAPTCHA_TASKS_BATCH_POLL=off; no ids= reads)")
     if p.get("provider", "captchaai") != "captchaai":
         intro.append(_provider_line(p, "seeds" in report["designs"]))
     lines = render_report(intro, p["environment"], rows, designs)
     lines.append("")
+    # Too wide for a column: a line per design (commands run inside scripts count too).
+    for design in designs:
+        if design.get("redis_commands_by_name"):
+            lines.append(f"Redis commands per solve by name, {design['label']}: "
+                         f"{_commands(design)}")  # fmt: skip
     lines.append(f"wall time: {report['wall_seconds']} s")
     return "\n".join(lines)

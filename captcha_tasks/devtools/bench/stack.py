@@ -151,6 +151,31 @@ def _cpu(pid: int, *, tree: bool = True) -> float:
     return total
 
 
+def _worker_stages(pid: int) -> tuple[float, float, float]:
+    """CPU seconds of a worker by where they went: its pool's child processes (the
+    task executions), its main thread (Celery's consumer: messages in, events, acks,
+    hand-offs to the pool) and its other threads (the solve engine and the steps)."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
+
+    pool = consumer = threads = 0.0
+    try:
+        root = psutil.Process(pid)
+        children = root.children(recursive=True)
+        for thread in root.threads():
+            spent = thread.user_time + thread.system_time
+            if thread.id == pid:
+                consumer += spent
+            else:
+                threads += spent
+    except psutil.NoSuchProcess:
+        return 0.0, 0.0, 0.0
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = child.cpu_times()
+            pool += times.user + times.system
+    return pool, consumer, threads
+
+
 def _machine_busy() -> tuple[float, float]:
     """(busy, total) CPU seconds of the whole machine so far."""
     import psutil  # type: ignore[import-untyped, unused-ignore]  # the dev extra
@@ -171,6 +196,9 @@ class CpuProbe:
 
     def read(self) -> dict[str, float]:
         out = {"workers": sum(_cpu(pid) for pid in self.workers)}
+        stages = [_worker_stages(pid) for pid in self.workers]
+        for i, name in enumerate(("workers_pool", "workers_consumer", "workers_threads")):
+            out[name] = sum(stage[i] for stage in stages)
         out.update({name: _cpu(pid) for name, pid in self.others.items()})
         out["harness"] = _cpu(os.getpid(), tree=False)
         out["machine_busy"], out["machine_total"] = _machine_busy()

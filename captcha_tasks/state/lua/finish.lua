@@ -15,10 +15,7 @@ end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[2] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[3])
-for i = 8, #ARGV, 2 do
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-end
+redis.call('HSET', KEYS[1], 'state', ARGV[3], unpack(ARGV, 8))
 -- A solve's spend lands in its minute's bucket with the finish itself: counted once,
 -- and never for a job another engine had ended already.
 if ARGV[5] ~= '' then
