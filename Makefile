@@ -57,9 +57,15 @@ chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes d
 		exit $$status
 
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
-	$(BIN)/captcha-tasks bench solve
-	@# The JSON protocol (CapSolver's dialect); the seeds' design, classic only, ran just above.
+	$(BIN)/captcha-tasks bench solve --plot docs/bench-throughput.png
+	@# Scale: T=200 (100 solves/s) with and without batch reads; T=50 without them.
+	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline
+	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
+	$(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
+	@# The JSON protocol (CapSolver's dialect); the seeds' design, classic only, ran above.
 	$(BIN)/captcha-tasks bench solve --provider capsolver --skip-baseline
+	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.
+	$(BIN)/captcha-tasks bench solve --callbacks --solves 1200
 	$(BIN)/captcha-tasks bench pages
 
 screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)

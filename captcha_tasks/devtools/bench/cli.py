@@ -16,6 +16,7 @@ from ...errors import CaptchaTasksError
 from ...settings import PROVIDERS
 from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
+from .plot import write_plot
 from .solve import BenchOptions, format_report, run_bench
 
 __all__ = ["bench_group", "format_report"]
@@ -63,7 +64,7 @@ def _run_and_print(
     options: Options,
     format_text: Callable[[dict[str, Any]], str],
     as_json: bool,
-) -> None:
+) -> dict[str, Any]:
     """Run a benchmark (progress to stderr), then print its report (text or JSON)."""
     # CPU times come from psutil (the dev extra): one line before anything starts.
     require_extra("psutil", "bench")
@@ -75,6 +76,7 @@ def _run_and_print(
     except (CaptchaTasksError, TimeoutError) as exc:
         raise click.ClickException(f"{exc} (every process it started is stopped)") from None
     click.echo(json.dumps(report, indent=2) if as_json else format_text(report))
+    return report
 
 
 @click.group("bench", context_settings={"help_option_names": ["-h", "--help"]})
@@ -142,8 +144,14 @@ def bench_group() -> None:
     show_default=True,
     help="With --callbacks: the fraction of callbacks the sandbox never sends in the third run.",
 )
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also draw throughput over time of each design to this PNG (matplotlib).",
+)
 def solve_command(
-    as_json: bool, callbacks: bool, callback_drop_rate: float, **options: Any
+    as_json: bool, callbacks: bool, callback_drop_rate: float, plot: Path | None, **options: Any
 ) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
     against the seeds' blocking design, each on a fresh Redis and sandbox.
@@ -155,7 +163,10 @@ def solve_command(
         run = partial(run_callback_bench, drop_rate=callback_drop_rate)
         _run_and_print(run, BenchOptions(**options), format_callback_report, as_json)
         return
-    _run_and_print(run_bench, BenchOptions(**options), format_report, as_json)
+    report = _run_and_print(run_bench, BenchOptions(**options), format_report, as_json)
+    if plot is not None:
+        write_plot(report, plot)
+        click.echo(f"[bench] plot written to {plot}", err=True)
 
 
 @bench_group.command("pages")

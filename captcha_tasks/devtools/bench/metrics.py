@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...engine.timing import quantile
+from .plot import completion_series
 
 __all__ = [
     "Outcome",
@@ -196,6 +197,8 @@ def solve_metrics(
         **_sandbox_figures(stats, window, tasks),
         "threads": T,
         **cpu_figures(cpu, "solve", len(ok)),
+        "series_seconds": round(L / 2, 4),
+        "completions_series": completion_series((o.at for o in ok.values()), t0, L / 2),
     }
 
 
