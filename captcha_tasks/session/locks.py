@@ -39,13 +39,14 @@ import socket
 import uuid
 
 import redis
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError
 from redis.lock import Lock
 
 from ..errors import SessionLockBusy, SessionLockTimeout
 from ..settings import Settings
 from ..state import Keys
 from .cookie_model import normalize_host  # one host name for its lock and its cookies
+from .parking import Released, release_collect
 
 __all__ = [
     "SessionLock",
@@ -90,6 +91,7 @@ class SessionLock:
         self.owner = (owner or _default_owner()).replace(_OWNER_SEP, "_")
         self.key = Keys(settings.key_prefix).session_lock(self.host)
         self._client = client
+        self._settings = settings
         self._lock = Lock(client, self.key, timeout=self.ttl, blocking=False, thread_local=False)
 
     def acquire(self, blocking: bool = False, timeout: float | None = None) -> bool:
@@ -100,15 +102,22 @@ class SessionLock:
 
     def release(self) -> bool:
         """Release the lock if this instance still owns it. ``False`` (nothing deleted)
-        if it was never acquired here, or expired and perhaps went to another owner."""
-        try:
-            self._lock.release()
-        except LockNotOwnedError:
+        if it was never acquired here, or expired and perhaps went to another owner.
+        Tasks parked on the lock stay parked (the sweeper wakes them): task code
+        releases with :meth:`release_collect` and re-sends them."""
+        return self.release_collect().released
+
+    def release_collect(self) -> Released:
+        """Release as :meth:`release`, and hand back the tasks parked on the lock in the
+        same atomic step (see :mod:`.parking`): re-send each, then ``forget`` it."""
+        token = self.token
+        if token is None:
+            return Released(False, [])
+        done = release_collect(self._client, self._settings, self.host, token)
+        self._lock.local.token = None
+        if not done.released:
             log.warning("session lock of %s had expired before its release", self.host)
-            return False
-        except LockError:
-            return False
-        return True
+        return done
 
     def extend(self, ttl: float | None = None) -> bool:
         """Reset the lock's TTL to ``ttl`` (default: the lock TTL) if this instance still
