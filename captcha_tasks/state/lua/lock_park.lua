@@ -22,8 +22,10 @@ redis.call('ZADD', KEYS[2], deadline, ARGV[1])
 local wanted = now + math.max(0, math.min(pttl, deadline - now)) + margin
 local due = redis.call('ZSCORE', KEYS[2], '~sweep')
 local sweep_ms = 0
--- None pending, one overdue (its message was lost), or one due too late for this one.
-if not due or tonumber(due) < now - margin or tonumber(due) > wanted + margin then
+-- None pending, or one overdue (its message was lost). One due later than this
+-- waiter's deadline stays in charge (a second would make two sweepers): it comes at
+-- the lock's expiry and then at the next deadline.
+if not due or tonumber(due) < now - margin then
   sweep_ms = wanted - now
   redis.call('ZADD', KEYS[2], wanted, '~sweep')
 end
