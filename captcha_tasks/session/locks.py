@@ -7,7 +7,9 @@ a holder whose lock expired can neither release nor extend the new holder's lock
 
 In tasks, ``SessionLockTask`` (``from captcha_tasks import SessionLockTask``) waits
 without holding a worker slot: when another worker holds the lock, the task is retried
-a moment later (same task id, :func:`lock_wait_policy`) instead of blocking. The
+a moment later (same task id, :func:`lock_wait_policy`) instead of blocking, or, with
+``lock_wait = "park"`` (``fetch_page``'s), parked and re-sent once the lock is released
+or expires (:mod:`.parking`), so a wait costs one more execution, not one per retry. The
 intended pattern is double-checked: look for fresh shared cookies, take the lock only
 when they are missing, look again under the lock (the previous holder
 may have just saved them), and re-authenticate only if they are still missing::
@@ -19,7 +21,7 @@ may have just saved them), and re-authenticate only if they are still missing::
     def fetch_orders(self, url):
         host = urlsplit(url).hostname
         if not shared_cookies_fresh(host):            # e.g. CookieStore(...).load(host)
-            with self.session_lock(host):             # held elsewhere -> Retry (no slot held)
+            with self.session_lock(host):             # held elsewhere -> retry or park
                 if not shared_cookies_fresh(host):    # the last holder may have saved them
                     log_in_and_save_cookies(host)     # solves the login captcha once
         session = requests.Session()
