@@ -12,9 +12,10 @@ validation cookie). Tasks that find the lock held are parked (no worker slot, no
 execution) and re-sent with the same task id when the lock is released, after the
 holder saved the cookies, or by ``sweep_session_lock`` when a crashed holder's lock
 expires (:mod:`captcha_tasks.session.parking`); then they read the fresh cookies.
-The solve itself holds no worker either: the task replaces itself with ``solve | submit_challenge`` (same task id,
-so ``AsyncResult.get()`` returns the final page), and the lock is handed to
-``submit_challenge``, or released by an errback if the solve fails.
+The solve itself holds no worker either: the task replaces itself with
+``solve | submit_challenge`` (same task id, so ``AsyncResult.get()`` returns the
+final page), and the lock is handed to ``submit_challenge``, or released by an
+errback if the solve fails.
 """
 
 from __future__ import annotations
