@@ -183,7 +183,10 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
                 f"~{WAIT_TTLS * settings.lock_ttl:g} s; held by {lock.holder()}"
             )
         client = state_redis(settings)
-        member = parking.entry(resend_message(self, deadline), deadline)
+        try:
+            member = parking.entry(resend_message(self, deadline), deadline)
+        except (TypeError, ValueError):  # options that JSON cannot carry: wait as before
+            return self._retry_for(lock, settings)
         parked = parking.park(client, settings, lock.host, member, deadline)
         if not parked.parked:
             return None
