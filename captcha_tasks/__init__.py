@@ -16,7 +16,12 @@ from .errors import (
 from .settings import Settings, get_settings
 from .version import __version__
 from .worker.app import app
-from .worker.page_tasks import fetch_page, release_session_lock, submit_challenge
+from .worker.page_tasks import (
+    fetch_page,
+    release_session_lock,
+    submit_challenge,
+    sweep_session_lock,
+)
 from .worker.solve_more import (
     solve_aws_waf,
     solve_coordinates,
@@ -72,4 +77,5 @@ __all__ = [
     "solve_turnstile",
     "solve_turnstile_challenge",
     "submit_challenge",
+    "sweep_session_lock",
 ]

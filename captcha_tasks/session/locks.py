@@ -7,7 +7,9 @@ a holder whose lock expired can neither release nor extend the new holder's lock
 
 In tasks, ``SessionLockTask`` (``from captcha_tasks import SessionLockTask``) waits
 without holding a worker slot: when another worker holds the lock, the task is retried
-a moment later (same task id, :func:`lock_wait_policy`) instead of blocking. The
+a moment later (same task id, :func:`lock_wait_policy`) instead of blocking, or, with
+``lock_wait = "park"`` (``fetch_page``'s), parked and re-sent once the lock is released
+or expires (:mod:`.parking`), so a wait costs one more execution, not one per retry. The
 intended pattern is double-checked: look for fresh shared cookies, take the lock only
 when they are missing, look again under the lock (the previous holder
 may have just saved them), and re-authenticate only if they are still missing::
@@ -19,7 +21,7 @@ may have just saved them), and re-authenticate only if they are still missing::
     def fetch_orders(self, url):
         host = urlsplit(url).hostname
         if not shared_cookies_fresh(host):            # e.g. CookieStore(...).load(host)
-            with self.session_lock(host):             # held elsewhere -> Retry (no slot held)
+            with self.session_lock(host):             # held elsewhere -> retry or park
                 if not shared_cookies_fresh(host):    # the last holder may have saved them
                     log_in_and_save_cookies(host)     # solves the login captcha once
         session = requests.Session()
@@ -39,13 +41,14 @@ import socket
 import uuid
 
 import redis
-from redis.exceptions import LockError, LockNotOwnedError
+from redis.exceptions import LockError
 from redis.lock import Lock
 
 from ..errors import SessionLockBusy, SessionLockTimeout
 from ..settings import Settings
 from ..state import Keys
 from .cookie_model import normalize_host  # one host name for its lock and its cookies
+from .parking import Released, release_collect
 
 __all__ = [
     "SessionLock",
@@ -90,6 +93,7 @@ class SessionLock:
         self.owner = (owner or _default_owner()).replace(_OWNER_SEP, "_")
         self.key = Keys(settings.key_prefix).session_lock(self.host)
         self._client = client
+        self._settings = settings
         self._lock = Lock(client, self.key, timeout=self.ttl, blocking=False, thread_local=False)
 
     def acquire(self, blocking: bool = False, timeout: float | None = None) -> bool:
@@ -100,15 +104,22 @@ class SessionLock:
 
     def release(self) -> bool:
         """Release the lock if this instance still owns it. ``False`` (nothing deleted)
-        if it was never acquired here, or expired and perhaps went to another owner."""
-        try:
-            self._lock.release()
-        except LockNotOwnedError:
+        if it was never acquired here, or expired and perhaps went to another owner.
+        Tasks parked on the lock stay parked (the sweeper wakes them): task code
+        releases with :meth:`release_collect` and re-sends them."""
+        return self.release_collect().released
+
+    def release_collect(self) -> Released:
+        """Release as :meth:`release`, and hand back the tasks parked on the lock in the
+        same atomic step (see :mod:`.parking`): re-send each, then ``forget`` it."""
+        token = self.token
+        if token is None:
+            return Released(False, [])
+        done = release_collect(self._client, self._settings, self.host, token)
+        self._lock.local.token = None
+        if not done.released:
             log.warning("session lock of %s had expired before its release", self.host)
-            return False
-        except LockError:
-            return False
-        return True
+        return done
 
     def extend(self, ttl: float | None = None) -> bool:
         """Reset the lock's TTL to ``ttl`` (default: the lock TTL) if this instance still

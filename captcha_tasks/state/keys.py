@@ -36,6 +36,12 @@ key                           type    what
                                       latest cookie expiry (capped).
 ``{p}lock:session:{host}``    string  the session lock of a host (owner token). TTL:
                                       the lock timeout, so a crashed holder frees it.
+``{p}lock:parked:{host}``     zset    tasks parked waiting for that lock: each member
+                                      the JSON to re-send the task (same task id),
+                                      scored by its wait deadline (epoch ms); member
+                                      ``~sweep`` is the due time of the host's one
+                                      scheduled sweeper. TTL: the latest deadline
+                                      (or the lock's TTL) plus a margin.
 ``{p}proxies``                hash    the proxy pool: proxy id -> JSON (URL with
                                       credentials). Never shown unmasked. TTL:
                                       ``PROXY_POOL_TTL`` (30 days), refreshed by every
@@ -167,6 +173,9 @@ class Keys:
 
     def session_lock(self, host: str) -> str:
         return f"{self.prefix}lock:session:{host}"
+
+    def session_parked(self, host: str) -> str:
+        return f"{self.prefix}lock:parked:{host}"
 
     @property
     def proxies(self) -> str:

@@ -8,11 +8,14 @@ it, then saves the cookies for the whole cluster.
 Spending a solve is serialised per host by the session lock, double-checked: the
 task takes the lock only when the page is challenged, and looks again under the
 lock with the cookies as they are now (the last holder may have just saved a
-validation cookie). Tasks that find the lock held wait by retrying, holding no
-worker slot, and then read the fresh cookies. The solve itself holds no worker
-either: the task replaces itself with ``solve | submit_challenge`` (same task id,
-so ``AsyncResult.get()`` returns the final page), and the lock is handed to
-``submit_challenge``, or released by an errback if the solve fails.
+validation cookie). Tasks that find the lock held are parked (no worker slot, no
+execution) and re-sent with the same task id when the lock is released, after the
+holder saved the cookies, or by ``sweep_session_lock`` when a crashed holder's lock
+expires (:mod:`captcha_tasks.session.parking`); then they read the fresh cookies.
+The solve itself holds no worker either: the task replaces itself with
+``solve | submit_challenge`` (same task id, so ``AsyncResult.get()`` returns the
+final page), and the lock is handed to ``submit_challenge``, or released by an
+errback if the solve fails.
 """
 
 from __future__ import annotations
@@ -24,15 +27,23 @@ from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
+from ..session import parking
 from ..session.cookies import CookieStore
 from ..session.locks import SessionLock
 from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
 from ..state import state_redis
 from .app import app
 from .redacted import RedactedTask
+from .session_bases import release_and_wake, schedule_sweeper, wake
 from .task_bases import PageTask
 
-__all__ = ["PageTask", "fetch_page", "release_session_lock", "submit_challenge"]
+__all__ = [
+    "PageTask",
+    "fetch_page",
+    "release_session_lock",
+    "submit_challenge",
+    "sweep_session_lock",
+]
 
 MAX_FORM_FIELDS = 50
 MAX_FORM_VALUE = 4096
@@ -107,7 +118,9 @@ def fetch_page(
         # rather than load (and be challenged by) the page again meanwhile.
         busy = SessionLock(state_redis(settings), settings, _host(url))
         if busy.holder() is not None:
-            raise self._wait_for(busy, settings)
+            wait = self._wait_for(busy, settings)  # parked: re-sent when it is free
+            if wait is not None:
+                raise wait
     page = fetch(self.browser(), url, settings)
     challenge = find_challenge(page.text, page.url)
     if challenge is None:
@@ -136,15 +149,14 @@ def _solve_under_lock(
     settings = task.settings
     client = state_redis(settings)
     lock = SessionLock(client, settings, host, owner=task.request.hostname)
-    if not lock.acquire():
-        raise task._wait_for(lock, settings)  # retried: by then the cookies are fresh
+    task.acquire_or_wait(lock, settings)  # parked: re-sent when the cookies are fresh
     try:
         # Double check under the lock, with the cookies as they are now.
         CookieStore(client, settings).apply(task.http, host)
         page = fetch(task.browser(), url, settings)
         challenge = find_challenge(page.text, page.url)
         if challenge is None:
-            lock.release()
+            release_and_wake(task.app, lock)
             return _result(page, solved=False, source=None)
         # The lock must outlive the solve: it is handed to submit_challenge.
         lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl)
@@ -158,7 +170,7 @@ def _solve_under_lock(
         ).on_error(release_session_lock.s(host=host, token=token))
         finish = _finish(challenge, page.url, fields, host=host, lock_token=token)
     except BaseException:
-        lock.release()
+        release_and_wake(task.app, lock)
         raise
     raise task.replace(solve | finish)
 
@@ -211,7 +223,8 @@ def submit_challenge(
         self.save_cookies()
     finally:
         if lock_token:
-            SessionLock.adopt(state_redis(settings), settings, host, lock_token).release()
+            lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
+            release_and_wake(self.app, lock)
     return _result(
         page, solved=solved.get("source") == "api", source=solved.get("source"),
         captcha_id=solved.get("captcha_id"),
@@ -226,4 +239,20 @@ def release_session_lock(
     from ..settings import get_settings
 
     settings = get_settings()
-    SessionLock.adopt(state_redis(settings), settings, host, token).release()
+    release_and_wake(self.app, SessionLock.adopt(state_redis(settings), settings, host, token))
+
+
+@app.task(name="captcha_tasks.sweep_session_lock", base=RedactedTask, bind=True,
+          ignore_result=True)  # fmt: skip
+def sweep_session_lock(self: Any, *, host: str, due: int) -> int:
+    """Wake the tasks parked on ``host``'s session lock that must run now: all of them
+    once the lock is free (its holder crashed), those past their deadline while it is
+    held; and come back while others remain. Returns how many were re-sent."""
+    from ..settings import get_settings
+
+    settings = get_settings()
+    found = parking.sweep(state_redis(settings), settings, host, int(due))
+    woken = wake(self.app, host, found.parked)
+    if found.again_in > 0:
+        schedule_sweeper(self.app, host, found.due, found.again_in)
+    return woken

@@ -20,17 +20,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import redis
 import requests
 from celery import Task
+from celery.exceptions import Ignore
 
 from ..errors import InvalidTaskInput, NoProxyAvailable, SessionLockBusy, SessionLockTimeout
 from ..provider.proxy import Proxy
+from ..session import parking
 from ..session.cookies import CookieStore, MergeResult, SharedSession, normalize_host
-from ..session.locks import SessionLock, lock_wait_policy
+from ..session.locks import WAIT_TTLS, SessionLock, lock_wait_policy
 from ..session.pinned_proxy import current_proxy, current_proxy_id, replace_bad_proxy, use_proxy
 from ..settings import Settings, get_settings
 from ..state import state_redis
@@ -39,6 +42,13 @@ from .scopes import ScopedTask
 __all__ = ["PinnedProxyTask", "SessionLockTask", "SharedCookiesTask"]
 
 log = logging.getLogger(__name__)
+
+#: Tries to take a lock that frees between a look and a park, before retrying instead.
+ACQUIRE_TRIES = 3
+#: The message header carrying a parked task's wait deadline (epoch seconds).
+DEADLINE_HEADER = "captcha_tasks_lock_deadline"
+#: The task that wakes a host's parked tasks when its lock expires (page_tasks.py).
+SWEEPER = "captcha_tasks.sweep_session_lock"
 
 
 class SharedCookiesTask(ScopedTask):
@@ -117,35 +127,77 @@ class SharedCookiesTask(ScopedTask):
 
 
 class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
-    """``with self.session_lock(host):`` retries instead of waiting (see
-    :mod:`captcha_tasks.session.locks` for the pattern)."""
+    """``with self.session_lock(host):`` never blocks a worker slot while another owner
+    holds the lock (see :mod:`captcha_tasks.session.locks` for the pattern).
+
+    ``lock_wait = "retry"`` (the default): the task is retried every few seconds until
+    it gets the lock. ``lock_wait = "park"``: the task is parked and re-sent (same task
+    id) when the lock is released, or when it expires (:mod:`captcha_tasks.session.
+    parking`): one more execution per wait instead of one per countdown.
+    """
 
     abstract = True
+    lock_wait = "retry"
 
     @contextlib.contextmanager
     def session_lock(self, host: str) -> Iterator[SessionLock]:
-        """Hold ``host``'s session lock for the block, or raise ``self.retry`` at once.
+        """Hold ``host``'s session lock for the block, or wait without a worker slot.
 
         When another owner holds it, the task is retried after a short countdown
-        (``lock_wait_policy``; the retries of this task count), and after about twice
-        the lock TTL it fails with :class:`SessionLockTimeout`. The lock is released
-        at the end of the block; if the block outlived the lock TTL, the release is
-        refused (and logged) rather than freeing another owner's lock: call
-        ``lock.extend()`` during long work.
+        (``lock_wait_policy``; the retries of this task count) or parked (``lock_wait``),
+        and after about twice the lock TTL it fails with :class:`SessionLockTimeout`.
+        The lock is released at the end of the block (waking the parked); if the block
+        outlived the lock TTL, the release is refused (and logged) rather than freeing
+        another owner's lock: call ``lock.extend()`` during long work.
         """
         settings = get_settings()
         request: Any = self.request
         lock = SessionLock(
             state_redis(settings), settings, host, owner=getattr(request, "hostname", None)
         )
-        if not lock.acquire():
-            raise self._wait_for(lock, settings)
+        self.acquire_or_wait(lock, settings)
         try:
             yield lock
         finally:
-            lock.release()
+            release_and_wake(self.app, lock)
 
-    def _wait_for(self, lock: SessionLock, settings: Settings) -> Exception:
+    def acquire_or_wait(self, lock: SessionLock, settings: Settings) -> None:
+        """Take ``lock``, or raise what makes this task wait for it (retry, park)."""
+        for _ in range(ACQUIRE_TRIES):  # the lock can free between a look and a park
+            if lock.acquire():
+                return
+            wait = self._wait_for(lock, settings)
+            if wait is not None:
+                raise wait
+        raise self._retry_for(lock, settings)
+
+    def _wait_for(self, lock: SessionLock, settings: Settings) -> Exception | None:
+        """What to raise to wait for ``lock``; ``None`` if it was free when parking."""
+        request: Any = self.request
+        if self.lock_wait != "park" or request.is_eager or request.called_directly:
+            return self._retry_for(lock, settings)  # nothing would re-send an eager task
+        deadline = lock_deadline(request, settings)
+        if time.time() >= deadline:
+            return SessionLockTimeout(
+                f"gave up waiting for the session lock of {lock.host} after "
+                f"~{WAIT_TTLS * settings.lock_ttl:g} s; held by {lock.holder()}"
+            )
+        client = state_redis(settings)
+        try:
+            member = parking.entry(resend_message(self, deadline), deadline)
+        except (TypeError, ValueError):  # options that JSON cannot carry: wait as before
+            return self._retry_for(lock, settings)
+        parked = parking.park(client, settings, lock.host, member, deadline)
+        if not parked.parked:
+            return None
+        if parked.sweep_in > 0:
+            schedule_sweeper(self.app, lock.host, parked.sweep_due, parked.sweep_in)
+        log.info("%s[%s] parked until the session lock of %s is free",
+                 self.name, request.id, lock.host)  # fmt: skip
+        ignore: Exception = Ignore()
+        return ignore
+
+    def _retry_for(self, lock: SessionLock, settings: Settings) -> Exception:
         countdown, max_retries = lock_wait_policy(settings)
         retries = int(getattr(self.request, "retries", 0) or 0)
         if retries >= max_retries:
@@ -158,6 +210,69 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
         when = countdown * random.uniform(1.0, 1.2)
         result: Exception = self.retry(exc=busy, countdown=when, max_retries=max_retries)
         return result
+
+
+# -- parking: the worker's half (the Redis half is captcha_tasks.session.parking) --------
+
+
+def lock_deadline(request: Any, settings: Settings) -> float:
+    """The epoch deadline of this task's wait: carried by a re-sent task's header, or
+    ``WAIT_TTLS`` lock TTLs from now on its first wait."""
+    value: Any = getattr(request, DEADLINE_HEADER, None)
+    if value is None:
+        value = (getattr(request, "headers", None) or {}).get(DEADLINE_HEADER)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return parking.deadline_after(settings, WAIT_TTLS)
+
+
+def resend_message(task: Task, deadline: float) -> dict[str, Any]:
+    """What re-sends ``task`` as it was received (same id, chain, callbacks, retries),
+    with its wait deadline in a header. Its arguments (form fields included) are those
+    already in the broker message, in the same Redis."""
+    sig = task.signature_from_request()
+    options = {k: v for k, v in dict(sig.options).items() if v is not None}
+    options["headers"] = {**(options.get("headers") or {}), DEADLINE_HEADER: deadline}
+    return {"task": task.name, "args": list(sig.args or ()),
+            "kwargs": dict(sig.kwargs or {}), "options": options}  # fmt: skip
+
+
+def wake(app: Any, host: str, members: list[str]) -> int:
+    """Re-send parked ``members`` of ``host``, each removed only once sent (a crash
+    between the two re-sends it twice, never loses it); the number re-sent."""
+    settings = get_settings()
+    client = state_redis(settings)
+    sent = 0
+    for member in members:
+        try:
+            message, _ = parking.read_entry(member)
+            options = dict(message["options"])
+            app.send_task(message["task"], args=message["args"], kwargs=message["kwargs"],
+                          add_to_parent=False, **options)  # fmt: skip
+        except Exception as exc:  # leave it parked: the sweeper re-sends it
+            log.warning("could not re-send a task parked on %s: %s", host, exc)
+            continue
+        parking.forget(client, settings, host, member)
+        sent += 1
+    return sent
+
+
+def release_and_wake(app: Any, lock: SessionLock) -> bool:
+    """Release ``lock`` (owner-checked) and re-send the tasks parked on it."""
+    done = lock.release_collect()
+    if done.parked:
+        wake(app, lock.host, done.parked)
+    return done.released
+
+
+def schedule_sweeper(app: Any, host: str, due: int, delay: float) -> None:
+    """The host's sweeper, ``delay`` seconds from now, as ``due`` (its identity)."""
+    from .celeryconfig import MAX_COUNTDOWN_SECONDS
+
+    # Capped below the visibility timeout; one that fires early looks and comes again.
+    app.send_task(SWEEPER, kwargs={"host": host, "due": due},
+                  countdown=min(delay, MAX_COUNTDOWN_SECONDS), add_to_parent=False)  # fmt: skip
 
 
 class PinnedProxyTask(Task):  # type: ignore[misc]  # celery ships no type hints

@@ -121,9 +121,11 @@ class CheckedTask(SolverTask):
 
 
 class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):
-    """Shared cookies, the session lock, the pinned proxy and the solver, together."""
+    """Shared cookies, the session lock, the pinned proxy and the solver, together.
+    Waiting for a host's lock parks the task (no execution until the lock is free)."""
 
     abstract = True
+    lock_wait = "park"
 
     def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
         if kwargs.get("isolated"):

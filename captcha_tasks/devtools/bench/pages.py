@@ -14,7 +14,8 @@ with real ``celery -A captcha_tasks worker -P prefork -c C`` processes:
 4. read CPU times, the sandbox's and the demo site's ``GET /stats``, stop everything.
 
 With sharing, one task solves the challenge under the host's session lock and the
-others wait (retried, holding no worker slot) and then reuse the validation cookie:
+others wait (parked, holding no worker slot and running no task until the lock is
+released; ``fetch_page executions`` counts every run) and then reuse the validation cookie:
 about one solve for the whole run. Isolated, every page is a visitor of its own:
 about one solve per page.
 """
@@ -25,6 +26,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -50,7 +52,14 @@ from .stack import (
 )
 from .watcher import ResultWatcher
 
-__all__ = ["MODES", "SHARED_SOLVES_EXPECTED", "PagesOptions", "format_pages_report", "run_pages"]
+__all__ = [
+    "MODES",
+    "SHARED_SOLVES_EXPECTED",
+    "PagesOptions",
+    "execution_counts",
+    "format_pages_report",
+    "run_pages",
+]
 
 #: (name, report label, isolated) of the two runs, in order.
 MODES: tuple[tuple[str, str, bool], ...] = (
@@ -144,6 +153,23 @@ def caller_metrics(gets: dict[str, Any], outcomes: dict[str, Any]) -> dict[str, 
     }
 
 
+#: What a worker logs (at INFO) for each message of a task it receives, and for each
+#: page task parked waiting for a session lock (captcha_tasks.worker.session_bases).
+_RECEIVED = re.compile(r"Task captcha_tasks\.fetch_page\[[^\]]+\] received")
+_RETRIED = re.compile(r"Task captcha_tasks\.fetch_page\[[^\]]+\] retry")
+_PARKED = "parked until the session lock"
+
+
+def execution_counts(logs: str) -> dict[str, int]:
+    """``fetch_page`` executions (messages received, so retries and re-sends count),
+    retries and parks, counted in the workers' logs."""
+    return {
+        "page_executions": len(_RECEIVED.findall(logs)),
+        "page_retries_logged": len(_RETRIED.findall(logs)),
+        "page_parks": logs.count(_PARKED),
+    }
+
+
 def _run_mode(
     name: str, label: str, isolated: bool, opts: PagesOptions, procs: Processes, say: Progress
 ) -> dict[str, Any]:
@@ -179,6 +205,7 @@ def _run_mode(
     finally:
         watcher.stop()
     retries = watcher.states["RETRY"]
+    logs = "".join(procs.log(log_name) for log_name, _ in argvs)
     solver_stats = requests.get(f"{sandbox_url}/stats", timeout=10).json()
     demo_stats = requests.get(f"{demo_url}/stats", timeout=10).json()
     procs.stop([p for p, _ in workers])
@@ -193,6 +220,7 @@ def _run_mode(
         retries=retries,
     )
     metrics["worker_processes"] = sum(size or 0 for size in pools)
+    metrics.update(execution_counts(logs))
     metrics.update(caller_metrics(gets, outcomes))
     say(
         f"{label}: {metrics['pages_ok']}/{opts.pages} pages ok in {metrics['wall_seconds']} s, "
@@ -289,6 +317,8 @@ _ROWS: list[Row] = [
     ),
     Row("enqueue all pages (s)", field("enqueue_seconds", ".2f")),
     Row("task retries (waiting for the session lock)", field("task_retries", "d")),
+    Row("fetch_page executions (worker logs)", field("page_executions", "d")),
+    Row("  retries / parks (worker logs)", fields("page_retries_logged", "page_parks")),
     section("the caller: [r.get() for r in results] right after enqueueing"),
     Row(
         "get()s of finished tasks: count / seconds in all",
