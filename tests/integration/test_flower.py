@@ -33,6 +33,7 @@ from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks.worker.session_bases import release_and_wake
 from tests.support.secret_scan import redis_dump
 from tests.support.workers import ROOT, worker_env
 
@@ -346,18 +347,20 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     assert report_solution.delay(v2.id, correct=True).get(timeout=60)["reported"] == "good"
     with pytest.raises(Exception, match="proxy"):
         page.get(timeout=60)
-    # A page task that waits for a held session lock: retried (task-retried events, a
-    # re-sent message), then it fetches through the dead proxy and fails.
+    # A page task that waits for a held session lock: parked (its message kept in
+    # Redis), re-sent when the lock's holder releases it, then it fetches through the
+    # dead proxy and fails.
     lock = SessionLock(client, settings, _host(demo), owner="secret-scan")
     assert lock.acquire()
     waiting = fetch_page.delay(f"{demo}/page/waiting", form={"password": FORM_PASSWORD})
-    wait_until(lambda: " retry: " in worker.log(), timeout=30, what="a retry")
-    lock.release()
+    wait_until(lambda: "parked until the session lock" in worker.log(), timeout=30,
+               what="the page parked")  # fmt: skip
+    parked = redis_dump(raw, exclude={keys.proxies})[0]  # scanned while it is parked
+    assert release_and_wake(celery_app, lock)
     with pytest.raises(Exception, match="proxy"):
         waiting.get(timeout=60)
     ids = [v2.id, img.id, balance.id, page.id, waiting.id]
     tasks = _flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
-    assert tasks[waiting.id]["retries"] >= 1
 
     workers = flower.json("/api/workers", refresh=1)
     assert worker.name in workers and workers[worker.name]["conf"]
@@ -381,6 +384,7 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
         "inspect": json.dumps(inspected),
         "flower log": flower.log(),
         "redis": redis_text,
+        "redis, a page parked": parked,
         "broker messages": broker,
         "results": repr(results),
         "worker log": worker.log(),
