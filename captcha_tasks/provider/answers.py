@@ -10,11 +10,13 @@ that is not a string) is refused with a typed error rather than handed on.
 from __future__ import annotations
 
 import decimal
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import ProviderUnavailable
+from ..errors import ProviderUnavailable, SolverError
+from .base import Answer
 
 __all__ = [
     "GEETEST_V4_KEYS",
@@ -23,6 +25,7 @@ __all__ = [
     "for_type",
     "json_solution",
     "malformed",
+    "slot_answer",
 ]
 
 #: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
@@ -165,3 +168,19 @@ def _integral(value: float | decimal.Decimal) -> bool:
     if isinstance(value, decimal.Decimal):
         return value.is_finite() and value == value.to_integral_value()
     return value.is_integer()
+
+
+def slot_answer(captcha_id: str, slot: str) -> Answer | SolverError:
+    """One classic answer (a read's ``request``, a batch read's slot, a pingback's
+    ``code``): a dict comes as its JSON text, points as plain ``coordinates:...``; a
+    malformed one is this captcha's error."""
+    value: str | dict[str, Any] | list[Any] = slot
+    if slot.startswith(("{", "[")):  # GeeTest / AWS WAF fields
+        try:
+            value = json.loads(slot)
+        except ValueError:
+            value = slot
+    try:
+        return Answer(captcha_id, classic_solution(value))
+    except SolverError as exc:
+        return exc

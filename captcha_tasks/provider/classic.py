@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import decimal
-import json
 import math
 import re
 import threading
@@ -40,7 +39,7 @@ from ..errors import (
 )
 from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
-from .answers import classic_solution
+from .answers import classic_solution, slot_answer
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
@@ -218,19 +217,11 @@ class SolverClient:
     # -- plumbing --------------------------------------------------------------------
 
     def _slot(self, captcha_id: str, slot: str) -> Answer | SolverError:
-        """One answer of a batch read: a dict comes as its JSON text, points as plain
-        ``coordinates:...``; a malformed one is this captcha's error."""
-        value: str | dict[str, Any] | list[Any] = slot
-        if slot.startswith(("{", "[")):
-            try:
-                value = json.loads(slot)
-            except ValueError:
-                value = slot
-        try:
-            return Answer(captcha_id, classic_solution(value))
-        except SolverError as exc:
-            self._count(f"errors:{exc.code}")
-            return exc
+        """One answer of a batch read (:func:`.answers.slot_answer`), its errors counted."""
+        found = slot_answer(captcha_id, slot)
+        if isinstance(found, SolverError):
+            self._count(f"errors:{found.code}")
+        return found
 
     def _call(
         self,

@@ -9,14 +9,13 @@ error for this captcha, or None (still working).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import SolverError
 from ..settings import PROTOCOLS, Provider
-from .answers import classic_solution
-from .base import Answer, Polled
+from .answers import slot_answer
+from .base import Polled
 from .json_client import _answer, _failed
 from .json_dialects import NOT_READY_CODES, dialect_for
 from .json_errors import payload_error
@@ -51,16 +50,7 @@ def read_pushed(
     slot = _slot(code.strip(), classic, ())
     if isinstance(slot, SolverError) or not isinstance(slot, str):
         return slot if isinstance(slot, SolverError) else None
-    value: str | dict[str, Any] | list[Any] = slot
-    if slot.startswith(("{", "[")):  # GeeTest / AWS WAF fields as JSON, as in a batch read
-        try:
-            value = json.loads(slot)
-        except ValueError:
-            value = slot
-    try:
-        return Answer(captcha_id, classic_solution(value))
-    except SolverError as exc:
-        return exc
+    return slot_answer(captcha_id, slot)  # as in a batch read
 
 
 def _json(provider: Provider, captcha_id: str, document: Mapping[str, Any]) -> Polled:
