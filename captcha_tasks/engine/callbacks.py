@@ -174,7 +174,7 @@ class Receiver:
         if pushed is None:
             return Outcome(200, "still working")
         if isinstance(pushed, Answer):
-            ended = engine.finisher.succeed(job, pushed, at)
+            ended = engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill) > 0
             engine.observer.noted("callback_solved" if ended else "callback_late")
             return Outcome(200, "solved" if ended else "already ended")
         if isinstance(pushed, CaptchaUnsolvable) and job.resubmits < 1:

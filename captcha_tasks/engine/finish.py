@@ -11,8 +11,8 @@ from __future__ import annotations
 import decimal
 import json
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, Protocol
 
 from .. import errors
 from ..errors import CaptchaTasksError, SolverError
@@ -23,7 +23,7 @@ from .jobs import Job, solve_result
 from .observer import SolveObserver
 from .pool import TokenPool
 from .queue import SolveQueue
-from .spend import DEFAULT_PROVIDER, Spend, price_of, tell_spent
+from .spend import DEFAULT_PROVIDER, CostSource, Spend, price_of, tell_spent
 from .timing import FirstPollLearner
 
 __all__ = ["Completer", "Finisher"]
@@ -37,6 +37,17 @@ class Completer(Protocol):
     def succeed(self, job: Job, result: dict[str, Any]) -> None: ...
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None: ...
+
+
+class _Solved(NamedTuple):
+    """A solve about to be ended: what its end stores and what follows it."""
+
+    job: Job
+    answer: Answer
+    result: dict[str, Any]
+    fields: dict[str, Any]
+    spend: Spend
+    cost_source: CostSource | None
 
 
 def _source(job: Job) -> str:
@@ -75,6 +86,35 @@ class Finisher:
 
     def succeed(self, job: Job, answer: Answer, at: float) -> bool:
         """``job`` got ``answer`` at ``at``; False if it had ended already."""
+        return bool(self.succeed_many([(job, answer)], at))
+
+    def succeed_many(
+        self,
+        answered: Sequence[tuple[Job, Answer]],
+        at: float,
+        *,
+        then: Callable[[], None] | None = None,
+    ) -> int:
+        """End every job of ``answered`` with its answer, got at ``at``: one round trip
+        ends them all and frees their threads; ``then`` (if any of them was still this
+        caller's to end) runs right after, before the results are stored and their
+        callers told, so a freed thread takes its next captcha without waiting for that.
+        Returns how many this caller ended (the others had ended already)."""
+        if not answered:
+            return 0
+        solved = [self._solved(job, answer, at) for job, answer in answered]
+        now = self.clock()
+        ends = [(s.job, "done", s.fields, s.spend) for s in solved]
+        won = [s for s, ok in zip(solved, self.queue.finish_many(ends, now), strict=True) if ok]
+        if won and then is not None:
+            then()
+        with self.learner.batched():
+            for s in won:
+                self._tell_solved(s, at)
+        self.queue.reported_many([s.job.task_id for s in won])
+        return len(won)
+
+    def _solved(self, job: Job, answer: Answer, at: float) -> _Solved:
         solution = for_type(job.type, answer.solution)
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
         result = solve_result(job, solution, collected_at=at, provider=self.provider, cost=cost,
@@ -82,10 +122,13 @@ class Finisher:
                               provider_name=self.provider_name)  # fmt: skip
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)
-        if not self.queue.finish(job, "done", fields, self.clock(), captcha_id=job.captcha_id,
-                                 spend=spend):  # fmt: skip
-            return False
-        tell_spent(spend, cost_source)
+        return _Solved(job, answer, result, fields, spend, cost_source)
+
+    def _tell_solved(self, solved: _Solved, at: float) -> None:
+        """What follows a solve this caller ended: spend, stats, learning, and the
+        token to its pool or the result to its caller (reported by the caller after)."""
+        job, answer, result = solved.job, solved.answer, solved.result
+        tell_spent(solved.spend, solved.cost_source)
         self.observer.solved(job.type, _source(job), seconds=result["solve_seconds"],
                              polls=result["polls"])  # fmt: skip
         if job.submitted_at is not None:
@@ -100,8 +143,6 @@ class Finisher:
                           expires_at=result["expires_at"] or at, task_id=job.task_id)  # fmt: skip
         else:
             self.completer.succeed(job, result)
-        self.queue.reported(job.task_id)
-        return True
 
     def fail(self, job: Job, error: CaptchaTasksError) -> bool:
         """``job`` ends with ``error``; False if it had ended already."""

@@ -61,7 +61,7 @@ from .queue import SolveQueue
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
 from .submit import Submitter
-from .timing import FirstPollLearner, PollGrid
+from .timing import BATCH_LEARN_QUANTILE, FirstPollLearner, PollGrid
 
 __all__ = ["Completer", "Engine", "EngineStats"]
 
@@ -116,6 +116,8 @@ class Engine:
                                   observer=self.observer, clock=clock,
                                   provider=self.provider_name)  # fmt: skip
         self.grid = PollGrid.for_provider(settings, provider)
+        if self.grid.batch:
+            self.learner.first_quantile = BATCH_LEARN_QUANTILE
         self.threads = settings.engine_threads
         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix=f"{name}-call")
         self._busy = 0
@@ -132,6 +134,7 @@ class Engine:
                              self.grid, observer=self.observer, retries=self.retries,
                              name=name, clock=clock, breaker=self.breaker)  # fmt: skip
         self.submitter = Submitter(self, provider)
+        self.poller.on_freed = self.refill
 
     @property
     def provider(self) -> Provider:
@@ -187,6 +190,7 @@ class Engine:
         pushed by an admission or another engine."""
         now = self.clock()
         wait = min(max(self.queue.next_work(now) - now, 0.005), 1.0)
+        self.grid.note_load(self.queue.in_flight)
         if self._in_flight() > 0:
             # Our own calls will change what is due: look again soon, never in a busy loop.
             self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
@@ -314,3 +318,8 @@ class Engine:
     def _poll(self, jobs: Sequence[Job]) -> None:
         if self.poller.poll(jobs):
             self._acquire_and_submit()
+
+    def refill(self) -> None:
+        """Threads were just freed (a poll's or a callback's answers): the next waiting
+        jobs take them now, from the caller's thread, without waiting for the loop."""
+        self._acquire_and_submit()

@@ -66,9 +66,13 @@ class Poller:
         self.retries = retries
         self.name = name
         self.clock = clock
+        #: Called as soon as a poll's answers freed threads (the engine: take the next
+        #: waiting jobs for them); None: :meth:`poll`'s result says so instead.
+        self.on_freed: Callable[[], None] | None = None
 
     def poll(self, jobs: Sequence[Job]) -> bool:
-        """Poll ``jobs`` (claimed by this engine); True if any of them freed its thread."""
+        """Poll ``jobs`` (claimed by this engine); True if any of them freed its thread
+        that :attr:`on_freed` was not told of."""
         now = self.clock()
         freed = False
         readable = []
@@ -87,9 +91,17 @@ class Poller:
             self._failed(readable, exc, now)
             return freed
         at = self.clock()
+        solved = [(job, answer) for job in readable
+                  if isinstance(answer := answers.get(job.captcha_id), Answer)]  # fmt: skip
+        # The answered ones first, in one round trip: their threads are free at the
+        # provider already, and the next captchas go out before their results are stored.
+        ended = self.finisher.succeed_many(solved, at, then=self.on_freed)
+        freed |= bool(ended) and self.on_freed is None
         with self.queue.batched():  # the unanswered ones' reschedules: one round trip
             for job in readable:
-                freed |= self._found(job, answers.get(job.captcha_id), at)
+                answer = answers.get(job.captcha_id)
+                if not isinstance(answer, Answer):
+                    freed |= self._found(job, answer, at)
         return freed
 
     def _found(self, job: Job, answer: Polled, at: float) -> bool:

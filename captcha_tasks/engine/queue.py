@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import redis
@@ -79,6 +79,8 @@ class SolveQueue:
             self._route_args += [config.name, config.threads]
         self.claim_s = claim_s
         self._local = threading.local()
+        #: This provider's threads in use cluster-wide, as :meth:`next_work` last saw.
+        self.in_flight = 0
 
     def route_without(self, job: Job) -> str:
         """``job``'s route without this provider: where it may go next ("" if nowhere)."""
@@ -186,19 +188,24 @@ class SolveQueue:
                 self._reschedule_all(deferred)
 
     def _reschedule_all(self, calls: list[tuple[list[str], list[Any]]]) -> None:
+        for result in self._pipelined("reschedule", calls):
+            if isinstance(result, Exception):
+                raise result
+
+    def _pipelined(self, name: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Run script ``name`` once per ``(keys, args)`` of ``calls`` in one round trip;
+        each call's result (an exception for a call that failed)."""
         if len(calls) == 1:
-            run(self.redis, "reschedule", *calls[0])
-            return
-        sha = script(self.redis, "reschedule").sha
+            return [run(self.redis, name, *calls[0])]
+        sha = script(self.redis, name).sha
         pipe = self.redis.pipeline(transaction=False)
         for keys, args in calls:
             pipe.evalsha(sha, len(keys), *keys, *args)
         results = pipe.execute(raise_on_error=False)
-        for call, result in zip(calls, results, strict=True):
+        for i, (call, result) in enumerate(zip(calls, results, strict=True)):
             if isinstance(result, NoScriptError):  # a restarted Redis: loaded by run
-                run(self.redis, "reschedule", *call)
-            elif isinstance(result, Exception):
-                raise result
+                results[i] = run(self.redis, name, *call)
+        return list(results)
 
     def requeue(
         self, job: Job, expected: str, not_before: float, *, counter: str = "", route: str = ""
@@ -232,6 +239,31 @@ class SolveQueue:
         once: True for the one caller that ended it. ``captcha_id``: only if the job
         is still at that captcha. It stays claimed until :meth:`reported`. ``spend``:
         a solve to count in its provider's spend bucket, in the same script."""
+        return bool(run(self.redis, "finish", *self._finish_call(job, state, fields, now,
+                                                               captcha_id, spend)))  # fmt: skip
+
+    def finish_many(
+        self, ends: Sequence[tuple[Job, str, dict[str, Any], Spend | None]], now: float
+    ) -> list[bool]:
+        """:meth:`finish` for solved jobs (``(job, state, fields, spend)``, each at its
+        captcha id) in one round trip: whether each was this caller's to end."""
+        calls = [self._finish_call(job, state, fields, now, job.captcha_id, spend)
+                 for job, state, fields, spend in ends]  # fmt: skip
+        results = self._pipelined("finish", calls) if calls else []
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return [bool(result) for result in results]
+
+    def _finish_call(
+        self,
+        job: Job,
+        state: str,
+        fields: dict[str, Any],
+        now: float,
+        captcha_id: str,
+        spend: Spend | None,
+    ) -> tuple[list[str], list[Any]]:
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
         keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake]
         if spend is None:
@@ -241,13 +273,20 @@ class SolveQueue:
             args += [spend.captcha_type, to_nano(spend.cost), SPEND_TTL]
         for name, value in fields.items():
             args += [name, value]
-        return bool(run(self.redis, "finish", keys, args))
+        return keys, args
 
     def reported(self, task_id: str) -> None:
         """An ended job's outcome reached its caller: nobody needs to report it again."""
+        self.reported_many([task_id])
+
+    def reported_many(self, task_ids: Sequence[str]) -> None:
+        """:meth:`reported` for several jobs, in one round trip."""
+        if not task_ids:
+            return
         pipe = self.redis.pipeline(transaction=False)
-        pipe.hset(self.keys.job(task_id), "reported", 1)
-        pipe.zrem(self.due_key, task_id)
+        for task_id in task_ids:
+            pipe.hset(self.keys.job(task_id), "reported", 1)
+        pipe.zrem(self.due_key, *task_ids)
         pipe.execute()
 
     def provider_limit(self, ttl_ms: int) -> int:
@@ -267,6 +306,7 @@ class SolveQueue:
         pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
         pipe.zcount(self.budget_key, now, "+inf")
         due, waiting, held = pipe.execute()
+        self.in_flight = int(held)
         times = [float(score) for _, score in due]
         if int(held) < self.threads:
             times += [float(score) for _, score in waiting]

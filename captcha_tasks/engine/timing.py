@@ -10,11 +10,12 @@ for nothing. Polled one by one, every later poll is placed by the same samples t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import redis
 
@@ -82,9 +83,17 @@ POLL_INTERVAL = 1.0
 #: classic :class:`PollRules`' ``calls_per_captcha``; kept for compatibility).
 MAX_POLLS_PER_CAPTCHA: int = CLASSIC_RULES.calls_per_captcha or 20
 
+#: Batched, captchas in flight up to which the poll interval stays the configured one;
+#: past twice as many it halves, and again at each doubling (:meth:`PollGrid.note_load`).
+LOAD_FULL = 25
+#: The least share of the configured interval that many captchas in flight bring it to.
+MIN_INTERVAL_FRACTION = 0.25
 #: The first poll aims at this quantile of recent ready times: early enough that a
 #: captcha rarely waits for its collection, late enough that most first polls hit.
 LEARN_QUANTILE = 0.2
+#: Batched, a captcha read before it is ready costs no request of its own (it joins a
+#: read made anyway): the first poll aims this early.
+BATCH_LEARN_QUANTILE = 0.05
 LEARN_WINDOW = 64
 LEARN_MIN_SAMPLES = 8
 #: Reads of one captcha keep this multiple of the provider's least interval apart:
@@ -134,6 +143,9 @@ class FirstPollLearner:
         self.refresh = refresh
         self._cache: dict[str, tuple[float, float | None, ReadyTimes | None, float]] = {}
         self._lock = threading.Lock()
+        self._local = threading.local()
+        #: The quantile of ready times the first poll aims at (batched polls: lower).
+        self.first_quantile = LEARN_QUANTILE
 
     def default(self, captcha_type: str) -> float:
         return self.settings.scaled(FIRST_POLL.get(captcha_type, 10.0))
@@ -167,7 +179,9 @@ class FirstPollLearner:
             # Never below a tenth of the default nor beyond half the deadline.
             floor = value / 10
             ceiling = self.settings.scaled(DEADLINE.get(captcha_type, 120.0)) / 2
-            value = min(max(learned, floor), ceiling)
+            first = learned if self.first_quantile == LEARN_QUANTILE else quantile(
+                samples, self.first_quantile)  # fmt: skip
+            value = min(max(first, floor), ceiling)
             ready = ReadyTimes.of(samples, floor=floor, ceiling=ceiling)
         with self._lock:
             self._cache[captcha_type] = (value, learned, ready, now)
@@ -182,11 +196,29 @@ class FirstPollLearner:
             low = 0.5 * ready_at if not_ready_at is None else not_ready_at
             sample = low + self.rng.random() * (ready_at - low)
         key = self.keys.timing(captcha_type, self.provider)
-        pipe = self.client.pipeline(transaction=True)
+        batch: redis.client.Pipeline | None = getattr(self._local, "pipe", None)
+        pipe = batch if batch is not None else self.client.pipeline(transaction=True)
         pipe.lpush(key, f"{sample:.4f}")
         pipe.ltrim(key, 0, LEARN_WINDOW - 1)
         pipe.expire(key, STRUCTURE_TTL)
-        pipe.execute()
+        if batch is None:
+            pipe.execute()
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """The solves observed inside (this thread's) are written at the end,
+        in one round trip (a batch poll's answers)."""
+        if getattr(self._local, "pipe", None) is not None:  # nested: the outer one writes
+            yield
+            return
+        pipe = self.client.pipeline(transaction=True)
+        self._local.pipe = pipe
+        try:
+            yield
+        finally:
+            self._local.pipe = None
+            if len(pipe):
+                pipe.execute()
 
 
 class PollGrid:
@@ -214,11 +246,31 @@ class PollGrid:
         scale: float = 1.0,
         placement: str = "quantiles",
     ) -> None:
+        #: The interval with few captchas due (``CAPTCHA_TASKS_POLL_INTERVAL``, scaled).
+        self.base_interval = interval
+        #: The interval in force: shorter while many captchas are due at once.
         self.interval = interval
         self.batch = batch
         self.rules = rules
         self.scale = scale
         self.placement = placement
+
+    def note_load(self, in_flight: int) -> None:
+        """``in_flight`` captchas of this provider are out, cluster-wide.
+
+        Batched, one request reads up to 50 of them, so the interval shrinks as they
+        grow: halved for each doubling past :data:`LOAD_FULL`, down to
+        :data:`MIN_INTERVAL_FRACTION` of the configured one. Each request then still
+        reads many captchas (a solve costs a bounded share of requests, whatever the
+        load) while each is collected sooner after it is ready. Every engine sees the
+        same count and halving keeps the grids nested, so the engines' ticks stay
+        aligned and one request per tick reads all that is due."""
+        if not self.batch:
+            return
+        fraction = 1.0
+        while fraction > MIN_INTERVAL_FRACTION and in_flight >= 2 * LOAD_FULL / fraction:
+            fraction /= 2
+        self.interval = max(self.base_interval * fraction, self.min_gap)
 
     @classmethod
     def for_provider(cls, settings: Settings, provider: Provider) -> PollGrid:
