@@ -34,6 +34,7 @@ from ..provider import (
 from ..provider.routing import route
 from ..state import Keys, state_redis
 from ..version import worker_version
+from .admit_inline import NotInline, admitting_inline
 from .app import app
 from .redacted import RedactedRequest, RedactedTask
 from .task_bases import CheckedTask
@@ -80,6 +81,8 @@ class SolveTask(CheckedTask):
     # the solve stays PENDING until the engine stores its outcome.
     track_started = False
     Request = "captcha_tasks.worker.solve_tasks:SolveRequest"
+    #: Admitted by the worker's consumer, without the pool (:mod:`.admit_inline`).
+    Strategy = "captcha_tasks.worker.admit_inline:solve_strategy"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
@@ -126,6 +129,8 @@ class SolveTask(CheckedTask):
         # job is queued, in flight or done: SEEN, and no token is taken for it).
         outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
         if outcome == POOLED:
+            if admitting_inline():
+                raise NotInline  # a token is the pool's to take (this queued nothing)
             pooled = TokenPool(client, self.settings).take(captcha)
             if pooled is not None:
                 solve_observer().solved(captcha.type, "pool")
