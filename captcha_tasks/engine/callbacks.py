@@ -31,6 +31,7 @@ from ..provider.pushed import pushed_id, read_pushed
 from ..settings import Settings
 from ..state.keys import Keys
 from .jobs import Job
+from .placement import ReadyTimes
 from .timing import DEADLINE
 
 if TYPE_CHECKING:
@@ -72,14 +73,20 @@ def fallback_wait(
     *,
     provider: object = None,
     captcha_id: str = "",
+    ready: ReadyTimes | None = None,
 ) -> float:
     """Seconds after submit of the first (fallback) poll of a captcha sent with a callback.
-    An answer the provider gave with the submit itself (CapSolver's images) sends no
-    callback: it is read at the learned first poll, as without callbacks."""
+    Once the provider's ready times of the type are learned (``ready``; callbacks teach
+    them exactly), it comes when nearly every answer has been ready a while, so a lost
+    callback costs a little more than a slow solve; before that, after a fraction of
+    the deadline. An answer the provider gave with the submit itself (CapSolver's
+    images) sends no callback: it is read at the learned first poll, as without them."""
     holds = getattr(provider, "holds_answer", None)
     if callable(holds) and holds(captcha_id):
         return learned_first_poll
     deadline = settings.scaled(DEADLINE.get(captcha_type, 120.0))
+    if ready is not None:
+        return min(max(ready.nearly_all, learned_first_poll), deadline / 2)
     return min(max(deadline * CALLBACK_FALLBACK_FRACTION, 2 * learned_first_poll), deadline / 2)
 
 
@@ -174,7 +181,9 @@ class Receiver:
         if pushed is None:
             return Outcome(200, "still working")
         if isinstance(pushed, Answer):
-            ended = engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill) > 0
+            # The callback comes when the answer is ready: an exact sample of when.
+            ended = engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill,
+                                                 exact=True) > 0  # fmt: skip
             engine.observer.noted("callback_solved" if ended else "callback_late")
             return Outcome(200, "solved" if ended else "already ended")
         if isinstance(pushed, CaptchaUnsolvable) and job.resubmits < 1:

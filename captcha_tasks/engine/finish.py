@@ -94,11 +94,14 @@ class Finisher:
         at: float,
         *,
         then: Callable[[], None] | None = None,
+        exact: bool = False,
     ) -> int:
         """End every job of ``answered`` with its answer, got at ``at``: one round trip
         ends them all and frees their threads; ``then`` (if any of them was still this
         caller's to end) runs right after, before the results are stored and their
         callers told, so a freed thread takes its next captcha without waiting for that.
+        ``exact``: the answers came when they were ready (pushed by the provider), so
+        each is an exact sample of its ready time, not a read that found it late.
         Returns how many this caller ended (the others had ended already)."""
         if not answered:
             return 0
@@ -110,7 +113,7 @@ class Finisher:
             then()
         with self.learner.batched():
             for s in won:
-                self._tell_solved(s, at)
+                self._tell_solved(s, at, exact=exact)
         self.queue.reported_many([s.job.task_id for s in won])
         return len(won)
 
@@ -124,7 +127,7 @@ class Finisher:
         spend = Spend(self.provider_name, job.type, at, cost)
         return _Solved(job, answer, result, fields, spend, cost_source)
 
-    def _tell_solved(self, solved: _Solved, at: float) -> None:
+    def _tell_solved(self, solved: _Solved, at: float, *, exact: bool = False) -> None:
         """What follows a solve this caller ended: spend, stats, learning, and the
         token to its pool or the result to its caller (reported by the caller after)."""
         job, answer, result = solved.job, solved.answer, solved.result
@@ -134,6 +137,8 @@ class Finisher:
         if job.submitted_at is not None:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
+            if exact:
+                not_ready_at = at - start
             self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
             if self.breaker is not None:  # far slower than it learned: a sick provider
                 self.breaker.answered(at - start, self.learner.learned(job.type))

@@ -61,6 +61,12 @@ class ReadyTimes:
         """Seconds after submit of the first poll."""
         return self.targets[0]
 
+    @property
+    def nearly_all(self) -> float:
+        """Seconds after submit by which nearly every answer has been ready a while: the
+        last target and a tail step (where a lost callback's fallback poll goes)."""
+        return self.targets[-1] + self.tail
+
     def next_after(self, elapsed: float, gap: float) -> float:
         """Seconds after submit of the next poll of a captcha found not ready ``elapsed``
         seconds after its submit, at least ``gap`` later: the next target, or past the

@@ -89,7 +89,8 @@ class Submitter:
             ready = self.learner.ready_times(job.type) if self.grid.learns else None
             if callback_url:  # the answer comes to us: the poll is a late fallback
                 wait = fallback_wait(self.settings, job.type, wait, provider=self.provider,
-                                     captcha_id=captcha_id)  # fmt: skip
+                                     captcha_id=captcha_id,
+                                     ready=self.learner.ready_times(job.type))  # fmt: skip
                 ready = None
             first = self.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):

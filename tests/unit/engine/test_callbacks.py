@@ -19,6 +19,7 @@ from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine
 from captcha_tasks.engine.callback_http import REFUSED_BURST, CallbackServer
 from captcha_tasks.engine.callbacks import Receiver, fallback_wait
+from captcha_tasks.engine.placement import ReadyTimes
 from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.provider import Captcha, Proxy
 from captcha_tasks.settings import Settings
@@ -238,3 +239,18 @@ def test_an_answer_given_with_the_submit_is_read_at_the_usual_first_poll(
     late = fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="other")
     assert late == pytest.approx(90 * 0.05 / 4)
     assert fallback_wait(cb_settings, "image", 0.1, provider=Holding(), captcha_id="held") == 0.1
+
+
+def test_once_ready_times_are_learned_the_fallback_poll_comes_soon_after_nearly_all(
+    cb_settings: Settings,
+) -> None:
+    ready = ReadyTimes.of([0.5 + i / 200 for i in range(100)])
+    wait = fallback_wait(cb_settings, "recaptcha_v2", 0.1, ready=ready)
+    # After the 97 % quantile and a tail step, far sooner than a quarter of the deadline.
+    assert ready.targets[-1] < wait == pytest.approx(ready.nearly_all)
+    assert wait < fallback_wait(cb_settings, "recaptcha_v2", 0.1)
+    # Never past half the deadline, whatever was learned.
+    slow = ReadyTimes.of([100.0] * 10)
+    assert fallback_wait(cb_settings, "recaptcha_v2", 0.1, ready=slow) == pytest.approx(
+        180 * 0.05 / 2
+    )
