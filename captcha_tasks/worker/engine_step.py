@@ -7,11 +7,13 @@ and event consumers see solves end as if the admitting execution had returned.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from celery import bootsteps, signature
@@ -74,6 +76,35 @@ class CeleryCompleter:
         except Exception as exc:  # events are best effort; the result is what counts
             log.warning("could not send %s event: %s", event, exc)
             self._local.dispatcher = None
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """The events of the outcomes stored inside (this thread's) reach the broker in
+        one round trip at the end (kombu's publish batch), not one each: a batch poll's
+        solves. Each result is still stored at once, before its event; the events are
+        sent at the end even if the block raises (their results are stored). Events
+        stay best effort: a batch that fails is logged, never raised."""
+        if not self._events_enabled or getattr(self._local, "batching", False):
+            yield  # events off, or nested: the outer batch sends them
+            return
+        try:
+            batch = self._dispatcher().producer.batch()
+            batch.__enter__()
+        except Exception as exc:  # no broker now: each event tries on its own
+            log.warning("could not batch events: %s", exc)
+            self._local.dispatcher = None
+            yield
+            return
+        self._local.batching = True
+        try:
+            yield
+        finally:
+            self._local.batching = False
+            try:
+                batch.__exit__(None, None, None)  # flushes what was buffered
+            except Exception as exc:
+                log.warning("could not send a batch of events: %s", exc)
+                self._local.dispatcher = None
 
     def _request(self, job: Job) -> Context:
         fields = json.loads(job.request_json) if job.request_json else {}
