@@ -8,6 +8,7 @@ once), so an engine that dies in between leaves it for another engine to report.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import json
 import logging
@@ -111,7 +112,9 @@ class Finisher:
         won = [s for s, ok in zip(solved, self.queue.finish_many(ends, now), strict=True) if ok]
         if won and then is not None:
             then()
-        with self.learner.batched():
+        # Their events reach the broker together where the completer batches them.
+        events = getattr(self.completer, "batched", contextlib.nullcontext)
+        with self.learner.batched(), events():
             for s in won:
                 self._tell_solved(s, at, exact=exact)
         self.queue.reported_many([s.job.task_id for s in won])

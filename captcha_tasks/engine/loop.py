@@ -129,6 +129,10 @@ class Engine:
         # threads free. A submit that ends asks for more only then (no round trip
         # per submit once the budget is full or the queue empty).
         self._more_waiting = True
+        # When the last look at Redis (:meth:`_idle`) saw a poll due and a waiting job
+        # with a free thread: until then a turn of the loop skips that script.
+        self._poll_due_at = 0.0
+        self._waiting_at = 0.0
         self.retries = RetryLog(log, name)
         self.poller = Poller(settings, provider, self.queue, self.finisher, self.refusal,
                              self.grid, observer=self.observer, retries=self.retries,
@@ -189,14 +193,16 @@ class Engine:
         """Sleep until the next due poll or waiting job, a local kick, or a wake-up
         pushed by an admission or another engine."""
         now = self.clock()
-        wait = min(max(self.queue.next_work(now) - now, 0.005), 1.0)
+        self._poll_due_at, self._waiting_at = self.queue.next_work(now)
+        wait = min(max(min(self._poll_due_at, self._waiting_at) - now, 0.005), 1.0)
         self.grid.note_load(self.queue.in_flight)
         if self._in_flight() > 0:
             # Our own calls will change what is due: look again soon, never in a busy loop.
             self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
             self._kick.clear()
-        else:
-            self.queue.wait_for_wake(max(wait, 0.01))
+        elif self.queue.wait_for_wake(max(wait, 0.01)):
+            # An admission, or a thread freed elsewhere: look at everything now.
+            self._poll_due_at = self._waiting_at = 0.0
 
     def _in_flight(self) -> int:
         with self._busy_lock:
@@ -233,8 +239,12 @@ class Engine:
             f = self.finisher
             self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again)
             return False
-        worked = self._claim_and_poll()
-        worked = self._acquire_and_submit() or worked
+        # What the last look at Redis said is due: a kick from one of our own calls
+        # (most turns of the loop) claims and acquires only if something may be.
+        now = self.clock()
+        worked = self._claim_and_poll() if now >= self._poll_due_at else False
+        if self._more_waiting or now >= self._waiting_at:
+            worked = self._acquire_and_submit() or worked
         return worked
 
     def _free_calls(self) -> int:
@@ -248,12 +258,16 @@ class Engine:
             return False
         per_call = BATCH_MAX if self.grid.batch else 1
         claimed = self.queue.claim(self.clock(), free * per_call)
+        # Took all it asked for: more may be due. Else nothing else is until the next
+        # look at Redis (what this engine reschedules is due a tick later at least).
+        self._poll_due_at = 0.0 if len(claimed) >= free * per_call else float("inf")
         polls = [job for job, fields in claimed if self._take_claimed(job, fields)]
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]
             if not self._spawn(self._poll, batch):
                 for job in batch:
                     self.queue.release_claim(job.task_id, self.clock())
+                self._poll_due_at = 0.0
         return bool(claimed)
 
     def _take_claimed(self, job: Job, fields: dict[str, str]) -> bool:
@@ -266,6 +280,7 @@ class Engine:
                         self.name, job.task_id)  # fmt: skip
             if not self._spawn(self._submit, job):
                 self.queue.release_claim(job.task_id, self.clock())
+                self._poll_due_at = 0.0
         elif job.state == "sending":
             # Its engine died during its submit: the provider may have it.
             self._lost_send(job)
@@ -301,6 +316,8 @@ class Engine:
         now = self.clock()
         taken = self.queue.acquire(now, free)
         self._more_waiting = len(taken) >= free
+        if not self._more_waiting:
+            self._waiting_at = float("inf")  # none left now: until a wake or the next look
         for job, _ in taken:
             if not self._spawn(self._submit, job):
                 self.queue.requeue(job, "submitting", now)

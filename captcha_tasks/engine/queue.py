@@ -297,21 +297,24 @@ class SolveQueue:
 
     # -- waiting for work --------------------------------------------------------------
 
-    def next_work(self, now: float) -> float:
-        """When the next poll or waiting job comes due (at most a second from now).
-        Waiting jobs count only while the budget has a free thread: else a freed thread
-        pushes a wake-up."""
+    def next_work(self, now: float) -> tuple[float, float]:
+        """When the next poll comes due, and when the oldest waiting job does (each at
+        most a second from now). Waiting jobs count only while the budget has a free
+        thread: else a freed thread pushes a wake-up."""
         pipe = self.redis.pipeline(transaction=False)
         pipe.zrange(self.due_key, 0, 0, withscores=True)
         pipe.zrange(self.keys.waiting, 0, 0, withscores=True)
         pipe.zcount(self.budget_key, now, "+inf")
         due, waiting, held = pipe.execute()
         self.in_flight = int(held)
-        times = [float(score) for _, score in due]
+        later = now + 1.0
+        poll_at = min([float(score) for _, score in due] + [later])
+        waiting_at = later
         if int(held) < self.threads:
-            times += [float(score) for _, score in waiting]
-        return min([*times, now + 1.0])
+            waiting_at = min([float(score) for _, score in waiting] + [later])
+        return poll_at, waiting_at
 
-    def wait_for_wake(self, timeout: float) -> None:
-        """Block until an admission or another engine pushes a wake-up, or ``timeout``."""
-        self.redis.blpop([self.keys.wake], timeout=timeout)
+    def wait_for_wake(self, timeout: float) -> bool:
+        """Block until an admission or another engine pushes a wake-up, or ``timeout``;
+        True if one came."""
+        return self.redis.blpop([self.keys.wake], timeout=timeout) is not None
