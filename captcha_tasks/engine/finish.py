@@ -111,7 +111,10 @@ class Finisher:
         ends = [(s.job, "done", s.fields, s.spend) for s in solved]
         won = [s for s, ok in zip(solved, self.queue.finish_many(ends, now), strict=True) if ok]
         if won and then is not None:
-            then()
+            try:
+                then()
+            except Exception as exc:  # the results go out all the same; the loop refills
+                log.warning("engine %s: taking the freed threads failed: %s", self.name, exc)
         # Their events reach the broker together where the completer batches them.
         events = getattr(self.completer, "batched", contextlib.nullcontext)
         with self.learner.batched(), events():
