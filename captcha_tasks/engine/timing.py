@@ -246,9 +246,9 @@ class PollGrid:
         scale: float = 1.0,
         placement: str = "quantiles",
     ) -> None:
-        #: The interval with few captchas due (``CAPTCHA_TASKS_POLL_INTERVAL``, scaled).
+        #: The interval with few captchas in flight (``CAPTCHA_TASKS_POLL_INTERVAL``, scaled).
         self.base_interval = interval
-        #: The interval in force: shorter while many captchas are due at once.
+        #: The interval in force: shorter while many captchas are in flight.
         self.interval = interval
         self.batch = batch
         self.rules = rules
@@ -265,7 +265,8 @@ class PollGrid:
         load) while each is collected sooner after it is ready. Every engine sees the
         same count and halving keeps the grids nested, so the engines' ticks stay
         aligned and one request per tick reads all that is due."""
-        if not self.batch:
+        if not self.batch:  # one by one (perhaps since a refused batch): the configured one
+            self.interval = self.base_interval
             return
         fraction = 1.0
         while fraction > MIN_INTERVAL_FRACTION and in_flight >= 2 * LOAD_FULL / fraction:

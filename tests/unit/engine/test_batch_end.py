@@ -146,6 +146,12 @@ def test_the_interval_comes_back_when_the_load_falls_and_one_by_one_never_change
     alone = PollGrid(1.0, batch=False, rules=CLASSIC_RULES)
     alone.note_load(500)
     assert alone.interval == 1.0
+    # A provider that refuses batch reads mid-run: its one-by-one steps are not shortened.
+    refused = PollGrid(1.0, batch=True, rules=CLASSIC_RULES)
+    refused.note_load(500)
+    refused.batch = False
+    refused.note_load(500)
+    assert refused.interval == 1.0
 
 
 def test_batched_first_polls_aim_lower_than_one_by_one(
