@@ -192,6 +192,9 @@ class Engine:
     def _idle(self) -> None:
         """Sleep until the next due poll or waiting job, a local kick, or a wake-up
         pushed by an admission or another engine."""
+        # A call that ends kicks after its changes are in Redis: one that ended before
+        # this clear is seen by the read below, one that ends after it cuts the wait.
+        self._kick.clear()
         now = self.clock()
         self._poll_due_at, self._waiting_at = self.queue.next_work(now)
         wait = min(max(min(self._poll_due_at, self._waiting_at) - now, 0.005), 1.0)
@@ -199,7 +202,8 @@ class Engine:
         if self._in_flight() > 0:
             # Our own calls will change what is due: look again soon, never in a busy loop.
             self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
-            self._kick.clear()
+        elif self._kick.is_set():
+            return  # the last call ended after the read (its reschedule unseen): look again
         elif self.queue.wait_for_wake(max(wait, 0.01)):
             # An admission, or a thread freed elsewhere: look at everything now.
             self._poll_due_at = self._waiting_at = 0.0
