@@ -62,6 +62,14 @@ def test_the_threads_a_batch_poll_frees_take_the_next_jobs_before_results_are_st
     assert client.zcard(keys.budget) == 0
 
 
+def _unstarted(client: redis.Redis, settings: Settings) -> tuple[Engine, Outcomes]:
+    """An engine whose loop is not running: the test drives its parts."""
+    outcomes = Outcomes()
+    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
+                    name="unit")  # fmt: skip
+    return engine, outcomes
+
+
 def _submitted(engine: Engine, client: redis.Redis, task_ids: list[str]) -> list[Job]:
     jobs = []
     for i, task_id in enumerate(task_ids):
@@ -75,9 +83,7 @@ def _submitted(engine: Engine, client: redis.Redis, task_ids: list[str]) -> list
 def test_succeed_many_ends_each_job_once_and_calls_then_only_if_it_ended_any(
     client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    outcomes = Outcomes()
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine, outcomes = _unstarted(client, settings)
     ids = admit_jobs(2)
     jobs = _submitted(engine, client, ids)
     calls: list[float] = []
@@ -102,9 +108,7 @@ def test_succeed_many_ends_each_job_once_and_calls_then_only_if_it_ended_any(
 def test_a_callback_and_a_poll_racing_end_a_job_once(
     client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    outcomes = Outcomes()
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine, outcomes = _unstarted(client, settings)
     (job,) = _submitted(engine, client, admit_jobs(1))
     answer = [(job, Answer(job.captcha_id, "token"))]
     ended: list[int] = []
@@ -173,9 +177,7 @@ def test_batched_first_polls_aim_lower_than_one_by_one(
 def test_a_failed_job_is_never_ended_by_a_late_answer(
     client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    outcomes = Outcomes()
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine, outcomes = _unstarted(client, settings)
     (job,) = _submitted(engine, client, admit_jobs(1))
     assert engine.finisher.fail(job, CaptchaTasksError("gave up"))
     assert engine.finisher.succeed_many([(job, Answer(job.captcha_id, "late"))], time.time()) == 0
