@@ -91,17 +91,21 @@ class Poller:
             self._failed(readable, exc, now)
             return freed
         at = self.clock()
-        solved = [(job, answer) for job in readable
-                  if isinstance(answer := answers.get(job.captcha_id), Answer)]  # fmt: skip
+        solved: list[tuple[Job, Answer]] = []
+        others: list[tuple[Job, Polled]] = []
+        for job in readable:
+            answer = answers.get(job.captcha_id)
+            if isinstance(answer, Answer):
+                solved.append((job, answer))
+            else:
+                others.append((job, answer))
         # The answered ones first, in one round trip: their threads are free at the
         # provider already, and the next captchas go out before their results are stored.
         ended = self.finisher.succeed_many(solved, at, then=self.on_freed)
         freed |= bool(ended) and self.on_freed is None
         with self.queue.batched():  # the unanswered ones' reschedules: one round trip
-            for job in readable:
-                answer = answers.get(job.captcha_id)
-                if not isinstance(answer, Answer):
-                    freed |= self._found(job, answer, at)
+            for job, answer in others:
+                freed |= self._found(job, answer, at)
         return freed
 
     def _found(self, job: Job, answer: Polled, at: float) -> bool:

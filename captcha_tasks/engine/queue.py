@@ -188,13 +188,11 @@ class SolveQueue:
                 self._reschedule_all(deferred)
 
     def _reschedule_all(self, calls: list[tuple[list[str], list[Any]]]) -> None:
-        for result in self._pipelined("reschedule", calls):
-            if isinstance(result, Exception):
-                raise result
+        self._pipelined("reschedule", calls)
 
     def _pipelined(self, name: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Run script ``name`` once per ``(keys, args)`` of ``calls`` in one round trip;
-        each call's result (an exception for a call that failed)."""
+        each call's result. A call that failed raises (after every call has run)."""
         if len(calls) == 1:
             return [run(self.redis, name, *calls[0])]
         sha = script(self.redis, name).sha
@@ -205,6 +203,8 @@ class SolveQueue:
         for i, (call, result) in enumerate(zip(calls, results, strict=True)):
             if isinstance(result, NoScriptError):  # a restarted Redis: loaded by run
                 results[i] = run(self.redis, name, *call)
+            elif isinstance(result, Exception):
+                raise result
         return list(results)
 
     def requeue(
@@ -250,9 +250,6 @@ class SolveQueue:
         calls = [self._finish_call(job, state, fields, now, job.captcha_id, spend)
                  for job, state, fields, spend in ends]  # fmt: skip
         results = self._pipelined("finish", calls) if calls else []
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
         return [bool(result) for result in results]
 
     def _finish_call(

@@ -86,11 +86,11 @@ class Submitter:
             self.breaker.ok()
             at = self.clock()
             wait = self.learner.first_poll(job.type)
-            ready = self.learner.ready_times(job.type) if self.grid.learns else None
+            learned = self.learner.ready_times(job.type)
+            ready = learned if self.grid.learns else None
             if callback_url:  # the answer comes to us: the poll is a late fallback
                 wait = fallback_wait(self.settings, job.type, wait, provider=self.provider,
-                                     captcha_id=captcha_id,
-                                     ready=self.learner.ready_times(job.type))  # fmt: skip
+                                     captcha_id=captcha_id, ready=learned)  # fmt: skip
                 ready = None
             first = self.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
