@@ -51,6 +51,8 @@ READ_BLOCK = 1.0
 RECONNECT_FIRST, RECONNECT_MAX = 0.2, 5.0
 #: Result keys read per ``MGET``.
 READ_BATCH = 500
+#: Seconds between PINGs on a quiet pub/sub connection.
+HEALTH_CHECK = 30
 #: Connections of the waiter's pool: the pub/sub one and two for reads.
 POOL_SIZE = 3
 
@@ -185,7 +187,10 @@ class ResultWaiter:
         options = dict(self._settings.redis_ssl_options(self._url) or {})
         pool = aioredis.BlockingConnectionPool.from_url(
             self._url, max_connections=POOL_SIZE, timeout=None,
-            socket_connect_timeout=CONNECT_TIMEOUT, **options,
+            socket_connect_timeout=CONNECT_TIMEOUT, socket_keepalive=True,
+            # A PING now and then on the pub/sub connection: a peer that went away
+            # without a word fails a write instead of leaving the reads silent.
+            health_check_interval=HEALTH_CHECK, **options,
         )  # fmt: skip
         self._client = aioredis.Redis(connection_pool=pool)
         self._pubsub = self._client.pubsub()
