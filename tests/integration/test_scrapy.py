@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,4 +122,26 @@ def test_a_spider_is_the_same_visitor_as_the_workers(
     assert stats["captcha_tasks/cookies/requests_with_shared_cookies"] == PAGES
     after = fetch_page.delay(f"{demo_sandbox.demo_url}/page/after").get(timeout=60)
     assert after == {**after, "status": 200, "solved": False, "source": None}
+    assert demo_sandbox.stats()["submitted"] == 1
+
+
+def test_the_example_spider_of_the_docs_runs_as_written(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any, tmp_path: Path
+) -> None:
+    doc = (ROOT / "docs" / "SCRAPY.md").read_text()
+    example = doc.split("## Example", 1)[1]
+    spider = re.search(r"```python\n(.*?)```", example, re.DOTALL)
+    assert spider is not None
+    (tmp_path / "demo_spider.py").write_text(spider.group(1))
+    worker_factory(_env(demo_sandbox))
+    env = {**os.environ, "CAPTCHA_TASKS_ALLOWED_DOMAINS": _host(demo_sandbox)}
+    argv = [sys.executable, "-m", "scrapy", "runspider", "demo_spider.py", "-o", "pages.jsonl",
+            "-a", f"base={demo_sandbox.demo_url}", "-a", "pages=10",
+            "-s", "TELNETCONSOLE_ENABLED=False"]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=CRAWL_TIMEOUT, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    items = [json.loads(line) for line in (tmp_path / "pages.jsonl").read_text().splitlines()]
+    assert sorted(item["h1"] for item in items) == sorted(f"page {n}" for n in range(10))
+    assert done.stderr.count("fetch_page on the cluster") == 1
     assert demo_sandbox.stats()["submitted"] == 1

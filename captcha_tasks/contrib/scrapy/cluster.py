@@ -1,5 +1,5 @@
 """The one call the crawl makes to the cluster: ``fetch_page`` of a challenged URL,
-awaited without blocking the event loop.
+awaited on the crawl's event loop (:mod:`captcha_tasks.aio`: Redis pub/sub, no thread).
 
 ``fetch_page`` is what gives the crawl the token pool, the host's session lock and the
 shared jar exactly as workers have them: the worker fetches the page with the host's
@@ -10,9 +10,9 @@ returns, the host's shared jar opens the page; the crawl re-issues its request.
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 from typing import Any, cast
+
+from ... import aio
 
 __all__ = ["fetch_on_cluster"]
 
@@ -20,22 +20,5 @@ __all__ = ["fetch_on_cluster"]
 async def fetch_on_cluster(url: str, *, timeout: float) -> dict[str, Any]:
     """``captcha_tasks.fetch_page(url)``'s result (``{"status", "url", "solved",
     "source"}``); its exception if it failed; :class:`asyncio.TimeoutError` after
-    ``timeout`` seconds."""
-    try:
-        aio: Any = importlib.import_module("captcha_tasks.aio")
-    except ModuleNotFoundError:
-        return await _fetch_in_a_thread(url, timeout)
+    ``timeout`` seconds (the task goes on; its cookies still reach the shared jar)."""
     return cast("dict[str, Any]", await aio.fetch_page(url, timeout=timeout))
-
-
-async def _fetch_in_a_thread(url: str, timeout: float) -> dict[str, Any]:
-    # Stand-in until captcha_tasks.aio lands (it waits through Redis pub/sub, no thread).
-    from ...worker.page_tasks import fetch_page
-
-    result = fetch_page.delay(url)
-    try:
-        return cast("dict[str, Any]", await asyncio.to_thread(result.get, timeout=timeout))
-    except Exception as exc:
-        if type(exc).__name__ == "TimeoutError" and type(exc).__module__.startswith("celery"):
-            raise asyncio.TimeoutError(f"fetch_page did not finish in {timeout:g} s") from None
-        raise
