@@ -4,6 +4,7 @@ hosts, Scrapy's own jars for the others."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -167,3 +168,18 @@ def test_from_crawler_follows_cookies_enabled_and_captcha_tasks_enabled(
     crawler: Any = make_crawler()
     middleware = CaptchaTasksCookiesMiddleware.from_crawler(crawler)
     assert [receiver for receiver, _ in crawler.signals.connected] == [middleware.spider_closed]
+
+
+def test_a_redis_that_does_not_answer_fails_the_request_instead_of_sending_it_bare(
+    make_crawler: Callable[..., FakeCrawler], cluster: Settings
+) -> None:
+    import redis
+
+    from captcha_tasks.devtools.procs import free_port
+
+    away = dataclasses.replace(cluster, state_url=f"redis://127.0.0.1:{free_port()}/0")
+    middleware = CaptchaTasksCookiesMiddleware(make_crawler(), away)  # type: ignore[arg-type]
+    request = Request("https://shop.example/a")
+    with pytest.raises(redis.ConnectionError):
+        _run(middleware, lambda: middleware.process_request(request))
+    assert _cookie_header(request) == ""
