@@ -65,9 +65,11 @@ __all__ = [
     "MergeResult",
     "SharedSession",
     "StoredCookie",
+    "decode_loaded",
     "diff_jar",
     "domain_matches",
     "mask_value",
+    "merge_args",
     "normalize_host",
     "parse_browser_cookies",
 ]
@@ -109,13 +111,7 @@ class CookieStore:
         """The host's live cookies (expired ones are deleted on the way)."""
         host = normalize_host(host)
         flat = run(self.client, "cookies_load", [self.keys.cookies(host)], [repr(self.clock())])
-        cookies = []
-        for field, raw in zip(flat[::2], flat[1::2], strict=True):
-            try:
-                cookies.append(StoredCookie.from_json(raw))
-            except (ValueError, KeyError, TypeError):
-                log.warning("skipping an unreadable shared cookie %r of %s", field, host)
-        return sorted(cookies, key=lambda c: (c.domain, c.path, c.name))
+        return decode_loaded(flat, host)
 
     def apply(self, session: requests.Session, host: str) -> CookieSnapshot:
         """Load the host's cookies into ``session`` (attributes kept) and return what was
@@ -176,13 +172,33 @@ class CookieStore:
         return int(count)
 
     def _apply_ops(self, host: str, ops: Iterable[Op], now: float) -> MergeResult:
-        args: list[str] = [repr(now), str(self.max_ttl), str(self.session_ttl)]
-        for op in ops:
-            args.extend(op)
-        if len(args) == 3:
+        args = merge_args(ops, now, self.max_ttl, self.session_ttl)
+        if args is None:
             return MergeResult()  # nothing changed: no write, no TTL refresh
         written, stale, deleted = run(self.client, "cookies_merge", [self.keys.cookies(host)], args)
         return MergeResult(int(written), int(stale), int(deleted))
+
+
+def decode_loaded(flat: list[str], host: str) -> list[StoredCookie]:
+    """The cookies of a ``cookies_load`` reply (field, json, ...), unreadable ones logged
+    and skipped, in a stable order. Shared by every client of the script, sync or async."""
+    cookies = []
+    for field, raw in zip(flat[::2], flat[1::2], strict=True):
+        try:
+            cookies.append(StoredCookie.from_json(raw))
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping an unreadable shared cookie %r of %s", field, host)
+    return sorted(cookies, key=lambda c: (c.domain, c.path, c.name))
+
+
+def merge_args(
+    ops: Iterable[Op], now: float, max_ttl: int = MAX_TTL, session_ttl: int = SESSION_COOKIE_TTL
+) -> list[str] | None:
+    """The ``cookies_merge`` arguments for ``ops``, or None when there is nothing to write."""
+    args: list[str] = [repr(now), str(max_ttl), str(session_ttl)]
+    for op in ops:
+        args.extend(op)
+    return None if len(args) == 3 else args
 
 
 class SharedSession:

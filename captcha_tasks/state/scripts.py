@@ -9,12 +9,18 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-__all__ = ["script"]
+__all__ = ["run", "script", "source"]
 
 
 @cache
 def _source(name: str) -> str:
     return files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+def source(name: str) -> str:
+    """The text of ``lua/<name>.lua``, for clients that register scripts themselves
+    (``redis.asyncio``'s, whose ``register_script`` returns an awaitable script)."""
+    return _source(name)
 
 
 def script(client: redis.Redis, name: str) -> Script:

@@ -1,0 +1,6 @@
+"""Integrations with other frameworks, each behind an optional extra of its own.
+
+Nothing here is imported by the runtime (workers, CLI); a module of this package is
+imported only by the framework it plugs into (``captcha_tasks.contrib.scrapy``: Scrapy's
+downloader middlewares, ``pip install 'captcha_tasks[scrapy]'``).
+"""
