@@ -28,6 +28,8 @@ noticing that once was all it was asked for.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
@@ -39,7 +41,24 @@ from kombu.utils.encoding import bytes_to_str
 
 from ..state.scripts import run
 
-__all__ = ["ResultBackend", "ResultConsumer"]
+__all__ = ["ResultBackend", "ResultConsumer", "without_result_subscription"]
+
+#: Set while :mod:`captcha_tasks.aio` sends: its caller waits on a pub/sub connection of
+#: its own, so Celery's blocking consumer must not subscribe the task too (it would
+#: buffer every such result until a ``get()`` that never comes).
+_NO_SUBSCRIPTION: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "captcha_tasks_no_result_subscription", default=False
+)
+
+
+@contextlib.contextmanager
+def without_result_subscription() -> Iterator[None]:
+    """Tasks sent inside are not subscribed by Celery's own result consumer."""
+    token = _NO_SUBSCRIPTION.set(True)
+    try:
+        yield
+    finally:
+        _NO_SUBSCRIPTION.reset(token)
 
 
 class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
@@ -69,6 +88,12 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
     whose ``get()`` returns at once for a finished task."""
 
     ResultConsumer = ResultConsumer
+
+    def on_task_call(self, producer: Any, task_id: str) -> None:
+        # Celery subscribes every sent task's channel so that a later get() is fast;
+        # an asyncio caller waits through its own subscription instead.
+        if not _NO_SUBSCRIPTION.get():
+            super().on_task_call(producer, task_id)
 
     def _store_result(
         self,

@@ -22,8 +22,7 @@ LAYERS: dict[str, int] = {
     "engine": 5,
     "fleet": 6, "monitor": 6, "bridge": 6,
     "worker": 7, "celeryconfig": 7,
-    "contrib": 8,
-    "cli": 8,
+    "cli": 8, "aio": 8, "contrib": 8,
     "__init__": 9,
     "devtools": 10,
 }  # fmt: skip
