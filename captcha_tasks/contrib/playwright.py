@@ -39,13 +39,13 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import aio
 from ..errors import ChallengeNotFound
 from ..session.cookie_model import CookieSnapshot, normalize_host
 from ..session.cookies import CookieStore
 from ..session.pages import check_url
 from ..settings import Settings, get_settings
 from ..state import state_redis
-from . import _aio_stopgap as aio
 from ._page_scripts import FILL_JS, FIND_JS, Filled, Widget, widget_table
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Seconds :func:`solve_on_page` waits for the cluster's answer (queue time included).
-DEFAULT_TIMEOUT = 300.0
+#: Seconds :func:`solve_on_page` waits for the cluster's answer, queue time included
+#: (:data:`captcha_tasks.aio.DEFAULT_TIMEOUT`: longer than a solve's own deadline).
+DEFAULT_TIMEOUT = aio.DEFAULT_TIMEOUT
 
 # context -> host -> its cookies as last shared (imported, or exported): what the next
 # export is diffed against. Weak: a closed, dropped context takes its snapshots along.
@@ -147,21 +148,23 @@ class PageSolve:
         return self.widget.sitekey
 
 
-async def _solve(widget: Widget, pageurl: str, user_agent: str) -> dict[str, Any]:
+async def _solve(widget: Widget, pageurl: str, user_agent: str, timeout: float | None) -> Any:
+    """The cluster's answer (``.get()``'s dict), awaited through :mod:`captcha_tasks.aio`."""
     if widget.type == "recaptcha_v2":
         return await aio.solve_recaptcha_v2(
-            widget.sitekey, pageurl, invisible=widget.invisible, user_agent=user_agent
-        )
+            widget.sitekey, pageurl, invisible=widget.invisible, user_agent=user_agent,
+            timeout=timeout,
+        )  # fmt: skip
     if widget.type == "turnstile":
         return await aio.solve_turnstile(
             widget.sitekey, pageurl, action=widget.action, cdata=widget.cdata,
-            user_agent=user_agent,
+            user_agent=user_agent, timeout=timeout,
         )  # fmt: skip
-    return await aio.solve_hcaptcha(widget.sitekey, pageurl)
+    return await aio.solve_hcaptcha(widget.sitekey, pageurl, timeout=timeout)
 
 
 async def solve_on_page(
-    page: Page, *, timeout: float = DEFAULT_TIMEOUT, settings: Settings | None = None
+    page: Page, *, timeout: float | None = DEFAULT_TIMEOUT, settings: Settings | None = None
 ) -> PageSolve:
     """Solve the captcha ``page`` shows through the cluster and hand the token over as
     the widget would: into its form field(s) (``g-recaptcha-response``,
@@ -172,7 +175,8 @@ async def solve_on_page(
     Raises :class:`~captcha_tasks.errors.TargetNotAllowed` (the page's host is off the
     allowlist: nothing is solved), :class:`~captcha_tasks.errors.ChallengeNotFound`,
     the solve's own typed errors, and :class:`asyncio.TimeoutError` after ``timeout``
-    seconds without an answer.
+    seconds without an answer (``None``: no limit but the solve's own deadline); the
+    solve goes on in the cluster then, as with any :mod:`captcha_tasks.aio` wait.
     """
     settings = settings or get_settings()
     pageurl, _ = await _allowed(page.url, settings)
@@ -181,7 +185,7 @@ async def solve_on_page(
         raise ChallengeNotFound(f"no reCAPTCHA, Turnstile or hCaptcha widget on {pageurl:.200}")
     user_agent = str(await page.evaluate("navigator.userAgent"))
     started = time.monotonic()
-    result = await asyncio.wait_for(_solve(widget, pageurl, user_agent), timeout)
+    result = await _solve(widget, pageurl, user_agent, timeout)
     token = str(result["solution"])
     filled = Filled.from_dom(await page.evaluate(FILL_JS, {
         "cssClass": widget.css_class, "sitekey": widget.sitekey, "fields": widget.fields,

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from captcha_tasks import aio
 from captcha_tasks.contrib.playwright import (
     export_cookies,
     find_widget,
@@ -69,6 +70,7 @@ class Browser:
     def close(self) -> None:
         try:
             self.run(self.context.close(), timeout=30)
+            self.run(aio.aclose(), timeout=30)  # this loop's result connection
         finally:
             try:
                 self.run(self._playwright.stop(), timeout=30)

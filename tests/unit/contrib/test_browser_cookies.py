@@ -23,8 +23,10 @@ HOST = "shop.example.com"
 
 def entry(**fields: Any) -> dict[str, Any]:
     """One cookie as Playwright's ``context.cookies()`` reports it."""
-    base: dict[str, Any] = {"name": "sid", "value": "v1", "domain": HOST, "path": "/",
-                            "expires": -1, "httpOnly": True, "secure": False, "sameSite": "Lax"}  # fmt: skip
+    base: dict[str, Any] = {
+        "name": "sid", "value": "v1", "domain": HOST, "path": "/", "expires": -1,
+        "httpOnly": True, "secure": False, "sameSite": "Lax",
+    }  # fmt: skip
     return {**base, **fields}
 
 
