@@ -169,6 +169,52 @@ def test_the_widgets_callback_gets_the_token(
     assert demo_sandbox.demo.stats()["tokens_accepted"] == 1
 
 
+#: A page of the test's own, served by the browser's router at an allowlisted URL: a
+#: widget with no token field in its form, and callbacks one found, one not.
+OWN_PAGE = """<!doctype html><html><body>
+<script>window.app = {captcha: {done(token) { this.seen = token; }}};</script>
+<form id="f" action="/verify" method="post">
+<div class="g-recaptcha" data-sitekey="{sitekey}" data-callback="{callback}"></div>
+</form></body></html>"""
+
+
+@pytest.mark.parametrize("callback", ["app.captcha.done", "app.nope"])
+def test_a_missing_field_is_created_in_the_widgets_form_and_a_dotted_callback_called(
+    browser: Browser,
+    demo_sandbox: Any,
+    worker_factory: Any,
+    celery_app: Any,
+    allowed: str,
+    callback: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    worker_factory(_env(demo_sandbox))
+    url = f"{demo_sandbox.demo_url}/own"
+    html = OWN_PAGE.replace("{sitekey}", demo_sandbox.config.demo_sitekey)
+    html = html.replace("{callback}", callback)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        page = await browser.context.new_page()
+        await page.route(url, lambda route: route.fulfill(body=html, content_type="text/html"))
+        await page.goto(url)
+        solved = await solve_on_page(page, timeout=60)
+        if solved.callback:  # it runs from a later task, as a widget calls it
+            await page.wait_for_function("window.app.captcha.seen", timeout=5_000)
+        field = await page.evaluate("document.forms.f.elements['g-recaptcha-response'].value")
+        return solved, field, await page.evaluate("window.app.captcha.seen || null")
+
+    with caplog.at_level("INFO", logger="captcha_tasks.contrib.playwright"):
+        solved, field, seen = browser.run(scenario())
+    assert field == solved.token and solved.fields == 1
+    if callback == "app.captcha.done":
+        assert solved.callback == callback and seen == solved.token  # called on its object
+    else:
+        assert solved.callback is None and seen is None
+        assert "names data-callback 'app.nope', which is not a function" in caplog.text
+    assert "solved the recaptcha_v2 widget" in caplog.text
+    assert solved.token not in caplog.text
+
+
 def test_shared_cookies_let_the_browser_skip_the_challenge(
     browser: Browser, demo_sandbox: Any, worker_factory: Any, celery_app: Any, allowed: str
 ) -> None:
