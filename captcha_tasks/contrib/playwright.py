@@ -38,6 +38,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from .. import aio
 from ..errors import ChallengeNotFound
@@ -187,6 +188,11 @@ async def solve_on_page(
     started = time.monotonic()
     result = await _solve(widget, pageurl, user_agent, timeout)
     token = str(result["solution"])
+    if urlsplit(page.url)[:2] != urlsplit(pageurl)[:2]:  # never hand a token to another site
+        raise ChallengeNotFound(
+            f"the page left {pageurl:.200} for another site while its {widget.type} was "
+            f"solved (captcha {result.get('captcha_id')}): the token was not handed over"
+        )
     filled = Filled.from_dom(await page.evaluate(FILL_JS, {
         "cssClass": widget.css_class, "sitekey": widget.sitekey, "fields": widget.fields,
         "token": token, "callback": widget.callback,

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import pytest
 
 from captcha_tasks import aio
+from captcha_tasks.contrib import playwright as playwright_contrib
 from captcha_tasks.contrib.playwright import (
     export_cookies,
     find_widget,
@@ -213,6 +214,47 @@ def test_a_missing_field_is_created_in_the_widgets_form_and_a_dotted_callback_ca
         assert "names data-callback 'app.nope', which is not a function" in caplog.text
     assert "solved the recaptcha_v2 widget" in caplog.text
     assert solved.token not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("leave_to", "message"),
+    [("http://localhost:{port}/page/1", "for another site"), ("{demo}/", "went nowhere")],
+)
+def test_a_page_that_leaves_while_it_is_solved_gets_no_token(
+    browser: Browser,
+    demo_sandbox: Any,
+    worker_factory: Any,
+    celery_app: Any,
+    allowed: str,
+    monkeypatch: pytest.MonkeyPatch,
+    leave_to: str,
+    message: str,
+) -> None:
+    worker_factory(_env(demo_sandbox))
+    demo = demo_sandbox.demo_url
+    # localhost: the same server under another origin, showing the same challenge form.
+    target = leave_to.format(port=allowed.rsplit(":", 1)[1], demo=demo)
+    real_solve = playwright_contrib._solve
+
+    async def scenario() -> str:
+        page = await browser.context.new_page()
+
+        async def solve_then_leave(*args: Any) -> Any:
+            answer = await real_solve(*args)
+            await page.goto(target)
+            return answer
+
+        monkeypatch.setattr(playwright_contrib, "_solve", solve_then_leave)
+        await page.goto(f"{demo}/page/1")
+        with pytest.raises(ChallengeNotFound, match=message):
+            await solve_on_page(page, timeout=60)
+        return str(await page.evaluate(
+            "Array.from(document.getElementsByName('g-recaptcha-response'))"
+            ".map((el) => el.value).join('')"
+        ))  # fmt: skip
+
+    assert browser.run(scenario()) == ""
+    assert demo_sandbox.stats()["submitted"] == 1  # spent, and said so
 
 
 def test_shared_cookies_let_the_browser_skip_the_challenge(
