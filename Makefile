@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration faults chaos bench screenshot format sandbox flower clean
+.PHONY: help venv run test lint types unit integration faults chaos bench screenshot browser format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -72,6 +72,13 @@ screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
 	$(BIN)/captcha-tasks screenshot --out docs
+
+browser:  ## Install Debian's chromium and chromium-driver for the browser tests (skipped if there)
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then \
+		echo "Debian's chromium and chromium-driver are installed: $$(/usr/bin/chromium --version)"; \
+	else echo "installing Debian's chromium and chromium-driver"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff format .

@@ -12,6 +12,7 @@
     ├── UnknownProxy                  no proxy with that id in the pool
     ├── NoProxyAvailable              a task needed the worker's proxy, none is leased
     ├── ChallengeRejected             the target site refused a submitted token
+    ├── ChallengeNotFound             no captcha widget on a browser page asked to solve one
     └── SolverError                   anything the provider (or the way to it) answered
         ├── TransientSolverError      worth retrying after ``retry_after`` seconds
         │   ├── NoSlotAvailable       ERROR_NO_SLOT_AVAILABLE; ERROR_ZERO_BALANCE (CaptchaAI)
@@ -52,6 +53,7 @@ __all__ = [
     "BadRequest",
     "CaptchaTasksError",
     "CaptchaUnsolvable",
+    "ChallengeNotFound",
     "ChallengeRejected",
     "ClientError",
     "ConfigurationError",
@@ -175,6 +177,13 @@ class ChallengeRejected(CaptchaTasksError):
     """The target site refused the token a page task submitted to its challenge."""
 
     default_code = "CHALLENGE_REJECTED"
+
+
+class ChallengeNotFound(CaptchaTasksError):
+    """A page handed to :func:`captcha_tasks.contrib.playwright.solve_on_page` shows no
+    reCAPTCHA, Turnstile or hCaptcha widget (or lost it while it was solved)."""
+
+    default_code = "NO_CHALLENGE"
 
 
 class SolverError(CaptchaTasksError):

@@ -11,7 +11,7 @@ import ipaddress
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.cookiejar import Cookie, CookieJar
 from typing import Any
@@ -25,6 +25,8 @@ __all__ = [
     "CookieSnapshot",
     "Op",
     "StoredCookie",
+    "browser_jar",
+    "diff_browser",
     "diff_jar",
     "domain_matches",
     "mask_value",
@@ -291,6 +293,53 @@ def diff_jar(jar: CookieJar, host: str, snapshot: CookieSnapshot, now: float) ->
     for identity, cookie in sorted(current.items()):
         seen = snapshot.cookies.get(identity)
         if seen is None or not cookie.same_as(seen):
+            ops.append(("set", identity, cookie.to_json()))
+    for identity, seen in sorted(snapshot.cookies.items()):
+        if identity not in current:
+            ops.append(("del", identity, repr(seen.set_at)))
+    return ops
+
+
+def browser_jar(
+    host: str, cookies: Iterable[Mapping[str, Any]], now: float
+) -> tuple[dict[str, StoredCookie], list[str]]:
+    """A browser's whole ``context.cookies()`` narrowed to what the jar of ``host`` keeps:
+    (live cookies sent to ``host``, any path, by identity and stamped ``now``; why each
+    cookie the jar cannot hold was left out). Other hosts' cookies and partitioned ones
+    (CHIPS: bound to one top-level site, which a jar per host cannot express) are left
+    out silently, expired ones too."""
+    kept: dict[str, StoredCookie] = {}
+    refused: list[str] = []
+    for index, entry in enumerate(cookies):
+        domain = str(entry.get("domain") or "").lower()
+        if not domain or not domain_matches(domain, host) or entry.get("partitionKey"):
+            continue
+        where = f"browser cookies for {host}: cookie #{index}"
+        try:
+            cookie = _browser_cookie(host, dict(entry), where, now)
+        except InvalidTaskInput as exc:
+            refused.append(str(exc))
+            continue
+        if not cookie.is_expired(now):
+            kept[cookie.identity] = cookie
+    return kept, refused
+
+
+def _browser_changed(cookie: StoredCookie, seen: StoredCookie) -> bool:
+    # A browser reports a cookie it was given in its own form (sameSite spelled out, the
+    # expiry clamped to 400 days, fractions of seconds): value and expiry are what count.
+    if cookie.value != seen.value or (cookie.expires is None) != (seen.expires is None):
+        return True
+    return abs((cookie.expires or 0) - (seen.expires or 0)) > 1
+
+
+def diff_browser(current: Mapping[str, StoredCookie], snapshot: CookieSnapshot) -> list[Op]:
+    """:func:`diff_jar` for a browser's cookies (:func:`browser_jar`): ``set`` what is
+    new or changed since ``snapshot``, ``del`` what the browser no longer has."""
+    ops: list[Op] = []
+    for identity, cookie in sorted(current.items()):
+        seen = snapshot.cookies.get(identity)
+        if seen is None or _browser_changed(cookie, seen):
             ops.append(("set", identity, cookie.to_json()))
     for identity, seen in sorted(snapshot.cookies.items()):
         if identity not in current:

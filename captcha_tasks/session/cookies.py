@@ -18,7 +18,9 @@ its own ``requests.Session`` and, when it ends, writes back only what it changed
 Without Celery: ``shared = SharedSession(session, store, host).load()`` ...
 ``shared.save()`` (or ``store.apply`` and ``store.merge`` by hand). Browser automation:
 :meth:`CookieStore.export_browser` gives Playwright's/Puppeteer's ``cookies()`` shape,
-:meth:`CookieStore.import_browser` takes it.
+:meth:`CookieStore.import_browser` takes it, and :meth:`CookieStore.merge_browser`
+writes back only what a browser changed since a snapshot, as :meth:`CookieStore.merge`
+does for a session (``captcha_tasks.contrib.playwright`` keeps that snapshot per context).
 
 Layout: ``Keys.cookies(host)`` is a hash with one field per cookie identity
 ``name;domain;path`` holding JSON (:class:`StoredCookie`): value, attributes and
@@ -35,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +51,8 @@ from .cookie_model import (
     CookieSnapshot,
     Op,
     StoredCookie,
+    browser_jar,
+    diff_browser,
     diff_jar,
     domain_matches,
     jar_cookies,
@@ -145,6 +149,24 @@ class CookieStore:
         by_identity = {c.identity: c for c in parsed}  # a repeated cookie: the last wins
         ops = [("set", identity, c.to_json()) for identity, c in sorted(by_identity.items())]
         return self._apply_ops(host, ops, now)
+
+    def merge_browser(
+        self,
+        host: str,
+        cookies: Iterable[Mapping[str, Any]],
+        snapshot: CookieSnapshot | None = None,
+    ) -> tuple[MergeResult, CookieSnapshot, list[str]]:
+        """Write back what a browser changed since ``snapshot``: its ``context.cookies()``
+        (every host's; those sent to ``host`` are taken) against what it was given or
+        last wrote. New or changed cookies are set, ones it no longer has deleted (only
+        the version it saw), with :meth:`merge`'s freshness rule. ``snapshot`` None:
+        every cookie is new, none deleted. Returns the result, the snapshot for the next
+        merge, and why each cookie the jar cannot hold was left out."""
+        host = normalize_host(host)
+        now = self.clock()
+        current, refused = browser_jar(host, cookies, now)
+        ops = diff_browser(current, snapshot or CookieSnapshot(host, {}))
+        return self._apply_ops(host, ops, now), CookieSnapshot(host, current), refused
 
     def export_browser(self, host: str) -> list[dict[str, Any]]:
         """The host's cookies for Playwright's ``context.add_cookies`` / Puppeteer's

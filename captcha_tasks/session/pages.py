@@ -47,7 +47,16 @@ from ..errors import ConfigurationError, ProxyRejected, TargetNotAllowed
 from ..masking import mask_url, mask_urls_in
 from ..settings import Settings
 
-__all__ = ["Challenge", "Page", "check_url", "fetch", "find_challenge", "submit"]
+__all__ = [
+    "SITEKEY_RE",
+    "WIDGETS",
+    "Challenge",
+    "Page",
+    "check_url",
+    "fetch",
+    "find_challenge",
+    "submit",
+]
 
 MAX_REDIRECTS = 5
 MAX_URL_LENGTH = 2048
@@ -325,6 +334,10 @@ WIDGETS = {
 }
 
 
+#: What a widget's ``data-sitekey`` must look like to be taken for one.
+SITEKEY_RE = re.compile(r"[A-Za-z0-9_.-]{10,100}")
+
+
 @dataclass
 class Challenge:
     """A captcha widget found in a page, and the form that carries its token."""
@@ -373,7 +386,7 @@ def find_challenge(html: str, page_url: str) -> Challenge | None:
     parser.feed(html)
     parser.close()
     challenge = parser.found
-    if challenge is None or not re.fullmatch(r"[A-Za-z0-9_.-]{10,100}", challenge.sitekey):
+    if challenge is None or not SITEKEY_RE.fullmatch(challenge.sitekey):
         return None
     form = parser._form_of_widget
     challenge.action = urljoin(page_url, form[0] if form else "")

@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "worker": 7, "celeryconfig": 7,
     "cli": 8, "aio": 8,
     "__init__": 9,
-    # Integrations with other frameworks (Scrapy): the package's clients, never imported by it.
+    # Integrations (Scrapy, Playwright): clients of the package, never imported by it.
     "contrib": 9,
     "devtools": 10,
 }  # fmt: skip

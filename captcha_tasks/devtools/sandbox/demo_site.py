@@ -11,9 +11,12 @@ Routes:
     With a valid ``qa_validation_cookie``: the content page (``<h1>page ...</h1>``).
     Without: a 200 challenge page with ``<div class="g-recaptcha" data-sitekey=...>``
     and a form posting ``g-recaptcha-response`` and ``next`` to ``/verify``.
+    ``?widget=turnstile`` or ``?widget=hcaptcha`` shows that widget instead, and
+    ``&callback=1`` names a page function in ``data-callback`` (``demo_widgets``).
 ``POST /verify``
-    A good token sets ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and
-    redirects (302) to ``next`` (a local path only); a bad one answers 403 and its reason.
+    A good token (in any widget's field, for that widget's sitekey) sets
+    ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and redirects (302) to
+    ``next`` (a local path only); a bad one answers 403 and its reason.
 ``GET|POST /login``, ``GET /account``
     Username, password and a token sign in (``demo_session`` cookie, 302 to /account).
 ``GET /stats``, ``POST /reset``, ``GET /healthz``
@@ -38,6 +41,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from .demo_widgets import page_widget, posted_token, widget_markup
 from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
 from .state import SandboxState
 
@@ -82,11 +86,6 @@ _PAGE = (
     '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
     "</head>\n<body>\n{body}\n</body></html>\n"
 )
-_CAPTCHA = (
-    '<div class="g-recaptcha" data-sitekey="{sitekey}"></div>\n'
-    '<textarea name="g-recaptcha-response" id="g-recaptcha-response" '
-    'style="display:none"></textarea>\n'
-)
 
 
 class DemoSite:
@@ -115,9 +114,10 @@ class DemoSite:
         with self._lock:
             self._counts[counter] += 1
 
-    def check_token(self, token: str) -> str | None:
-        """Spend ``token`` like /siteverify does: None if it passed, else the reason."""
-        verdict = self.state.verify(token, self.sitekey)
+    def check_token(self, token: str, sitekey: str | None = None) -> str | None:
+        """Spend ``token`` (for ``sitekey``, default the reCAPTCHA one) like /siteverify
+        does: None if it passed, else the reason."""
+        verdict = self.state.verify(token, sitekey or self.sitekey)
         passed = verdict.get("success") is True
         self.count("tokens_accepted" if passed else "tokens_rejected")
         if passed:
@@ -250,7 +250,7 @@ class DemoHandler(SandboxHandler):
             "<h1>Checking that you are not a robot</h1>\n"
             '<form method="post" action="/verify">\n'
             f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
-            f"{self._captcha()}"
+            f"{widget_markup(*page_widget(query, demo.sitekey))}"
             '<button type="submit">Continue</button>\n</form>'
         )
         self._html(200, "Just a moment...", form)
@@ -262,7 +262,7 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Bad request", "<h1>Bad request</h1>\n<p>next must be a local path</p>")
             return
         demo = self.server.demo
-        reason = demo.check_token(params.get("g-recaptcha-response", ""))
+        reason = demo.check_token(*posted_token(params, demo.sitekey))
         if reason is not None:
             self._failed(reason, target)
             return
@@ -322,7 +322,7 @@ class DemoHandler(SandboxHandler):
         )
 
     def _captcha(self) -> str:
-        return _CAPTCHA.format(sitekey=html.escape(self.server.demo.sitekey))
+        return widget_markup(page_widget("", self.server.demo.sitekey)[0])
 
     def _params(self, query: str, body: bytes) -> dict[str, str]:
         try:

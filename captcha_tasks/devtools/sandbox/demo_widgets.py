@@ -1,0 +1,102 @@
+"""The demo site's challenge widgets: reCAPTCHA v2 (the default), Turnstile, hCaptcha.
+
+``GET /page/<n>?widget=turnstile`` (or ``hcaptcha``) shows that widget's markup and
+token field instead of reCAPTCHA's; ``&callback=1`` adds ``data-callback`` naming a
+page function (:data:`CALLBACK_NAME`) that, called with the token as a widget would
+call it, keeps the token in ``sessionStorage`` (:data:`CALLBACK_STORAGE_KEY`, so a
+browser test can read what it was given) and submits the form. ``POST /verify``
+takes the token from whichever widget's field the form carries, checked against that
+widget's sitekey. Without a query the page is byte for byte what it always was.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+__all__ = [
+    "CALLBACK_NAME",
+    "CALLBACK_STORAGE_KEY",
+    "DEMO_HCAPTCHA_SITEKEY",
+    "DEMO_TURNSTILE_SITEKEY",
+    "Widget",
+    "page_widget",
+    "posted_token",
+    "widget_markup",
+    "widgets",
+]
+
+#: The demo site's Turnstile sitekey (Turnstile's format: a digit, ``x``, then more).
+DEMO_TURNSTILE_SITEKEY = "0x4AAAAAAASandboxDemoSiteKey"
+#: The demo site's hCaptcha sitekey (hCaptcha's format: a UUID).
+DEMO_HCAPTCHA_SITEKEY = "5ab0c1d2-e3f4-4a5b-8c6d-7e8f9a0b1c2d"
+#: The page function ``?callback=1`` names in the widget's ``data-callback``.
+CALLBACK_NAME = "demoSolved"
+#: Where that function keeps the token it was called with (``sessionStorage``).
+CALLBACK_STORAGE_KEY = "demoCallbackToken"
+
+
+@dataclass(frozen=True)
+class Widget:
+    """One widget kind: its ``?widget=`` name, CSS class, token field and sitekey."""
+
+    name: str
+    css_class: str
+    field: str
+    sitekey: str
+
+
+def widgets(recaptcha_sitekey: str) -> dict[str, Widget]:
+    """The widget kinds by ``?widget=`` name (reCAPTCHA's sitekey is configurable)."""
+    return {
+        "recaptcha": Widget("recaptcha", "g-recaptcha", "g-recaptcha-response", recaptcha_sitekey),
+        "turnstile": Widget(
+            "turnstile", "cf-turnstile", "cf-turnstile-response", DEMO_TURNSTILE_SITEKEY
+        ),
+        "hcaptcha": Widget("hcaptcha", "h-captcha", "h-captcha-response", DEMO_HCAPTCHA_SITEKEY),
+    }
+
+
+def page_widget(query: str, recaptcha_sitekey: str) -> tuple[Widget, bool]:
+    """The widget a page's query asks for (unknown names: reCAPTCHA) and ``callback``."""
+    params = dict(parse_qsl(query, keep_blank_values=True))
+    kinds = widgets(recaptcha_sitekey)
+    return kinds.get(params.get("widget", ""), kinds["recaptcha"]), params.get("callback") == "1"
+
+
+def widget_markup(widget: Widget, callback: bool = False) -> str:
+    """The widget's element, its token field (as each widget's script renders it) and,
+    with ``callback``, the page function its ``data-callback`` names."""
+    sitekey = html.escape(widget.sitekey)
+    extra = f' data-callback="{CALLBACK_NAME}"' if callback else ""
+    div = f'<div class="{widget.css_class}" data-sitekey="{sitekey}"{extra}>'
+    if widget.name == "turnstile":  # Turnstile renders its hidden input inside the widget
+        markup = f'{div}<input type="hidden" name="{widget.field}" value=""></div>\n'
+    else:
+        textarea = (
+            f'<textarea name="{widget.field}" id="{widget.field}" style="display:none"></textarea>'
+        )
+        markup = f"{div}</div>\n{textarea}\n"
+    if callback:
+        markup += (
+            "<script>\n"
+            f"function {CALLBACK_NAME}(token) {{\n"
+            f'  sessionStorage.setItem("{CALLBACK_STORAGE_KEY}", token);\n'
+            "  var form = document.forms[0];\n"
+            f'  form.elements["{widget.field}"].value = token;\n'
+            "  form.submit();\n"
+            "}\n"
+            "</script>\n"
+        )
+    return markup
+
+
+def posted_token(params: Mapping[str, str], recaptcha_sitekey: str) -> tuple[str, str]:
+    """(token, the sitekey it must be for) from a posted form: the first widget field
+    with a value, else reCAPTCHA's (empty: a missing token)."""
+    for widget in widgets(recaptcha_sitekey).values():
+        if params.get(widget.field):
+            return params[widget.field], widget.sitekey
+    return "", recaptcha_sitekey
