@@ -22,6 +22,8 @@ _SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://")
 # user:password@host anywhere in a text (proxy URLs, with or without a scheme).
 # From a quote inside a URL's authority: the rest of a userinfo up to its "@".
 _USERINFO_REST = re.compile(r"[^\s/?#@]*@")
+# The ";" that starts the next URL of a list (``sentinel://h1;sentinel://h2``).
+_NEXT_URL = re.compile(r";(?=[A-Za-z][A-Za-z0-9+.-]*://)")
 _USERINFO = re.compile(r"(?P<user>[^\s:/@'\"]+):(?P<password>[^\s@/'\"]+)@(?=[\w.\[\]-])")
 
 
@@ -70,6 +72,8 @@ def mask_url(url: str) -> str:
     scheme = _SCHEME.match(url)
     if scheme is None or "@" not in url:
         return url
+    if _NEXT_URL.search(url):  # sentinel://:pw@h1;sentinel://h2 (kombu's alternates)
+        return ";".join(mask_url(part) for part in _NEXT_URL.split(url))
     return url[: scheme.end()] + _mask_authority(url[scheme.end() :])
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .masking import MASK, mask_credentials_in, mask_url, mask_url_values, mask_urls_in
+from .redis_urls import split_urls
 
 __all__ = [
     "HIDDEN",
@@ -110,9 +111,12 @@ def known_secrets() -> tuple[str, ...]:
     if _secrets_of[0] is settings:
         return _secrets_of[1]
     providers = settings.providers()  # every named provider's key and URL (issue 15)
-    found = {settings.api_key, *(p.api_key for p in providers)}
-    for url in (settings.redis_url, settings.broker_url, settings.result_backend,
-                settings.state_url, settings.solver_url, *(p.url for p in providers)):  # fmt: skip
+    found = {settings.api_key, settings.redis_sentinel_password, *(p.api_key for p in providers)}
+    redis = (settings.redis_url, settings.broker_url, settings.result_backend,
+             settings.state_url)  # fmt: skip
+    # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.
+    for url in (*(part for r in redis for part in split_urls(r)), settings.solver_url,
+                *(p.url for p in providers)):  # fmt: skip
         try:
             password = urlsplit(url).password or ""
         except ValueError:

@@ -13,10 +13,8 @@ import decimal
 import functools
 import os
 import re
-import ssl
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from .errors import ConfigurationError
 from .masking import mask_url as _mask_url
@@ -42,6 +40,8 @@ from .parsing import number as _number
 from .parsing import provider as _provider
 from .parsing import solver_url as _solver_url
 from .provider_config import DEFAULT_PROVIDER, PROVIDERS_VARIABLE, ProviderConfig, read_providers
+from .redis_urls import check_sentinel_master, sentinel_master, ssl_options
+from .redis_urls import redis_url as _check_redis_url
 
 __all__ = [
     "DEFAULT_SOLVER_URL",
@@ -68,20 +68,6 @@ def mask_url(url: str) -> str:
 
 def _as_is(name: str, raw: str) -> str:
     return raw
-
-
-def _check_redis_url(name: str, url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError as exc:  # an unclosed [IPv6 bracket, a bad port: not echoed (password)
-        raise ConfigurationError(f"{name} is not a valid URL ({exc})") from None
-    scheme = parts.scheme
-    if scheme not in ("redis", "rediss", "unix"):
-        raise ConfigurationError(
-            f"{name} must be a redis://, rediss:// or unix:// URL, got {mask_url(url)!r}"
-        )
-    return url
 
 
 def _key_prefix(name: str, raw: str) -> str:
@@ -138,6 +124,17 @@ class Settings:
     #: ``CAPTCHA_TASKS_REDIS_CA_CERTS``: CA bundle to verify ``rediss://`` servers with
     #: (default: the system's). Certificates are always verified.
     redis_ca_certs: str | None = None
+    #: ``CAPTCHA_TASKS_REDIS_SENTINEL_MASTER``: the service the sentinels of ``sentinel://``
+    #: URLs monitor (required with one; :mod:`captcha_tasks.redis_urls`).
+    redis_sentinel_master: str = ""
+    #: ``CAPTCHA_TASKS_REDIS_SENTINEL_PASSWORD``: the sentinels' own (``requirepass`` in
+    #: sentinel.conf); the data nodes' is the URL's. Never logged.
+    redis_sentinel_password: str = dataclasses.field(default="", repr=False)
+    #: ``CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT``: seconds for one question to a sentinel.
+    redis_sentinel_timeout: float = 1.0
+    #: ``CAPTCHA_TASKS_REDIS_SENTINEL_WAIT``: seconds a submit's ``sending`` mark waits for
+    #: a replica to have it before the provider is called (0: no wait; sentinel only).
+    redis_sentinel_wait: float = 1.0
     #: ``CAPTCHA_TASKS_THREADS``: the plan's thread budget (captchas in flight at once).
     threads: int = 5
     #: ``CAPTCHA_TASKS_TIME_SCALE``: multiplies every solver timing default.
@@ -277,14 +274,9 @@ class Settings:
         )  # fmt: skip
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
-        """SSL options for a ``rediss://`` URL (``None`` for plain ones): verify the
-        server certificate, against ``redis_ca_certs`` when set."""
-        if urlsplit(url).scheme != "rediss":
-            return None
-        options: dict[str, object] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
-        if self.redis_ca_certs:
-            options["ssl_ca_certs"] = self.redis_ca_certs
-        return options
+        """SSL options for a ``rediss://`` URL (``None`` for others): verify the server
+        certificate, against ``redis_ca_certs`` when set."""
+        return ssl_options(url, self.redis_ca_certs)
 
     def scaled(self, seconds: float) -> float:
         """A solver timing default (first-poll wait, interval, deadline) in this deployment."""
@@ -310,6 +302,7 @@ class Settings:
         del out["named_providers"]  # shown as "providers", keys masked
         out["api_key"] = "***" if self.api_key else ""
         out["callback_token"] = "***" if self.callback_token else ""
+        out["redis_sentinel_password"] = "***" if self.redis_sentinel_password else ""
         out["prices"] = {kind: str(price) for kind, price in self.prices}  # JSON: exact
         out["balance_floor"] = None if self.balance_floor is None else str(self.balance_floor)
         out["providers"] = [config.describe() for config in self.providers()]
@@ -331,6 +324,10 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "result_backend": ("CAPTCHA_TASKS_RESULT_BACKEND", _check_redis_url),
     "state_url": ("CAPTCHA_TASKS_STATE_URL", _check_redis_url),
     "redis_ca_certs": ("CAPTCHA_TASKS_REDIS_CA_CERTS", _as_is),
+    "redis_sentinel_master": ("CAPTCHA_TASKS_REDIS_SENTINEL_MASTER", sentinel_master),
+    "redis_sentinel_password": ("CAPTCHA_TASKS_REDIS_SENTINEL_PASSWORD", _as_is),
+    "redis_sentinel_timeout": ("CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT", _number(float, 0.05)),
+    "redis_sentinel_wait": ("CAPTCHA_TASKS_REDIS_SENTINEL_WAIT", _between(float, 0, 5, "seconds")),
     "threads": ("CAPTCHA_TASKS_THREADS", _number(int, 1)),
     "time_scale": ("CAPTCHA_TASKS_TIME_SCALE", _number(float, 0.001)),
     "http_timeout": ("CAPTCHA_TASKS_HTTP_TIMEOUT", _number(float, 0.1)),
@@ -371,6 +368,8 @@ _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], An
     "broker_url": lambda earlier, env: earlier["redis_url"],
     "result_backend": lambda earlier, env: earlier["redis_url"],
     "state_url": lambda earlier, env: earlier["redis_url"],
+    # Unset: "", unless a Redis URL read before it is a sentinel:// one (then an error).
+    "redis_sentinel_master": lambda earlier, env: check_sentinel_master(earlier, _SOURCES),
     "callback_token": lambda earlier, env: (
         _callback_token_file(
             "CAPTCHA_TASKS_CALLBACK_TOKEN_FILE", env["CAPTCHA_TASKS_CALLBACK_TOKEN_FILE"].strip()
