@@ -37,7 +37,7 @@ from celery.result import AsyncResult
 
 from ..masking import mask_url
 from ..settings import Settings
-from ..state.redis import CONNECT_TIMEOUT
+from ..state.redis import CONNECT_TIMEOUT, async_redis_client
 
 __all__ = ["IDLE_CLOSE", "AsyncResult", "ResultWaiter", "await_result", "waiter_for"]
 
@@ -184,15 +184,14 @@ class ResultWaiter:
                 self._reader = asyncio.get_running_loop().create_task(self._read())
 
     def _open(self) -> None:
-        options = dict(self._settings.redis_ssl_options(self._url) or {})
-        pool = aioredis.BlockingConnectionPool.from_url(
-            self._url, max_connections=POOL_SIZE, timeout=None,
+        # rediss:// verified, sentinel:// followed to the master (state.redis).
+        self._client = async_redis_client(
+            self._settings, self._url, max_connections=POOL_SIZE,
             socket_connect_timeout=CONNECT_TIMEOUT, socket_keepalive=True,
             # A PING now and then on the pub/sub connection: a peer that went away
             # without a word fails a write instead of leaving the reads silent.
-            health_check_interval=HEALTH_CHECK, **options,
+            health_check_interval=HEALTH_CHECK,
         )  # fmt: skip
-        self._client = aioredis.Redis(connection_pool=pool)
         self._pubsub = self._client.pubsub()
         self._subscribed = set()
         self._to_subscribe |= set(self._futures)

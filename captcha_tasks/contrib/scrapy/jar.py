@@ -22,7 +22,7 @@ from ...session.cookie_model import CookieSnapshot, Op, StoredCookie, diff_jar, 
 from ...session.cookies import MergeResult, decode_loaded, merge_args
 from ...settings import Settings
 from ...state.keys import Keys
-from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT
+from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT, async_redis_client
 from ...state.scripts import source
 
 __all__ = ["SharedJars", "changes", "request_jar"]
@@ -44,11 +44,10 @@ class SharedJars:
 
     def _script(self, name: str) -> Any:
         if self._client is None:
-            url = self.settings.state_url
-            tls: dict[str, Any] = dict(self.settings.redis_ssl_options(url) or {})
-            self._client = redis.asyncio.Redis.from_url(
-                url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=CONNECT_TIMEOUT,
-                decode_responses=True, health_check_interval=30, **tls,
+            self._client = async_redis_client(
+                self.settings, self.settings.state_url, socket_timeout=SOCKET_TIMEOUT,
+                socket_connect_timeout=CONNECT_TIMEOUT, decode_responses=True,
+                health_check_interval=30,
             )  # fmt: skip
         found = self._scripts.get(name)
         if found is None:
