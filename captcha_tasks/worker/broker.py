@@ -36,12 +36,26 @@ from kombu import connection as kombu_connection
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
-__all__ = ["TRANSPORTS", "Channel", "SslTransport", "Transport"]
+from ..redis_urls import is_sentinel
+from ..settings import Settings
+from ..state.redis import sentinel_kwargs
+
+__all__ = [
+    "TRANSPORTS",
+    "Channel",
+    "SentinelChannel",
+    "SentinelTransport",
+    "SslTransport",
+    "Transport",
+    "sentinel_transport_options",
+    "transport_for",
+]
 
 #: ``broker_transport`` for each URL scheme we serve.
 TRANSPORTS = {
     "redis": "captcha_tasks.worker.broker:Transport",
     "rediss": "captcha_tasks.worker.broker:SslTransport",
+    "sentinel": "captcha_tasks.worker.broker:SentinelTransport",
 }
 # kombu names a connection's URL (the worker's banner, Flower's broker page, `inspect`)
 # after its transport: show these under the URL's own scheme, as for kombu's aliases.
@@ -103,3 +117,29 @@ class Transport(kombu_redis.Transport):
 
 class SslTransport(Transport):
     """The same for ``rediss://`` URLs (a class of its own so it is shown as rediss)."""
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The same channel over Redis Sentinel: kombu's sentinel channel finds the master
+    (``broker_transport_options["master_name"]``) for every new connection."""
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    """``broker_transport`` of captcha_tasks' app for ``sentinel://`` URLs."""
+
+    Channel = SentinelChannel
+
+
+def transport_for(url: str) -> str:
+    """The ``broker_transport`` for a broker URL (``unix://`` takes the plain one)."""
+    return TRANSPORTS.get(url.split("://", 1)[0].lower(), TRANSPORTS["redis"])
+
+
+def sentinel_transport_options(settings: Settings, url: str) -> dict[str, Any]:
+    """What kombu's sentinel transport and Celery's sentinel backend need beside a
+    ``sentinel://`` URL (``{}`` for any other): the master's service name and how to
+    talk to the sentinels (the same as every other client of ours, state.redis)."""
+    if not is_sentinel(url):
+        return {}
+    return {"master_name": settings.redis_sentinel_master,
+            "sentinel_kwargs": sentinel_kwargs(settings)}  # fmt: skip

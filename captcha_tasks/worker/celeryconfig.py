@@ -19,6 +19,7 @@ import click
 
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.settings import Settings, get_settings
+from captcha_tasks.worker.broker import sentinel_transport_options, transport_for
 
 
 def _read_settings() -> Settings:
@@ -54,18 +55,16 @@ MAX_COUNTDOWN_SECONDS = min(300, VISIBILITY_TIMEOUT_SECONDS // 4)
 broker_url = _settings.broker_url
 # kombu's Redis transport, with task messages recorded as unacknowledged from the
 # moment they are published (captcha_tasks/worker/broker.py): a worker SIGKILLed between
-# taking a message off its queue and recording it can no longer lose it.
-broker_transport = (
-    "captcha_tasks.worker.broker:SslTransport"
-    if broker_url.startswith("rediss://")
-    else "captcha_tasks.worker.broker:Transport"
-)
+# taking a message off its queue and recording it can no longer lose it. Its sentinel
+# variant for sentinel:// URLs.
+broker_transport = transport_for(broker_url)
 result_backend = _settings.result_backend
 # A final state stays final (captcha_tasks/worker/result_backend.py): a redelivered message's
 # STARTED never replaces the result the solve engine stored.
 override_backends = {
     "redis": "captcha_tasks.worker.result_backend:ResultBackend",
     "rediss": "captcha_tasks.worker.result_backend:ResultBackend",
+    "sentinel": "captcha_tasks.worker.result_backend:SentinelResultBackend",
 }
 broker_connection_retry_on_startup = True
 # rediss:// URLs: certificates are verified (against CAPTCHA_TASKS_REDIS_CA_CERTS if set).
@@ -81,6 +80,7 @@ broker_transport_options = {
     "visibility_timeout": VISIBILITY_TIMEOUT_SECONDS,
     "unacked_restore_interval": RESTORE_INTERVAL_SECONDS,
     "unacked_restore_throttle": 1,
+    **sentinel_transport_options(_settings, broker_url),
 }
 #: How long the result backend keeps reconnecting to a Redis that does not answer. A
 #: caller's ``.delay()`` gives up after about 3 s with ``RedisUnavailable``, where
@@ -93,6 +93,7 @@ WORKER_BACKEND_RETRY = {"max_retries": 20, "interval_start": 0, "interval_step":
 result_backend_transport_options = {
     "visibility_timeout": VISIBILITY_TIMEOUT_SECONDS,
     "retry_policy": CLIENT_BACKEND_RETRY,
+    **sentinel_transport_options(_settings, result_backend),
 }
 
 # JSON only: no pickle on the wire or in the backend.

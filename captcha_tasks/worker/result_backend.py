@@ -11,7 +11,8 @@ one Lua script: a passing state leaves a final one alone, a final one leaves a
 ``SUCCESS`` alone (Celery's rule, without its extra read).
 
 ``celeryconfig.py`` installs it for ``redis://`` and ``rediss://`` URLs through
-Celery's ``override_backends`` setting; the URL itself stays as configured.
+Celery's ``override_backends`` setting (:class:`SentinelResultBackend` for
+``sentinel://`` ones); the URL itself stays as configured.
 
 Its result consumer returns from ``AsyncResult.get()`` as soon as the result is known.
 Celery's consumer reads the stored state first, but then (default drainer, i.e. not
@@ -34,14 +35,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from celery import states
-from celery.backends.redis import RedisBackend
+from celery.backends.redis import RedisBackend, SentinelBackend
 from celery.backends.redis import ResultConsumer as RedisResultConsumer
 from celery.exceptions import BackendStoreError
 from kombu.utils.encoding import bytes_to_str
 
 from ..state.scripts import run
 
-__all__ = ["ResultBackend", "ResultConsumer", "without_result_subscription"]
+__all__ = [
+    "ResultBackend",
+    "ResultConsumer",
+    "SentinelResultBackend",
+    "without_result_subscription",
+]
 
 #: Set while :mod:`captcha_tasks.aio` sends: its caller waits on a pub/sub connection of
 #: its own, so Celery's blocking consumer must not subscribe the task too (it would
@@ -124,3 +130,9 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
     def _set_unless_final(self, key: Any, value: Any, final: str = "passing") -> bool:
         args = [value, int(self.expires or 0), final]
         return bool(run(self.client, "store_result", [key], args))
+
+
+class SentinelResultBackend(ResultBackend, SentinelBackend):  # type: ignore[misc]
+    """The same over Redis Sentinel (``sentinel://`` URLs): Celery's sentinel backend
+    finds the master (``result_backend_transport_options["master_name"]``), this
+    class stores every state with the same script."""
