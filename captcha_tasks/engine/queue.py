@@ -16,6 +16,7 @@ its claim) can never both move a job: the loser's call returns False.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
@@ -23,13 +24,16 @@ from typing import Any, NamedTuple
 import redis
 from redis.exceptions import NoScriptError
 
+from ..redis_urls import is_sentinel
 from ..settings import Settings
 from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
-from ..state.scripts import run, script
+from ..state.scripts import run, run_replicated, script
 from .jobs import Job
 from .spend import Spend, minute_of, to_nano
 
 __all__ = ["Claimed", "SolveQueue"]
+
+log = logging.getLogger(__name__)
 
 
 class Claimed(NamedTuple):
@@ -78,6 +82,11 @@ class SolveQueue:
                                  self.keys.breaker(config.name)]  # fmt: skip
             self._route_args += [config.name, config.threads]
         self.claim_s = claim_s
+        #: ms a submit's mark waits for a replica (Sentinel only, docs/RELIABILITY.md),
+        #: and how long a job whose mark no replica had waits before it is tried again.
+        self.replica_wait_ms = (int(settings.redis_sentinel_wait * 1000)
+                                if is_sentinel(settings.state_url) else 0)  # fmt: skip
+        self.replica_hold_s = settings.scaled(5.0)
         self._local = threading.local()
         #: This provider's threads in use cluster-wide, as :meth:`next_work` last saw.
         self.in_flight = 0
@@ -134,15 +143,23 @@ class SolveQueue:
 
     def sending(self, job: Job, now: float, sender: str) -> bool:
         """Mark ``job`` ``sending`` right before its submit (its claim renewed for the
-        call); False if it is no longer the caller's to send."""
-        return bool(
-            run(
-                self.redis,
-                "sending",
-                [self.keys.job(job.task_id), self.due_key],
-                [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL],
-            )
-        )
+        call); False if it is no longer the caller's to send.
+
+        With Redis Sentinel, also False (the job queued again) when no replica has the
+        mark within ``CAPTCHA_TASKS_REDIS_SENTINEL_WAIT``: a failover now would forget
+        it, and the promoted replica's copy of the job could be sent a second time."""
+        keys = [self.keys.job(job.task_id), self.due_key]
+        args = [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL]
+        if not self.replica_wait_ms:
+            return bool(run(self.redis, "sending", keys, args))
+        marked, replicas = run_replicated(self.redis, "sending", keys, args,
+                                          timeout_ms=self.replica_wait_ms)  # fmt: skip
+        if marked and not replicas:
+            log.warning("%s: its sending mark is not on a replica after %d ms: not sent, "
+                        "queued again", job.task_id, self.replica_wait_ms)  # fmt: skip
+            self.requeue(job, "sending", now + self.replica_hold_s)
+            return False
+        return bool(marked)
 
     def submitted(self, job: Job, captcha_id: str, at: float, first_poll: float) -> bool:
         """Store the captcha id of a job just sent, and when to poll it first; False if

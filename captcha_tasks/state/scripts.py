@@ -8,8 +8,9 @@ from typing import Any
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
-__all__ = ["run", "script", "source"]
+__all__ = ["run", "run_replicated", "script", "source"]
 
 
 @cache
@@ -34,3 +35,27 @@ def script(client: redis.Redis, name: str) -> Script:
 
 def run(client: redis.Redis, name: str, keys: list[str], args: list[Any]) -> Any:
     return script(client, name)(keys=keys, args=args)
+
+
+def run_replicated(
+    client: redis.Redis, name: str, keys: list[str], args: list[Any], *, timeout_ms: int
+) -> tuple[Any, int]:
+    """Run script ``name``, then ``WAIT`` up to ``timeout_ms`` until a replica has
+    everything this connection wrote: (the script's result, how many replicas did).
+    Both go in one round trip on one connection (``WAIT`` counts that connection's
+    writes; a replica's copy is a prefix of the master's, so a replica that has the
+    script's writes has everything written before them too)."""
+    found = script(client, name)
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        pipe.evalsha(found.sha, len(keys), *keys, *args)
+        pipe.execute_command("WAIT", 1, timeout_ms)  # type: ignore[no-untyped-call]
+        result, acked = pipe.execute(raise_on_error=False)
+        if isinstance(result, NoScriptError) and attempt == 1:
+            client.script_load(found.script)  # a master that never ran it (a promoted one)
+            continue
+        for value in (result, acked):
+            if isinstance(value, Exception):
+                raise value
+        return result, int(acked)
+    raise AssertionError("unreachable")  # pragma: no cover
