@@ -16,7 +16,6 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 import redis.asyncio.sentinel as aiosentinel
-from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -70,15 +69,15 @@ def redis_client(
     return redis.Redis.from_url(url, **options)
 
 
-def sentinel_kwargs(settings: Settings, *, asynchronous: bool = False) -> dict[str, Any]:
+def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     """How a client talks to the sentinels themselves (not to the master): a short
-    timeout, their own password, and no retries: a sentinel that does not answer is
-    passed over for the next one (redis-py's default would retry it with back-offs of
-    seconds first). ``asynchronous``: for ``redis.asyncio``'s ``Sentinel``."""
+    timeout, their own password, and no retries (``retry=None``): a sentinel that does
+    not answer is passed over for the next one, where redis-py's default would retry it
+    ten times first. Plain values only: kombu's share of them ends up in ``inspect
+    stats`` replies, which must serialize as JSON."""
     timeout = settings.redis_sentinel_timeout
-    retry = (AsyncRetry if asynchronous else Retry)(NoBackoff(), 0)
     kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout,
-                              "retry": retry}  # fmt: skip
+                              "retry": None}  # fmt: skip
     if settings.redis_sentinel_password:
         kwargs["password"] = settings.redis_sentinel_password
     return kwargs
@@ -122,7 +121,7 @@ def async_redis_client(
     if is_sentinel(url):
         parsed = parse_sentinel_url(url)
         sentinel = _Sentinel(  # type: ignore[no-untyped-call]
-            list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(settings, asynchronous=True)
+            list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(settings)
         )
         pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
         client: aioredis.Redis = sentinel.master_for(

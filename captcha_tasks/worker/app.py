@@ -102,6 +102,8 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     # A solve's admitting execution ends with Ignore every time (see _ignore_info).
     trace.ExceptionInfo = IgnoreInfo
 
+    _scrub_broker_stats()
+
     # A caller gives up on an unreachable result backend after a few seconds; a worker,
     # which must store the results of solves already paid for, keeps trying longer.
     conf: Any = sender.app.conf
@@ -109,6 +111,28 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if options.get("retry_policy") == conf.get("CLIENT_BACKEND_RETRY"):
         options["retry_policy"] = conf.get("WORKER_BACKEND_RETRY")
         conf.result_backend_transport_options = options
+
+
+def _scrub_broker_stats() -> None:
+    """``inspect stats`` (and Flower's worker pages) show the broker connection: Celery
+    drops its password, but a sentinel:// list keeps the master's password in the URLs
+    kombu lists as ``alternates``, and the sentinels' own in the transport options."""
+    from celery.worker.consumer.connection import Connection
+
+    from .broker import scrub_broker_info
+
+    if getattr(Connection.info, "scrubbed", False):
+        return
+    celery_info = Connection.info
+
+    def info(self: Any, c: Any) -> dict[str, Any]:
+        found: dict[str, Any] = celery_info(self, c)
+        if isinstance(found.get("broker"), dict):
+            found["broker"] = scrub_broker_info(found["broker"])
+        return found
+
+    info.scrubbed = True  # type: ignore[attr-defined]
+    Connection.info = info
 
 
 class IgnoreInfo(ExceptionInfo):  # type: ignore[misc]

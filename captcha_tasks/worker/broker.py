@@ -28,25 +28,31 @@ kombu connection (``send_task`` from an app that is not ours) take the plain pat
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import itertools
+from collections.abc import Iterable, Iterator
 from time import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from kombu import connection as kombu_connection
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
 
+from ..masking import mask_url
 from ..redis_urls import is_sentinel
 from ..settings import Settings
 from ..state.redis import sentinel_kwargs
 
 __all__ = [
+    "SENTINEL_FAILOVER",
     "TRANSPORTS",
     "Channel",
     "SentinelChannel",
     "SentinelTransport",
     "SslTransport",
     "Transport",
+    "failover_strategy_for",
+    "scrub_broker_info",
     "sentinel_transport_options",
     "transport_for",
 ]
@@ -120,14 +126,39 @@ class SslTransport(Transport):
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):
-    """The same channel over Redis Sentinel: kombu's sentinel channel finds the master
-    (``broker_transport_options["master_name"]``) for every new connection."""
+    """The same channel over Redis Sentinel: kombu's sentinel channel asks every
+    sentinel of the list where the master (``broker_transport_options["master_name"]``)
+    is, for every new connection."""
 
 
 class SentinelTransport(kombu_redis.SentinelTransport):
     """``broker_transport`` of captcha_tasks' app for ``sentinel://`` URLs."""
 
     Channel = SentinelChannel
+
+
+def _stay_on_the_first(alternates: Iterable[str]) -> Iterator[str]:
+    """kombu's failover strategy for a ``sentinel://`` list (``broker_failover_strategy``).
+
+    After a failed connection kombu moves to the next URL of a list and reads it as a
+    new broker: kombu's own sentinel transport instead of ours (the scheme names it),
+    and no password or database (only the first URL has them: captcha_tasks.redis_urls).
+    A list of sentinels is one deployment, which every channel asks in full where the
+    master is: there is nothing to move to. This yields the first URL's host name, which
+    kombu takes as a host alone, keeping the transport, credentials and database."""
+    first = next(iter(alternates))
+    return itertools.repeat(urlsplit(first).hostname or "")
+
+
+#: ``broker_failover_strategy`` of ``sentinel://`` URLs (a name, so that ``inspect
+#: stats``, which lists it, stays JSON).
+SENTINEL_FAILOVER = "captcha-tasks-sentinel"
+kombu_connection.failover_strategies.setdefault(SENTINEL_FAILOVER, _stay_on_the_first)  # type: ignore[arg-type]
+
+
+def failover_strategy_for(url: str) -> str | None:
+    """``broker_failover_strategy`` for a broker URL (None: kombu's round robin)."""
+    return SENTINEL_FAILOVER if is_sentinel(url) else None
 
 
 def transport_for(url: str) -> str:
@@ -143,3 +174,16 @@ def sentinel_transport_options(settings: Settings, url: str) -> dict[str, Any]:
         return {}
     return {"master_name": settings.redis_sentinel_master,
             "sentinel_kwargs": sentinel_kwargs(settings)}  # fmt: skip
+
+
+def scrub_broker_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A worker's ``broker`` entry of ``inspect stats`` (kombu's ``Connection.info()``,
+    its ``password`` already dropped by Celery) without secrets: the URLs of a sentinel
+    list (``alternates``) masked, and the transport options' passwords (the sentinels'
+    own, in ``sentinel_kwargs``) hidden as ``inspect conf`` hides settings. Flower shows
+    these stats on its worker pages."""
+    from celery.app.utils import filter_hidden_settings
+
+    info["alternates"] = [mask_url(url) for url in info.get("alternates") or ()]
+    info["transport_options"] = filter_hidden_settings(info.get("transport_options") or {})
+    return info

@@ -19,7 +19,11 @@ import click
 
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.settings import Settings, get_settings
-from captcha_tasks.worker.broker import sentinel_transport_options, transport_for
+from captcha_tasks.worker.broker import (
+    failover_strategy_for,
+    sentinel_transport_options,
+    transport_for,
+)
 
 
 def _read_settings() -> Settings:
@@ -56,8 +60,9 @@ broker_url = _settings.broker_url
 # kombu's Redis transport, with task messages recorded as unacknowledged from the
 # moment they are published (captcha_tasks/worker/broker.py): a worker SIGKILLed between
 # taking a message off its queue and recording it can no longer lose it. Its sentinel
-# variant for sentinel:// URLs.
+# variant for sentinel:// URLs, which stays on the list's first URL (broker.py).
 broker_transport = transport_for(broker_url)
+broker_failover_strategy = failover_strategy_for(broker_url)
 result_backend = _settings.result_backend
 # A final state stays final (captcha_tasks/worker/result_backend.py): a redelivered message's
 # STARTED never replaces the result the solve engine stored.

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from celery import Celery, states
+from kombu import Connection
 
 from captcha_tasks.devtools.redis_sentinel import SentinelDeployment
 from captcha_tasks.engine.jobs import Job
@@ -28,7 +29,11 @@ from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, redis_client
 from captcha_tasks.worker.async_results import ResultWaiter
-from captcha_tasks.worker.broker import sentinel_transport_options, transport_for
+from captcha_tasks.worker.broker import (
+    failover_strategy_for,
+    sentinel_transport_options,
+    transport_for,
+)
 from captcha_tasks.worker.result_backend import SentinelResultBackend
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -151,3 +156,21 @@ def test_a_submit_waits_until_a_replica_has_its_mark(deployment: SentinelDeploym
     plain = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": "redis://127.0.0.1:1/0"})
     assert SolveQueue(client, plain, claim_s=30.0).replica_wait_ms == 0
     client.close()
+
+
+def test_the_broker_stays_ours_with_its_password_after_a_failed_connection(
+    deployment: SentinelDeployment,
+) -> None:
+    # After a failed connection kombu "fails over" to the next URL of the list, and
+    # read as a URL of its own it would be kombu's transport, without a password.
+    settings = _settings(deployment)
+    url = settings.broker_url
+    options = sentinel_transport_options(settings, url)
+    with Connection(url, transport=transport_for(url), transport_options=options,
+                    failover_strategy=failover_strategy_for(url)) as conn:  # fmt: skip
+        conn.maybe_switch_next()
+        assert conn.transport_cls == "captcha_tasks.worker.broker:SentinelTransport"
+        assert (conn.password, conn.virtual_host) == (PASSWORD, "0")
+        channel = conn.channel()  # pings the master: refused without the password
+        assert type(channel).__module__ == "captcha_tasks.worker.broker"
+        channel.close()

@@ -5,10 +5,12 @@ Nothing here connects: clients are built and inspected."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 
 import pytest
 from celery import Celery
+from kombu import Connection
 from redis.sentinel import SentinelConnectionPool
 
 from captcha_tasks.errors import ConfigurationError
@@ -17,7 +19,11 @@ from captcha_tasks.redaction import known_secrets
 from captcha_tasks.redis_urls import SentinelURL, parse_sentinel_url
 from captcha_tasks.settings import Settings
 from captcha_tasks.state.redis import async_redis_client, redis_client
-from captcha_tasks.worker.broker import sentinel_transport_options, transport_for
+from captcha_tasks.worker.broker import (
+    scrub_broker_info,
+    sentinel_transport_options,
+    transport_for,
+)
 from captcha_tasks.worker.result_backend import SentinelResultBackend
 
 DATA_PASSWORD = "Data-Pass-1234"
@@ -117,6 +123,8 @@ def test_clients_of_a_sentinel_url_ask_the_sentinels_for_the_master() -> None:
     kwargs = sentinels[0].connection_pool.connection_kwargs
     assert kwargs["password"] == SENTINEL_PASSWORD
     assert kwargs["socket_timeout"] == kwargs["socket_connect_timeout"] == 1.0
+    # A sentinel that does not answer is passed over at once (redis-py: ten retries).
+    assert sentinels[0].connection_pool.make_connection().retry._retries == 0
     client.close()
 
 
@@ -157,3 +165,17 @@ def test_broker_and_backend_of_a_sentinel_url() -> None:
     assert connection.transport.Channel.__module__ == "captcha_tasks.worker.broker"
     assert DATA_PASSWORD not in connection.as_uri()
     connection.release()
+
+
+def test_inspect_stats_show_no_secret_of_a_sentinel_broker() -> None:
+    s = Settings.from_env(ENV)
+    info = Connection(URL, transport=transport_for(URL),
+                      transport_options={"visibility_timeout": 20,
+                                         **sentinel_transport_options(s, URL)}).info()  # fmt: skip
+    info.pop("password")  # as Celery's consumer does
+    scrubbed = scrub_broker_info(info)
+    assert scrubbed["alternates"][0] == "sentinel://:***@10.0.0.1:26379/2"
+    assert scrubbed["transport_options"]["sentinel_kwargs"]["password"] == "********"
+    assert scrubbed["transport_options"]["visibility_timeout"] == 20
+    text = json.dumps(scrubbed)  # what the control reply carries
+    assert DATA_PASSWORD not in text and SENTINEL_PASSWORD not in text
