@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -147,19 +148,43 @@ class SolveQueue:
 
         With Redis Sentinel, also False (the job queued again) when no replica has the
         mark within ``CAPTCHA_TASKS_REDIS_SENTINEL_WAIT``: a failover now would forget
-        it, and the promoted replica's copy of the job could be sent a second time."""
+        it, and the promoted replica's copy of the job could be sent a second time. And
+        False (queued again) when the call itself failed (:meth:`_take_back`)."""
         keys = [self.keys.job(job.task_id), self.due_key]
         args = [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL]
-        if not self.replica_wait_ms:
-            return bool(run(self.redis, "sending", keys, args))
-        marked, replicas = run_replicated(self.redis, "sending", keys, args,
-                                          timeout_ms=self.replica_wait_ms)  # fmt: skip
+        try:
+            if not self.replica_wait_ms:
+                return bool(run(self.redis, "sending", keys, args))
+            marked, replicas = run_replicated(self.redis, "sending", keys, args,
+                                              timeout_ms=self.replica_wait_ms)  # fmt: skip
+        except redis.RedisError:
+            self._take_back(job, now)
+            return False
         if marked and not replicas:
             log.warning("%s: its sending mark is not on a replica after %d ms: not sent, "
                         "queued again", job.task_id, self.replica_wait_ms)  # fmt: skip
             self.requeue(job, "sending", now + self.replica_hold_s)
             return False
         return bool(marked)
+
+    def _take_back(self, job: Job, now: float) -> None:
+        """The mark's call failed (its answer lost; a master SIGKILLed during the WAIT,
+        the mark already on the replica promoted in its place): marked or not, nothing
+        was sent. Left ``sending``, the job would end ``SubmitUncertain`` once its claim
+        ran out, so it is queued again as soon as Redis answers, while the claim holds
+        (a job the mark never reached is still ``submitting``: the next engine sends
+        it). Raises the last error if Redis stays away that long."""
+        give_up = time.monotonic() + self.claim_s - 1.0
+        delay = 0.1
+        while True:
+            try:
+                self.requeue(job, "sending", now + self.replica_hold_s)
+                return
+            except redis.RedisError:
+                if time.monotonic() + delay >= give_up:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
 
     def submitted(self, job: Job, captcha_id: str, at: float, first_poll: float) -> bool:
         """Store the captcha id of a job just sent, and when to poll it first; False if

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from celery import Celery, states
 from kombu import Connection
 
 from captcha_tasks.devtools.redis_sentinel import SentinelDeployment
+from captcha_tasks.engine import queue as queue_module
 from captcha_tasks.engine.jobs import Job
 from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.settings import Settings
@@ -155,6 +157,35 @@ def test_a_submit_waits_until_a_replica_has_its_mark(deployment: SentinelDeploym
                       claim_s=30.0).replica_wait_ms == 0  # fmt: skip
     plain = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": "redis://127.0.0.1:1/0"})
     assert SolveQueue(client, plain, claim_s=30.0).replica_wait_ms == 0
+    client.close()
+
+
+def test_a_mark_whose_call_failed_is_taken_back(
+    deployment: SentinelDeployment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The master SIGKILLed during the WAIT: the mark may be on the promoted replica, but
+    # nothing was sent, so the job is queued again rather than left to end
+    # SubmitUncertain; one the mark never reached stays submitting (sent by the next).
+    settings = _settings(deployment)
+    client = redis_client(settings, settings.state_url)
+    keys = Keys(settings.key_prefix)
+    queue = SolveQueue(client, settings, claim_s=30.0)
+    real = queue_module.run_replicated
+    for marked_first, then in ((True, "waiting"), (False, "submitting")):
+
+        def failing(*args: Any, marked: bool = marked_first, **kwargs: Any) -> Any:
+            if marked:
+                real(*args, **kwargs)
+            raise redis.ConnectionError("Connection closed by server.")
+
+        monkeypatch.setattr(queue_module, "run_replicated", failing)
+        now = time.time()
+        job = Job(task_id=str(uuid.uuid4()), type="recaptcha_v2", captcha_json="{}",
+                  state="submitting", enqueued_at=now, queue_deadline=now + 600,
+                  deadline_s=180.0)  # fmt: skip
+        client.hset(keys.job(job.task_id), mapping={"state": "submitting"})
+        assert not queue.sending(job, now, "unit")
+        assert client.hget(keys.job(job.task_id), "state") == then
     client.close()
 
 
