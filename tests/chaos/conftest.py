@@ -35,9 +35,10 @@ _CALL_FAILED = pytest.StashKey[bool]()
 def cluster(
     request: pytest.FixtureRequest, tmp_path: Path, sandbox_factory: Any
 ) -> Iterator[ClusterFactory]:
-    """``cluster(sandbox={...config...}, key=None, backup=None, **cluster_options)``;
-    with ``backup`` (a config, ``{}`` for the defaults) a :class:`TwoProviders` whose
-    second provider is a JSON-protocol sandbox (CapSolver's dialect)."""
+    """``cluster(sandbox={...config...}, key=None, backup=None, cls=Cluster,
+    **cluster_options)``; with ``backup`` (a config, ``{}`` for the defaults) a
+    :class:`TwoProviders` whose second provider is a JSON-protocol sandbox (CapSolver's
+    dialect); ``cls``: another kind of cluster (``SentinelCluster``)."""
     started: list[Cluster] = []
 
     def start(
@@ -45,6 +46,7 @@ def cluster(
         sandbox: dict[str, Any] | None = None,
         key: str | None = None,
         backup: dict[str, Any] | None = None,
+        cls: type[Cluster] = Cluster,
         **options: Any,
     ) -> Cluster:
         accepted = _secret("Ck", 32)
@@ -54,7 +56,7 @@ def cluster(
         tmp = tmp_path / f"cluster{len(started) + 1}"
         made: Cluster
         if backup is None:
-            made = Cluster(tmp, server, key or accepted, **options)
+            made = cls(tmp, server, key or accepted, **options)
         else:
             backup_key = "CAP-" + secrets.token_hex(16)
             json_config = {"protocol": "json", "dialect": "capsolver", **backup}

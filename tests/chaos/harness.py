@@ -48,6 +48,11 @@ from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks.worker.broker import (
+    failover_strategy_for,
+    sentinel_transport_options,
+    transport_for,
+)
 from tests.support.secret_scan import redis_dump
 from tests.support.workers import ROOT
 
@@ -126,15 +131,21 @@ def duplicate_submits(captchas: Iterable[dict[str, Any]]) -> int:
     return duplicates
 
 
-def client_app(url: str) -> Celery:
-    """A Celery client of ``url`` with the project's settings (not the session's app).
+def client_app(url: str, settings: Settings | None = None) -> Celery:
+    """A Celery client of ``url`` with the project's settings (not the session's app);
+    ``settings``: the cluster's, for a ``sentinel://`` URL (its master's name).
 
     It only sends: results are read from Redis directly (:meth:`Cluster.wait_results`),
     so it has no result backend, and no ``AsyncResult`` of it talks to Redis (one that
     is collected while Redis is away would block the sender in reconnect retries)."""
     app = Celery("chaos-client", set_as_current=False)
     app.config_from_object("captcha_tasks.worker.celeryconfig")
-    app.conf.update(broker_url=url, result_backend=None)
+    app.conf.update(broker_url=url, result_backend=None, broker_transport=transport_for(url),
+                    broker_failover_strategy=failover_strategy_for(url))  # fmt: skip
+    if settings is not None:
+        options = {**app.conf.broker_transport_options,
+                   **sentinel_transport_options(settings, url)}  # fmt: skip
+        app.conf.update(broker_transport_options=options)
     return app
 
 
@@ -184,10 +195,25 @@ class Cluster:
 
     # -- processes --------------------------------------------------------------------
 
-    def start(self) -> Cluster:
+    @property
+    def redis_url(self) -> str:
+        """The URL workers and the client are given."""
+        return self.redis.url
+
+    def redis_env(self) -> dict[str, str]:
+        """The variables that point a process at the cluster's Redis."""
+        return {"CAPTCHA_TASKS_REDIS_URL": self.redis_url}
+
+    def start_redis(self) -> None:
         self.redis.start()
-        self.settings = Settings.from_env({**os.environ, "CAPTCHA_TASKS_REDIS_URL": self.redis.url})
-        self.app = client_app(self.redis.url)
+
+    def stop_redis(self) -> None:
+        self.redis.stop()
+
+    def start(self) -> Cluster:
+        self.start_redis()
+        self.settings = Settings.from_env({**os.environ, **self.redis_env()})
+        self.app = client_app(self.redis_url, self.settings)
         pool = ProxyPool(state_redis(self.settings), self.settings)
         self.proxy_id = pool.add(f"http://chaos:{self.proxy_password}@127.0.0.1:9")
         for i in range(self.n_workers):
@@ -232,7 +258,7 @@ class Cluster:
     def worker_env(self) -> dict[str, str]:
         return {
             **os.environ,
-            "CAPTCHA_TASKS_REDIS_URL": self.redis.url,
+            **self.redis_env(),
             "CAPTCHA_TASKS_SOLVER_URL": self.sandbox.url,
             "CAPTCHAAI_API_KEY": self.api_key,
             "CAPTCHA_TASKS_TIME_SCALE": str(self.time_scale),
@@ -281,7 +307,7 @@ class Cluster:
             self.flower = None
         # The row is written: no need for the workers' 10 s soft shutdown of a clean stop.
         self.processes.stop(sig=signal.SIGKILL)
-        self.redis.stop()
+        self.stop_redis()
         # The data directory is the test's tmp_path; RedisServer does not remove it.
 
     def keep_evidence(self, dest: Path) -> None:
@@ -458,6 +484,8 @@ class Load:
         self.total = total
         self.seconds = seconds
         self.ids: list[str] = []
+        #: When each accepted send returned (``time.monotonic()``), by task id.
+        self.sent_at: dict[str, float] = {}
         self.refused: Counter[str] = Counter()
         self._thread = threading.Thread(target=self._run, name="chaos-load", daemon=True)
 
@@ -479,6 +507,7 @@ class Load:
             time.sleep(max(0.0, start + n * gap - time.monotonic()))
             try:
                 self.ids.append(self.cluster.send(n))
+                self.sent_at[self.ids[-1]] = time.monotonic()
             except Exception as exc:  # the caller's .delay() raised: refused, not lost
                 self.refused[type(exc).__name__] += 1
             if n == self.total // 2:
