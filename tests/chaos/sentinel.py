@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -32,10 +33,19 @@ from captcha_tasks.devtools.redis_sentinel import SentinelDeployment
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.state import redis_client
-from tests.chaos.harness import Cluster, _secret
+from tests.chaos.harness import Cluster, Load, Row, _secret
 from tests.support.secret_scan import redis_dump
 
 MASTER = "chaos-primary"
+#: A send that returned this close to a window's ends may or may not be in the promoted
+#: replica's copy (the cut is a CLIENT KILL the master acts on in its own time).
+EDGE = 0.05
+#: What the workers' logs say while they ride out a failover, for the row's notes.
+LOG_MARKS = {
+    "broker reconnects": r"Connection to broker lost",
+    "engine retries while Redis was away": r"engine \S+: Redis (unavailable|error)",
+    "submits held (mark on no replica)": r"sending mark is not on a replica",
+}
 
 
 class SentinelCluster(Cluster):
@@ -54,6 +64,12 @@ class SentinelCluster(Cluster):
         self.cut_at: float | None = None
         #: Lost tasks of the last :meth:`wait_results` that exist nowhere in Redis.
         self.gone: list[str] = []
+        #: Asynchronous-replication windows (``time.monotonic()`` from, to): while the
+        #: replica was cut off, or the last second before a kill that left the promoted
+        #: node behind. Filled by :meth:`cut_replication` and :meth:`kill_master`.
+        self.windows: list[tuple[float, float]] = []
+        #: Tasks whose send returned in a window (:meth:`annotate`).
+        self.in_window: set[str] = set()
 
     # -- the deployment ---------------------------------------------------------------
 
@@ -116,6 +132,10 @@ class SentinelCluster(Cluster):
         if self.cut_at is not None:
             with new.client() as conn:  # it may be a replica again one day
                 conn.config_set("masterauth", self.redis_password)
+        if self.cut_at is not None:
+            self.windows.append((self.cut_at, killed_at))
+        elif offset > kept:
+            self.windows.append((killed_at - 1.0, killed_at))
         event: dict[str, Any] = {
             "old": old.port, "new": new.port, "killed_at": killed_at,
             "failover_s": round(promoted_at - killed_at, 2),
@@ -165,6 +185,23 @@ class SentinelCluster(Cluster):
             absent_before = absent
         self.gone = sorted(set(ids) - set(found) & absent_before)
         return found
+
+    def annotate(self, row: Row, load: Load) -> None:
+        """The row's notes (what the workers' logs say of the failover, captchas billed
+        and never read, tasks sent in a replication window) and its explained losses:
+        lost tasks sent in a window, found nowhere in Redis."""
+        self.in_window = {i for i, at in load.sent_at.items()
+                          if any(a - EDGE <= at <= b + EDGE for a, b in self.windows)}  # fmt: skip
+        logs = "\n".join(w.log() for w in self.workers.values())
+        counts = {what: len(re.findall(mark, logs)) for what, mark in LOG_MARKS.items()}
+        notes = [f"{n} {what}" for what, n in counts.items() if n]
+        # Billed and never read: submitted, then its captcha id lost with the master.
+        unread = sum(1 for captcha in self.sandbox_captchas() if not captcha["polls"])
+        notes.append(f"{unread} captchas never read")
+        if self.windows:
+            notes.append(f"{len(self.in_window)} tasks accepted in the replication window")
+        row.notes = ", ".join(filter(None, [row.notes, *notes]))
+        row.explained_losses = len(set(self.lost_ids) & self.in_window & set(self.gone))
 
     def _absent(self, ids: list[str]) -> set[str]:
         """Which of ``ids`` appear in no key and no value of Redis."""

@@ -5,6 +5,7 @@ If these were wrong, every row of docs/RELIABILITY.md could say 0 and mean nothi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -63,3 +64,16 @@ def test_a_document_without_markers_is_refused(tmp_path: Path) -> None:
     doc.write_text("# no markers\n")
     with pytest.raises(SystemExit, match="markers"):
         report.write(doc, [json.loads(Row("x", "y").as_json())])
+
+
+def test_losses_proven_to_be_the_faults_are_shown_as_such(tmp_path: Path) -> None:
+    # The Sentinel row whose replica is behind: what it accepted in the window is lost.
+    window = Row("Sentinel failover, replica behind", "cut", tasks=10, solved=7, lost=3,
+                 explained_losses=3, provider_requests=20)  # fmt: skip
+    rows_path = tmp_path / "rows.jsonl"
+    rows_path.write_text(window.as_json() + "\n")
+    assert "| 3 (3 in the replication window) |" in report.table(report.load(rows_path))
+    assert report.main(["--rows", str(rows_path)]) == 0
+    # One more lost than it proved is a broken promise.
+    rows_path.write_text(dataclasses.replace(window, lost=4).as_json() + "\n")
+    assert report.main(["--rows", str(rows_path)]) == 1
