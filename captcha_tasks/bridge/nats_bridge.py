@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from ..errors import InvalidTaskInput, SolveTimeout
 from ..redaction import scrub_text
 from ..settings import Settings, mask_url
 from ..state import state_redis
+from ..state.clock import local_time
 from .jobs import TaskCall, failed, jetstream_task_id, parse_job, solved, task_call
 from .nats_io import connect, intake_trouble, load_nats, pause, settle
 from .pending import Entry, PendingResults
@@ -244,7 +244,7 @@ class NatsBridge:
         except InvalidTaskInput as exc:
             await self._reject(msg, job.task_id, exc, jetstream=jetstream)
             return
-        entry = Entry(job.task_id, self.options.results_subject, time.time() + self.result_timeout)
+        entry = Entry(job.task_id, self.options.results_subject, local_time() + self.result_timeout)
         try:
             fresh = await self._io(self._intake_pool, self.enqueue, celery_id, call, entry,
                                    redelivered)  # fmt: skip
@@ -328,7 +328,7 @@ class NatsBridge:
         outcomes: dict[str, Outcome] = {}
         for start in range(0, len(ids), READ_CHUNK):
             outcomes.update(self.tasks.ended(ids[start : start + READ_CHUNK]))
-        now = time.time()
+        now = local_time()
         expired = [tid for tid in ids if tid not in outcomes and entries[tid].deadline <= now]
         taken = self.store.claim([*outcomes, *expired])
         self.pending_count -= len(taken)

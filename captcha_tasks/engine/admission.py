@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 
 import redis
 
 from ..provider import Captcha
 from ..settings import Settings
+from ..state.clock import local_time
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import captcha_to_json
@@ -73,7 +73,7 @@ def admit_unless_pooled(
     if that pool has tokens or is registered (take from it, then :func:`admit`),
     :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`."""
     captcha.validate(max_image_bytes=settings.max_image_bytes)
-    now = time.time() if now is None else now
+    now = local_time() if now is None else now
     deadline_s = settings.scaled(DEADLINE[captcha.type])
     token_ttl = TOKEN_TTL.get(captcha.type)
     # A thread's lease outlives every legitimate holder: a solve's deadline plus the

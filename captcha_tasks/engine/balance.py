@@ -20,7 +20,6 @@ import dataclasses
 import decimal
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import redis
@@ -28,6 +27,7 @@ import redis
 from ..errors import CaptchaTasksError
 from ..provider import Provider
 from ..settings import Settings
+from ..state.clock import local_time
 from ..state.keys import Keys
 from .spend import DEFAULT_PROVIDER
 
@@ -80,7 +80,7 @@ class BalanceWatch:
         *,
         name: str = DEFAULT_PROVIDER,
         interval: float = CHECK_INTERVAL_S,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = local_time,
     ) -> None:
         self.redis = client
         self.keys = Keys(settings.key_prefix)

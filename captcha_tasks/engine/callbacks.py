@@ -29,6 +29,7 @@ from ..errors import CaptchaUnsolvable
 from ..provider import Answer, Polled
 from ..provider.pushed import pushed_id, read_pushed
 from ..settings import Settings
+from ..state.clock import local_time
 from ..state.keys import Keys
 from .jobs import Job
 from .placement import ReadyTimes
@@ -109,7 +110,7 @@ class Receiver:
         client: redis.Redis,
         engines: Mapping[str, Engine],
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = local_time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not settings.callback_token:

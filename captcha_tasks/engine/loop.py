@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -51,6 +50,7 @@ from ..errors import (
 )
 from ..provider import Provider
 from ..settings import Settings
+from ..state.clock import local_time
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -96,7 +96,7 @@ class Engine:
         *,
         live_workers: LiveWorkers,
         name: str = "engine",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = local_time,
         provider_name: str = "",
     ) -> None:
         self.settings = settings

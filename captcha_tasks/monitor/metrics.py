@@ -24,7 +24,6 @@ from __future__ import annotations
 import decimal
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -34,6 +33,7 @@ from ..engine.observer import NullObserver, SolveObserver, set_solve_observer, s
 from ..engine.spend import CostSource
 from ..errors import CaptchaTasksError
 from ..settings import Settings
+from ..state.clock import local_time
 from ..state.keys import Keys
 from ..state.redis import redis_client
 from .providers import BREAKER_OPEN_STATES, provider_states
@@ -200,7 +200,7 @@ class StateCollector:
     Redis gauges absent) when Redis did not answer."""
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] = time.time
+        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] = local_time
     ) -> None:
         self.redis = client
         self.settings = settings

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ import redis
 import requests
 
 from ..settings import Settings
+from ..state.clock import local_time
 from ..state.keys import Keys
 from ..state.scripts import run
 from .cookie_model import (
@@ -101,7 +101,7 @@ class CookieStore:
         client: redis.Redis,
         settings: Settings,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = local_time,
         max_ttl: int = MAX_TTL,
         session_ttl: int = SESSION_COOKIE_TTL,
     ) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from typing import Any
 
@@ -27,6 +26,7 @@ import redis
 
 from ..settings import Settings
 from ..state import Keys
+from ..state.clock import local_time
 from ..state.scripts import run
 from .cookie_model import normalize_host
 
@@ -123,4 +123,4 @@ def forget(client: redis.Redis, settings: Settings, host: str, member: str) -> N
 
 def deadline_after(settings: Settings, ttls: float) -> float:
     """An epoch deadline ``ttls`` lock TTLs from now."""
-    return time.time() + ttls * settings.lock_ttl
+    return local_time() + ttls * settings.lock_ttl

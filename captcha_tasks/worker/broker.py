@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from time import time
 from typing import Any
 
 from kombu import connection as kombu_connection
 from kombu.transport import redis as kombu_redis
 from kombu.utils.json import dumps
+
+from ..state.clock import local_time
 
 __all__ = ["TRANSPORTS", "Channel", "SslTransport", "Transport"]
 
@@ -80,14 +81,14 @@ class Channel(kombu_redis.Channel):
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
             # Batched publishes: the batch's pipeline sends these commands together.
-            batch.add("zadd", self.unacked_index_key, {tag: time()})
+            batch.add("zadd", self.unacked_index_key, {tag: local_time()})
             batch.add("hset", self.unacked_key, tag, record)
             batch.add("lpush", key, dumps(message))
             for name in expire:
                 batch.add("pexpire", name, self._expires[queue])
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=True) as pipe:
-            pipe.zadd(self.unacked_index_key, {tag: time()})
+            pipe.zadd(self.unacked_index_key, {tag: local_time()})
             pipe.hset(self.unacked_key, tag, record)
             pipe.lpush(key, dumps(message))
             for name in expire:

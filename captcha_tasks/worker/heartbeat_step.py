@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +20,7 @@ from celery import bootsteps
 from ..fleet.heartbeat import TTL_INTERVALS, Beat, write_beat_file
 from ..settings import Settings, get_settings
 from ..state import Keys, state_redis
+from ..state.clock import local_time
 from ..version import worker_version
 
 __all__ = ["HeartbeatStep"]
@@ -65,7 +65,7 @@ class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
                 self.path.unlink()
 
     def beat(self) -> None:
-        beat = Beat(self._hostname, worker_version(), os.getpid(), time.time())
+        beat = Beat(self._hostname, worker_version(), os.getpid(), local_time())
         settings = self._settings or get_settings()
         ttl = max(1, int(self.interval * TTL_INTERVALS + 0.999))
         try:

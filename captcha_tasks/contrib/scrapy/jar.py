@@ -11,7 +11,6 @@ operations a worker's ``requests`` session would have produced (:func:`diff_jar`
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,6 +20,7 @@ from scrapy.http.cookies import CookieJar
 from ...session.cookie_model import CookieSnapshot, Op, StoredCookie, diff_jar, normalize_host
 from ...session.cookies import MergeResult, decode_loaded, merge_args
 from ...settings import Settings
+from ...state.clock import local_time
 from ...state.keys import Keys
 from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT
 from ...state.scripts import source
@@ -35,7 +35,7 @@ class SharedJars:
     connection belongs to one loop); :meth:`aclose` closes it.
     """
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] = local_time) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.clock = clock
