@@ -9,7 +9,7 @@ import redis
 
 from ..provider import Captcha
 from ..settings import Settings
-from ..state.clock import local_time
+from ..state.clock import clock_of
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import captcha_to_json
@@ -73,7 +73,7 @@ def admit_unless_pooled(
     if that pool has tokens or is registered (take from it, then :func:`admit`),
     :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`."""
     captcha.validate(max_image_bytes=settings.max_image_bytes)
-    now = local_time() if now is None else now
+    now = clock_of(client)() if now is None else now  # compared by every engine
     deadline_s = settings.scaled(DEADLINE[captcha.type])
     token_ttl = TOKEN_TTL.get(captcha.type)
     # A thread's lease outlives every legitimate holder: a solve's deadline plus the

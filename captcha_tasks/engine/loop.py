@@ -50,7 +50,7 @@ from ..errors import (
 )
 from ..provider import Provider
 from ..settings import Settings
-from ..state.clock import local_time
+from ..state.clock import clock_of
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -96,14 +96,15 @@ class Engine:
         *,
         live_workers: LiveWorkers,
         name: str = "engine",
-        clock: Callable[[], float] = local_time,
+        clock: Callable[[], float] | None = None,
         provider_name: str = "",
     ) -> None:
         self.settings = settings
         self.redis = client
         self._provider = provider
         self.name = name
-        self.clock = clock
+        # Redis's clock unless told: claims, leases and deadlines are compared across hosts.
+        self.clock = clock = clock or clock_of(client)
         self.stats = EngineStats()
         self.observer = FanOut(self.stats, INSTALLED)
         self.claim_s = claim_seconds(settings)

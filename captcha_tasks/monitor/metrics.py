@@ -33,7 +33,7 @@ from ..engine.observer import NullObserver, SolveObserver, set_solve_observer, s
 from ..engine.spend import CostSource
 from ..errors import CaptchaTasksError
 from ..settings import Settings
-from ..state.clock import local_time
+from ..state.clock import clock_of
 from ..state.keys import Keys
 from ..state.redis import redis_client
 from .providers import BREAKER_OPEN_STATES, provider_states
@@ -200,12 +200,12 @@ class StateCollector:
     Redis gauges absent) when Redis did not answer."""
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] = local_time
+        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] | None = None
     ) -> None:
         self.redis = client
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        self.clock = clock
+        self.clock = clock or clock_of(client)  # leases and tokens expire by Redis's clock
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StateCollector:

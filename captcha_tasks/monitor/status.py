@@ -26,7 +26,7 @@ from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
 from ..state import Keys, redis_client, state_redis
-from ..state.clock import local_time
+from ..state.clock import clock_of
 from .providers import provider_states
 
 __all__ = ["breaker_text", "broker_queues", "collect", "render"]
@@ -191,7 +191,7 @@ def collect(
     with ThreadPoolExecutor(max_workers=1 + len(specs), thread_name_prefix="status") as pool:
         balances = [pool.submit(provider_balance, settings, balance_timeout, s) for s in specs]
         workers = pool.submit(ping_workers, app, workers_timeout) if workers_timeout > 0 else None
-        now = local_time()
+        now = clock_of(client)()  # leases and polls are due by Redis's clock
         report: dict[str, Any] = {
             "time": round(now, 3),
             "state_redis": mask_url(settings.state_url),

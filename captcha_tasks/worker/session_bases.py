@@ -36,7 +36,6 @@ from ..session.locks import WAIT_TTLS, SessionLock, lock_wait_policy
 from ..session.pinned_proxy import current_proxy, current_proxy_id, replace_bad_proxy, use_proxy
 from ..settings import Settings, get_settings
 from ..state import state_redis
-from ..state.clock import local_time
 from .scopes import ScopedTask
 
 __all__ = ["PinnedProxyTask", "SessionLockTask", "SharedCookiesTask"]
@@ -177,7 +176,7 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
         if self.lock_wait != "park" or request.is_eager or request.called_directly:
             return self._retry_for(lock, settings)  # nothing would re-send an eager task
         deadline = lock_deadline(request, settings)
-        if local_time() >= deadline:
+        if parking.now(settings) >= deadline:  # Redis's clock, as the deadline
             return SessionLockTimeout(
                 f"gave up waiting for the session lock of {lock.host} after "
                 f"~{WAIT_TTLS * settings.lock_ttl:g} s; held by {lock.holder()}"

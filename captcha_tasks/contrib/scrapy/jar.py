@@ -20,9 +20,9 @@ from scrapy.http.cookies import CookieJar
 from ...session.cookie_model import CookieSnapshot, Op, StoredCookie, diff_jar, normalize_host
 from ...session.cookies import MergeResult, decode_loaded, merge_args
 from ...settings import Settings
-from ...state.clock import local_time
+from ...state.clock import RedisClock
 from ...state.keys import Keys
-from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT
+from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT, redis_client
 from ...state.scripts import source
 
 __all__ = ["SharedJars", "changes", "request_jar"]
@@ -35,10 +35,13 @@ class SharedJars:
     connection belongs to one loop); :meth:`aclose` closes it.
     """
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = local_time) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        self.clock = clock
+        # Redis's clock (set_at stamps decide between writers on different hosts), read
+        # in the background: the event loop never waits for it.
+        self.clock = clock or RedisClock(redis_client(settings, settings.state_url),
+                                         wait_first=False)  # fmt: skip
         self._client: redis.asyncio.Redis | None = None
         self._scripts: dict[str, Any] = {}
 
