@@ -29,7 +29,7 @@ import redis
 
 from ..settings import Settings
 from ..state import Keys, redis_client, state_redis
-from ..state.clock import local_time
+from ..state.clock import clock_of, local_time
 
 __all__ = [
     "HEARTBEAT_FILE_ENV",
@@ -181,6 +181,7 @@ def probe(
         try:
             client = state_redis(settings)
             beats = read_beats(client, Keys(settings.key_prefix), worker)
+            now = clock_of(client)()  # the beats in Redis are stamped by Redis's clock
         except (redis.RedisError, OSError) as exc:
             problems.append(f"state Redis unreachable: {type(exc).__name__}")
         else:
