@@ -166,6 +166,12 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
     missed = set(takeovers.held) - set(takeovers.taken)
     assert not missed, f"never taken over during the partition: {missed}"
     assert takeovers.worst() <= claim_s + LOOP_SLACK, takeovers.taken
+    # A job it had taken but not sent when cut off is sent by the engine that took it
+    # over: its own late 'sending' (delivered when the link healed) was refused.
+    for task_id, state in takeovers.held.items():
+        if state == "submitting":
+            sender = raw.hget(keys.job(task_id), "sender")
+            assert sender and sender.decode() != ENGINE, (task_id, sender)
     # It came back: its process lives, it met the partition, and it admitted solves
     # after the link healed.
     c.workers[PARTITIONED].check_alive()
