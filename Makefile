@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration faults chaos bench screenshot browser format sandbox flower clean
+.PHONY: help venv run test lint types unit integration faults chaos soak bench screenshot browser format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -55,6 +55,14 @@ chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes d
 			CAPTCHA_TASKS_CHAOS=full $(BIN)/python -m tests.chaos.report --write docs/RELIABILITY.md; \
 		else $(BIN)/python -m tests.chaos.report; fi; \
 		exit $$status
+
+# make soak SOAK_SOLVES=600 SOAK_SECONDS=60 SOAK_DRAIN=240: a trial at a smaller scale.
+SOAK_SOLVES ?= 20000
+SOAK_SECONDS ?= 1200
+SOAK_DRAIN ?= 300
+soak: $(STAMP)  ## 20,000 solves over ~20 min with SIGKILLs and a Redis restart; writes docs/RELIABILITY.md's soak and docs/soak.png
+	CAPTCHA_TASKS_SOAK_SOLVES=$(SOAK_SOLVES) CAPTCHA_TASKS_SOAK_SECONDS=$(SOAK_SECONDS) \
+		CAPTCHA_TASKS_SOAK_DRAIN=$(SOAK_DRAIN) $(BIN)/pytest tests/soak -s $(PYTEST_ARGS)
 
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve --plot docs/bench-throughput.png
