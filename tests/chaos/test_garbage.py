@@ -61,9 +61,9 @@ def _run(cluster: Cluster, fault: str, protocol: str) -> Row:
     # A garbled submit may hold a billed captcha: it fails SubmitUncertain, never resent
     # (a wrong content type over a sound answer is read as the answer). A garbled read
     # is asked again.
-    check(row, allowed={"SubmitUncertain"}, requests_per_task=4, solved_at_least=0.7)
+    check(row, allowed={"SubmitUncertain"}, requests_per_task=4, solved_at_least=0.6)
     _check_outcomes(cluster, load.ids)
-    if scale() == "full":  # about 70 garbage answers: every kind among them
+    if scale() == "full":  # about 70 garbage answers, the kinds in turn: every one served
         stats = cluster.sandbox_stats()
         assert all(stats[f"garbage_{kind}"] for kind in GARBAGE_KINDS), row.notes
     return row

@@ -205,7 +205,7 @@ def _parse_latency(
     default=GARBAGE_KINDS,
     show_default=True,
     type=click.Choice(GARBAGE_KINDS),
-    help="The garbage --garbage-rate serves, one picked at random per answer; repeatable: "
+    help="The garbage --garbage-rate serves, each kind in turn; repeatable: "
     "truncated (the answer cut short), huge (padded to 3 MB), content_type (the answer as "
     "image/png or octet-stream), html (a portal's page, HTTP 200), empty, noise (random "
     "bytes), wrong_shape (JSON: a wrong status, a list, null fields).",

@@ -187,7 +187,7 @@ class SandboxConfig:
     slow_seconds: float = 5.0
     #: Fraction of in.php/res.php requests (and JSON API calls) answered with garbage
     #: (:mod:`.garbage`): the request takes effect, then its answer is replaced by one of
-    #: ``garbage_kinds``, picked at random.
+    #: ``garbage_kinds``, each in turn.
     garbage_rate: float = 0.0
     #: The garbage served (see :data:`GARBAGE_KINDS`): truncated, huge, content_type,
     #: html, empty, noise, wrong_shape.

@@ -107,7 +107,8 @@ class SandboxState:
                 self._counts["slow_injected"] += 1
                 return "slow"
             if cfg.garbage_rate and self._rng.random() < cfg.garbage_rate:
-                kind = self._rng.choice(cfg.garbage_kinds)
+                # In turn, so that every kind is served however few garbage answers go out.
+                kind = cfg.garbage_kinds[self._counts["garbage_injected"] % len(cfg.garbage_kinds)]
                 self._counts["garbage_injected"] += 1
                 self._counts[f"garbage_{kind}"] += 1
                 return Garbage(kind, self._rng.getrandbits(32))

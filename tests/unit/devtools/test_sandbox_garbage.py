@@ -156,7 +156,9 @@ def test_kinds_are_mixed_counted_reset_and_reproducible(sandbox_factory: Make) -
     assert served["truncated"] == served["huge"] == served["content_type"] == 0
     assert all(served[k] > 0 for k in ("html", "noise", "wrong_shape", "empty")), served
     server = sandbox_factory(time_scale=0.01, garbage_rate=1.0)
-    requests.get(f"{server.url}/res.php", params={"key": DEV_API_KEY}, timeout=5)
+    for _ in GARBAGE_KINDS:  # the kinds in turn: every one among the first seven
+        requests.get(f"{server.url}/res.php", params={"key": DEV_API_KEY}, timeout=5)
+    assert all(server.stats()[f"garbage_{kind}"] == 1 for kind in GARBAGE_KINDS)
     requests.post(f"{server.url}/admin/reset", timeout=5).raise_for_status()
     assert server.stats()["garbage_injected"] == 0
 
