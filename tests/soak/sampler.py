@@ -26,6 +26,7 @@ __all__ = [
     "BROKER_KEYS",
     "EVERY",
     "SCAN_EVERY",
+    "Outcomes",
     "Sample",
     "Sampler",
     "is_broker_key",
@@ -258,3 +259,70 @@ def summary(samples: list[Sample]) -> dict[str, Any]:
         "load_seconds": load[-1].at if load else 0.0,
         "seconds": last.at,
     }
+
+
+class Outcomes:
+    """Every task's final state as the result backend publishes it (``PSUBSCRIBE
+    celery-task-meta-*``): the soak keeps results only 120 s, so reading them at the end
+    (as the fault suite does) would count a task finished long ago as lost. A lost
+    connection (the Redis restart) is reopened, and the tasks sent so far with no
+    outcome yet are read once from their still-stored results, so none is missed."""
+
+    FINAL = ("SUCCESS", "FAILURE", "REVOKED")
+
+    def __init__(self, client: Callable[[], redis.Redis], sent: Callable[[], list[str]]) -> None:
+        self._client = client
+        self._sent = sent
+        self.metas: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-outcomes", daemon=True)
+        self._subscribed = threading.Event()
+
+    def start(self) -> Outcomes:
+        self._thread.start()
+        assert self._subscribed.wait(30), "could not subscribe to the results"
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._client() as raw, raw.pubsub() as pubsub:
+                    pubsub.psubscribe("celery-task-meta-*")
+                    while pubsub.get_message(timeout=1.0) is None:
+                        if self._stop.is_set():
+                            return
+                    self._catch_up(raw)
+                    self._subscribed.set()
+                    while not self._stop.is_set():
+                        message = pubsub.get_message(timeout=0.5)
+                        if message and message["type"] == "pmessage":
+                            self._note(message["data"])
+            except (redis.RedisError, OSError):
+                self._stop.wait(0.5)
+
+    def _catch_up(self, raw: redis.Redis) -> None:
+        missing = [i for i in list(self._sent()) if i not in self.metas]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
+            for value in raw.mget([f"celery-task-meta-{i}" for i in chunk]):
+                if value is not None:
+                    self._note(value)
+
+    def _note(self, data: bytes) -> None:
+        try:
+            meta = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(meta, dict) and meta.get("status") in self.FINAL and meta.get("task_id"):
+            self.metas.setdefault(str(meta["task_id"]), meta)
+
+    def wait(self, ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
+        """The outcomes of ``ids``, once all are in or ``timeout`` s passed."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(i not in self.metas for i in ids):
+            time.sleep(0.5)
+        return {i: self.metas[i] for i in ids if i in self.metas}

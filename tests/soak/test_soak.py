@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.chaos.harness import Cluster, Load, Row, _secret, rounds
-from tests.soak.sampler import Sampler, rss_growth, summary, write_plot
+from tests.soak.sampler import Outcomes, Sampler, rss_growth, summary, write_plot
 from tests.support.workers import ROOT
 
 SOLVES = int(os.environ.get("CAPTCHA_TASKS_SOAK_SOLVES", "20000"))
@@ -148,10 +148,16 @@ def test_soak(sandbox_factory: Any, tmp_path: Path) -> None:
         sampler.start()
         notes: list[str] = []
         faults = threading.Thread(target=_faults, args=(cluster, sampler, notes), daemon=True)
-        with Load(cluster, SOLVES, SECONDS) as load:
+        load = Load(cluster, SOLVES, SECONDS)
+        outcomes = Outcomes(cluster._raw, lambda: load.ids).start()
+        # The row reads each task's outcome as it was published, not at the end (results
+        # are kept 120 s here): the fault suite's verdict, fed by the watcher.
+        cluster.wait_results = outcomes.wait  # type: ignore[method-assign]
+        with load:
             faults.start()
         faults.join(timeout=120)
         row = cluster.finish(Row("Soak", f"{SOLVES} solves"), load, timeout=180)
+        outcomes.stop()
         sampler.phase = "drain"
         sampler.take(scan=True)
         time.sleep(DRAIN)
