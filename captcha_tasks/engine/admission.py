@@ -15,15 +15,11 @@ from ..state.scripts import run
 from .jobs import captcha_to_json
 from .timing import DEADLINE, TOKEN_TTL
 
-__all__ = ["ADMITTED", "POOLED", "REPORT_WINDOW", "SEEN", "admit", "admit_unless_pooled"]
+__all__ = ["ADMITTED", "POOLED", "SEEN", "admit", "admit_unless_pooled"]
 
 #: What :func:`admit_unless_pooled` did: queued the request; found its task id admitted
 #: before (nothing queued); found a token pool that may serve it (nothing queued).
 SEEN, ADMITTED, POOLED = 0, 1, 2
-
-#: Providers refuse reports later than ~15 min after submit; jobs are kept that long
-#: after their deadline so ``report_solution`` can still find the captcha id.
-REPORT_WINDOW = 900.0
 
 
 def admit(
@@ -79,7 +75,7 @@ def admit_unless_pooled(
     # A thread's lease outlives every legitimate holder: a solve's deadline plus the
     # longest provider call; only a job nobody finishes lets it run out.
     lease_s = deadline_s + 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
-    job_ttl = int(settings.queue_timeout + deadline_s + lease_s + REPORT_WINDOW)
+    job_ttl = int(settings.queue_timeout + deadline_s + lease_s + settings.report_window)
     fields: dict[str, str | float] = {
         "type": captcha.type,
         "captcha": captcha_to_json(captcha),
