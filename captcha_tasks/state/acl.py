@@ -12,8 +12,9 @@ Two users (``captcha-tasks acl`` prints them; ``deploy/users.acl`` is its output
     control and results.
 ``monitor``
     ``captcha-tasks status``, ``watch`` and ``check``, and a scrape's reads: read
-    commands only (:data:`MONITOR_COMMANDS`), on the keys :data:`MONITOR_READS` names
-    (built from :class:`~.keys.Keys`), the queues' lengths, and a subscription to task
+    commands only, and ``TIME`` (:data:`MONITOR_COMMANDS`), on the keys
+    :data:`MONITOR_READS` names (built from :class:`~.keys.Keys`), the queues'
+    lengths, and a subscription to task
     events. It cannot write, run a script, publish (so no remote control: ``status``
     lists workers by their heartbeats instead of a ping), or read job records,
     cookies, results or queued messages.
@@ -63,7 +64,7 @@ TRANSACTION_COMMANDS = ("multi", "exec", "discard", "watch", "unwatch")
 PYTHON_COMMANDS = (
     "blpop", "del", "exists", "expire", "get", "hget", "hgetall", "hkeys", "hlen", "hmget",
     "hset", "llen", "lpush", "lrange", "ltrim", "mget", "pexpire", "pttl", "scan", "set",
-    "zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem",
+    "time", "zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem",
 )  # fmt: skip
 #: kombu's Redis transport: queues (LPUSH / BRPOP / RPOP, one list per priority),
 #: binding tables (its REFRESH_BINDING / SWEEP_BINDINGS scripts: SADD, TIME, ZADD,
@@ -86,6 +87,8 @@ MONITOR_COMMANDS = (
     "hello", "ping", "select", "get", "mget", "exists", "pttl", "hget", "hgetall", "hkeys",
     "hlen", "llen", "lrange", "zcard", "zcount", "zrange", "zrangebyscore", "scan",
     "psubscribe", "punsubscribe",
+    # Redis's clock (state/clock.py): what is live or due is judged by it, not the host's.
+    "time",
 )  # fmt: skip
 
 #: :class:`Keys` members the monitor reads (status, check, a scrape).
