@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration faults chaos bench screenshot browser format sandbox flower clean
+.PHONY: help venv run test lint types unit integration faults chaos soak bench screenshot browser ops-tools format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,14 @@ chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes d
 		else $(BIN)/python -m tests.chaos.report; fi; \
 		exit $$status
 
+# make soak SOAK_SOLVES=600 SOAK_SECONDS=60 SOAK_DRAIN=240: a trial at a smaller scale.
+SOAK_SOLVES ?= 20000
+SOAK_SECONDS ?= 1200
+SOAK_DRAIN ?= 300
+soak: $(STAMP)  ## 20,000 solves over ~20 min with SIGKILLs and a Redis restart; writes docs/RELIABILITY.md's soak and docs/soak.png
+	CAPTCHA_TASKS_SOAK_SOLVES=$(SOAK_SOLVES) CAPTCHA_TASKS_SOAK_SECONDS=$(SOAK_SECONDS) \
+		CAPTCHA_TASKS_SOAK_DRAIN=$(SOAK_DRAIN) $(BIN)/pytest tests/soak -s $(PYTEST_ARGS)
+
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve --plot docs/bench-throughput.png
 	@# Scale: T=200 (100 solves/s) with and without batch reads; T=50 without them.
@@ -78,6 +86,17 @@ browser:  ## Install Debian's chromium and chromium-driver for the browser tests
 		echo "Debian's chromium and chromium-driver are installed: $$(/usr/bin/chromium --version)"; \
 	else echo "installing Debian's chromium and chromium-driver"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
+
+# promtool checks and unit-tests deploy/prometheus/alerts.yml; prometheus evaluates the
+# alerts and the Grafana dashboard's queries against a real worker. Debian's package
+# would start its own service on a host with systemd (not in CI's container):
+# `systemctl disable --now prometheus` afterwards if you do not want it.
+ops-tools:  ## Install Debian's prometheus and promtool for the alert and dashboard tests (skipped if there)
+	@if command -v prometheus >/dev/null && command -v promtool >/dev/null; then \
+		echo "prometheus and promtool are installed: $$(promtool --version 2>&1 | head -n 1)"; \
+	else echo "installing Debian's prometheus (prometheus, promtool)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
 	fi
 
 format: $(STAMP)  ## Reformat and fix what ruff can

@@ -148,6 +148,10 @@ class Settings:
     #: ``CAPTCHA_TASKS_QUEUE_TIMEOUT``: seconds a solve may wait for a free thread
     #: before it fails with SolveTimeout (not scaled: it is the operator's patience).
     queue_timeout: float = 600.0
+    #: ``CAPTCHA_TASKS_REPORT_WINDOW``: seconds a finished solve's job stays in Redis so
+    #: that ``report_solution`` can still report it (not scaled). Part of every job's TTL.
+    #: Providers refuse reports later than ~15 min after submit: the default keeps that.
+    report_window: float = 900.0
     #: ``CAPTCHA_TASKS_BATCH_POLL``: ``auto`` polls every due captcha in one
     #: ``res.php?action=get&ids=...`` request and falls back to one by one if the
     #: provider refuses it; ``on`` never falls back; ``off`` polls one by one.
@@ -334,6 +338,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
+    "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
     "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
     "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _poll_placement),

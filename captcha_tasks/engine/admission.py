@@ -3,27 +3,23 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 
 import redis
 
 from ..provider import Captcha
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .jobs import captcha_to_json
 from .timing import DEADLINE, TOKEN_TTL
 
-__all__ = ["ADMITTED", "POOLED", "REPORT_WINDOW", "SEEN", "admit", "admit_unless_pooled"]
+__all__ = ["ADMITTED", "POOLED", "SEEN", "admit", "admit_unless_pooled"]
 
 #: What :func:`admit_unless_pooled` did: queued the request; found its task id admitted
 #: before (nothing queued); found a token pool that may serve it (nothing queued).
 SEEN, ADMITTED, POOLED = 0, 1, 2
-
-#: Providers refuse reports later than ~15 min after submit; jobs are kept that long
-#: after their deadline so ``report_solution`` can still find the captcha id.
-REPORT_WINDOW = 900.0
 
 
 def admit(
@@ -73,13 +69,13 @@ def admit_unless_pooled(
     if that pool has tokens or is registered (take from it, then :func:`admit`),
     :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`."""
     captcha.validate(max_image_bytes=settings.max_image_bytes)
-    now = time.time() if now is None else now
+    now = clock_of(client)() if now is None else now  # compared by every engine
     deadline_s = settings.scaled(DEADLINE[captcha.type])
     token_ttl = TOKEN_TTL.get(captcha.type)
     # A thread's lease outlives every legitimate holder: a solve's deadline plus the
     # longest provider call; only a job nobody finishes lets it run out.
     lease_s = deadline_s + 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
-    job_ttl = int(settings.queue_timeout + deadline_s + lease_s + REPORT_WINDOW)
+    job_ttl = int(settings.queue_timeout + deadline_s + lease_s + settings.report_window)
     fields: dict[str, str | float] = {
         "type": captcha.type,
         "captcha": captcha_to_json(captcha),

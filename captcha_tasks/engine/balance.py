@@ -20,7 +20,6 @@ import dataclasses
 import decimal
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import redis
@@ -28,6 +27,7 @@ import redis
 from ..errors import CaptchaTasksError
 from ..provider import Provider
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import Keys
 from .spend import DEFAULT_PROVIDER
 
@@ -80,7 +80,7 @@ class BalanceWatch:
         *,
         name: str = DEFAULT_PROVIDER,
         interval: float = CHECK_INTERVAL_S,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.redis = client
         self.keys = Keys(settings.key_prefix)
@@ -88,7 +88,7 @@ class BalanceWatch:
         self.name = name
         self.floor = settings.balance_floor
         self.interval = interval
-        self.clock = clock
+        self.clock = clock or clock_of(client)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

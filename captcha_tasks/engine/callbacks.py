@@ -29,6 +29,7 @@ from ..errors import CaptchaUnsolvable
 from ..provider import Answer, Polled
 from ..provider.pushed import pushed_id, read_pushed
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import Keys
 from .jobs import Job
 from .placement import ReadyTimes
@@ -109,7 +110,7 @@ class Receiver:
         client: redis.Redis,
         engines: Mapping[str, Engine],
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if not settings.callback_token:
@@ -117,7 +118,7 @@ class Receiver:
         self.redis = client
         self.keys = Keys(settings.key_prefix)
         self.engines = dict(engines)
-        self.clock = clock
+        self.clock = clock or clock_of(client)
         self.sleep = sleep
         base = urlsplit(settings.callback_url or "http://x").path.rstrip("/")
         self._prefix = f"{base}/"

@@ -155,11 +155,15 @@ class Finisher:
         else:
             self.completer.succeed(job, result)
 
-    def fail(self, job: Job, error: CaptchaTasksError) -> bool:
-        """``job`` ends with ``error``; False if it had ended already."""
+    def fail(self, job: Job, error: CaptchaTasksError, *, expected: str = "") -> bool:
+        """``job`` ends with ``error``; False if it had ended already. A polled job's
+        error is its captcha's: it ends nothing if the job moved to another captcha
+        meanwhile. ``expected``: only if it is still in that state under this claim."""
         fields = {"error": error.code or type(error).__name__,
                   "error_type": type(error).__name__, "error_message": error.message}  # fmt: skip
-        if not self.queue.finish(job, "failed", fields, self.clock()):
+        captcha_id = job.captcha_id if job.state == "polling" else ""
+        if not self.queue.finish(job, "failed", fields, self.clock(), captcha_id=captcha_id,
+                                 expected=expected):  # fmt: skip
             return False
         self.observer.failed(job.type, _source(job), error)
         if job.pool:

@@ -86,6 +86,11 @@ class Job:
     #: configured one: a job from before issue 15), and the one holding it now.
     route: str = ""
     provider: str = ""
+    #: The fencing token of the claim this copy was read under (``claim.lua``: one up
+    #: per claim), and the engine that took it: a step made for a claim that is no
+    #: longer the job's is refused (another engine took the job over).
+    claim: str = ""
+    claimed_by: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -113,6 +118,8 @@ class Job:
             sender=fields.get("sender", ""),
             route=fields.get("route", ""),
             provider=fields.get("provider", ""),
+            claim=fields.get("claim", ""),
+            claimed_by=fields.get("claimed_by", ""),
         )
 
     def captcha(self) -> Captcha:

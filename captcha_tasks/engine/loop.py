@@ -39,7 +39,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -51,6 +50,7 @@ from ..errors import (
 )
 from ..provider import Provider
 from ..settings import Settings
+from ..state.clock import clock_of
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -63,12 +63,18 @@ from .retries import RetryLog
 from .submit import Submitter
 from .timing import BATCH_LEARN_QUANTILE, FirstPollLearner, PollGrid
 
-__all__ = ["Completer", "Engine", "EngineStats"]
+__all__ = ["Completer", "Engine", "EngineStats", "claim_seconds"]
 
 log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
+
+
+def claim_seconds(settings: Settings) -> float:
+    """How long an engine's claim on a job holds: longer than its longest provider call
+    (a connect and a read, twice), so only a dead or cut-off engine's runs out."""
+    return 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
 
 
 class Engine:
@@ -90,19 +96,20 @@ class Engine:
         *,
         live_workers: LiveWorkers,
         name: str = "engine",
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         provider_name: str = "",
     ) -> None:
         self.settings = settings
         self.redis = client
         self._provider = provider
         self.name = name
-        self.clock = clock
+        # Redis's clock unless told: claims, leases and deadlines are compared across hosts.
+        self.clock = clock = clock or clock_of(client)
         self.stats = EngineStats()
         self.observer = FanOut(self.stats, INSTALLED)
-        # A claim outlives the longest provider call, so only a dead engine's expires.
-        self.claim_s = 2 * (min(5.0, settings.http_timeout) + settings.http_timeout) + 5.0
-        self.queue = SolveQueue(client, settings, claim_s=self.claim_s, provider=provider_name)
+        self.claim_s = claim_seconds(settings)
+        self.queue = SolveQueue(client, settings, claim_s=self.claim_s, provider=provider_name,
+                                claimer=name)  # fmt: skip
         #: The configured provider this engine drives (several: one engine each).
         self.provider_name = self.queue.provider_name
         self.learner = FirstPollLearner(settings, client, provider=self.provider_name)
@@ -307,11 +314,13 @@ class Engine:
             f"the engine sending it ({job.sender or 'unknown'}) stopped during its in.php "
             f"call: {SubmitUncertain.consequence}"
         )
-        log.warning("engine %s: %s was being sent by %s, which stopped: failing it (%s)",
-                    self.name, job.task_id, job.sender or "an engine", error.code)  # fmt: skip
-        self.observer.noted("submit_uncertain_after_crash")
-        self.observer.submitted(job.type, error)
-        self.finisher.fail(job, error)
+        # Only if its sender did not record the captcha meanwhile (it was cut off from
+        # Redis for longer than its claim, not dead): then the job is polled as usual.
+        if self.finisher.fail(job, error, expected="sending"):
+            log.warning("engine %s: %s was being sent by %s, which stopped: failed it (%s)",
+                        self.name, job.task_id, job.sender or "an engine", error.code)  # fmt: skip
+            self.observer.noted("submit_uncertain_after_crash")
+            self.observer.submitted(job.type, error)
 
     def _acquire_and_submit(self) -> bool:
         free = self._free_calls()

@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ import redis
 from ..errors import InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, RecaptchaV3, Turnstile
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import STRUCTURE_TTL, Keys
 from ..state.scripts import run
 from .admission import admit
@@ -79,8 +80,12 @@ class PoolFill:
 
 
 class TokenPool:
-    def __init__(self, client: redis.Redis, settings: Settings) -> None:
+    def __init__(
+        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] | None = None
+    ) -> None:
         self.redis = client
+        # Redis's clock: token expiries and demand are compared by every worker.
+        self.clock = clock or clock_of(client)
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
 
@@ -98,7 +103,7 @@ class TokenPool:
         pool_id = pool_id_for(captcha)
         if pool_id is None:
             return None
-        now = time.time()
+        now = self.clock()
         life = self.min_life() if min_life is None else min_life
         window = self.settings.scaled(DEMAND_WINDOW)
         got = run(
@@ -174,7 +179,7 @@ class TokenPool:
         return self.fill_registered(pool_id, meta)
 
     def fill_registered(self, pool_id: str, meta: dict[str, Any]) -> PoolFill:
-        now = time.time()
+        now = self.clock()
         target = (
             self.adaptive_target(pool_id, meta["type"]) if meta.get("adaptive") else meta["target"]
         )
@@ -194,7 +199,7 @@ class TokenPool:
         return PoolFill(pool_id, int(target), size, filling, len(reserved))
 
     def demand_per_second(self, pool_id: str) -> float:
-        now = time.time()
+        now = self.clock()
         window = self.settings.scaled(DEMAND_WINDOW)
         count = self.redis.zcount(self.keys.pool_takes(pool_id), now - window, "+inf")
         return float(count) / window
@@ -211,7 +216,7 @@ class TokenPool:
         return max(0, min(math.ceil(rate * refill * 1.25), ceiling))
 
     def status(self) -> list[dict[str, Any]]:
-        now = time.time()
+        now = self.clock()
         out = []
         pools: dict[str, str] = self.redis.hgetall(self.keys.pools)  # type: ignore[assignment]
         for pool_id, raw in sorted(pools.items()):

@@ -10,7 +10,10 @@ say what each step guarantees. Jobs move through the states of
 ``waiting``, ``reschedule`` moves a polled job's next poll.
 
 Every change of state checks the state it expects, so two engines (one of them past
-its claim) can never both move a job: the loser's call returns False.
+its claim) can never both move a job: the loser's call returns False. Each claim is a
+fencing token too (``claim.lua``): a send, a reschedule or a requeue made for a claim
+that another engine has taken over since (an engine cut off from Redis for longer
+than its claim, which comes back) is refused.
 """
 
 from __future__ import annotations
@@ -53,12 +56,21 @@ class SolveQueue:
     """The waiting queue, the thread budget and the poll schedule of one cluster.
 
     ``claim_s``: how long a claim on a job (taken to submit or poll) holds; it must
-    outlive the longest provider call, so only a dead engine's runs out.
+    outlive the longest provider call, so only a dead engine's runs out. ``claimer``:
+    the engine's name, recorded with each of its claims and checked as the sender of
+    its submits.
     """
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, *, claim_s: float, provider: str = ""
+        self,
+        client: redis.Redis,
+        settings: Settings,
+        *,
+        claim_s: float,
+        provider: str = "",
+        claimer: str = "",
     ) -> None:
+        self.claimer = claimer
         self.redis = client
         self.keys = Keys(settings.key_prefix)
         self.threads = settings.threads
@@ -108,7 +120,7 @@ class SolveQueue:
             "acquire",
             [self.keys.waiting, self.due_key, *self._route_keys],
             [now, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL,
-             *self._route_args],
+             *self._route_args, self.claimer],
         )  # fmt: skip
         return self._claimed(taken)
 
@@ -128,7 +140,7 @@ class SolveQueue:
             self.redis,
             "claim",
             [self.due_key],
-            [now, now + self.claim_s, n, self.keys.job_prefix],
+            [now, now + self.claim_s, n, self.keys.job_prefix, self.claimer],
         )
         return self._claimed(raw)
 
@@ -144,14 +156,14 @@ class SolveQueue:
 
     def sending(self, job: Job, now: float, sender: str) -> bool:
         """Mark ``job`` ``sending`` right before its submit (its claim renewed for the
-        call); False if it is no longer the caller's to send.
+        call); False if it is no longer the caller's to send (its claim was taken over).
 
         With Redis Sentinel, also False (the job queued again) when no replica has the
         mark within ``CAPTCHA_TASKS_REDIS_SENTINEL_WAIT``: a failover now would forget
         it, and the promoted replica's copy of the job could be sent a second time. And
         False (queued again) when the call itself failed (:meth:`_take_back`)."""
         keys = [self.keys.job(job.task_id), self.due_key]
-        args = [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL]
+        args = [job.task_id, now + self.claim_s, now, sender, STRUCTURE_TTL, job.claim]
         try:
             if not self.replica_wait_ms:
                 return bool(run(self.redis, "sending", keys, args))
@@ -195,7 +207,7 @@ class SolveQueue:
                 self.redis,
                 "submitted",
                 [self.keys.job(job.task_id), self.due_key],
-                [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL],
+                [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL, self.claimer],
             )
         )
 
@@ -207,7 +219,7 @@ class SolveQueue:
         False if the job moved on."""
         last_poll_at = at if polled else (job.last_poll_at or "")
         count = (1 if polled else 0) if reads is None else reads
-        args = [job.task_id, job.captcha_id, next_at, count, last_poll_at]
+        args = [job.task_id, job.captcha_id, next_at, count, last_poll_at, job.claim]
         keys = [self.keys.job(job.task_id), self.due_key]
         deferred: list[tuple[list[str], list[Any]]] | None = getattr(self._local, "deferred", None)
         if deferred is not None:
@@ -258,13 +270,16 @@ class SolveQueue:
         providers it may take next (default: its route stays).
 
         A polled job comes back only after the read that found its captcha unsolvable:
-        that read counts among the solve's polls (``submitted`` keeps them)."""
+        that read counts among the solve's polls (``submitted`` keeps them). A job being
+        sent is its sender's to requeue; any other needs the caller's claim."""
         polling = expected == "polling"
         captcha_id = job.captcha_id if polling else ""
         keys = [self.keys.job(job.task_id), self.due_key, self.budget_key]
         keys += [self.keys.waiting, self.keys.wake]
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
-        args += [1 if polling else 0, route]
+        sending = expected == "sending"
+        args += [1 if polling else 0, route, "" if sending else job.claim,
+                 self.claimer if sending else ""]  # fmt: skip
         return bool(run(self.redis, "requeue", keys, args))
 
     def finish(
@@ -276,13 +291,16 @@ class SolveQueue:
         *,
         captcha_id: str = "",
         spend: Spend | None = None,
+        expected: str = "",
     ) -> bool:
         """End ``job`` in ``state`` (``done`` / ``failed``) with ``fields``, exactly
         once: True for the one caller that ended it. ``captcha_id``: only if the job
         is still at that captcha. It stays claimed until :meth:`reported`. ``spend``:
-        a solve to count in its provider's spend bucket, in the same script."""
-        return bool(run(self.redis, "finish", *self._finish_call(job, state, fields, now,
-                                                               captcha_id, spend)))  # fmt: skip
+        a solve to count in its provider's spend bucket, in the same script.
+        ``expected``: only if the job is still in that state under the caller's claim
+        (a send given up on: not if its sender recorded the captcha since)."""
+        call = self._finish_call(job, state, fields, now, captcha_id, spend, expected)
+        return bool(run(self.redis, "finish", *call))
 
     def finish_many(
         self, ends: Sequence[tuple[Job, str, dict[str, Any], Spend | None]], now: float
@@ -302,6 +320,7 @@ class SolveQueue:
         now: float,
         captcha_id: str,
         spend: Spend | None,
+        expected: str = "",
     ) -> tuple[list[str], list[Any]]:
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
         keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake]
@@ -310,6 +329,7 @@ class SolveQueue:
         else:
             keys.append(self.keys.spend(spend.provider, minute_of(spend.at)))
             args += [spend.captcha_type, to_nano(spend.cost), SPEND_TTL]
+        args += [expected, job.claim if expected else ""]
         for name, value in fields.items():
             args += [name, value]
         return keys, args

@@ -74,6 +74,8 @@ class Submitter:
         if not self.queue.sending(job, sending_at, self.name):
             # Ended meanwhile, or another engine took it over after our claim ran out.
             self.observer.noted("send_skipped")
+            log.info("engine %s: not sending %s: no longer ours (ended, or taken over "
+                     "after our claim ran out)", self.name, job.task_id)  # fmt: skip
             return
         try:
             pushed = {"callback_url": callback_url} if callback_url else {}

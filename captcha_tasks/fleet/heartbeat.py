@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ import redis
 
 from ..settings import Settings
 from ..state import Keys, redis_client, state_redis
+from ..state.clock import clock_of, local_time
 
 __all__ = [
     "HEARTBEAT_FILE_ENV",
@@ -65,7 +65,7 @@ class Beat:
     at: float
 
     def age(self, now: float | None = None) -> float:
-        return max(0.0, (time.time() if now is None else now) - self.at)
+        return max(0.0, (local_time() if now is None else now) - self.at)
 
     def as_json(self) -> str:
         return json.dumps(
@@ -169,7 +169,7 @@ def probe(
     if broker_problem:
         problems.append(broker_problem)
     beats: list[Beat] = []
-    now = time.time()
+    now = local_time()
     if path is not None:
         try:
             beats = [Beat.from_json(path.read_text())]
@@ -181,6 +181,7 @@ def probe(
         try:
             client = state_redis(settings)
             beats = read_beats(client, Keys(settings.key_prefix), worker)
+            now = clock_of(client)()  # the beats in Redis are stamped by Redis's clock
         except (redis.RedisError, OSError) as exc:
             problems.append(f"state Redis unreachable: {type(exc).__name__}")
         else:

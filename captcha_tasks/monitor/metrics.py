@@ -24,7 +24,6 @@ from __future__ import annotations
 import decimal
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -33,7 +32,9 @@ import redis
 from ..engine.observer import NullObserver, SolveObserver, set_solve_observer, solve_observer
 from ..engine.spend import CostSource
 from ..errors import CaptchaTasksError
+from ..fleet.heartbeat import live_workers
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import Keys
 from ..state.redis import redis_client
 from .providers import BREAKER_OPEN_STATES, provider_states
@@ -200,12 +201,12 @@ class StateCollector:
     Redis gauges absent) when Redis did not answer."""
 
     def __init__(
-        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] = time.time
+        self, client: redis.Redis, settings: Settings, *, clock: Callable[[], float] | None = None
     ) -> None:
         self.redis = client
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        self.clock = clock
+        self.clock = clock or clock_of(client)  # leases and tokens expire by Redis's clock
 
     @classmethod
     def from_settings(cls, settings: Settings) -> StateCollector:
@@ -260,6 +261,16 @@ class StateCollector:
             "waiting_requests": gauge(
                 "waiting_requests", "Solve requests waiting for a thread of the budget."
             ),
+            "oldest_waiting": gauge(
+                "oldest_waiting_seconds",
+                "Seconds the longest-waiting request has waited for a thread (since it was "
+                "admitted or put back), 0 when none waits.",
+            ),
+            "workers_alive": gauge(
+                "workers_alive",
+                "Workers whose heartbeat key is in Redis (one beat every "
+                "CAPTCHA_TASKS_HEARTBEAT_INTERVAL, the key lives three).",
+            ),
             "pool_tokens": gauge("pool_tokens", "Unexpired pre-solved tokens in a pool.", pool),
             "pool_filling": gauge("pool_filling", "Fill solves in flight for a pool.", pool),
             "proxies": gauge(
@@ -290,9 +301,10 @@ class StateCollector:
         after = f"({now}"  # leases and tokens that expire after now
         pipe = self.redis.pipeline(transaction=False)
         pipe.zcard(self.keys.waiting)
+        pipe.zrange(self.keys.waiting, 0, 0, withscores=True)  # the head: lowest score
         pipe.hgetall(self.keys.pools)
         pipe.hkeys(self.keys.proxies)
-        waiting, pools, proxy_ids = pipe.execute()
+        waiting, head, pools, proxy_ids = pipe.execute()
 
         pool_ids = sorted(pools)
         proxy_ids = sorted(proxy_ids)
@@ -305,6 +317,10 @@ class StateCollector:
         answers = pipe.execute() if pool_ids or proxy_ids else []
 
         families["waiting_requests"].add_metric([], int(waiting))
+        families["oldest_waiting"].add_metric(
+            [], max(0.0, now - float(head[0][1])) if head else 0.0
+        )
+        families["workers_alive"].add_metric([], len(live_workers(self.redis, self.keys)))
         for n, pool_id in enumerate(pool_ids):
             labels = [pool_id, _pool_type(pools[pool_id])]
             families["pool_tokens"].add_metric(labels, int(answers[2 * n]))

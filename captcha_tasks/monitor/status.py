@@ -2,7 +2,8 @@
 
 Read-only: the thread budget and the solve queues (the sum over the providers, and
 a row per provider), Celery's broker queues, token pools, proxy leases, session locks,
-the workers that answer a ping, each provider's balance (asked of it now) and its state
+the workers that answer a ping (those with a heartbeat when the ping fails, as it does
+for the read-only ``monitor`` ACL user), each provider's balance (asked of it now) and its state
 in Redis (:mod:`.providers`: threads, breaker, last balance check, spend). Secrets stay
 out: proxies are masked, a session lock shows its owner's name and not its token, API
 keys and Redis passwords are never printed.
@@ -11,7 +12,9 @@ keys and Redis passwords are never printed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,12 +23,14 @@ import redis
 
 from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
+from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
 from ..provider_config import DEFAULT_PROVIDER, ProviderConfig, variable
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
 from ..state import Keys, redis_client, state_redis
+from ..state.clock import clock_of
 from .providers import provider_states
 
 __all__ = ["breaker_text", "broker_queues", "collect", "render"]
@@ -153,11 +158,23 @@ def provider_balance(
     return out
 
 
-def ping_workers(app: Any, timeout: float) -> dict[str, Any]:
+def ping_workers(
+    app: Any, timeout: float, beats: Callable[[], list[str]] | None = None
+) -> dict[str, Any]:
+    """Who answers a ping. A ping that fails (a broker that does not answer, or the
+    read-only ``monitor`` ACL user, which may not publish a broadcast) falls back to
+    ``beats``: the workers whose heartbeat is in Redis."""
     try:
         replies = app.control.ping(timeout=timeout) or []
     except Exception as exc:
-        return {"source": "ping", "names": [], "error": f"{type(exc).__name__}: {exc}"}
+        error = f"{type(exc).__name__}: {exc}"
+        if beats is not None:
+            try:
+                return {"source": "heartbeat", "names": beats(), "error": None,
+                        "ping_error": error}  # fmt: skip
+            except redis.RedisError:
+                pass
+        return {"source": "ping", "names": [], "error": error}
     names = sorted(name for reply in replies for name in reply)
     return {"source": "ping", "names": names, "timeout_s": timeout}
 
@@ -189,8 +206,11 @@ def collect(
     specs = settings.providers()
     with ThreadPoolExecutor(max_workers=1 + len(specs), thread_name_prefix="status") as pool:
         balances = [pool.submit(provider_balance, settings, balance_timeout, s) for s in specs]
-        workers = pool.submit(ping_workers, app, workers_timeout) if workers_timeout > 0 else None
-        now = time.time()
+        beats = functools.partial(live_workers, client, keys)
+        workers = (
+            pool.submit(ping_workers, app, workers_timeout, beats) if workers_timeout > 0 else None
+        )
+        now = clock_of(client)()  # leases and polls are due by Redis's clock
         report: dict[str, Any] = {
             "time": round(now, 3),
             "state_redis": mask_url(settings.state_url),
@@ -244,7 +264,8 @@ def render(report: dict[str, Any]) -> str:
         lines.append(f"workers         ping failed: {workers['error']}")
     else:
         names = workers["names"]
-        lines.append(f"workers         {len(names)} answered ping"
+        how = "answered ping" if workers["source"] == "ping" else "with a heartbeat (ping failed)"
+        lines.append(f"workers         {len(names)} {how}"
                      + (f": {', '.join(names)}" if names else ""))  # fmt: skip
     lines += _balance_lines(report.get("balances") or [report["balance"]])
     lines += _provider_lines(report.get("providers", []), report["time"])

@@ -21,6 +21,8 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..state.clock import local_time
+
 __all__ = [
     "EVENT_TYPES",
     "Result",
@@ -121,7 +123,7 @@ class ResultsCollector:
         self,
         *,
         window: float = 60.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = local_time,
         type_lookup: Callable[[str], str | None] | None = None,
         max_tracked: int = 10_000,
     ) -> None:
@@ -299,7 +301,7 @@ class ResultsCollector:
 
 def render(collector: ResultsCollector, *, title: str, now: float | None = None) -> str:
     """The watch screen: totals, rate, by type, by error code, workers, last results."""
-    now = time.time() if now is None else now
+    now = local_time() if now is None else now
     snap = collector.snapshot(now)
     elapsed = int(snap["elapsed_s"])
     finished = snap["solved"] + snap["failed"]

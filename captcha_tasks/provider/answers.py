@@ -4,7 +4,8 @@ voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": in
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
-that is not a string) is refused with a typed error rather than handed on.
+that is not a string, a token or a field that is ``null``) is refused with a typed error
+rather than handed on as a solve.
 """
 
 from __future__ import annotations
@@ -86,11 +87,11 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     if {"challenge", "validate"} <= fields.keys():
         # GeeTest v3 in the shape the classic protocol gives. CapSolver sends no
         # seccode: GeeTest's is validate|jordan.
-        return {
+        return _fields({
             "geetest_challenge": fields["challenge"],
             "geetest_validate": fields["validate"],
             "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
-        }
+        })  # fmt: skip
     return _fields(fields)
 
 
@@ -99,6 +100,10 @@ def _fields(fields: dict[str, Any]) -> dict[str, Any]:
         return _exactly("GeeTest v4", fields, GEETEST_V4_KEYS)
     if "captcha_voucher" in fields:
         return _exactly("AWS WAF", fields, _AWS_PAIR)
+    # GeeTest v3 and whatever else: strings (or numbers) each, never null or nested.
+    for value in fields.values():
+        if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+            raise malformed("fields", fields)
     return fields
 
 

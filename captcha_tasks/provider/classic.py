@@ -12,7 +12,10 @@ processed (:mod:`.transport` says when) fails with
 :class:`~captcha_tasks.errors.SubmitUncertain` (permanent), one that surely was not
 (no connection, a refusing answer, a provider error code such as NO_SLOT) is
 transient as before. When in doubt the submit counts as maybe processed: a wrong
-guess fails one task, the other way round pays a captcha twice.
+guess fails one task, the other way round pays a captcha twice. So does a submit
+answered under HTTP 2xx by something that is not the protocol (:mod:`.unreadable`: an
+HTML page, cut or wrong-shaped JSON, binary noise, no body, a body past the cap), or
+by a value that is no captcha id: whoever wrote it, the provider may have the captcha.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ from .classic_params import proxy_params, submit_files, submit_params
 from .offers import check_offered
 from .poll_rules import CLASSIC_RULES
 from .protocol import NOT_READY, NotReady, WithUserAgent, parse_many, parse_response
-from .transport import RequestFailed, post, shared_session
+from .transport import Reply, RequestFailed, post, shared_session
+from .unreadable import is_unreadable, masked, uncertain_submit
 
 __all__ = ["SolverClient"]
 
@@ -147,10 +151,16 @@ class SolverClient:
         if callback_url:
             params["pingback"] = callback_url
         files = submit_files(captcha)
-        value = self._call("in.php", "submit", params, files=files, idempotent=False)
+        # A portal may echo the request: its proxy password is masked like the key.
+        secrets = self._secrets + ((proxy.password,) if proxy and proxy.password else ())
+        value = self._call("in.php", "submit", params, files=files, idempotent=False,
+                           secrets=secrets)  # fmt: skip
         if isinstance(value, str) and _ID_RE.match(value):
             return value
-        raise self._unexpected("submit", value)
+        # Answered, but with no captcha id: the provider may hold (and bill) one.
+        self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
+        shown = masked(repr(value), secrets)[:120]
+        raise uncertain_submit(f"submit to {self.base_url}/in.php", f"no captcha id in {shown}")
 
     def get(self, captcha_id: str) -> Answer | None:
         """The answer, or ``None`` while the captcha is being solved."""
@@ -177,11 +187,10 @@ class SolverClient:
         if len(ids) <= 1:
             return {i: self.get(i) for i in ids}
         data = {"action": "get", "ids": ",".join(ids)}
-        status, content_type, body = self._post("res.php", "get_many", data, {})
+        reply = self._post("res.php", "get_many", data, {})
         with self._errors_counted():
-            slots = parse_many(
-                status, content_type, body, len(ids), provider=self.provider, redact=self._secrets
-            )
+            slots = parse_many(*reply[:3], len(ids), provider=self.provider,
+                               redact=self._secrets, cut=reply.cut)  # fmt: skip
         out: dict[str, Polled] = {}
         for captcha_id, slot in zip(ids, slots, strict=True):
             if isinstance(slot, SolverError):
@@ -231,20 +240,24 @@ class SolverClient:
         *,
         files: Mapping[str, tuple[str, bytes, str]] | None = None,
         idempotent: bool = True,
+        secrets: tuple[str, ...] = (),
     ) -> str | dict[str, Any] | list[Any] | WithUserAgent | NotReady:
-        status, content_type, body = self._post(
-            endpoint, action, params, files or {}, idempotent=idempotent
-        )
-        with self._errors_counted():
-            try:
-                return parse_response(
-                    status, content_type, body, provider=self.provider, redact=self._secrets
-                )
-            except ProviderUnavailable as exc:
-                if idempotent or exc.code != "HTTP_504":
-                    raise
+        reply = self._post(endpoint, action, params, files or {}, idempotent=idempotent)
+        try:
+            return parse_response(*reply[:3], provider=self.provider,
+                                  redact=secrets or self._secrets, cut=reply.cut)  # fmt: skip
+        except SolverError as exc:
+            error: SolverError = exc
+            call = f"{action} to {self.base_url}/{endpoint}"
+            if not idempotent and exc.code == "HTTP_504":
                 # A gateway timeout, not the provider's answer: it may hold the request.
-                raise self._uncertain(f"{action} to {self.base_url}/{endpoint}: {exc}") from exc
+                error = self._uncertain(f"{call}: {exc}")
+            elif not idempotent and 200 <= reply.status < 300 and is_unreadable(exc):
+                error = uncertain_submit(call, exc)
+            self._count(f"errors:{error.code}")
+            if error is exc:
+                raise
+            raise error from None
 
     def _post(
         self,
@@ -254,7 +267,7 @@ class SolverClient:
         files: Mapping[str, tuple[str, bytes, str]],
         *,
         idempotent: bool = True,
-    ) -> tuple[int, str, bytes]:
+    ) -> Reply:
         """POST and read the whole answer. A failure raises :class:`SolverNetworkError`,
         unless the call is not ``idempotent`` and may have been processed: then
         :class:`SubmitUncertain`."""

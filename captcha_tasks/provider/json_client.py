@@ -46,6 +46,15 @@ from .json_tasks import task_for
 from .poll_rules import poll_rules_for
 from .proxy import Proxy
 from .transport import RequestFailed, post, shared_session
+from .unreadable import (
+    context,
+    decode,
+    is_unreadable,
+    masked,
+    preview,
+    uncertain_submit,
+    unreadable_body,
+)
 
 __all__ = ["JsonTaskClient"]
 
@@ -125,17 +134,18 @@ class JsonTaskClient:
         body: dict[str, Any] = {"task": task}
         if callback_url:
             body["callbackUrl"] = callback_url
-        payload = self._call("createTask", body, idempotent=False)
+        # A portal may echo the request: its proxy password is masked like the key.
+        secrets = (proxy.password,) if proxy is not None and proxy.password else ()
+        payload = self._call("createTask", body, idempotent=False, secrets=secrets)
         raw_id = payload.get("taskId")
         if isinstance(raw_id, int) and not isinstance(raw_id, bool) and raw_id > 0:
             raw_id = str(raw_id)
         if not isinstance(raw_id, str) or not _ID_RE.match(raw_id):
             # Accepted (errorId 0) but unusable: the task may exist and be billed.
             self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
-            shown = self._redact(repr(raw_id)[:60])
-            raise SubmitUncertain(
-                f"createTask answered no usable taskId ({shown}): {SubmitUncertain.consequence}"
-            )
+            shown = masked(repr(payload), (self._api_key, *secrets))[:120]
+            call = f"createTask to {self.base_url}/createTask"
+            raise uncertain_submit(call, f"no usable taskId in {shown}")
         self._keep_early(raw_id, payload)
         return raw_id
 
@@ -195,14 +205,21 @@ class JsonTaskClient:
     # -- plumbing --------------------------------------------------------------------
 
     def _call(
-        self, method: str, body: dict[str, Any], *, idempotent: bool = True
+        self,
+        method: str,
+        body: dict[str, Any],
+        *,
+        idempotent: bool = True,
+        secrets: tuple[str, ...] = (),
     ) -> dict[str, Any]:
         """POST ``body`` (plus the key) to ``/method``; the answer's JSON object. Raises
-        the typed error of an ``errorCode`` or of the HTTP status."""
+        the typed error of an ``errorCode`` or of the HTTP status; an unreadable answer
+        (:mod:`.unreadable`) to a call that is not ``idempotent`` is ``SubmitUncertain``
+        under a 2xx status. ``secrets``: masked besides the key in what is quoted."""
         url = f"{self.base_url}/{method}"
         self._count(method)
         try:
-            status, _, raw = post(
+            reply = post(
                 self._session or shared_session(), url, {}, {},
                 timeout=self.timeout, what=method, json_body={"clientKey": self._api_key, **body},
             )  # fmt: skip
@@ -211,18 +228,27 @@ class JsonTaskClient:
             if exc.maybe_sent and not idempotent:
                 raise self._counted(self._uncertain(detail)) from exc.__cause__
             raise self._counted(SolverNetworkError(detail)) from exc.__cause__
-        text = self._redact(raw.decode("utf-8", errors="replace"))
-        payload = _json_object(text)
+        secrets = (self._api_key, *secrets)
+        status, ok = reply.status, 200 <= reply.status < 300
+        decoded = None if reply.cut else decode(reply.body)
+        text = masked(decoded, secrets) if decoded is not None else ""
+        payload = _json_object(text) if decoded is not None else None
         error = payload_error(self.dialect, payload) if payload is not None else None
-        if error is None and not 200 <= status < 300:
-            error = http_error(self.dialect, status, text)
+        if error is None and not ok:
+            error = http_error(self.dialect, status, text or preview(reply.body[:4096], secrets))
+        if error is None and payload is None:
+            if decoded is None:  # cut at the cap, or not UTF-8
+                error = unreadable_body(*reply[:3], secrets, cut=reply.cut)
+            else:
+                error = unexpected(method, text, context(*reply[:2], len(reply.body)))
         if error is not None:
             if not idempotent and error.code == "HTTP_504":
                 # A gateway gave up waiting for a provider that may hold the task.
                 error = self._uncertain(f"{method} to {url}: {error.message}")
+            elif not idempotent and ok and is_unreadable(error):
+                error = uncertain_submit(f"{method} to {url}", error)
             raise self._counted(error)
-        if payload is None:
-            raise self._counted(unexpected(method, text))
+        assert payload is not None  # every other case raised above
         return payload
 
     def _result(self, captcha_id: str, payload: dict[str, Any]) -> Answer | None:

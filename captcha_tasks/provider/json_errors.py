@@ -18,10 +18,9 @@ from ..errors import (
     SolverError,
 )
 from .json_dialects import NOT_READY_CODES, UNKNOWN_RULE, JsonDialect
+from .unreadable import EMPTY_ANSWER, clean, snippet, unreadable
 
 __all__ = ["http_error", "payload_error", "unexpected"]
-
-_SNIPPET = 120
 
 
 def payload_error(dialect: JsonDialect, payload: Mapping[str, Any]) -> SolverError | None:
@@ -37,20 +36,23 @@ def payload_error(dialect: JsonDialect, payload: Mapping[str, Any]) -> SolverErr
         rule = dialect.rule(code)
     else:
         error_id = payload.get("errorId")
-        if error_id in (None, 0, "0") or isinstance(error_id, bool):
+        # Only a number names an error: {"errorId": "banana"} is garbage, not an error.
+        if isinstance(error_id, str) and error_id.strip().isdigit():
+            error_id = int(error_id)
+        if isinstance(error_id, bool) or not isinstance(error_id, int) or error_id == 0:
             return None
-        code, rule = f"ERROR_ID_{_clean(str(error_id))[:16]}", UNKNOWN_RULE
+        code, rule = f"ERROR_ID_{str(error_id)[:16]}", UNKNOWN_RULE
     message = f"{code}: {rule.meaning} ({dialect.name})"
     described = payload.get("errorDescription")
     if isinstance(described, str) and described.strip():
-        message += f" (provider says: {_clean(described)})"
+        message += f" (provider says: {clean(described)})"
     return rule.error(message, code, rule.retry_after)
 
 
 def http_error(dialect: JsonDialect, status: int, text: str) -> SolverError:
     """The error for a non-2xx answer whose body names no ``errorCode``."""
     code = f"HTTP_{status}"
-    detail = f"HTTP {status} from {dialect.name}: {_snippet(text)}"
+    detail = f"HTTP {status} from {dialect.name}: {snippet(text)}"
     if status == 401:
         return InvalidApiKey(f"{detail}; the API key was refused", code)
     if status == 403 and dialect.name == "capsolver":  # its SDK: insufficient credit
@@ -64,19 +66,10 @@ def http_error(dialect: JsonDialect, status: int, text: str) -> SolverError:
     return ProviderUnavailable(detail, code, 10.0)
 
 
-def unexpected(method: str, text: str) -> ProviderUnavailable:
-    """An answer that is not what ``method`` answers (HTML, malformed JSON, no fields)."""
-    retry = 10.0 if text.lstrip().startswith("<") else 5.0
-    return ProviderUnavailable(
-        f"{method}: unexpected answer {_snippet(text)}", "UNRECOGNISED_ANSWER", retry
-    )
-
-
-def _snippet(text: str) -> str:
-    shown = _clean(text)
-    return repr(shown) if shown else "(empty body)"
-
-
-def _clean(text: str) -> str:
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 3] + "..."
+def unexpected(method: str, text: str, shown: str = "") -> ProviderUnavailable:
+    """An answer that is not what ``method`` answers (HTML, malformed JSON, no fields);
+    ``shown``: what else to say of it (status, content type, size)."""
+    if not text.strip():
+        return unreadable(f"{method}: an empty body {shown}".strip(), "", code=EMPTY_ANSWER)
+    html = text.lstrip().startswith("<")
+    return unreadable(f"{method}: unexpected answer", f"{snippet(text)} {shown}".strip(), html=html)

@@ -32,6 +32,18 @@ from ..errors import (
     SolverError,
 )
 from ..settings import Provider
+from .unreadable import (
+    EMPTY_ANSWER,
+    HTML_RETRY,
+    clean,
+    context,
+    decode,
+    masked,
+    preview,
+    snippet,
+    unreadable,
+    unreadable_body,
+)
 
 __all__ = [
     "DIALECTS",
@@ -134,15 +146,11 @@ DIALECTS: Final[Mapping[Provider, Mapping[str, ErrorRule]]] = {
 }  # fmt: skip
 
 _UNKNOWN = ErrorRule(ClientError, None, "unknown provider error")
-_HTML_RETRY = 10.0
-_GARBAGE_RETRY = 5.0
 
 _NOT_READY_CODES = frozenset({"CAPCHA_NOT_READY", "CAPTCHA_NOT_READY"})
 _NUMBERED_RE = re.compile(r"^ERROR:\s*(\d{1,6})\b\s*(.*)$", re.S)
 _CODE_RE = re.compile(r"^(ERROR_[A-Z0-9_]{1,60}|IP_BANNED|MAX_USER_TURN)(?:[\s|:]+(.*))?$", re.S)
 _DECIMAL_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
-_TITLE_RE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
-_SNIPPET = 120
 
 
 def rule_for(code: str, provider: Provider = "captchaai") -> ErrorRule:
@@ -157,7 +165,7 @@ def error_for(
     rule = rule_for(code, provider)
     message = f"{code}: {rule.meaning}"
     if error_text:
-        message += f" (provider says: {_clean(error_text)})"
+        message += f" (provider says: {clean(error_text)})"
     return rule.error(message, code, rule.retry_after)
 
 
@@ -168,23 +176,28 @@ def parse_response(
     *,
     provider: Provider = "captchaai",
     redact: Iterable[str] = (),
+    cut: bool = False,
 ) -> Parsed:
     """One in.php/res.php answer as a value or :data:`NOT_READY`; raises :class:`SolverError`.
 
-    ``redact``: secrets (the API key) to mask if the provider echoes them back.
-    Under a non-2xx status only an explicit error code is trusted; anything else
-    raises an ``HTTP_<status>`` error.
+    ``redact``: secrets (the API key) to mask if the provider echoes them back. Under a
+    non-2xx status only an explicit error code is trusted; anything else raises an
+    ``HTTP_<status>`` error. ``cut``: the transport stopped reading at its cap (a 2xx
+    answer whose end was never seen is not read: ``ANSWER_TOO_BIG``, :mod:`.unreadable`).
     """
-    text = _masked(_decode(body), redact)
+    size, ok, text = len(_bytes(body)), 200 <= status_code < 300, decode(body)
     try:
+        if cut or text is None:
+            raise _unreadable_body(status_code, content_type, _bytes(body), redact, cut)
+        text = masked(text, redact)
         try:
             value = _parse_text(text, provider)
         except _Unrecognised as exc:
-            if not 200 <= status_code < 300:
-                raise _http_error(status_code, text) from None
-            raise _with_content_type(exc.error, content_type) from None
-        if not 200 <= status_code < 300:
-            raise _http_error(status_code, text)
+            if not ok:
+                raise _http_error(status_code, snippet(text)) from None
+            raise _with_context(exc.error, status_code, content_type, size) from None
+        if not ok:
+            raise _http_error(status_code, snippet(text))
         return value
     except SolverError as exc:
         raise _redacted(exc, redact) from None
@@ -198,13 +211,18 @@ def parse_many(
     *,
     provider: Provider = "captchaai",
     redact: Iterable[str] = (),
+    cut: bool = False,
 ) -> list[str | NotReady | SolverError]:
     """The answer to ``action=get&ids=a,b,c``: one slot per id, in order.
 
     Each slot is the answer, :data:`NOT_READY`, or the error for that captcha alone
-    (returned, not raised). An error for the whole request is raised.
+    (returned, not raised). An error for the whole request is raised (``cut``, and
+    any unreadable answer, as :func:`parse_response` raises it).
     """
-    text = _masked(_decode(body), redact)
+    text = decode(body)
+    if cut or text is None:
+        raise _unreadable_body(status_code, content_type, _bytes(body), redact, cut)
+    text = masked(text, redact)
     parts: list[str] | None = None
     if 200 <= status_code < 300:
         if text.startswith("{"):
@@ -221,7 +239,8 @@ def parse_many(
         whole = parse_response(status_code, content_type, text, provider=provider, redact=redact)
         if whole is NOT_READY:
             return [NOT_READY] * count
-        raise _redacted(_garbage(text, "expected one answer per id"), redact)
+        error = _garbage(text, "expected one answer per id")
+        raise _redacted(_with_context(error, status_code, content_type, len(body)), redact)
     return [_slot(part.strip(), provider, redact) for part in parts]
 
 
@@ -232,7 +251,7 @@ def _slot(part: str, provider: Provider, redact: Iterable[str]) -> str | NotRead
         code, error_text = _split_code(part)
         return _redacted(error_for(code, provider, error_text), redact)
     if not part:
-        return ProviderUnavailable("an empty answer for this id", "EMPTY_ANSWER", _GARBAGE_RETRY)
+        return unreadable("an empty answer for this id", "", code=EMPTY_ANSWER)
     return part
 
 
@@ -246,8 +265,7 @@ def _parse_text(text: str, provider: Provider) -> Parsed:
     # Sniffed rather than read from Content-Type, which these PHP endpoints do not set
     # reliably (and a proxy's error page may claim anything).
     if not text:
-        empty = ProviderUnavailable("an empty body", "EMPTY_ANSWER", _GARBAGE_RETRY)
-        raise _Unrecognised(empty)
+        raise _Unrecognised(unreadable("an empty body", "", code=EMPTY_ANSWER))
     if text.startswith("<"):
         raise _Unrecognised(_garbage(text, "an HTML page"))
     if text.startswith("{"):
@@ -279,7 +297,7 @@ def _parse_json(text: str, provider: Provider) -> Parsed:
             agent = payload.get("useragent")
             return WithUserAgent(request, agent) if isinstance(agent, str) and agent else request
     if status == 0 and isinstance(request, str) and request.startswith("ERROR"):
-        raise error_for(_clean(request)[:64], provider, error_text)  # e.g. "ERROR" alone
+        raise error_for(clean(request)[:64], provider, error_text)  # e.g. "ERROR" alone
     raise _Unrecognised(_garbage(text, "an unexpected JSON answer"))
 
 
@@ -339,58 +357,42 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _http_error(status_code: int, text: str) -> SolverError:
+def _http_error(status_code: int, shown: str) -> SolverError:
+    """The error of a non-2xx answer without a code; ``shown``: its snippet or preview."""
     code = f"HTTP_{status_code}"
-    detail = f"HTTP {status_code} from the provider: {_snippet(text)}"
+    detail = f"HTTP {status_code} from the provider: {shown}"
     if status_code == 429:
         return RateLimited(detail, code, 10.0)
     if 300 <= status_code < 400 or status_code in (404, 405, 410, 414):
         # A wrong solver URL: retrying cannot help (and redirects are not followed,
         # since a 302 would turn the POST into a GET without the key).
         return ClientError(f"{detail}; check CAPTCHA_TASKS_SOLVER_URL", code)
-    return ProviderUnavailable(detail, code, _HTML_RETRY)
+    return ProviderUnavailable(detail, code, HTML_RETRY)
 
 
-def _with_content_type(exc: SolverError, content_type: str) -> SolverError:
-    if not content_type:
-        return exc
-    return type(exc)(f"{exc.message} [{_clean(content_type)}]", exc.code, exc.retry_after)
+def _unreadable_body(
+    status: int, content_type: str, body: bytes, redact: Iterable[str], cut: bool
+) -> SolverError:
+    if not 200 <= status < 300:  # the status says it all
+        return _http_error(status, preview(body, redact))
+    return unreadable_body(status, content_type, body, redact, cut=cut)
+
+
+def _with_context(exc: SolverError, status: int, content_type: str, size: int) -> SolverError:
+    shown = context(status, content_type, size)
+    return type(exc)(f"{exc.message} {shown}", exc.code, exc.retry_after)
 
 
 def _garbage(text: str, what: str) -> ProviderUnavailable:
-    retry = _HTML_RETRY if text.startswith("<") else _GARBAGE_RETRY
-    return ProviderUnavailable(f"{what}: {_snippet(text)}", "UNRECOGNISED_ANSWER", retry)
+    return unreadable(what, snippet(text), html=text.startswith("<"))
 
 
-def _decode(body: bytes | str) -> str:
-    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
-    return text.lstrip("\ufeff").strip()
-
-
-def _masked(text: str, secrets: Iterable[str]) -> str:
-    # Before anything is quoted: a snippet cut off mid-key would no longer match it.
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, "***")
-    return text
-
-
-def _snippet(text: str) -> str:
-    title = _TITLE_RE.search(text) if text.startswith("<") else None
-    shown = _clean(title.group(1) if title else text)
-    return repr(shown) if shown else "(empty body)"
-
-
-def _clean(text: str) -> str:
-    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
-    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 3] + "..."
+def _bytes(body: bytes | str) -> bytes:
+    return body if isinstance(body, bytes) else body.encode("utf-8", "replace")
 
 
 def _redacted(exc: SolverError, secrets: Iterable[str]) -> SolverError:
-    message = exc.message
-    for secret in secrets:
-        if secret and secret in message:
-            message = message.replace(secret, "***")
+    message = masked(exc.message, secrets)
     if message == exc.message:
         return exc
     return type(exc)(message, exc.code, exc.retry_after)

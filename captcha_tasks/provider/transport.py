@@ -40,7 +40,8 @@ __all__ = [
     "shared_session",
 ]
 
-#: Bigger answers are cut off (tokens are a few kB; nothing legitimate comes near).
+#: Answers are read up to this many bytes and no further (tokens are a few kB; nothing
+#: legitimate comes near): a bigger one comes back ``cut``, and is no answer.
 MAX_RESPONSE_BYTES = 1_048_576
 #: Connections kept per host: enough for a worker process running many threads.
 POOL_MAXSIZE = 64
@@ -100,9 +101,13 @@ def close_shared_session() -> None:
 
 
 class Reply(NamedTuple):
+    """An answer read whole, or up to :data:`MAX_RESPONSE_BYTES` (``cut``: there was more,
+    left unread; the connection is closed rather than drained)."""
+
     status: int
     content_type: str
     body: bytes
+    cut: bool = False
 
 
 class RequestFailed(Exception):
@@ -142,8 +147,8 @@ def post(
             stream=True,
         ) as response:
             status = response.status_code
-            body = _read_body(response, deadline)
-            return Reply(status, response.headers.get("Content-Type", ""), body)
+            body, cut = _read_body(response, deadline)
+            return Reply(status, response.headers.get("Content-Type", ""), body, cut)
     except (
         requests.RequestException,
         urllib3.exceptions.HTTPError,
@@ -161,7 +166,7 @@ class _TooSlow(Exception):
     pass
 
 
-def _read_body(response: requests.Response, deadline: float) -> bytes:
+def _read_body(response: requests.Response, deadline: float) -> tuple[bytes, bool]:
     # The read timeout bounds each socket read; this bounds the whole answer, so a
     # server dripping bytes cannot hold a worker forever. read1 returns whatever has
     # arrived (iter_content would block until a whole chunk is there).
@@ -177,7 +182,8 @@ def _read_body(response: requests.Response, deadline: float) -> bytes:
             break
         chunks.append(chunk)
         size += len(chunk)
-    return b"".join(chunks)[:MAX_RESPONSE_BYTES]
+    body = b"".join(chunks)
+    return body[:MAX_RESPONSE_BYTES], size > MAX_RESPONSE_BYTES
 
 
 def _never_sent(exc: BaseException) -> bool:

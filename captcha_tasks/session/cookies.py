@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ import redis
 import requests
 
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.keys import Keys
 from ..state.scripts import run
 from .cookie_model import (
@@ -101,13 +101,14 @@ class CookieStore:
         client: redis.Redis,
         settings: Settings,
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         max_ttl: int = MAX_TTL,
         session_ttl: int = SESSION_COOKIE_TTL,
     ) -> None:
         self.client = client
         self.keys = Keys(settings.key_prefix)
-        self.clock = clock
+        # Redis's clock: set_at stamps decide between writers on different hosts.
+        self.clock = clock or clock_of(client)
         self.max_ttl = max_ttl
         self.session_ttl = session_ttl
 

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 import uuid
 from typing import Any
 
 import redis
 
 from ..settings import Settings
-from ..state import Keys
+from ..state import Keys, state_redis
+from ..state.clock import clock_of
 from ..state.scripts import run
 from .cookie_model import normalize_host
 
@@ -122,5 +122,11 @@ def forget(client: redis.Redis, settings: Settings, host: str, member: str) -> N
 
 
 def deadline_after(settings: Settings, ttls: float) -> float:
-    """An epoch deadline ``ttls`` lock TTLs from now."""
-    return time.time() + ttls * settings.lock_ttl
+    """An epoch deadline ``ttls`` lock TTLs from now, by Redis's clock (``lock_park.lua``
+    compares it with ``TIME``; another worker may re-send the parked task)."""
+    return now(settings) + ttls * settings.lock_ttl
+
+
+def now(settings: Settings) -> float:
+    """Redis's time: what lock deadlines are measured by."""
+    return clock_of(state_redis(settings))()

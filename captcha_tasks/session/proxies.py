@@ -37,7 +37,6 @@ import hashlib
 import json
 import random
 import re
-import time
 from typing import Any
 from urllib.parse import quote
 
@@ -47,6 +46,7 @@ from ..errors import InvalidTaskInput, NoProxyAvailable, UnknownProxy
 from ..provider.proxy import Proxy, ProxyType
 from ..settings import Settings
 from ..state import Keys
+from ..state.clock import local_time
 from ..state.keys import PROXY_POOL_TTL
 from ..state.scripts import run
 
@@ -148,7 +148,7 @@ def _record(proxy: Proxy) -> str:
             "type": proxy.type,
             "username": proxy.username,
             "password": proxy.password,
-            "added_at": round(time.time(), 3),
+            "added_at": round(local_time(), 3),
         }
     )
 

@@ -49,7 +49,7 @@ def run_replicated(
     for attempt in (1, 2):
         pipe = client.pipeline(transaction=False)
         pipe.evalsha(found.sha, len(keys), *keys, *args)
-        pipe.execute_command("WAIT", 1, timeout_ms)  # type: ignore[no-untyped-call]
+        pipe.wait(1, timeout_ms)
         result, acked = pipe.execute(raise_on_error=False)
         if isinstance(result, NoScriptError) and attempt == 1:
             client.script_load(found.script)  # a master that never ran it (a promoted one)

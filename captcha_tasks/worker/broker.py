@@ -23,6 +23,13 @@ id it has seen, a page task fetches again), so that is a duplicate, never a loss
 Only task messages (those with a ``task`` header) are recorded: replies and events
 are not acknowledged by anyone. Messages published by another application's own
 kombu connection (``send_task`` from an app that is not ours) take the plain path.
+
+The unacknowledged index is stamped and swept by Redis's clock
+(:class:`~captcha_tasks.state.clock.RedisClock`), not each host's: it is written by the
+publisher and by the worker that takes a message, and swept by every worker, which puts
+back what is older than the visibility timeout. By its own clock a worker 30 s ahead
+would put back every message the others hold once the timeout is under 30 s, and a
+worker behind would hold back a dead worker's messages as long.
 """
 
 from __future__ import annotations
@@ -30,23 +37,25 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterable, Iterator
-from time import time
 from typing import Any
 from urllib.parse import urlsplit
 
 from kombu import connection as kombu_connection
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 from kombu.utils.json import dumps
 
 from ..masking import mask_url
 from ..redis_urls import is_sentinel
 from ..settings import Settings
+from ..state.clock import clock_of
 from ..state.redis import sentinel_kwargs
 
 __all__ = [
     "SENTINEL_FAILOVER",
     "TRANSPORTS",
     "Channel",
+    "QoS",
     "SentinelChannel",
     "SentinelTransport",
     "SslTransport",
@@ -69,7 +78,38 @@ for _scheme, _path in TRANSPORTS.items():
     kombu_connection.resolve_aliases.setdefault(_path, _scheme)
 
 
+class QoS(kombu_redis.QoS):
+    """kombu's ack emulation, its unacknowledged index by Redis's clock."""
+
+    def append(self, message: Any, delivery_tag: str) -> None:
+        delivery = message.delivery_info
+        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        with self.pipe_or_acquire() as pipe:
+            pipe.zadd(self.unacked_index_key, {delivery_tag: self.channel.now()})
+            pipe.hset(self.unacked_key, delivery_tag, record)
+            pipe.execute()
+        virtual.QoS.append(self, message, delivery_tag)  # kombu's own bookkeeping
+
+    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> None:
+        # kombu puts back what its index has older than time() - visibility_timeout, by
+        # this host's clock: move the timeout by how far this host is from Redis.
+        timeout = self.channel.visibility_timeout
+        lag = kombu_redis.time() - self.channel.now()  # type: ignore[attr-defined]
+        self.__dict__["visibility_timeout"] = timeout + lag
+        try:
+            super().restore_visible(start, num, interval)
+        finally:
+            self.__dict__["visibility_timeout"] = timeout
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
+
+    def now(self) -> float:
+        """Redis's time (the unacknowledged index's clock)."""
+        with self.conn_or_acquire() as client:
+            return clock_of(client)()
+
     @contextlib.contextmanager
     def conn_or_acquire(self, client: Any = None) -> Iterator[Any]:
         """kombu builds a new ``redis.Redis`` (hundreds of response callbacks copied)
@@ -100,14 +140,14 @@ class Channel(kombu_redis.Channel):
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
             # Batched publishes: the batch's pipeline sends these commands together.
-            batch.add("zadd", self.unacked_index_key, {tag: time()})
+            batch.add("zadd", self.unacked_index_key, {tag: self.now()})
             batch.add("hset", self.unacked_key, tag, record)
             batch.add("lpush", key, dumps(message))
             for name in expire:
                 batch.add("pexpire", name, self._expires[queue])
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=True) as pipe:
-            pipe.zadd(self.unacked_index_key, {tag: time()})
+            pipe.zadd(self.unacked_index_key, {tag: self.now()})
             pipe.hset(self.unacked_key, tag, record)
             pipe.lpush(key, dumps(message))
             for name in expire:

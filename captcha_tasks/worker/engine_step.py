@@ -29,6 +29,7 @@ from ..provider import make_provider
 from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
 from ..state import Keys, state_redis
+from ..state.clock import clock_of
 
 __all__ = ["CeleryCompleter", "SolveEngineStep"]
 
@@ -158,6 +159,10 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             return
         completer = self.completer = CeleryCompleter(worker.app, worker.hostname)
         client = state_redis(settings)
+        skew = clock_of(client).offset()
+        if abs(skew) > 1.0:  # harmless (everything shared is timed by Redis), but telling
+            log.warning("this host's clock is %+.1f s off Redis's; claims, leases, deadlines "
+                        "and cookie stamps go by Redis's clock", skew)  # fmt: skip
         several = len(settings.providers()) > 1
         # One engine per provider, each with its own client and thread budget; they
         # share the waiting queue, and acquire.lua routes each job to one of them.

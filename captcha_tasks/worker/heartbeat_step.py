@@ -9,9 +9,9 @@ wants to see. A thread would keep beating next to a wedged worker.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,6 +21,7 @@ from celery import bootsteps
 from ..fleet.heartbeat import TTL_INTERVALS, Beat, write_beat_file
 from ..settings import Settings, get_settings
 from ..state import Keys, state_redis
+from ..state.clock import clock_of, local_time
 from ..version import worker_version
 
 __all__ = ["HeartbeatStep"]
@@ -65,13 +66,15 @@ class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
                 self.path.unlink()
 
     def beat(self) -> None:
-        beat = Beat(self._hostname, worker_version(), os.getpid(), time.time())
+        # The beat in Redis is stamped by Redis's clock (read from any host); the file's
+        # by this host's (read by a probe on this host).
+        beat = Beat(self._hostname, worker_version(), os.getpid(), local_time())
         settings = self._settings or get_settings()
         ttl = max(1, int(self.interval * TTL_INTERVALS + 0.999))
         try:
-            state_redis(settings).set(
-                Keys(settings.key_prefix).heartbeat(beat.worker), beat.as_json(), ex=ttl
-            )
+            client = state_redis(settings)
+            shared = dataclasses.replace(beat, at=clock_of(client)())
+            client.set(Keys(settings.key_prefix).heartbeat(beat.worker), shared.as_json(), ex=ttl)
         except (redis.RedisError, OSError) as exc:
             log.warning("heartbeat: cannot write to Redis: %s", exc)
         if self.path is not None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -177,7 +176,7 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
         if self.lock_wait != "park" or request.is_eager or request.called_directly:
             return self._retry_for(lock, settings)  # nothing would re-send an eager task
         deadline = lock_deadline(request, settings)
-        if time.time() >= deadline:
+        if parking.now(settings) >= deadline:  # Redis's clock, as the deadline
             return SessionLockTimeout(
                 f"gave up waiting for the session lock of {lock.host} after "
                 f"~{WAIT_TTLS * settings.lock_ttl:g} s; held by {lock.holder()}"

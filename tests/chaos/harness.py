@@ -273,11 +273,16 @@ class Cluster:
             **self.extra_env,
         }
 
-    def start_worker(self, name: str, wait: bool = True) -> Child:
+    def start_worker(
+        self, name: str, wait: bool = True, env: dict[str, str] | None = None
+    ) -> Child:
+        """Start worker ``name``; ``env``: variables of its own over :meth:`worker_env`
+        (a worker whose Redis URLs go through a proxy, one whose clock is off)."""
         argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", name,
                 "-c", str(self.concurrency), "-P", "prefork", "-l", "INFO",
                 "--without-gossip", "--without-mingle"]  # fmt: skip
-        worker = self.processes.spawn(name.split("@")[0], argv, env=self.worker_env())
+        worker = self.processes.spawn(name.split("@")[0], argv,
+                                      env={**self.worker_env(), **(env or {})})  # fmt: skip
         self.workers[name] = worker
         if wait:
             wait_ready(worker, logged(worker, " ready."), timeout=60, what=f"worker {name}")

@@ -407,7 +407,7 @@ def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
     never_sent, being_sent = str(uuid.uuid4()), str(uuid.uuid4())
     for task_id in (never_sent, being_sent):
         captcha = RecaptchaV2(SITEKEY, f"https://example.com/dead/{task_id}")
-        assert admit(client, settings, task_id, captcha)
+        assert admit(client, settings, task_id, captcha, now=time.time())  # the test's clock
     # An engine took both (its claims have run out since), started sending one, and died.
     now = time.time()
     # (claims that ran out a second ago)
@@ -450,12 +450,14 @@ def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
     solved, failed, reported = str(uuid.uuid4()), str(uuid.uuid4()), str(uuid.uuid4())
     for task_id in (solved, failed, reported):
         captcha = RecaptchaV2(SITEKEY, f"https://example.com/ended/{task_id}")
-        assert admit(client, settings, task_id, captcha)
+        assert admit(client, settings, task_id, captcha, now=time.time())  # the test's clock
     now = time.time()
     taken = SolveQueue(client, settings, claim_s=60).acquire(now, 3)
     assert len(taken) == 3
     finish_keys = [keys.budget, keys.wake]
-    no_spend = ["", 0, 0]  # finish.lua's spend type, nano-USD and TTL: nothing to count
+    # finish.lua's spend type, nano-USD and TTL (nothing to count), expected state and
+    # claim (any).
+    no_spend = ["", 0, 0, "", ""]
     result = {"type": "recaptcha_v2", "solution": "token-from-before", "submits": 1}
     assert run(client, "finish", [keys.job(solved), keys.due, *finish_keys],
                [solved, "", "done", now - 1, *no_spend, "result", json.dumps(result)])  # fmt: skip

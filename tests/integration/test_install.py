@@ -238,7 +238,12 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
     extras = ",".join(sorted(EXTRA_OF_MODULE))
     report = json.loads(run(["python", "-c", IMPORT_ALL, extras], env, home).stdout)
     assert report["file"].startswith(str(venv)), report["file"]  # not the checkout's
-    assert report["failures"] == [] and report["extras_imported"] == [], report
+    # A contrib module needs its framework's extra and says so in one line; nothing else
+    # may fail to import.
+    needs_extra = [f for f in report["failures"] if "pip install 'captcha_tasks[" in f]
+    assert needs_extra and all(f.startswith("import captcha_tasks.contrib.") for f in needs_extra)
+    assert [f for f in report["failures"] if f not in needs_extra] == [], report
+    assert report["extras_imported"] == [], report
     assert report["commands"] >= len(LAZY_COMMANDS) + 3
 
     # The top-level help lists every subcommand, as the checkout's does.

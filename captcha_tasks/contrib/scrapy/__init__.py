@@ -21,6 +21,14 @@ is configured by the environment, as every worker is. Scrapy must run on asyncio
 reactor (its default since 2.13).
 """
 
+import importlib.util
+
+if importlib.util.find_spec("scrapy") is None:  # one clear line, not a traceback into Scrapy
+    raise ModuleNotFoundError(
+        "captcha_tasks.contrib.scrapy needs Scrapy: pip install 'captcha_tasks[scrapy]'",
+        name="scrapy",
+    )
+
 from .challenge import DONT_SOLVE, REISSUES, CaptchaTasksChallengeMiddleware, ChallengeNotSolved
 from .cookies import CaptchaTasksCookiesMiddleware
 from .options import SETTING_NAMES, Options

@@ -11,7 +11,6 @@ operations a worker's ``requests`` session would have produced (:func:`diff_jar`
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -21,8 +20,9 @@ from scrapy.http.cookies import CookieJar
 from ...session.cookie_model import CookieSnapshot, Op, StoredCookie, diff_jar, normalize_host
 from ...session.cookies import MergeResult, decode_loaded, merge_args
 from ...settings import Settings
+from ...state.clock import RedisClock
 from ...state.keys import Keys
-from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT, async_redis_client
+from ...state.redis import CONNECT_TIMEOUT, SOCKET_TIMEOUT, async_redis_client, redis_client
 from ...state.scripts import source
 
 __all__ = ["SharedJars", "changes", "request_jar"]
@@ -35,10 +35,13 @@ class SharedJars:
     connection belongs to one loop); :meth:`aclose` closes it.
     """
 
-    def __init__(self, settings: Settings, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: Settings, *, clock: Callable[[], float] | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
-        self.clock = clock
+        # Redis's clock (set_at stamps decide between writers on different hosts), read
+        # in the background: the event loop never waits for it.
+        self.clock = clock or RedisClock(redis_client(settings, settings.state_url),
+                                         wait_first=False)  # fmt: skip
         self._client: redis.asyncio.Redis | None = None
         self._scripts: dict[str, Any] = {}
 

@@ -18,6 +18,7 @@ from .config import (
     DEV_CAPSOLVER_KEY,
     DIALECTS,
     FAULT_PATHS,
+    GARBAGE_KINDS,
     JSON_DIALECTS,
     KINDS,
     OVER_LIMIT_CODES,
@@ -190,13 +191,33 @@ def _parse_latency(
     help="How long a slow response is held back, in real (unscaled) seconds.",
 )
 @click.option(
+    "--garbage-rate",
+    default=0.0,
+    show_default=True,
+    type=_RATE,
+    help="Fraction of requests (see --fault-path; in.php/res.php and the JSON API) whose "
+    "answer is replaced with garbage (see --garbage-kind) after the request took effect.",
+)
+@click.option(
+    "--garbage-kind",
+    "garbage_kinds",
+    multiple=True,
+    default=GARBAGE_KINDS,
+    show_default=True,
+    type=click.Choice(GARBAGE_KINDS),
+    help="The garbage --garbage-rate serves, each kind in turn; repeatable: "
+    "truncated (the answer cut short), huge (padded to 3 MB), content_type (the answer as "
+    "image/png or octet-stream), html (a portal's page, HTTP 200), empty, noise (random "
+    "bytes), wrong_shape (JSON: a wrong status, a list, null fields).",
+)
+@click.option(
     "--fault-path",
     "fault_paths",
     multiple=True,
     default=FAULT_PATHS,
     show_default=True,
     type=click.Choice(FAULT_PATHS),
-    help="Endpoint --fail-rate and --slow-rate apply to; repeat for both "
+    help="Endpoint --fail-rate, --slow-rate and --garbage-rate apply to; repeat for both "
     "(e.g. only in.php to fault submits, only res.php to fault polls).",
 )
 @click.option(

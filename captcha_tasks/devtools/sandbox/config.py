@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ...errors import ConfigurationError
+from .garbage import GARBAGE_KINDS, GarbageKind
 
 __all__ = [
     "ADMIN_FIELDS",
@@ -24,6 +25,7 @@ __all__ = [
     "DEV_CAPSOLVER_KEY",
     "DIALECTS",
     "FAULT_PATHS",
+    "GARBAGE_KINDS",
     "JSON_DIALECTS",
     "KINDS",
     "OVER_LIMIT_CODES",
@@ -103,7 +105,7 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
     }
 )
 
-#: The endpoints faults (``fail_rate``, ``slow_rate``) can target.
+#: The endpoints faults (``fail_rate``, ``slow_rate``, ``garbage_rate``) can target.
 FAULT_PATHS = ("in.php", "res.php")
 
 #: What a submit over the thread limit answers: the usual code, or the one
@@ -119,6 +121,8 @@ ADMIN_FIELDS = frozenset(
         "slow_rate",
         "slow_seconds",
         "fault_paths",
+        "garbage_rate",
+        "garbage_kinds",
         "balance",
         "price",
         "dialect",
@@ -133,7 +137,7 @@ ADMIN_FIELDS = frozenset(
 )
 
 _RATES = (
-    "fail_rate", "unsolvable_rate", "slow_rate",
+    "fail_rate", "unsolvable_rate", "slow_rate", "garbage_rate",
     "callback_drop_rate", "callback_late_rate", "callback_duplicate_rate",
 )  # fmt: skip
 _SITEKEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{10,100}$")  # what in.php accepts as a googlekey
@@ -181,8 +185,16 @@ class SandboxConfig:
     slow_rate: float = 0.0
     #: Delay of a slow response in real seconds (not scaled: it is meant to beat HTTP timeouts).
     slow_seconds: float = 5.0
-    #: The endpoints ``fail_rate`` and ``slow_rate`` apply to (see :data:`FAULT_PATHS`):
-    #: e.g. only ``("in.php",)`` to fault submits, only ``("res.php",)`` for polls.
+    #: Fraction of in.php/res.php requests (and JSON API calls) answered with garbage
+    #: (:mod:`.garbage`): the request takes effect, then its answer is replaced by one of
+    #: ``garbage_kinds``, each in turn.
+    garbage_rate: float = 0.0
+    #: The garbage served (see :data:`GARBAGE_KINDS`): truncated, huge, content_type,
+    #: html, empty, noise, wrong_shape.
+    garbage_kinds: tuple[GarbageKind, ...] = GARBAGE_KINDS
+    #: The endpoints ``fail_rate``, ``slow_rate`` and ``garbage_rate`` apply to (see
+    #: :data:`FAULT_PATHS`; JSON createTask counts as in.php, every other method as
+    #: res.php): e.g. only ``("in.php",)`` to fault submits, only ``("res.php",)`` for polls.
     fault_paths: tuple[str, ...] = FAULT_PATHS
     #: Seed for every random choice (ids, jitter, faults, tokens); None: unpredictable.
     seed: int | None = None
@@ -244,6 +256,7 @@ class SandboxConfig:
         for name in _RATES:
             _number(name, getattr(self, name), low=0.0, high=1.0)
         object.__setattr__(self, "fault_paths", _fault_paths(self.fault_paths))
+        object.__setattr__(self, "garbage_kinds", _garbage_kinds(self.garbage_kinds))
         if not 0 <= self.min_image_bytes <= self.max_image_bytes:
             raise ConfigurationError("need 0 <= min_image_bytes <= max_image_bytes")
         if (self.tls_cert is None) != (self.tls_key is None):
@@ -295,6 +308,8 @@ class SandboxConfig:
                 values[name] = value
             elif name == "fault_paths":
                 values[name] = _fault_paths(value)
+            elif name == "garbage_kinds":
+                values[name] = _garbage_kinds(value)
             elif name in ("dialect", "over_limit_code"):
                 if not isinstance(value, str):
                     raise ConfigurationError(f"{name} must be a string")
@@ -332,6 +347,22 @@ def _fault_paths(value: object) -> tuple[str, ...]:
             f"fault_paths: unknown endpoint {unknown[0]!r} (each one of {', '.join(FAULT_PATHS)})"
         )
     return paths
+
+
+def _garbage_kinds(value: object) -> tuple[GarbageKind, ...]:
+    """A list of :data:`GARBAGE_KINDS` (or a comma-separated string); at least one."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list | tuple) or not all(isinstance(k, str) for k in value):
+        raise ConfigurationError(f"garbage_kinds must be a list of kinds, got {value!r}")
+    kinds = [k for k in GARBAGE_KINDS if k in value]
+    unknown = [k for k in value if k not in GARBAGE_KINDS]
+    if unknown or not kinds:
+        what = f"unknown kind {unknown[0]!r}" if unknown else "no kind given"
+        raise ConfigurationError(
+            f"garbage_kinds: {what} (one or more of {', '.join(GARBAGE_KINDS)})"
+        )
+    return tuple(kinds)
 
 
 def _latency_change(current: Mapping[str, float], value: object) -> dict[str, float]:

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ...errors import ConfigurationError
 from .callbacks import CallbackSender
+from .garbage import Garbage
 from .json_api import JSON_METHODS, JsonApi, fault_path
 from .protocol import ApiError, Reply, Upload, error_text, parse_submission
 from .state import SandboxState
@@ -184,22 +185,28 @@ class SandboxHandler(BaseHTTPRequestHandler):
         else:
             payload, content_type = reply.plain.encode(), _TEXT
         headers = {"Access-Control-Allow-Origin": "*"} if params.get("header_acao") == "1" else {}
+        if isinstance(fault, Garbage):  # the request took effect; its answer is lost
+            payload, content_type = fault.garble(payload, content_type, "classic")
         if fault == "slow":
             # The request took effect; only its answer is late (as when a client times out).
             self.server.stopping.wait(state.config.slow_seconds)
         self._send(200, payload, content_type, headers)
 
     def _json(self, method: str, body: bytes) -> None:
-        """One JSON API call, with the same faults as in.php (createTask) and res.php."""
+        """One JSON API call, with the same faults as in.php (createTask) and res.php
+        (garbage after the call took effect, as there)."""
         state = self.server.state
         fault = state.begin_request(fault_path(method))
         if fault == "fail":
             self._send(502, _BAD_GATEWAY, _HTML)
             return
         status, document = self.server.json_api.handle(method, body)
+        payload, content_type = _dumps(document), _JSON
+        if isinstance(fault, Garbage):
+            payload, content_type = fault.garble(payload, content_type, "json")
         if fault == "slow":
             self.server.stopping.wait(state.config.slow_seconds)
-        self._send_json(status, document)
+        self._send(status, payload, content_type)
 
     def _api_reply(self, path: str, params: dict[str, str], files: dict[str, Upload]) -> Reply:
         state = self.server.state

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
 from .config import DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
+from .garbage import GARBAGE_KINDS, Garbage
 from .protocol import ApiError, Reply, Submission
 from .records import CaptchaRecord, TokenRecord, challenge_user_agent, make_answer
 
@@ -34,6 +35,8 @@ COUNTERS = (
     "param_errors",  # submits refused for their parameters
     "errors_injected",  # HTML 502 pages served (fail_rate)
     "slow_injected",  # responses held back (slow_rate)
+    "garbage_injected",  # answers replaced by garbage (garbage_rate), and per kind:
+    *(f"garbage_{kind}" for kind in GARBAGE_KINDS),
     "bad_key",  # requests with a malformed or unknown key
     "reports_bad",
     "reports_good",
@@ -86,8 +89,9 @@ class SandboxState:
 
     # -- requests -------------------------------------------------------------------
 
-    def begin_request(self, endpoint: str = "") -> str | None:
-        """Count an in.php/res.php request and roll its fault: ``"fail"``, ``"slow"`` or None.
+    def begin_request(self, endpoint: str = "") -> str | Garbage | None:
+        """Count an in.php/res.php request and roll its fault: ``"fail"``, ``"slow"``, the
+        :class:`~.garbage.Garbage` its answer is replaced with, or None.
 
         ``endpoint`` (``in.php``, ``res.php``): only those in ``fault_paths`` get faults
         (when not given, any may)."""
@@ -102,6 +106,12 @@ class SandboxState:
             if cfg.slow_rate and self._rng.random() < cfg.slow_rate:
                 self._counts["slow_injected"] += 1
                 return "slow"
+            if cfg.garbage_rate and self._rng.random() < cfg.garbage_rate:
+                # In turn, so that every kind is served however few garbage answers go out.
+                kind = cfg.garbage_kinds[self._counts["garbage_injected"] % len(cfg.garbage_kinds)]
+                self._counts["garbage_injected"] += 1
+                self._counts[f"garbage_{kind}"] += 1
+                return Garbage(kind, self._rng.getrandbits(32))
             return None
 
     def check_key(self, key: str) -> None:

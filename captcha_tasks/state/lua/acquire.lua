@@ -3,7 +3,8 @@
 -- KEYS: waiting, due (the lane's), then per provider i = 1..n: budget_i, limit_i, breaker_i
 --       (KEYS[3i], KEYS[3i+1], KEYS[3i+2])
 -- ARGV: now, max_n, claim_until, job_prefix, structure_ttl, lane (its index i), n,
---       then per provider i: name_i, threads_i (ARGV[6+2i], ARGV[7+2i])
+--       then per provider i: name_i, threads_i (ARGV[6+2i], ARGV[7+2i]), then the
+--       claimer (the engine's name, ARGV[8+2n]; absent or '' for none)
 --
 -- A provider's budget in force is the lower of its configured threads and its limit
 -- learned from "no free slot" answers, while that is known. Expired leases (their
@@ -21,12 +22,14 @@
 -- SolveTimeout at once), so a job no usable provider can take still ends in time.
 -- A taken job holds a thread (lease = now + its lease_s), is claimed in the lane's
 -- `due` until claim_until while being submitted, is in state 'submitting' and names
--- the lane in `provider`. Returns {id1, {field, value, ...}, id2, {...}, ...}: each
+-- the lane in `provider`; its claim is a new fencing token (`claim` + 1, `claimed_by`:
+-- see claim.lua). Returns {id1, {field, value, ...}, id2, {...}, ...}: each
 -- taken job with its fields after the take (one round trip less per submit).
 local now = tonumber(ARGV[1])
 local lane = tonumber(ARGV[6])
 local n = tonumber(ARGV[7])
 local claim_until = ARGV[3]
+local claimer = ARGV[8 + 2 * n] or ''
 
 local function free_of(i)
   local budget = KEYS[3 * i]
@@ -108,6 +111,10 @@ local function take(id, job, lease)
   end
   redis.call('ZADD', KEYS[2], claim_until, id)
   redis.call('HSET', job, 'state', 'submitting', 'provider', lane_name)
+  redis.call('HINCRBY', job, 'claim', 1)
+  if claimer ~= '' then
+    redis.call('HSET', job, 'claimed_by', claimer)
+  end
   table.insert(taken, id)
   table.insert(taken, redis.call('HGETALL', job))
 end

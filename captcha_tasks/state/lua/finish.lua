@@ -1,8 +1,11 @@
 -- End a job (solved or failed): free its thread, exactly once.
 -- KEYS: job, due, budget, wake[, spend bucket]
 -- ARGV: task_id, expected_captcha_id ('' for any), final_state, report_until,
---       spend_type ('' for none), spend_nano_usd, spend_ttl, field1, value1, ...
--- Returns 1 for the caller that ended it, 0 if it had already ended.
+--       spend_type ('' for none), spend_nano_usd, spend_ttl, expected_state ('' for any
+--       state not ended), claim ('' for any), field1, value1, ...
+-- Returns 1 for the caller that ended it, 0 if it had already ended (or moved on from
+-- what the caller expected: a send another engine gave up on whose captcha id its
+-- sender recorded since, a claim taken over).
 -- The job stays in `due` until report_until: the caller reports the outcome to Celery
 -- (result, callbacks) and then removes it (``reported``). If the caller dies first,
 -- another engine claims the entry after report_until and reports the stored outcome,
@@ -12,10 +15,14 @@ if state ~= 'polling' and state ~= 'sending' and state ~= 'submitting'
    and state ~= 'waiting' then
   return 0
 end
-if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[2] then
+if ARGV[8] ~= '' and state ~= ARGV[8] then
   return 0
 end
-redis.call('HSET', KEYS[1], 'state', ARGV[3], unpack(ARGV, 8))
+local f = redis.call('HMGET', KEYS[1], 'captcha_id', 'claim')
+if (ARGV[2] ~= '' and f[1] ~= ARGV[2]) or (ARGV[9] ~= '' and f[2] ~= ARGV[9]) then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'state', ARGV[3], unpack(ARGV, 10))
 -- A solve's spend lands in its minute's bucket with the finish itself: counted once,
 -- and never for a job another engine had ended already.
 if ARGV[5] ~= '' then

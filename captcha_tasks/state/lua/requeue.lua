@@ -4,11 +4,21 @@
 -- ARGV: task_id, expected_state, expected_captcha_id ('' for any), not_before,
 --       structure_ttl, counter_field ('' for none), reads (of the captcha, to count),
 --       route ('' to keep it: else the providers it may take next, e.g. without the
---       one that just failed it)
-if redis.call('HGET', KEYS[1], 'state') ~= ARGV[2] then
+--       one that just failed it), claim (the caller's token, see claim.lua; '' for no
+--       check), sender ('' for no check)
+-- A job being sent is the sender's to requeue (its submit surely failed) even if another
+-- engine claimed it since to fail it; any other state needs the caller's claim.
+local f = redis.call('HMGET', KEYS[1], 'state', 'captcha_id', 'claim', 'sender')
+if f[1] ~= ARGV[2] then
   return 0
 end
-if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'captcha_id') ~= ARGV[3] then
+if ARGV[3] ~= '' and f[2] ~= ARGV[3] then
+  return 0
+end
+if ARGV[9] and ARGV[9] ~= '' and f[3] ~= ARGV[9] then
+  return 0
+end
+if ARGV[10] and ARGV[10] ~= '' and f[4] ~= ARGV[10] then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', 'waiting')

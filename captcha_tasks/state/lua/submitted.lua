@@ -1,8 +1,13 @@
 -- Record a captcha id the provider gave for a job we were sending (see sending.lua).
 -- KEYS: job, due
--- ARGV: task_id, captcha_id, submitted_at, first_poll_at, structure_ttl
+-- ARGV: task_id, captcha_id, submitted_at, first_poll_at, structure_ttl, sender (''
+--       for no check)
 -- Returns 1, or 0 if the job was no longer ours to submit (finished elsewhere).
-if redis.call('HGET', KEYS[1], 'state') ~= 'sending' then
+-- The sender's captcha id is recorded even if another engine claimed the job since (to
+-- fail it: its claim ran out mid-send): the captcha is at the provider, billed, and
+-- this is the one record of it; that engine's failure then finds the job moved on.
+local f = redis.call('HMGET', KEYS[1], 'state', 'sender')
+if f[1] ~= 'sending' or (ARGV[6] and ARGV[6] ~= '' and f[2] ~= ARGV[6]) then
   return 0
 end
 -- A resubmit (an unsolvable captcha's) starts a new captcha at the provider: its reads

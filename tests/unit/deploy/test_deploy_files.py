@@ -42,14 +42,21 @@ PYTHON_VARIABLES = {
     "PIP_NO_CACHE_DIR",
     "PIP_DISABLE_PIP_VERSION_CHECK",
 }
-#: The Redis containers' only variable (read by their command line, from a secret).
-REDIS_VARIABLES = {"REDIS_PASSWORD"}
+#: The Redis containers' only variables (read by their command line, from a secret): the
+#: administrator's password, and the ACL users' (deploy/redis-acl.sh, compose only).
+REDIS_VARIABLES = {"REDIS_PASSWORD", "REDIS_WORKER_PASSWORD", "REDIS_MONITOR_PASSWORD"}
+#: Compose interpolation for the monitoring profile's Grafana (not a process of ours).
+GRAFANA_VARIABLES = {"GRAFANA_ADMIN_PASSWORD"}
 #: Variables whose values are secrets: only placeholders or references in deploy/.
 SECRET_VARIABLES = {
     "CAPTCHAAI_API_KEY",
     "CAPTCHA_TASKS_API_KEY",
     "FLOWER_BASIC_AUTH",
     "REDIS_PASSWORD",
+    "REDIS_WORKER_PASSWORD",
+    "REDIS_MONITOR_PASSWORD",
+    "GRAFANA_ADMIN_PASSWORD",
+    "GF_SECURITY_ADMIN_PASSWORD",
     "CAPTCHA_TASKS_REDIS_URL",
     "CAPTCHA_TASKS_BROKER_URL",
     "CAPTCHA_TASKS_RESULT_BACKEND",
@@ -251,7 +258,8 @@ def _app_variables() -> dict[str, set[str]]:
     found["Dockerfile"] = set(_dockerfile_env())
     compose = _compose()
     for name, service in compose["services"].items():
-        if name != "redis" and "image" in service and "prometheus" not in str(service["image"]):
+        image = str(service.get("image", ""))
+        if name != "redis" and image and not image.startswith(("prom/", "grafana/")):
             found[f"docker-compose.yml:{name}"] = set(_compose_env(service))
     for name, _spec, container in _containers():
         if _is_app(container.get("command", [])):
@@ -265,7 +273,7 @@ def _app_variables() -> dict[str, set[str]]:
     for template in _env_templates():
         names = set(_env_file(template))
         if template.name == ".env.example":  # compose interpolation, not a process env
-            names -= REDIS_VARIABLES
+            names -= REDIS_VARIABLES | GRAFANA_VARIABLES
         found[template.name] = names
     return found
 

@@ -251,10 +251,28 @@ def test_the_collector_reads_budget_queue_pools_and_proxies(settings: Settings) 
     assert value("proxies", state="free") == 1
 
 
+def test_the_oldest_waiting_request_and_the_workers_alive(settings: Settings) -> None:
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    now = 1_000_000.0
+    # Admitted 42 s ago; another put back to wait for a back-off (may go in 5 s).
+    client.zadd(keys.waiting, {"old": now - 42, "backing-off": now + 5})
+    client.set(keys.heartbeat("w1@h"), "{}", ex=15)
+    client.set(keys.heartbeat("w2@h"), "{}", ex=15)
+    registry = _collect(StateCollector(client, settings, clock=lambda: now))
+    assert registry.get_sample_value("captcha_tasks_oldest_waiting_seconds") == 42
+    assert registry.get_sample_value("captcha_tasks_workers_alive") == 2
+    client.zrem(keys.waiting, "old")
+    registry = _collect(StateCollector(client, settings, clock=lambda: now))
+    assert registry.get_sample_value("captcha_tasks_oldest_waiting_seconds") == 0
+
+
 def test_an_empty_cluster_reads_as_zeros(settings: Settings) -> None:
     registry = _collect(StateCollector(state_redis(settings), settings))
     assert registry.get_sample_value("captcha_tasks_threads_in_use", {"provider": "default"}) == 0
     assert registry.get_sample_value("captcha_tasks_waiting_requests") == 0
+    assert registry.get_sample_value("captcha_tasks_oldest_waiting_seconds") == 0
+    assert registry.get_sample_value("captcha_tasks_workers_alive") == 0
     for state in ("free", "leased", "quarantined"):
         assert registry.get_sample_value("captcha_tasks_proxies", {"state": state}) == 0
 
