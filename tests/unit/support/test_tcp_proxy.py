@@ -32,6 +32,11 @@ def test_forwards_both_ways(proxy: TcpProxy) -> None:
     client.set("k", "v" * 200_000)  # more than one read and one buffer's worth
     assert client.get("k") == "v" * 200_000
     assert proxy.stats.connections == 1
+    # The proxy's thread counts bytes once send() returned; the client may have read
+    # them before that line runs (seen: down 127407 of 200000+ right after the GET).
+    deadline = time.monotonic() + 2.0
+    while proxy.stats.down <= 200_000 and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert proxy.stats.up > 200_000 and proxy.stats.down > 200_000
 
 
