@@ -16,6 +16,7 @@ import pytest
 from captcha_tasks.devtools.procs import stop_process
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
+from tests.support.processes import SpawnPython, python_processes
 from tests.support.workers import TEST_TIME_SCALE, WorkerProcess, start_worker, wait_for_worker
 
 pytest_plugins = ["tests.support.sandbox_fixtures"]
@@ -75,6 +76,14 @@ def settings_env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 
     yield apply
     get_settings.cache_clear()
+
+
+@pytest.fixture
+def spawn() -> Iterator[SpawnPython]:
+    """Starts ``python -c CODE ARGS...`` children (:mod:`tests.support.processes`), all
+    stopped by PID when the test ends."""
+    with python_processes() as start:
+        yield start
 
 
 @pytest.fixture

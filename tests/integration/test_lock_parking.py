@@ -5,9 +5,7 @@ released, or by the sweeper when a crashed holder's lock expires."""
 from __future__ import annotations
 
 import re
-import textwrap
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from captcha_tasks.session.cookie_model import normalize_host
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
-from tests.support.processes import SpawnPython, python_processes, read_line
+from tests.support.processes import LOCK_HOLDER, SpawnPython, read_line
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -62,35 +60,12 @@ def test_pages_waiting_for_the_lock_are_parked_and_re_sent_without_retries(
     assert state_redis(get_settings()).zcard(_parked_key(demo_sandbox)) <= 1  # a sweep mark
 
 
-HOLDER = textwrap.dedent(
-    """
-    import dataclasses, sys, time
-    from captcha_tasks.settings import Settings
-    from captcha_tasks.state import state_redis
-    from captcha_tasks.session.locks import SessionLock
-    s = dataclasses.replace(Settings.from_env(), lock_ttl=float(sys.argv[1]))
-    lock = SessionLock(state_redis(s), s, sys.argv[2], owner="doomed")
-    assert lock.acquire()
-    print("acquired", flush=True)
-    while True:  # a live holder keeps its lock
-        assert lock.extend()
-        time.sleep(s.lock_ttl / 4)
-    """
-)
-
-
-@pytest.fixture
-def spawn() -> Iterator[SpawnPython]:
-    with python_processes() as start:
-        yield start
-
-
 def test_pages_parked_behind_a_killed_holder_finish_after_its_lock_expires(
     celery_app: Any, demo_sandbox: Any, worker_factory: Any, spawn: SpawnPython
 ) -> None:
     ttl, pages = 3.0, 6
     host = demo_sandbox.demo_url.split("//")[1]
-    holder = spawn(HOLDER, str(ttl), host)
+    holder = spawn(LOCK_HOLDER, str(ttl), host)
     assert read_line(holder, 30) == "acquired"
     worker = worker_factory(_env(demo_sandbox, CAPTCHA_TASKS_LOCK_TTL=str(ttl)), concurrency=2)
     results = [fetch_page.delay(f"{demo_sandbox.demo_url}/page/k{i}") for i in range(pages)]

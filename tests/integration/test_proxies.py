@@ -35,7 +35,7 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
 from captcha_tasks.worker.proxy_step import ProxyLeaseStep
-from tests.support.processes import SpawnPython, python_processes, read_line
+from tests.support.processes import SpawnPython, read_line
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import ROOT
 
@@ -216,12 +216,6 @@ class FakeWorker:
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
         self.app = None
-
-
-@pytest.fixture
-def spawn() -> Iterator[SpawnPython]:
-    with python_processes() as start:
-        yield start
 
 
 HOLDER = textwrap.dedent(

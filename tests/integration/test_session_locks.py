@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from captcha_tasks.session.locks import (
 )
 from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.state import Keys, state_redis
-from tests.support.processes import SpawnPython, python_processes, read_line
+from tests.support.processes import LOCK_HOLDER, SpawnPython, read_line
 
 pytestmark = pytest.mark.integration
 
@@ -108,33 +107,10 @@ def test_the_block_form_raises_busy_when_held(settings: Settings) -> None:
     assert new_lock(settings, "c").holder() is None
 
 
-HOLDER = textwrap.dedent(
-    """
-    import dataclasses, sys, time
-    from captcha_tasks.settings import Settings
-    from captcha_tasks.state import state_redis
-    from captcha_tasks.session.locks import SessionLock
-    s = dataclasses.replace(Settings.from_env(), lock_ttl=float(sys.argv[1]))
-    lock = SessionLock(state_redis(s), s, sys.argv[2], owner="doomed")
-    assert lock.acquire()
-    print("acquired", flush=True)
-    while True:  # a live holder keeps its lock
-        assert lock.extend()
-        time.sleep(s.lock_ttl / 4)
-    """
-)
-
-
-@pytest.fixture
-def spawn() -> Iterator[SpawnPython]:
-    with python_processes() as start:
-        yield start
-
-
 def test_a_killed_holder_is_replaced_within_the_lock_ttl(
     settings: Settings, spawn: SpawnPython
 ) -> None:
-    proc = spawn(HOLDER, str(settings.lock_ttl), HOST)
+    proc = spawn(LOCK_HOLDER, str(settings.lock_ttl), HOST)
     assert read_line(proc, 30) == "acquired"
     waiter = new_lock(settings, "survivor")
     time.sleep(1.5 * settings.lock_ttl)  # alive: it keeps the lock past one TTL

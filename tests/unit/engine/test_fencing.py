@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 import redis
@@ -20,11 +21,44 @@ from captcha_tasks.state import Keys
 CLAIM_S = 30.0
 
 
+class Race(NamedTuple):
+    """One admitted job and two engines' queues: ``a`` (the one cut off) and ``b`` (the
+    one taking over once a's claim ran out, at ``later``)."""
+
+    a: SolveQueue
+    b: SolveQueue
+    task_id: str
+    now: float
+
+    @property
+    def later(self) -> float:
+        return self.now + CLAIM_S + 1
+
+
 @pytest.fixture
-def engines(client: redis.Redis, settings: Settings) -> tuple[SolveQueue, SolveQueue]:
-    """Two engines' queues: ``a`` (the one cut off) and ``b`` (the one taking over)."""
-    return (SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@a"),
-            SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@b"))  # fmt: skip
+def race(client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]) -> Race:
+    (task_id,) = admit_jobs(1)
+    return Race(SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@a"),
+                SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@b"),
+                task_id, time.time())  # fmt: skip
+
+
+@pytest.fixture
+def finisher(
+    client: redis.Redis, settings: Settings
+) -> Callable[[SolveQueue], tuple[Finisher, _Outcomes]]:
+    """A finisher for a queue's engine, and the outcomes it recorded."""
+    from captcha_tasks.engine.observer import EngineStats
+    from captcha_tasks.engine.pool import TokenPool
+    from captcha_tasks.engine.timing import FirstPollLearner
+
+    def make(queue: SolveQueue) -> tuple[Finisher, _Outcomes]:
+        outcomes = _Outcomes()
+        return Finisher(queue, outcomes, TokenPool(client, settings),
+                        FirstPollLearner(settings, client), EngineStats(),
+                        name=queue.claimer, clock=time.time), outcomes  # fmt: skip
+
+    return make
 
 
 def _only(claimed: list[Claimed], task_id: str) -> Job:
@@ -41,41 +75,29 @@ def _polling(queue: SolveQueue, task_id: str, now: float, captcha_id: str) -> Jo
     return _only(queue.claim(now, 10), task_id)
 
 
-def test_every_claim_is_a_new_token_naming_its_engine(
-    engines: tuple[SolveQueue, SolveQueue], admit_jobs: Callable[..., list[str]]
-) -> None:
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+def test_every_claim_is_a_new_token_naming_its_engine(race: Race) -> None:
+    a, b, task_id, now = race
     taken = _only(a.acquire(now, 10), task_id)
     assert (taken.claim, taken.claimed_by) == ("1", "engine@a")
-    again = _only(b.claim(now + CLAIM_S + 1, 10), task_id)  # a's claim ran out
+    again = _only(b.claim(race.later, 10), task_id)  # a's claim ran out
     assert (again.claim, again.claimed_by) == ("2", "engine@b")
 
 
-def test_a_claim_taken_over_sends_nothing(
-    engines: tuple[SolveQueue, SolveQueue], admit_jobs: Callable[..., list[str]]
-) -> None:
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+def test_a_claim_taken_over_sends_nothing(race: Race) -> None:
+    a, b, task_id, now = race
     stale = _only(a.acquire(now, 10), task_id)
     # a is cut off before its send; its claim runs out and b takes the job over, but
     # has not sent it yet when a comes back: a must not send it (b will).
-    fresh = _only(b.claim(now + CLAIM_S + 1, 10), task_id)
+    fresh = _only(b.claim(race.later, 10), task_id)
     assert not a.sending(stale, now + CLAIM_S + 2, "engine@a")
     assert b.sending(fresh, now + CLAIM_S + 2, "engine@b")
 
 
-def test_a_send_retried_after_its_first_run_got_through_is_still_the_callers(
-    engines: tuple[SolveQueue, SolveQueue], admit_jobs: Callable[..., list[str]]
-) -> None:
+def test_a_send_retried_after_its_first_run_got_through_is_still_the_callers(race: Race) -> None:
     # A client that timed out sends the call again on a new connection; when the link
     # heals both get through. The caller sees the second answer: it must say "send",
     # or the job would sit in 'sending', never sent, and fail SubmitUncertain.
-    a, _ = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+    a, _, task_id, now = race
     job = _only(a.acquire(now, 10), task_id)
     assert a.sending(job, now, "engine@a")
     assert a.sending(job, now, "engine@a")  # the same call, run again
@@ -83,16 +105,13 @@ def test_a_send_retried_after_its_first_run_got_through_is_still_the_callers(
 
 
 def test_a_stale_reschedule_does_not_move_a_job_taken_over(
-    engines: tuple[SolveQueue, SolveQueue],
-    admit_jobs: Callable[..., list[str]],
+    race: Race,
     client: redis.Redis,
     keys: Keys,
 ) -> None:
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+    a, b, task_id, now = race
     stale = _polling(a, task_id, now, "c1")
-    later = now + CLAIM_S + 1
+    later = race.later
     _only(b.claim(later, 10), task_id)  # b polls it now, claimed until later + CLAIM_S
     # a's poll (made before it was cut off) found nothing: its reschedule would put the
     # next poll at once, and a third engine would poll it beside b.
@@ -101,22 +120,17 @@ def test_a_stale_reschedule_does_not_move_a_job_taken_over(
     assert client.hget(keys.job(task_id), "polls") == "1"  # its read was made: it counts
 
 
-def test_a_stale_requeue_of_a_polled_job_is_refused(
-    engines: tuple[SolveQueue, SolveQueue], admit_jobs: Callable[..., list[str]]
-) -> None:
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+def test_a_stale_requeue_of_a_polled_job_is_refused(race: Race) -> None:
+    a, b, task_id, now = race
     stale = _polling(a, task_id, now, "c1")
-    fresh = _only(b.claim(now + CLAIM_S + 1, 10), task_id)
+    fresh = _only(b.claim(race.later, 10), task_id)
     assert not a.requeue(stale, "polling", now, counter="resubmits")
     assert b.requeue(fresh, "polling", now, counter="resubmits")
 
 
 def test_the_sender_records_its_captcha_even_after_its_claim_was_taken_over(
-    engines: tuple[SolveQueue, SolveQueue],
-    admit_jobs: Callable[..., list[str]],
-    settings: Settings,
+    race: Race,
+    finisher: Callable[[SolveQueue], tuple[Finisher, _Outcomes]],
     client: redis.Redis,
     keys: Keys,
 ) -> None:
@@ -124,59 +138,46 @@ def test_the_sender_records_its_captcha_even_after_its_claim_was_taken_over(
     # claimed the job ('sending': maybe at the provider) to fail it. a's record comes
     # first: the captcha is at the provider, billed, so the job is polled, and b's
     # failure of the send it gave up on ends nothing.
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+    a, b, task_id, now = race
     job = _only(a.acquire(now, 10), task_id)
     assert a.sending(job, now, "engine@a")
-    taken_over = _only(b.claim(now + CLAIM_S + 1, 10), task_id)
+    taken_over = _only(b.claim(race.later, 10), task_id)
     assert taken_over.state == "sending"
     assert not b.submitted(job, "c9", now, now)  # only the sender records its captcha
     assert a.submitted(job, "c9", now, now)
-    outcomes = _Outcomes()
-    finisher = _finisher(b, outcomes, client, settings)
-    assert not finisher.fail(taken_over, SubmitUncertain("gave up"), expected="sending")
+    b_finisher, outcomes = finisher(b)
+    assert not b_finisher.fail(taken_over, SubmitUncertain("gave up"), expected="sending")
     assert client.hget(keys.job(task_id), "state") == "polling"
     assert outcomes.failed == []
 
 
 def test_a_send_given_up_on_fails_while_its_sender_is_silent(
-    engines: tuple[SolveQueue, SolveQueue],
-    admit_jobs: Callable[..., list[str]],
-    settings: Settings,
-    client: redis.Redis,
+    race: Race,
+    finisher: Callable[[SolveQueue], tuple[Finisher, _Outcomes]],
 ) -> None:
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+    a, b, task_id, now = race
     job = _only(a.acquire(now, 10), task_id)
     assert a.sending(job, now, "engine@a")
-    taken_over = _only(b.claim(now + CLAIM_S + 1, 10), task_id)
-    outcomes = _Outcomes()
-    assert _finisher(b, outcomes, client, settings).fail(
-        taken_over, SubmitUncertain("gave up"), expected="sending"
-    )
+    taken_over = _only(b.claim(race.later, 10), task_id)
+    b_finisher, outcomes = finisher(b)
+    assert b_finisher.fail(taken_over, SubmitUncertain("gave up"), expected="sending")
     assert outcomes.failed == [task_id]
     assert not a.submitted(job, "c9", now, now)  # too late: it failed
 
 
 def test_a_polled_captchas_error_ends_nothing_once_the_job_moved_to_another(
-    engines: tuple[SolveQueue, SolveQueue],
-    admit_jobs: Callable[..., list[str]],
-    settings: Settings,
-    client: redis.Redis,
+    race: Race,
+    finisher: Callable[[SolveQueue], tuple[Finisher, _Outcomes]],
 ) -> None:
     # a polled c1 and found it past its deadline while b, having taken the job over,
     # found c1 unsolvable and resubmitted it as c2: a's verdict is about c1 only.
-    a, b = engines
-    (task_id,) = admit_jobs(1)
-    now = time.time()
+    a, b, task_id, now = race
     stale = _polling(a, task_id, now, "c1")
-    fresh = _only(b.claim(now + CLAIM_S + 1, 10), task_id)
+    fresh = _only(b.claim(race.later, 10), task_id)
     assert b.requeue(fresh, "polling", now, counter="resubmits")
     _polling(b, task_id, now, "c2")
-    outcomes = _Outcomes()
-    assert not _finisher(a, outcomes, client, settings).fail(stale, SolveTimeout("late"))
+    a_finisher, outcomes = finisher(a)
+    assert not a_finisher.fail(stale, SolveTimeout("late"))
     assert outcomes.failed == []
 
 
@@ -189,15 +190,3 @@ class _Outcomes:
 
     def fail(self, job: Job, error: object) -> None:
         self.failed.append(job.task_id)
-
-
-def _finisher(
-    queue: SolveQueue, outcomes: _Outcomes, client: redis.Redis, settings: Settings
-) -> Finisher:
-    from captcha_tasks.engine.observer import EngineStats
-    from captcha_tasks.engine.pool import TokenPool
-    from captcha_tasks.engine.timing import FirstPollLearner
-
-    return Finisher(queue, outcomes, TokenPool(client, settings),
-                    FirstPollLearner(settings, client), EngineStats(), name=queue.claimer,
-                    clock=time.time)  # fmt: skip

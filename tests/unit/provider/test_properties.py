@@ -62,6 +62,7 @@ from captcha_tasks.session.pages import check_url
 from captcha_tasks.session.proxies import ProxyView, masked, proxy_id
 from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.worker.page_tasks import fetch_page, submit_challenge
+from tests.support.canned_http import CannedResponse
 
 #: Deterministic, bounded, no example database: the same run on every machine. No
 #: deadline: a shared 2-core CI machine makes per-example timings meaningless.
@@ -669,28 +670,6 @@ def test_proxy_fields_are_accepted_or_refused_by_name(field: str, value: Any) ->
 # -- the provider client --------------------------------------------------------------
 
 
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def read1(self, size: int, decode_content: bool = True) -> bytes:
-        chunk, self._body = self._body[:size], self._body[size:]
-        return chunk
-
-
-class _Response:
-    def __init__(self, status: int, content_type: str, body: bytes) -> None:
-        self.status_code = status
-        self.headers = {"Content-Type": content_type}
-        self.raw = _Raw(body)
-
-    def __enter__(self) -> _Response:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 class RecordingSession(requests.Session):
     """Answers every POST with a canned response (or ``answers[action]``) and records
     what was sent."""
@@ -711,7 +690,7 @@ class RecordingSession(requests.Session):
         self.sent.append({"url": url, "data": dict(data or {}), **kwargs})
         status, content_type, body = self.answer
         action = "ids" if "ids" in (data or {}) else (data or {}).get("action", "submit")
-        return _Response(status, content_type, self.answers.get(action, body))
+        return CannedResponse(status, content_type, self.answers.get(action, body))
 
 
 #: 32 characters, recognisable: a piece of one cannot turn up in a message by chance.

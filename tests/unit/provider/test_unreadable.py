@@ -36,6 +36,7 @@ from captcha_tasks.errors import (
 from captcha_tasks.provider import JsonTaskClient, Proxy, RecaptchaV2, SolverClient
 from captcha_tasks.provider.transport import MAX_RESPONSE_BYTES
 from captcha_tasks.provider.unreadable import UNREADABLE_CODES, is_unreadable
+from tests.support.canned_http import CannedResponse
 
 SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 V2 = RecaptchaV2(SITEKEY, "https://a.example.com/login")
@@ -150,28 +151,6 @@ def test_a_huge_answer_is_not_read_to_its_end(
 # -- one by one, scripted --------------------------------------------------------------
 
 
-class _Raw:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def read1(self, size: int, decode_content: bool = True) -> bytes:
-        chunk, self._body = self._body[:size], self._body[size:]
-        return chunk
-
-
-class _Response:
-    def __init__(self, status: int, content_type: str, body: bytes) -> None:
-        self.status_code = status
-        self.headers = {"Content-Type": content_type}
-        self.raw = _Raw(body)
-
-    def __enter__(self) -> _Response:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 class Scripted(requests.Session):
     """Answers each POST with ``answer(what was sent)``: (status, content type, body)."""
 
@@ -183,7 +162,7 @@ class Scripted(requests.Session):
     def post(self, url: Any, data: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
         sent = {"url": url, "data": dict(data or {}), "json": kwargs.get("json")}
         self.sent.append(sent)
-        return _Response(*self.answer(sent))
+        return CannedResponse(*self.answer(sent))
 
 
 def _canned(status: int, content_type: str, body: bytes | str) -> Scripted:
