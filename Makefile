@@ -39,7 +39,7 @@ unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
-	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration --durations=25 $(PYTEST_ARGS)
 
 faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints its table
 	@rm -f .run/chaos/quick.jsonl

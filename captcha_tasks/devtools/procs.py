@@ -5,11 +5,17 @@ the tests' clusters: :func:`spawn` starts a process in a session of its own with
 output in a log file, :func:`wait_ready` waits for it with a deadline (and fails at once
 when it dies), :func:`stop_process` stops it by PID (SIGTERM, then SIGKILL after a grace
 period), and a :class:`Supervisor` stops everything it started on the way out.
+
+Children live in sessions of their own, so a process-group kill of their owner (a job
+runner's ``kill -- -PGID``, a CI timeout) would not reach them: :func:`dies_with_us`
+asks Linux to SIGTERM each one when its owner dies without stopping it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
@@ -30,6 +36,7 @@ __all__ = [
     "Child",
     "ChildExited",
     "Supervisor",
+    "dies_with_us",
     "free_port",
     "http_ok",
     "logged",
@@ -39,6 +46,45 @@ __all__ = [
     "wait_ready",
     "wait_until",
 ]
+
+
+#: ``prctl(2)``'s option: the signal a process gets when the thread that forked it ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    function: Callable[..., int] = libc.prctl
+    return function
+
+
+_PRCTL = _prctl()
+
+
+def dies_with_us() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for ``Popen``: the child gets SIGTERM when we die (SIGKILLed,
+    crashed) before stopping it, so no redis-server or worker outlives its owner.
+
+    Linux only, and only when called from the main thread: the kernel sends the signal
+    when the *thread* that forked the child ends, and a helper thread (one restarting
+    a worker in a test) may end long before the process does. Elsewhere: ``None``
+    (nothing to add; the owner's own stop is all there is)."""
+    prctl = _PRCTL
+    if prctl is None or threading.current_thread() is not threading.main_thread():
+        return None
+    owner = os.getpid()
+
+    def arm() -> None:  # runs in the child, between fork and exec
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != owner:  # the owner died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -192,6 +238,7 @@ def spawn(
             stdout=subprocess.PIPE if to_terminal else out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=dies_with_us(),
         )
     except BaseException:
         out.close()

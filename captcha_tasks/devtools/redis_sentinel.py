@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from ..errors import ConfigurationError
-from .procs import free_port, stop_process, wait_until
+from .procs import dies_with_us, free_port, stop_process, wait_until
 from .redis_server import RedisServer, find_redis_server
 
 __all__ = ["DOWN_AFTER_MS", "SentinelDeployment", "SentinelServer"]
@@ -85,6 +85,7 @@ class SentinelServer:
         self.proc = subprocess.Popen(
             [find_redis_server(), str(self.config), "--sentinel"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=dies_with_us(),
         )  # fmt: skip
 
         def ready() -> bool:

@@ -11,7 +11,7 @@ from types import TracebackType
 import redis
 
 from ..errors import ConfigurationError
-from .procs import free_port, stop_process, wait_until
+from .procs import dies_with_us, free_port, stop_process, wait_until
 
 __all__ = ["RedisServer", "find_redis_server"]
 
@@ -87,7 +87,11 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         self.proc = subprocess.Popen(
-            self.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+            self.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=dies_with_us(),
         )
 
         def ready() -> bool:

@@ -1,0 +1,81 @@
+"""No child outlives its owner: a redis-server, a sentinel's node or a spawned worker
+lives in a session of its own (so a terminal's Ctrl-C reaches its owner only), which a
+process-group kill of the owner (a job runner stopping ``pytest``, a CI timeout) does
+not reach. Once seen: a test run's redis-server left running for two hours."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+
+import pytest
+
+from captcha_tasks.devtools.procs import dies_with_us
+from tests.support.processes import SpawnPython, read_line
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+
+OWNER = textwrap.dedent(
+    """
+    import sys, tempfile, threading, time
+    from pathlib import Path
+    from captcha_tasks.devtools.procs import spawn
+    from captcha_tasks.devtools.redis_server import RedisServer
+    server = RedisServer().start()
+    log = Path(tempfile.mkdtemp()) / "sleeper.log"
+    child = spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], log)
+    from_thread = []  # a child started by a helper thread: not tied to that thread's end
+    thread = threading.Thread(target=lambda: from_thread.append(
+        spawn("sleeper2", [sys.executable, "-c", "import time; time.sleep(60)"], log)))
+    thread.start()
+    thread.join()
+    print(server.proc.pid, child.pid, from_thread[0].pid, flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose; its parent (init) reaps it.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_children_of_a_killed_owner_stop(spawn: SpawnPython) -> None:
+    owner = spawn(OWNER)
+    redis_pid, child_pid, thread_child_pid = map(int, read_line(owner, timeout=30).split())
+    try:
+        # The helper thread has ended: its child must live on while its owner does.
+        assert _alive(redis_pid) and _alive(child_pid) and _alive(thread_child_pid)
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while (_alive(redis_pid) or _alive(child_pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(redis_pid), "redis-server outlived its owner"
+        assert not _alive(child_pid), "a spawned child outlived its owner"
+    finally:  # the helper thread's child is not tied to the owner: stopped here
+        for pid in (redis_pid, child_pid, thread_child_pid):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_only_the_main_thread_ties_its_children_to_it() -> None:
+    import threading
+
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(dies_with_us()))
+    thread.start()
+    thread.join(timeout=5)
+    assert seen == [None]
+    assert callable(dies_with_us())
