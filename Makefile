@@ -44,7 +44,7 @@ integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbo
 faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints its table
 	@rm -f .run/chaos/quick.jsonl
 	CAPTCHA_TASKS_CHAOS=quick CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl \
-		$(BIN)/pytest tests/chaos $(PYTEST_ARGS); status=$$?; \
+		$(BIN)/pytest tests/chaos --durations=10 $(PYTEST_ARGS); status=$$?; \
 		CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl $(BIN)/python -m tests.chaos.report; \
 		exit $$status
 
