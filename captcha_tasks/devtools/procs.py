@@ -8,7 +8,7 @@ period), and a :class:`Supervisor` stops everything it started on the way out.
 
 Children live in sessions of their own, so a process-group kill of their owner (a job
 runner's ``kill -- -PGID``, a CI timeout) would not reach them: :func:`dies_with_us`
-asks Linux to SIGTERM each one when its owner dies without stopping it.
+asks Linux to signal each one when its owner dies without stopping it.
 """
 
 from __future__ import annotations
@@ -66,9 +66,14 @@ def _prctl() -> Callable[..., int] | None:
 _PRCTL = _prctl()
 
 
-def dies_with_us() -> Callable[[], None] | None:
-    """A ``preexec_fn`` for ``Popen``: the child gets SIGTERM when we die (SIGKILLed,
+def dies_with_us(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for ``Popen``: the child gets ``sig`` when we die (SIGKILLed,
     crashed) before stopping it, so no redis-server or worker outlives its owner.
+
+    SIGTERM suits a redis-server (it writes its AOF and exits). :func:`spawn`'s children
+    get SIGKILL: a Celery worker whose owner died was seen in its warm shutdown for
+    good, its Redis gone at the same moment, with no owner left to escalate; workers,
+    the sandbox and Flower are built to survive a SIGKILL.
 
     Linux only, and only when called from the main thread: the kernel sends the signal
     when the *thread* that forked the child ends, and a helper thread (one restarting
@@ -80,9 +85,9 @@ def dies_with_us() -> Callable[[], None] | None:
     owner = os.getpid()
 
     def arm() -> None:  # runs in the child, between fork and exec
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
         if os.getppid() != owner:  # the owner died before the line above
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), sig)
 
     return arm
 
@@ -238,7 +243,7 @@ def spawn(
             stdout=subprocess.PIPE if to_terminal else out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=dies_with_us(),
+            preexec_fn=dies_with_us(signal.SIGKILL),
         )
     except BaseException:
         out.close()

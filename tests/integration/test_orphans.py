@@ -26,7 +26,9 @@ OWNER = textwrap.dedent(
     from captcha_tasks.devtools.redis_server import RedisServer
     server = RedisServer().start()
     log = Path(tempfile.mkdtemp()) / "sleeper.log"
-    child = spawn("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], log)
+    # It ignores SIGTERM, as a worker in a warm shutdown hung on its lost Redis does.
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
+    child = spawn("sleeper", [sys.executable, "-c", stubborn], log)
     from_thread = []  # a child started by a helper thread: not tied to that thread's end
     thread = threading.Thread(target=lambda: from_thread.append(
         spawn("sleeper2", [sys.executable, "-c", "import time; time.sleep(60)"], log)))
