@@ -10,6 +10,7 @@ import signal
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,12 +21,13 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pr
 
 OWNER = textwrap.dedent(
     """
-    import sys, tempfile, threading, time
+    import sys, threading, time
     from pathlib import Path
     from captcha_tasks.devtools.procs import spawn
     from captcha_tasks.devtools.redis_server import RedisServer
-    server = RedisServer().start()
-    log = Path(tempfile.mkdtemp()) / "sleeper.log"
+    here = Path(sys.argv[1])  # the test's tmp_path: nothing is left in /tmp
+    server = RedisServer(data_dir=here / "redis").start()
+    log = here / "sleeper.log"
     # It ignores SIGTERM, as a worker in a warm shutdown hung on its lost Redis does.
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     child = spawn("sleeper", [sys.executable, "-c", stubborn], log)
@@ -53,8 +55,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_children_of_a_killed_owner_stop(spawn: SpawnPython) -> None:
-    owner = spawn(OWNER)
+def test_children_of_a_killed_owner_stop(spawn: SpawnPython, tmp_path: Path) -> None:
+    owner = spawn(OWNER, str(tmp_path))
     redis_pid, child_pid, thread_child_pid = map(int, read_line(owner, timeout=30).split())
     try:
         # The helper thread has ended: its child must live on while its owner does.
