@@ -9,12 +9,14 @@ import os
 import signal
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from captcha_tasks.devtools.procs import dies_with_us
+from tests.support.fleet_restart import pid_alive
 from tests.support.processes import SpawnPython, read_line
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
@@ -42,41 +44,26 @@ OWNER = textwrap.dedent(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purpose; its parent (init) reaps it.
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_children_of_a_killed_owner_stop(spawn: SpawnPython, tmp_path: Path) -> None:
     owner = spawn(OWNER, str(tmp_path))
     redis_pid, child_pid, thread_child_pid = map(int, read_line(owner, timeout=30).split())
     try:
         # The helper thread has ended: its child must live on while its owner does.
-        assert _alive(redis_pid) and _alive(child_pid) and _alive(thread_child_pid)
+        assert pid_alive(redis_pid) and pid_alive(child_pid) and pid_alive(thread_child_pid)
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while (_alive(redis_pid) or _alive(child_pid)) and time.monotonic() < deadline:
+        while (pid_alive(redis_pid) or pid_alive(child_pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(redis_pid), "redis-server outlived its owner"
-        assert not _alive(child_pid), "a spawned child outlived its owner"
+        assert not pid_alive(redis_pid), "redis-server outlived its owner"
+        assert not pid_alive(child_pid), "a spawned child outlived its owner"
     finally:  # the helper thread's child is not tied to the owner: stopped here
         for pid in (redis_pid, child_pid, thread_child_pid):
-            if _alive(pid):
+            if pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
 def test_only_the_main_thread_ties_its_children_to_it() -> None:
-    import threading
-
     seen: list[object] = []
     thread = threading.Thread(target=lambda: seen.append(dies_with_us()))
     thread.start()

@@ -49,7 +49,8 @@ def logfile(fleet: Path, worker: str) -> Path:
     return fleet / f"{_safe(worker)}.log"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -68,11 +69,11 @@ def stop(fleet: Path, worker: str, *, timeout: float = STOP_TIMEOUT) -> None:
     if not path.exists():
         return
     pid = int(path.read_text().strip())
-    if _alive(pid):
+    if pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while pid_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
     # Pool children may outlive their parent: the whole group goes.
     with contextlib.suppress(ProcessLookupError, PermissionError):
