@@ -151,7 +151,7 @@ def _listen(
 ) -> bool:
     """Read events on one subscription until the run is over (its result) or the
     connection fails (Redis's error)."""
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call]
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
     try:
         pubsub.psubscribe(events_channel(client, receiver))
         while True:

@@ -57,12 +57,14 @@ def redis_client(
         options["retry"] = Retry(NoBackoff(), 0)
     if is_sentinel(url):
         parsed = parse_sentinel_url(url)
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
             list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(settings)
         )
-        master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        # redis-py >= 8.2 types these calls (the ignores then go unused); earlier ones do not.
+        master_options: dict[str, Any] = parsed.master_options()
+        master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
             settings.redis_sentinel_master, redis_class=redis.Redis,
-            **parsed.master_options(), **options,
+            **master_options, **options,
         )  # fmt: skip
         return master
     options.update(settings.redis_ssl_options(url) or {})
@@ -120,7 +122,7 @@ def async_redis_client(
                                                    "timeout": None}  # fmt: skip
     if is_sentinel(url):
         parsed = parse_sentinel_url(url)
-        sentinel = _Sentinel(  # type: ignore[no-untyped-call]
+        sentinel = _Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
             list(parsed.sentinels), sentinel_kwargs=sentinel_kwargs(settings)
         )
         pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool

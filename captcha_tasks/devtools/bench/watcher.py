@@ -25,7 +25,7 @@ class ResultWatcher:
 
     def __init__(self, url: str) -> None:
         self._client = redis.Redis.from_url(url, socket_connect_timeout=5)
-        self._pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+        self._pubsub = self._client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
         self._cond = threading.Condition()
         self.outcomes: dict[str, Outcome] = {}
         #: How many times each state was stored, any task (e.g. RETRY: tasks retried).
