@@ -30,8 +30,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-
 from ..errors import (
     ConfigurationError,
     InvalidTaskInput,
@@ -49,7 +47,7 @@ from .classic_params import proxy_params, submit_files, submit_params
 from .offers import check_offered
 from .poll_rules import CLASSIC_RULES
 from .protocol import NOT_READY, NotReady, WithUserAgent, parse_many, parse_response
-from .transport import Reply, RequestFailed, post, shared_session
+from .transport import HttpSession, Reply, RequestFailed, post, shared_session
 from .unreadable import is_unreadable, masked, uncertain_submit
 
 __all__ = ["SolverClient"]
@@ -60,7 +58,8 @@ _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 class SolverClient:
     """A client for one provider account.
 
-    ``session``: a :class:`requests.Session` to use instead of the process-wide one
+    ``session``: connections (:class:`~.transport.Connections`, or a ``requests.Session``)
+    to use instead of the process's own
     (the client never closes a session it did not create; it creates none).
     ``stats`` counts requests per action (``submit``, ``get``, ``get_many``,
     ``getbalance``, ``reportgood``, ``reportbad``) and failures (``errors:<code>``).
@@ -78,7 +77,7 @@ class SolverClient:
         provider: Dialect = "captchaai",
         timeout: float = 30.0,
         json_mode: bool = True,
-        session: requests.Session | None = None,
+        session: HttpSession | None = None,
         max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         parts = urlsplit(base_url.strip())

@@ -25,8 +25,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-import requests
-
 from ..errors import (
     CaptchaUnsolvable,
     ClientError,
@@ -45,7 +43,7 @@ from .json_errors import http_error, payload_error, unexpected
 from .json_tasks import task_for
 from .poll_rules import poll_rules_for
 from .proxy import Proxy
-from .transport import RequestFailed, post, shared_session
+from .transport import HttpSession, RequestFailed, post, shared_session
 from .unreadable import (
     context,
     decode,
@@ -67,7 +65,8 @@ class JsonTaskClient:
     """A client for one account of a JSON-task-API provider (``provider`` names the
     dialect: ``2captcha-v2``, ``anticaptcha``, ``capsolver`` or ``capmonster``).
 
-    ``session``: a :class:`requests.Session` to use instead of the process-wide one.
+    ``session``: connections (:class:`~.transport.Connections`, or a ``requests.Session``)
+    to use instead of the process's own.
     ``stats`` counts requests per method and failures (``errors:<code>``).
     """
 
@@ -81,7 +80,7 @@ class JsonTaskClient:
         *,
         provider: Provider,
         timeout: float = 30.0,
-        session: requests.Session | None = None,
+        session: HttpSession | None = None,
         max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         _check_config(base_url, api_key, provider, timeout)

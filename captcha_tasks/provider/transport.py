@@ -1,5 +1,5 @@
-"""HTTP for providers: one session per process, a bounded POST, and whether a failed
-request can have reached the provider.
+"""HTTP for providers: one set of connections per process, a bounded POST, and whether
+a failed request can have reached the provider.
 
 No retries, no protocol: a provider client (:mod:`.classic`) decides what a failure
 means for its call. A failure is sorted by whether the provider can have processed it:
@@ -12,26 +12,43 @@ means for its call. A failure is sorted by whether the provider can have process
   timeout, connection reset or dropped, an answer cut off or past the overall
   deadline), or a 504, a gateway that gave up waiting for a provider holding the
   request. When in doubt a request counts as maybe sent.
+
+Requests go out through :class:`Connections`: urllib3's pools (the library requests
+itself runs on) driven directly. requests costs about twice the CPU per call (its
+hooks, cookie jar, header merging and response model, paid on every submit and poll:
+``docs/design/cost-per-solve.md``). What requests would read from the environment is
+read here too, once per origin: the proxy (``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``,
+SOCKS through PySocks) and the CA bundle (``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE``,
+else certifi's). :func:`post` takes anything with the one method it calls, so a
+caller's own ``requests.Session`` still works in its place.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
+import os
 import ssl
+import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, NamedTuple, Protocol
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
+from requests.utils import DEFAULT_CA_BUNDLE_PATH, get_auth_from_url, get_environ_proxies
+from urllib3.util import make_headers
 
 from ..forksafe import PerProcess
+from ..version import __version__
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
     "POOL_MAXSIZE",
+    "Connections",
+    "HttpSession",
     "Reply",
     "RequestFailed",
     "close_shared_session",
@@ -47,55 +64,174 @@ MAX_RESPONSE_BYTES = 1_048_576
 POOL_MAXSIZE = 64
 #: A connect waits at most this long, whatever the read timeout.
 CONNECT_TIMEOUT_CAP = 5.0
-_USER_AGENT = f"captcha-tasks/0.1 python-requests/{requests.__version__}"
+_USER_AGENT = f"captcha-tasks/{__version__}"
+_HEADERS = {"User-Agent": _USER_AGENT, "Accept": "*/*", "Accept-Encoding": "gzip, deflate"}
+_FORM = "application/x-www-form-urlencoded"
 
 
-class _Session(requests.Session):
-    """requests reads the environment (proxies, ``NO_PROXY``, CA bundle) again for every
-    request, walking all of ``os.environ`` several times: most of a provider call's
-    CPU. Here it is read once per origin and kept, as settings are read once per
-    process."""
+class StreamedResponse(Protocol):
+    """What :func:`post` reads of an answer (requests' ``Response`` has it too)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    raw: Any  # read1(size, decode_content=True) -> bytes
+
+
+class HttpSession(Protocol):
+    """The one call :func:`post` makes: :class:`Connections`, or a ``requests.Session``."""
+
+    def post(
+        self,
+        url: str,
+        data: Any = ...,
+        json: Any = ...,
+        *,
+        files: Any = ...,
+        timeout: tuple[float, float],
+        allow_redirects: bool,
+        stream: bool,
+    ) -> AbstractContextManager[Any]: ...
+
+
+class _Answer:
+    """An answer whose body is read as it arrives (``raw`` is urllib3's response)."""
+
+    __slots__ = ("headers", "raw", "status_code")
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self.raw = response
+        self.status_code = response.status
+        self.headers = response.headers
+
+
+class Connections:
+    """The connections of one process to its providers: a urllib3 pool per origin
+    (:data:`POOL_MAXSIZE` connections each, no retries, no redirects), and the proxy and
+    CA bundle the environment gives each origin, read once (``trust_env = False``: the
+    environment is not read at all). Thread-safe; closed with :meth:`close`."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._environment: dict[tuple[Any, ...], Any] = {}
+        self.trust_env = True
+        self._lock = threading.Lock()
+        self._managers: dict[tuple[str, str], urllib3.PoolManager] = {}
+        self._routes: dict[tuple[str, str, bool], urllib3.PoolManager] = {}
 
-    def merge_environment_settings(
-        self, url: Any, proxies: Any, stream: Any, verify: Any, cert: Any
-    ) -> Any:
-        if proxies or not self.trust_env:
-            return super().merge_environment_settings(url, proxies, stream, verify, cert)
-        parts = urllib.parse.urlsplit(str(url))
-        key = (parts.scheme, parts.netloc, stream, verify, cert)
-        found = self._environment.get(key)
-        if found is None:
-            found = super().merge_environment_settings(url, proxies, stream, verify, cert)
-            self._environment[key] = found
-        # A copy each time: requests may change what it is given.
-        return {**found, "proxies": dict(found["proxies"])}
+    def post(
+        self,
+        url: str,
+        data: Mapping[str, str] | None = None,
+        json: Mapping[str, Any] | None = None,
+        *,
+        files: Mapping[str, tuple[str, bytes, str]] | None = None,
+        timeout: tuple[float, float],
+        allow_redirects: bool = False,
+        stream: bool = True,
+    ) -> AbstractContextManager[_Answer]:
+        """POST ``data`` as a form (multipart with ``files``), or ``json`` as a JSON
+        document; the answer's body is left to read (``stream`` must be true, and
+        ``allow_redirects`` false: a redirect would resend a secret-bearing body)."""
+        if allow_redirects or not stream:
+            raise ValueError("Connections answers streamed, unredirected POSTs only")
+        headers = dict(_HEADERS)
+        if json is not None:
+            body: bytes | str = _json_dumps(json)
+            headers["Content-Type"] = "application/json"
+        elif files:
+            fields: dict[str, Any] = {**(data or {}), **files}
+            body, headers["Content-Type"] = urllib3.encode_multipart_formdata(fields)
+        else:
+            body = urllib.parse.urlencode(data or {})
+            headers["Content-Type"] = _FORM
+        connect, read = timeout
+        response = self._route(url).urlopen(
+            "POST", url, body=body, headers=headers, retries=False, redirect=False,
+            timeout=urllib3.Timeout(connect=connect, read=read), preload_content=False,
+        )  # fmt: skip
+        return _answered(response)
+
+    def close(self) -> None:
+        """Close every pooled connection; the next request opens new ones."""
+        with self._lock:
+            managers = list(self._managers.values())
+            self._managers.clear()
+            self._routes.clear()
+        for manager in managers:
+            manager.clear()
+
+    def _route(self, url: str) -> urllib3.PoolManager:
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.netloc, self.trust_env)
+        manager = self._routes.get(key)
+        if manager is None:
+            with self._lock:
+                manager = self._routes.get(key)
+                if manager is None:
+                    manager = self._routes[key] = self._manager_for(url)
+        return manager
+
+    def _manager_for(self, url: str) -> urllib3.PoolManager:
+        # Called with the lock held: what requests would pick for this URL.
+        proxy, ca = "", DEFAULT_CA_BUNDLE_PATH
+        if self.trust_env:
+            proxy = requests.utils.select_proxy(url, get_environ_proxies(url)) or ""
+            ca = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or ca
+        key = (proxy, ca)
+        found = self._managers.get(key)
+        if found is not None:
+            return found
+        tls: dict[str, Any] = {"cert_reqs": ssl.CERT_REQUIRED}
+        tls["ca_cert_dir" if os.path.isdir(ca) else "ca_certs"] = ca
+        pools = {"num_pools": 8, "maxsize": POOL_MAXSIZE, "block": False, **tls}
+        manager: urllib3.PoolManager
+        if not proxy:
+            manager = urllib3.PoolManager(**pools)
+        elif proxy.lower().startswith("socks"):
+            from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
+
+            user, password = get_auth_from_url(proxy)
+            manager = SOCKSProxyManager(proxy, username=user or None, password=password or None,
+                                        **pools)  # fmt: skip
+        else:
+            user, password = get_auth_from_url(proxy)
+            auth = make_headers(proxy_basic_auth=f"{user}:{password}") if user else None
+            manager = urllib3.ProxyManager(proxy, proxy_headers=auth, **pools)
+        self._managers[key] = manager
+        return manager
 
 
-def make_session() -> requests.Session:
-    """A session with a large connection pool and no automatic retries (the caller decides)."""
-    session = _Session()
-    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=POOL_MAXSIZE, max_retries=0)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.headers["User-Agent"] = _USER_AGENT
-    return session
+def _json_dumps(document: Mapping[str, Any]) -> bytes:
+    return json.dumps(document, allow_nan=False, separators=(",", ":")).encode()
+
+
+@contextmanager
+def _answered(response: urllib3.BaseHTTPResponse) -> Iterator[_Answer]:
+    """The answer; on leaving, its connection goes back to the pool if the body was
+    read to its end, else it is closed (an answer cut short is never drained)."""
+    try:
+        yield _Answer(response)
+    finally:
+        if not response.closed:
+            response.close()
+        response.release_conn()
+
+
+def make_session() -> Connections:
+    """New connections for provider calls (no automatic retries: the caller decides)."""
+    return Connections()
 
 
 # The parent's sockets (and TLS state) must never be used or closed from a forked child.
-_sessions: PerProcess[requests.Session] = PerProcess()
+_sessions: PerProcess[Connections] = PerProcess()
 
 
-def shared_session() -> requests.Session:
-    """The process's session, created on first use and again after a fork."""
+def shared_session() -> Connections:
+    """The process's connections, created on first use and again after a fork."""
     return _sessions.get("session", make_session)
 
 
 def close_shared_session() -> None:
-    """Close the process's session (tests, worker shutdown); the next call makes a new one."""
+    """Close the process's connections (tests, worker shutdown); the next call makes new
+    ones."""
     for session in _sessions.clear():
         session.close()
 
@@ -120,7 +256,7 @@ class RequestFailed(Exception):
 
 
 def post(
-    session: requests.Session,
+    session: HttpSession,
     url: str,
     data: Mapping[str, str],
     files: Mapping[str, tuple[str, bytes, str]],
@@ -166,7 +302,7 @@ class _TooSlow(Exception):
     pass
 
 
-def _read_body(response: requests.Response, deadline: float) -> tuple[bytes, bool]:
+def _read_body(response: StreamedResponse, deadline: float) -> tuple[bytes, bool]:
     # The read timeout bounds each socket read; this bounds the whole answer, so a
     # server dripping bytes cannot hold a worker forever. read1 returns whatever has
     # arrived (iter_content would block until a whole chunk is there).
@@ -189,9 +325,10 @@ def _read_body(response: requests.Response, deadline: float) -> tuple[bytes, boo
 def _never_sent(exc: BaseException) -> bool:
     """Whether a failed request certainly never reached the provider: no connection was
     made. urllib3 reports failures to connect (refused, unreachable, DNS, connect
-    timeout) wrapped in a MaxRetryError; whatever fails later comes unwrapped, or as
-    something else. A TLS handshake timeout is reported as a read timeout: it counts as
-    maybe sent, the safe side."""
+    timeout) as a ConnectTimeoutError (NewConnectionError is one), itself when driven
+    directly, wrapped in a MaxRetryError inside requests' error from a
+    ``requests.Session``; whatever fails later is something else. A TLS handshake
+    timeout is reported as a read timeout: it counts as maybe sent, the safe side."""
     if isinstance(exc, requests.ConnectTimeout):
         return True
     reason: object = exc
@@ -199,6 +336,9 @@ def _never_sent(exc: BaseException) -> bool:
         reason = exc.args[0]
     if isinstance(reason, urllib3.exceptions.MaxRetryError):
         reason = reason.reason
+    if isinstance(reason, urllib3.exceptions.ProxyError):
+        # No connection to the proxy itself: the request never left this host.
+        reason = reason.original_error
     if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):  # NewConnectionError too
         return True
     # A refused certificate: the handshake never completed, so nothing was sent.
@@ -215,13 +355,26 @@ def _refused(status: int) -> bool:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, requests.ConnectTimeout):
+    # urllib3's own errors come unwrapped from Connections, wrapped in requests' from a
+    # requests.Session; a connection never made is named apart from a connect timeout.
+    reason: object = exc.args[0] if isinstance(exc, requests.RequestException) and exc.args else exc
+    if isinstance(reason, urllib3.exceptions.MaxRetryError):
+        reason = reason.reason
+    if isinstance(reason, urllib3.exceptions.ProxyError):
+        kind = "proxy failed"
+    elif isinstance(reason, urllib3.exceptions.NewConnectionError):
+        kind = "connection failed"
+    elif isinstance(exc, requests.ConnectTimeout) or isinstance(
+        reason, urllib3.exceptions.ConnectTimeoutError
+    ):
         kind = "connect timeout"
     elif isinstance(exc, requests.ReadTimeout | urllib3.exceptions.ReadTimeoutError):
         kind = "read timeout"
-    elif isinstance(exc, requests.exceptions.SSLError):
+    elif isinstance(exc, requests.exceptions.SSLError | urllib3.exceptions.SSLError):
         kind = "TLS error"
-    elif isinstance(exc, requests.ConnectionError):
+    elif isinstance(
+        exc, requests.ConnectionError | urllib3.exceptions.ProtocolError | ConnectionError
+    ):
         kind = "connection failed"
     else:
         kind = type(exc).__name__

@@ -10,12 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import requests
-import trustme
 from twocaptcha import TwoCaptcha
 
 from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, image_answer
@@ -24,25 +22,6 @@ pytestmark = pytest.mark.integration
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 2
-
-
-@pytest.fixture
-def tls_sandbox(
-    sandbox_factory: Callable[..., SandboxServer],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> SandboxServer:
-    """A https sandbox whose certificate (for 127.0.0.1) chains to a test CA that
-    ``requests`` trusts through REQUESTS_CA_BUNDLE."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
-    # reCAPTCHA v2 takes 15 s * 0.02 = 0.3 s: the client's first poll (at once) is not ready.
-    return sandbox_factory(time_scale=0.02, tls_cert=str(cert_path), tls_key=str(key_path))
 
 
 def test_official_client_solves_recaptcha_v2_through_the_sandbox(
