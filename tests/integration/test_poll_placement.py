@@ -1,6 +1,12 @@
 """Polls placed at quantiles of the learned ready times, through real workers against a
 sandbox polled one by one (``CAPTCHA_TASKS_BATCH_POLL=off``: a provider without batch
-reads): fewer res.php reads per solve than the old grid, every captcha solved."""
+reads): every captcha solved within 2.7 res.php reads per solve (the old grid reads
+3.4-3.5 here; ``docs/design/poll-placement.md`` compares the two in paired runs).
+
+A busy machine only delays polls, and a late poll finds more answers ready: load can
+lower the count, never raise it, so the bound holds on a loaded machine too. (This test
+used to run the grid, then the quantiles, and compare the two: load during the grid's
+half brought its count down to the quantiles' and failed it.)"""
 
 from __future__ import annotations
 
@@ -21,8 +27,8 @@ SOLVES = 30
 
 
 def _polls_per_solve(placement: str, sandbox_factory: Any, worker_factory: Any) -> float:
-    # Ready 1.4-2.6 s after submit at the test scale: the grid's one-by-one step
-    # (3 poll intervals, 0.15 s) is fine-grained against that spread.
+    # Ready 1.4-2.6 s after submit at the test scale (the grid would read every 3 poll
+    # intervals, 0.15 s, from its first read on).
     sandbox = sandbox_factory(threads=30, jitter=0.3, latency={"recaptcha_v2": 40.0})
     worker = worker_factory(worker_env(
         sandbox.url, CAPTCHA_TASKS_BATCH_POLL="off", CAPTCHA_TASKS_POLL_PLACEMENT=placement,
@@ -43,9 +49,8 @@ def _polls_per_solve(placement: str, sandbox_factory: Any, worker_factory: Any) 
     return int(stats["polls"]) / SOLVES
 
 
-def test_quantile_placement_polls_less_than_the_grid_without_batch_reads(
+def test_quantile_placement_reads_few_times_without_batch_reads(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
-    grid = _polls_per_solve("grid", sandbox_factory, worker_factory)
     quantiles = _polls_per_solve("quantiles", sandbox_factory, worker_factory)
-    assert quantiles <= 2.7 and quantiles < grid - 0.5, (quantiles, grid)
+    assert quantiles <= 2.7, quantiles
