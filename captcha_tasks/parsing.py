@@ -162,6 +162,19 @@ def between(kind: type[int] | type[float], low: float, high: float, what: str) -
     return parse
 
 
+def choice(*values: str) -> Parse:
+    """One of ``values``, in any case (given back in lower case)."""
+
+    def parse(name: str, raw: str) -> str:
+        value = raw.lower()
+        if value not in values:
+            allowed = ", ".join(values[:-1]) + f" or {values[-1]}"
+            raise ConfigurationError(f"{name} must be {allowed}, got {value!r}")
+        return value
+
+    return parse
+
+
 def _amount(name: str, raw: str, what: str) -> decimal.Decimal:
     # Decimal, never float: money adds up exactly (0.1 + 0.2 is 0.3).
     try:

@@ -34,6 +34,7 @@ from .parsing import callback_token as _callback_token
 from .parsing import callback_token_file as _callback_token_file
 from .parsing import callback_url as _callback_url
 from .parsing import check_api_key as _check_api_key
+from .parsing import choice as _choice
 from .parsing import default_provider as _default_provider
 from .parsing import legacy_api_key as _legacy_api_key
 from .parsing import number as _number
@@ -74,20 +75,6 @@ def _key_prefix(name: str, raw: str) -> str:
     if not _PREFIX_RE.match(raw):
         raise ConfigurationError(f"{name} must be 1-32 characters of letters, digits and _.:-")
     return raw
-
-
-def _batch_poll(name: str, raw: str) -> str:
-    value = raw.lower()
-    if value not in ("auto", "on", "off"):
-        raise ConfigurationError(f"{name} must be auto, on or off, got {value!r}")
-    return value
-
-
-def _poll_placement(name: str, raw: str) -> str:
-    value = raw.lower()
-    if value not in ("grid", "quantiles"):
-        raise ConfigurationError(f"{name} must be grid or quantiles, got {value!r}")
-    return value
 
 
 def _domains(name: str, raw: str) -> tuple[str, ...]:
@@ -159,11 +146,13 @@ class Settings:
     #: ``CAPTCHA_TASKS_POLL_INTERVAL``: seconds between batched polls (scaled; one by one,
     #: three times it). Never below the provider's own limits (engine.timing.PollGrid).
     poll_interval: float = 1.0
-    #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (no batch reads):
-    #: ``quantiles`` at successive quantiles of the ready times learned per provider
-    #: and type (engine.placement), ``grid`` every three poll intervals (the old way).
-    #: Batched polls keep the grid either way.
+    #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (batched ones keep the
+    #: grid): ``quantiles`` of the ready times learned per provider and type
+    #: (engine.placement), ``grid`` every three poll intervals (the old way).
     poll_placement: Literal["grid", "quantiles"] = "quantiles"
+    #: ``CAPTCHA_TASKS_POLL_READS``: the reads per solve (1.5-10) those quantiles aim at
+    #: on average: more collect sooner; the provider's own limits hold regardless.
+    poll_reads: float = 2.0
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
     #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
@@ -339,9 +328,10 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),
-    "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _batch_poll),
+    "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _choice("auto", "on", "off")),
     "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
-    "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _poll_placement),
+    "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _choice("grid", "quantiles")),
+    "poll_reads": ("CAPTCHA_TASKS_POLL_READS", _between(float, 1.5, 10.0, "reads per solve")),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),

@@ -3,10 +3,20 @@
 Without batch reads every poll is a request of its own, so a fixed grid either polls
 often (requests) or collects late (delay). The engine learns, per provider and captcha
 type, when answers become ready (:class:`.timing.FirstPollLearner`); polls aimed at
-the quantiles :data:`POLL_QUANTILES` of that distribution find most answers within two
-reads and soon after they are ready. Uniform ready times (the sandbox's, ±30 %) make
-the best 2-read placement about (0.4, 0.7, 0.9, 1.0): the quantiles here, with the last
-short of the sampled maximum (it only grows by late outliers).
+quantiles of that distribution find most answers within a few reads and soon after
+they are ready.
+
+How many reads a solve may cost is the operator's choice (``CAPTCHA_TASKS_POLL_READS``,
+``m``, 2 by default). For ready times spread evenly over their range (the sandbox's
+±30 %), the placement with the least mean collection delay at ``m`` reads per solve
+on average is :func:`poll_quantiles`: ``k = 3m - 2`` reads whose gaps in quantile
+space shrink linearly, ``g_i = 2 (k - i + 1) / (k (k + 1))`` (Lagrange: the delay is
+half the sum of the squared gaps, the expected reads ``1 + sum of (1 - q_i)``). Its
+mean delay is ``(2k + 1) / (3k (k + 1))`` of the range: 0.150 at ``m = 2`` (quantiles
+0.4, 0.7, 0.9, 1.0), 0.089 at 3, 0.064 at 4. No placement does better for that
+spread, which bounds what polling can do: ``docs/design/poll-placement.md``. The last
+read aims short of the sampled maximum (:data:`LAST_QUANTILE`: it only grows by late
+outliers).
 
 The provider's rules (:class:`~captcha_tasks.provider.poll_rules.PollRules`) are applied
 by :class:`.timing.PollGrid` on top: a quantile closer to the previous read than the
@@ -19,10 +29,38 @@ import bisect
 import dataclasses
 from collections.abc import Sequence
 
-__all__ = ["POLL_QUANTILES", "TAIL_STEP", "ReadyTimes"]
+__all__ = [
+    "DEFAULT_READS",
+    "LAST_QUANTILE",
+    "POLL_QUANTILES",
+    "TAIL_STEP",
+    "ReadyTimes",
+    "poll_quantiles",
+]
 
-#: The quantiles of the learned ready times the polls of one captcha aim at, in order.
-POLL_QUANTILES: tuple[float, ...] = (0.4, 0.7, 0.9, 0.97)
+#: Reads per solve, on average, that the placement aims at unless told
+#: (``CAPTCHA_TASKS_POLL_READS``).
+DEFAULT_READS = 2.0
+#: The last read aims at this quantile, short of the sampled maximum.
+LAST_QUANTILE = 0.97
+
+
+def poll_quantiles(reads: float = DEFAULT_READS) -> tuple[float, ...]:
+    """The quantiles of the learned ready times that the polls of one captcha aim at, in
+    order, for ``reads`` reads per solve on average (at least 4/3: two reads)."""
+    k = max(2, round(3 * reads - 2))
+    out: list[float] = []
+    reached = 0.0
+    for i in range(1, k):  # the k-th read, at 1.0, becomes LAST_QUANTILE
+        reached += 2 * (k - i + 1) / (k * (k + 1))
+        # Reads at or just before the last one would be wasted: they move to it.
+        if reached < LAST_QUANTILE - 0.02:
+            out.append(round(reached, 4))
+    return (*out, LAST_QUANTILE)
+
+
+#: The quantiles at the default budget of two reads per solve: (0.4, 0.7, 0.9, 0.97).
+POLL_QUANTILES: tuple[float, ...] = poll_quantiles()
 #: Past the last quantile (a captcha slower than nearly all seen), polls keep this
 #: fraction of the median ready time apart: rare, so a coarse step costs little.
 TAIL_STEP = 0.25
@@ -47,12 +85,17 @@ class ReadyTimes:
 
     @classmethod
     def of(
-        cls, samples: Sequence[float], *, floor: float = 0.0, ceiling: float = float("inf")
+        cls,
+        samples: Sequence[float],
+        *,
+        floor: float = 0.0,
+        ceiling: float = float("inf"),
+        quantiles: Sequence[float] = POLL_QUANTILES,
     ) -> ReadyTimes:
         if not samples:
             raise ValueError("no samples")
         ordered = sorted(samples)
-        targets = tuple(min(max(_quantile(ordered, q), floor), ceiling) for q in POLL_QUANTILES)
+        targets = tuple(min(max(_quantile(ordered, q), floor), ceiling) for q in quantiles)
         tail = max(TAIL_STEP * _quantile(ordered, 0.5), 1e-3)
         return cls(tuple(ordered), targets, tail)
 

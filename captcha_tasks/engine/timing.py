@@ -24,7 +24,7 @@ from ..provider.poll_rules import CLASSIC_RULES, PollRules
 from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
 from ..state.keys import STRUCTURE_TTL, Keys
-from .placement import ReadyTimes
+from .placement import ReadyTimes, poll_quantiles
 
 __all__ = [
     "DEADLINE",
@@ -146,6 +146,7 @@ class FirstPollLearner:
         self._local = threading.local()
         #: The quantile of ready times the first poll aims at (batched polls: lower).
         self.first_quantile = LEARN_QUANTILE
+        self._quantiles = poll_quantiles(settings.poll_reads)
 
     def default(self, captcha_type: str) -> float:
         return self.settings.scaled(FIRST_POLL.get(captcha_type, 10.0))
@@ -182,7 +183,7 @@ class FirstPollLearner:
             first = learned if self.first_quantile == LEARN_QUANTILE else quantile(
                 samples, self.first_quantile)  # fmt: skip
             value = min(max(first, floor), ceiling)
-            ready = ReadyTimes.of(samples, floor=floor, ceiling=ceiling)
+            ready = ReadyTimes.of(samples, floor=floor, ceiling=ceiling, quantiles=self._quantiles)
         with self._lock:
             self._cache[captcha_type] = (value, learned, ready, now)
         return value, learned, ready

@@ -11,7 +11,7 @@ import random
 import pytest
 import redis
 
-from captcha_tasks.engine.placement import POLL_QUANTILES, ReadyTimes
+from captcha_tasks.engine.placement import POLL_QUANTILES, ReadyTimes, poll_quantiles
 from captcha_tasks.engine.timing import (
     FIRST_POLL,
     LEARN_MIN_SAMPLES,
@@ -89,6 +89,58 @@ def test_quantiles_beat_the_grid_on_requests_and_delay_for_uniform_ready_times()
     old = _cost(_schedule(_grid(placement="grid"), ready, reads=12, wait=1.64), truth)
     assert placed[0] <= 2.05 and old[0] >= placed[0] + 0.3, (placed, old)
     assert placed[1] < old[1], (placed, old)
+
+
+def _uniform_cost(quantiles: tuple[float, ...]) -> tuple[float, float]:
+    """Reads per solve and mean delay (share of the range) of reads at ``quantiles`` for
+    ready times uniform over the range, exactly; past the last one, read at 1.0."""
+    points = (0.0, *quantiles, 1.0) if quantiles[-1] < 1.0 else (0.0, *quantiles)
+    reads = sum((i + 1) * (b - a) for i, (a, b) in enumerate(itertools.pairwise(points)))
+    delay = sum((b - a) ** 2 / 2 for a, b in itertools.pairwise(points))
+    return reads, delay
+
+
+def test_the_default_budget_keeps_the_documented_quantiles() -> None:
+    assert POLL_QUANTILES == poll_quantiles(2) == (0.4, 0.7, 0.9, 0.97)
+
+
+@pytest.mark.parametrize("reads", [1.5, 1.8, 2, 2.5, 3, 4, 5.5, 6, 8, 10])
+def test_every_budget_reads_in_order_up_to_the_last_quantile(reads: float) -> None:
+    quantiles = poll_quantiles(reads)
+    assert quantiles[-1] == 0.97 and len(quantiles) >= 2
+    assert all(a < b for a, b in itertools.pairwise(quantiles)), quantiles
+
+
+@pytest.mark.parametrize(("reads", "delay"), [(2, 0.150), (3, 0.089), (4, 0.064), (6, 0.040)])
+def test_a_budget_of_reads_buys_its_documented_delay(reads: float, delay: float) -> None:
+    got_reads, got_delay = _uniform_cost(poll_quantiles(reads))
+    # The last read aims at 0.97, not 1.0: a few hundredths off the closed form.
+    assert got_reads == pytest.approx(reads, abs=0.05)
+    assert got_delay == pytest.approx(delay, abs=0.003)
+
+
+def test_no_placement_at_two_reads_beats_the_default() -> None:
+    # Every placement of up to 5 reads on a 1/40 lattice whose mean reads are <= 2:
+    # none collects sooner on average than the 0.4/0.7/0.9/1.0 one (0.15 of the range).
+    lattice = [i / 40 for i in range(1, 40)]
+    best = min(
+        cost[1]
+        for n in range(1, 5)
+        for chosen in itertools.combinations(lattice, n)
+        if (cost := _uniform_cost((*chosen, 1.0)))[0] <= 2.0 + 1e-9
+    )
+    assert best == pytest.approx(0.150, abs=1e-9)
+
+
+def test_more_reads_collect_sooner_through_the_engine_s_schedule() -> None:
+    truth = [1.4 + 1.2 * (i + 0.5) / 1000 for i in range(1000)]
+    costs = {}
+    for budget in (2, 4):
+        ready = ReadyTimes.of(UNIFORM, quantiles=poll_quantiles(budget))
+        costs[budget] = _cost(_schedule(_grid(), ready, reads=20), truth)
+    (reads2, delay2), (reads4, delay4) = costs[2], costs[4]
+    assert reads2 <= 2.05 and reads4 <= 4.05, costs
+    assert delay4 < 0.5 * delay2, costs  # 0.064 against 0.150 of the 1.2 s range
 
 
 @pytest.mark.parametrize("name", sorted(POLL_RULES))
@@ -223,3 +275,16 @@ def test_placement_is_a_setting() -> None:
     assert Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "GRID"}).poll_placement == "grid"
     with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_POLL_PLACEMENT"):
         Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "smart"})
+
+
+def test_the_reads_budget_is_a_setting_the_learner_follows(learner_for) -> None:  # type: ignore[no-untyped-def]
+    assert Settings.from_env({}).poll_reads == 2.0
+    assert Settings.from_env({"CAPTCHA_TASKS_POLL_READS": "4"}).poll_reads == 4.0
+    for bad in ("1", "11", "many", "nan"):
+        with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_POLL_READS"):
+            Settings.from_env({"CAPTCHA_TASKS_POLL_READS": bad})
+    learner = learner_for(poll_reads=4.0)
+    for i in range(40):
+        learner.observe("image", not_ready_at=1.4 + 0.03 * i, ready_at=1.41 + 0.03 * i)
+    ready = learner.ready_times("image")
+    assert ready is not None and len(ready.targets) == len(poll_quantiles(4)) == 9
