@@ -66,10 +66,13 @@ soak: $(STAMP)  ## 20,000 solves over ~20 min with SIGKILLs and a Redis restart;
 
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
 	$(BIN)/captcha-tasks bench solve --plot docs/bench-throughput.png
-	@# Scale: T=200 (100 solves/s) with and without batch reads; T=50 without them.
+	@# Scale: T=200 (100 solves/s) with and without batch reads; T=50 without them. Without
+	@# batch reads, at the default 2 reads per solve and at a larger budget (POLL_READS).
 	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline
 	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
+	CAPTCHA_TASKS_POLL_READS=4 $(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
 	$(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
+	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
 	@# The JSON protocol (CapSolver's dialect); the seeds' design, classic only, ran above.
 	$(BIN)/captcha-tasks bench solve --provider capsolver --skip-baseline
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.

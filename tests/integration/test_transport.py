@@ -118,11 +118,12 @@ def test_no_proxy_sends_a_host_past_the_proxy(
     double: ProviderDouble, no_proxy_environment: pytest.MonkeyPatch
 ) -> None:
     with TcpProxy(_port(double.base_url)) as dead:
-        dead_url = f"http://127.0.0.1:{dead.port}"
+        dead_url = f"http://egress:pr0xy-s3cret@127.0.0.1:{dead.port}"
     no_proxy_environment.setenv("HTTP_PROXY", dead_url)  # nothing listens there now
     with pytest.raises(SolverNetworkError) as info:
         SolverClient(double.base_url, KEY, session=make_session()).balance()
     assert "proxy failed" in str(info.value)
+    assert "pr0xy-s3cret" not in str(info.value) and "pr0xy-s3cret" not in repr(info.value)
     no_proxy_environment.setenv("NO_PROXY", "127.0.0.1")
     direct = SolverClient(double.base_url, KEY, session=make_session())
     assert direct.balance() == decimal.Decimal("12.3400")
