@@ -21,7 +21,6 @@ import anticaptchaofficial.antinetworking as anticaptcha_networking
 import capsolver
 import pytest
 import requests
-import trustme
 from anticaptchaofficial.imagecaptcha import imagecaptcha
 from anticaptchaofficial.recaptchav2proxyless import recaptchaV2Proxyless
 from anticaptchaofficial.turnstileproxyless import turnstileProxyless
@@ -30,6 +29,7 @@ from capmonstercloudclient.requests import ImageToTextRequest, RecaptchaV2Reques
 from python_anticaptcha import AnticaptchaClient, ImageToTextTask, NoCaptchaTaskProxylessTask
 
 from captcha_tasks.devtools.sandbox import SandboxServer, dev_api_key, image_answer
+from tests.support.sandbox_fixtures import trusted_certificate
 
 pytestmark = pytest.mark.integration
 
@@ -53,13 +53,7 @@ def json_sandbox(
 ) -> SandboxMaker:
     """``make(dialect)``: a https JSON sandbox whose certificate (for 127.0.0.1) chains to a
     test CA that ``requests`` trusts through REQUESTS_CA_BUNDLE."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
+    cert_path, key_path = trusted_certificate(tmp_path, monkeypatch)
 
     def make(dialect: str, tls: bool = True, time_scale: float = 0.02) -> SandboxServer:
         # At 0.02, reCAPTCHA v2 takes 15 s * 0.02 = 0.3 s, Turnstile 0.16 s, an image 0.06 s.

@@ -20,7 +20,6 @@ import anticaptchaofficial.antinetworking as anticaptcha_networking
 import capsolver
 import pytest
 import requests
-import trustme
 from anticaptchaofficial.amazonproxyless import amazonProxyless
 from anticaptchaofficial.funcaptchaproxyless import funcaptchaProxyless
 from anticaptchaofficial.geetestproxyless import geetestProxyless
@@ -43,6 +42,7 @@ from captcha_tasks.devtools.sandbox import (
     coordinates_answer,
     dev_api_key,
 )
+from tests.support.sandbox_fixtures import trusted_certificate
 
 from .test_official_json_clients import ANTICAPTCHA_URL, _ToSandbox
 
@@ -75,13 +75,7 @@ def make_sandbox(
 ) -> SandboxMaker:
     """``make(protocol, dialect, tls=True, time_scale=0.02)``: a sandbox whose https
     certificate chains to a test CA that ``requests`` trusts (REQUESTS_CA_BUNDLE)."""
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
+    cert_path, key_path = trusted_certificate(tmp_path, monkeypatch)
 
     def make(
         protocol: str, dialect: str, tls: bool = True, time_scale: float = 0.02

@@ -28,6 +28,7 @@ __all__ = [
     "sandbox_factory",
     "sandbox_time_scale",
     "tls_sandbox",
+    "trusted_certificate",
 ]
 
 #: Time scale of test sandboxes when CAPTCHA_TASKS_TIME_SCALE is not set.
@@ -78,13 +79,10 @@ def demo_sandbox(sandbox_factory: SandboxFactory) -> SandboxServer:
     return sandbox_factory(demo_port=0)
 
 
-@pytest.fixture
-def tls_sandbox(
-    sandbox_factory: SandboxFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> SandboxServer:
-    """A https sandbox whose certificate (for 127.0.0.1) chains to a test CA that
-    requests, and the provider transport as requests does, trust through
-    REQUESTS_CA_BUNDLE. reCAPTCHA v2 takes 15 s * 0.02 = 0.3 s there."""
+def trusted_certificate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A certificate and key for 127.0.0.1 in ``tmp_path``, chained to a new test CA that
+    ``REQUESTS_CA_BUNDLE`` names for the rest of the test (requests and the provider
+    transport trust it); returns their paths."""
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")
     cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
@@ -92,4 +90,15 @@ def tls_sandbox(
     cert.private_key_pem.write_to_path(str(key_path))
     ca.cert_pem.write_to_path(str(ca_path))
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
+    return cert_path, key_path
+
+
+@pytest.fixture
+def tls_sandbox(
+    sandbox_factory: SandboxFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> SandboxServer:
+    """A https sandbox whose certificate (for 127.0.0.1) chains to a test CA that
+    requests, and the provider transport as requests does, trust through
+    REQUESTS_CA_BUNDLE. reCAPTCHA v2 takes 15 s * 0.02 = 0.3 s there."""
+    cert_path, key_path = trusted_certificate(tmp_path, monkeypatch)
     return sandbox_factory(time_scale=0.02, tls_cert=str(cert_path), tls_key=str(key_path))

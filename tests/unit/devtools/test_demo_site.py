@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 import requests
-import trustme
 from click.testing import CliRunner
 
 from captcha_tasks.devtools.procs import stop_process
@@ -32,6 +31,7 @@ from captcha_tasks.devtools.sandbox import (
     sandbox_command,
 )
 from captcha_tasks.errors import ConfigurationError
+from tests.support.sandbox_fixtures import trusted_certificate
 
 SCALE = 0.01  # reCAPTCHA v2 solves in 0.15 s; tokens live 1.2 s; cookies 18 s
 OTHER_SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
@@ -412,13 +412,7 @@ def test_logs_never_show_tokens_passwords_or_cookies(
 def test_the_demo_site_speaks_https_with_the_sandbox(
     make_demo: Callable[..., Demo], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ca = trustme.CA()
-    cert = ca.issue_cert("127.0.0.1")
-    cert_path, key_path, ca_path = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
-    cert_path.write_bytes(b"".join(blob.bytes() for blob in cert.cert_chain_pems))
-    cert.private_key_pem.write_to_path(str(key_path))
-    ca.cert_pem.write_to_path(str(ca_path))
-    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(ca_path))
+    cert_path, key_path = trusted_certificate(tmp_path, monkeypatch)
     demo = make_demo(tls_cert=str(cert_path), tls_key=str(key_path))
     assert demo.url.startswith("https://127.0.0.1:")
     reply = demo.verify(demo.solve())
