@@ -29,8 +29,9 @@ import bisect
 import dataclasses
 from collections.abc import Sequence
 
+from ..settings import Settings
+
 __all__ = [
-    "DEFAULT_READS",
     "LAST_QUANTILE",
     "POLL_QUANTILES",
     "TAIL_STEP",
@@ -38,14 +39,11 @@ __all__ = [
     "poll_quantiles",
 ]
 
-#: Reads per solve, on average, that the placement aims at unless told
-#: (``CAPTCHA_TASKS_POLL_READS``).
-DEFAULT_READS = 2.0
 #: The last read aims at this quantile, short of the sampled maximum.
 LAST_QUANTILE = 0.97
 
 
-def poll_quantiles(reads: float = DEFAULT_READS) -> tuple[float, ...]:
+def poll_quantiles(reads: float) -> tuple[float, ...]:
     """The quantiles of the learned ready times that the polls of one captcha aim at, in
     order, for ``reads`` reads per solve on average (at least 4/3: two reads)."""
     k = max(2, round(3 * reads - 2))
@@ -59,8 +57,9 @@ def poll_quantiles(reads: float = DEFAULT_READS) -> tuple[float, ...]:
     return (*out, LAST_QUANTILE)
 
 
-#: The quantiles at the default budget of two reads per solve: (0.4, 0.7, 0.9, 0.97).
-POLL_QUANTILES: tuple[float, ...] = poll_quantiles()
+#: The quantiles at the default budget (``Settings.poll_reads``, two reads per solve):
+#: (0.4, 0.7, 0.9, 0.97).
+POLL_QUANTILES: tuple[float, ...] = poll_quantiles(Settings.poll_reads)
 #: Past the last quantile (a captcha slower than nearly all seen), polls keep this
 #: fraction of the median ready time apart: rare, so a coarse step costs little.
 TAIL_STEP = 0.25

@@ -331,11 +331,7 @@ def _never_sent(exc: BaseException) -> bool:
     timeout is reported as a read timeout: it counts as maybe sent, the safe side."""
     if isinstance(exc, requests.ConnectTimeout):
         return True
-    reason: object = exc
-    if isinstance(exc, requests.RequestException) and exc.args:
-        reason = exc.args[0]
-    if isinstance(reason, urllib3.exceptions.MaxRetryError):
-        reason = reason.reason
+    reason = _reason(exc)
     if isinstance(reason, urllib3.exceptions.ProxyError):
         # No connection to the proxy itself: the request never left this host.
         reason = reason.original_error
@@ -354,12 +350,19 @@ def _refused(status: int) -> bool:
     return status >= 400 and status != 504
 
 
-def _describe(exc: BaseException) -> str:
-    # urllib3's own errors come unwrapped from Connections, wrapped in requests' from a
-    # requests.Session; a connection never made is named apart from a connect timeout.
+def _reason(exc: BaseException) -> object:
+    """urllib3's error behind ``exc``: itself from :class:`Connections`; from a
+    ``requests.Session``, the one requests wrapped (inside a MaxRetryError for a failed
+    connection)."""
     reason: object = exc.args[0] if isinstance(exc, requests.RequestException) and exc.args else exc
     if isinstance(reason, urllib3.exceptions.MaxRetryError):
         reason = reason.reason
+    return reason
+
+
+def _describe(exc: BaseException) -> str:
+    # A connection never made is named apart from a connect timeout.
+    reason = _reason(exc)
     if isinstance(reason, urllib3.exceptions.ProxyError):
         kind = "proxy failed"
     elif isinstance(reason, urllib3.exceptions.NewConnectionError):
