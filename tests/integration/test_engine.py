@@ -15,6 +15,7 @@ import pytest
 import requests
 
 from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.engine import Engine, Job, admit
 from captcha_tasks.engine.queue import SolveQueue
@@ -65,12 +66,12 @@ def make_engines(redis_url: str) -> Iterator[Callable[..., tuple[list[Engine], O
     engines: list[Engine] = []
 
     def make(
-        sandbox_url: str, *, count: int = 1, **settings_fields: Any
+        sandbox_url: str, *, count: int = 1, redis: str | None = None, **settings_fields: Any
     ) -> tuple[list[Engine], Outcomes]:
         settings = dataclasses.replace(
             Settings.from_env(
                 {
-                    "CAPTCHA_TASKS_REDIS_URL": redis_url,
+                    "CAPTCHA_TASKS_REDIS_URL": redis or redis_url,
                     "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
                     "CAPTCHAAI_API_KEY": DEV_API_KEY,
                     "CAPTCHA_TASKS_TIME_SCALE": "0.05",
@@ -238,6 +239,31 @@ def test_a_deadline_that_passed_under_a_dead_engines_claim_still_collects_a_read
     assert not outcomes.errors, outcomes.errors
     assert outcomes.results[task_id]["captcha_id"] == captcha_id
     assert sandbox.stats()["submitted"] == 1
+
+
+def test_a_poll_comes_on_time_on_a_redis_whose_timers_tick_once_a_second(
+    sandbox_factory: Any, make_engines: Any
+) -> None:
+    """An idle engine sleeps until its next poll by its own clock. redis-server checks
+    blocking commands' timeouts at its ``hz`` tick: an engine that slept in a ``BLPOP``
+    timeout polled up to 100 ms late on a default (hz 10) idle server, and here up to
+    a second late (its 0.15 s wait ended at the tick, 0.85 s late)."""
+    sandbox = sandbox_factory(time_scale=0.01, latency={"recaptcha_v2": 2.0}, jitter=0.0)
+    with RedisServer(extra_args=["--hz", "1"]) as slow_ticks:
+        engines, outcomes = make_engines(sandbox.url, redis=slow_ticks.url, time_scale=0.01,
+                                         batch_poll="off")  # fmt: skip
+        engine = engines[0]
+        first_poll = engine.learner.default("recaptcha_v2")  # 15 s * 0.01: nothing learned
+        late = []
+        for i in range(3):  # one at a time: the engine idles before each poll
+            (task_id,) = _admit(engine, 1, page=f"tick{i}")
+            start = time.monotonic()
+            wait_until(lambda n=i + 1: outcomes.ended() == n, timeout=10, what="a solve")
+            assert task_id in outcomes.results, outcomes.errors
+            late.append(time.monotonic() - start - first_poll)
+        assert max(late) < 0.4, late
+        for each in engines:
+            each.stop(timeout=10)
 
 
 def test_waiting_past_the_queue_timeout_fails_clearly(
