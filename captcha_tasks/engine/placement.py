@@ -34,6 +34,7 @@ from ..settings import Settings
 __all__ = [
     "LAST_QUANTILE",
     "POLL_QUANTILES",
+    "TAIL_FIRST",
     "TAIL_STEP",
     "ReadyTimes",
     "poll_quantiles",
@@ -60,9 +61,14 @@ def poll_quantiles(reads: float) -> tuple[float, ...]:
 #: The quantiles at the default budget (``Settings.poll_reads``, two reads per solve):
 #: (0.4, 0.7, 0.9, 0.97).
 POLL_QUANTILES: tuple[float, ...] = poll_quantiles(Settings.poll_reads)
-#: Past the last quantile (a captcha slower than nearly all seen), polls keep this
-#: fraction of the median ready time apart: rare, so a coarse step costs little.
+#: Past the last quantile (a captcha slower than nearly all seen), polls keep at most
+#: this fraction of the median ready time apart.
 TAIL_STEP = 0.25
+#: The first read past the last quantile comes this fraction of the spread of ready
+#: times after it (most such answers are ready just past it: the last quantile aims
+#: short of the sampled maximum); each further one doubles the distance from the last
+#: quantile, up to :data:`TAIL_STEP`, so a long tail costs few reads.
+TAIL_FIRST = 0.05
 
 
 def _quantile(ordered: Sequence[float], q: float) -> float:
@@ -81,6 +87,8 @@ class ReadyTimes:
     samples: tuple[float, ...]
     targets: tuple[float, ...]
     tail: float
+    #: The first step past the last target (:data:`TAIL_FIRST` of the spread).
+    tail_first: float = 0.0
 
     @classmethod
     def of(
@@ -96,7 +104,8 @@ class ReadyTimes:
         ordered = sorted(samples)
         targets = tuple(min(max(_quantile(ordered, q), floor), ceiling) for q in quantiles)
         tail = max(TAIL_STEP * _quantile(ordered, 0.5), 1e-3)
-        return cls(tuple(ordered), targets, tail)
+        tail_first = min(max(TAIL_FIRST * (ordered[-1] - ordered[0]), 1e-3), tail)
+        return cls(tuple(ordered), targets, tail, tail_first)
 
     @property
     def first(self) -> float:
@@ -109,12 +118,20 @@ class ReadyTimes:
         last target and a tail step (where a lost callback's fallback poll goes)."""
         return self.targets[-1] + self.tail
 
-    def next_after(self, elapsed: float, gap: float) -> float:
+    def next_after(self, elapsed: float, gap: float, reads: int = 0) -> float:
         """Seconds after submit of the next poll of a captcha found not ready ``elapsed``
         seconds after its submit, at least ``gap`` later: the next target, or past the
-        last one a tail step later."""
+        last one a tail step later (:data:`TAIL_FIRST`, doubling the distance from the
+        last target, at most :data:`TAIL_STEP`).
+
+        ``reads``: how many times it was read so far. Its next read aims at the target
+        of that rank at the earliest: targets move as ready times are learned, and a
+        captcha read at a target that has since moved later would otherwise be read
+        again just after (a read that finds what the last one did)."""
         earliest = elapsed + gap
-        i = bisect.bisect_right(self.targets, earliest)
+        i = max(bisect.bisect_right(self.targets, earliest), reads)
         if i < len(self.targets):
             return self.targets[i]
-        return elapsed + max(self.tail, gap)
+        beyond = max(elapsed - self.targets[-1], 0.0)
+        step = min(self.tail_first + beyond, self.tail)
+        return elapsed + max(step, gap)

@@ -94,7 +94,7 @@ LEARN_QUANTILE = 0.2
 #: Batched, a captcha read before it is ready costs no request of its own (it joins a
 #: read made anyway): the first poll aims this early.
 BATCH_LEARN_QUANTILE = 0.05
-LEARN_WINDOW = 64
+LEARN_WINDOW = 256
 LEARN_MIN_SAMPLES = 8
 #: Reads of one captcha keep this multiple of the provider's least interval apart:
 #: engines on several hosts poll the same captcha by their own clocks.
@@ -339,7 +339,7 @@ class PollGrid:
             # it, by the call's duration), not the one after that.
             return self.on_tick(at + max(self.interval / 2, self.min_gap))
         if ready is not None and since is not None and self.learns:
-            step = since + ready.next_after(at - since, self.min_gap) - at
+            step = since + ready.next_after(at - since, self.min_gap, reads=polls + 1) - at
         else:
             step = 3 * self.interval
         calls = self.rules.calls_per_captcha

@@ -69,9 +69,30 @@ def test_polls_go_to_successive_quantiles_then_a_tail_step() -> None:
     assert ready.targets == pytest.approx([1.4 + 1.2 * q for q in POLL_QUANTILES])
     assert ready.targets == pytest.approx([1.88, 2.24, 2.48, 2.564])
     assert ready.tail == pytest.approx(0.25 * 2.0)  # a quarter of the median
-    times = _schedule(_grid(), ready, reads=6)
+    times = _schedule(_grid(), ready, reads=9)
     assert times[:4] == pytest.approx([1.88, 2.24, 2.48, 2.564])
-    assert times[4] == pytest.approx(2.574 + 0.5) and times[5] == pytest.approx(3.084 + 0.5)
+    # Past the last target: a twentieth of the spread (1.2 s) first, most such answers
+    # being ready just past it; then the distance from the last target doubles (a long
+    # tail costs few reads), each step at most the coarse one.
+    assert times[4] == pytest.approx(2.574 + 0.06 + 0.01)
+    beyond = [t - 2.564 for t in times[4:]]
+    steps = [b - (a + 0.01) for a, b in itertools.pairwise(times[3:])]  # from each answer
+    assert all(b >= 1.9 * a for a, b in itertools.pairwise(beyond[:3])), beyond
+    assert max(steps) == pytest.approx(0.5) and all(s <= 0.5 + 1e-9 for s in steps), steps
+
+
+def test_a_captcha_read_at_a_target_that_moved_later_is_not_read_again_at_once() -> None:
+    before = ReadyTimes.of(UNIFORM)
+    later = ReadyTimes.of([t + 0.05 for t in UNIFORM])  # learned meanwhile: 50 ms later
+    # Read (not ready) at the first target as it was; the first target is now 50 ms on:
+    # the next read aims at the second target, as it would have.
+    first = before.first + 0.005
+    assert later.first > first
+    assert later.next_after(first, 0.0, reads=1) == pytest.approx(later.targets[1])
+    # Without the count of reads, only what has passed is skipped.
+    assert later.next_after(first, 0.0) == pytest.approx(later.first)
+    # A read found late, past several targets, still goes to the next one after it.
+    assert later.next_after(2.3, 0.0, reads=1) == pytest.approx(later.targets[2])
 
 
 def test_a_late_poll_goes_to_the_next_quantile_not_back_to_a_missed_one() -> None:
@@ -173,9 +194,10 @@ def test_capsolver_s_3_s_gap_moves_quantiles_later_never_earlier() -> None:
     times = _schedule(_grid(POLL_RULES["capsolver"]), ready, reads=4)
     gap = 3.0 * SCALE * READ_MARGIN  # 0.48 s
     assert times[0] == pytest.approx(1.88)
-    # 2.24 is closer than the gap to 1.89: the next target past it, 2.48; then the tail.
+    # 2.24 is closer than the gap to 1.89: the next target past it, 2.48; then the tail,
+    # whose first step (0.06 s) is shorter than the gap.
     assert times[1] == pytest.approx(2.48)
-    assert times[2] == pytest.approx(2.49 + max(0.5, gap))
+    assert times[2] == pytest.approx(2.49 + gap)
 
 
 def test_the_ban_threshold_doubles_the_tail_step() -> None:
@@ -238,7 +260,7 @@ def test_few_samples_fall_back_to_the_documented_defaults(learner_for) -> None: 
 def test_a_sample_lies_in_the_interval_the_polls_saw(learner_for, client, settings) -> None:  # type: ignore[no-untyped-def]
     learner = learner_for()
     key = Keys(settings.key_prefix).timing("image", "captchaai")
-    for _ in range(40):
+    for _ in range(LEARN_WINDOW // 2 + 10):
         learner.observe("image", not_ready_at=1.5, ready_at=1.9)
         learner.observe("image", not_ready_at=None, ready_at=2.0)  # the first poll answered
     samples = [float(v) for v in client.lrange(key, 0, -1)]
