@@ -289,6 +289,7 @@ def _sandbox_figures(
 ) -> dict[str, Any]:
     """What the sandbox counted: polls, submits, duplicates, its busiest moment."""
     solved = int(stats.get("solved", 0))
+    later = window[len(window) // 2 :]
     return {
         "polls": int(stats.get("polls", 0)),
         "solved_at_sandbox": solved,
@@ -297,6 +298,10 @@ def _sandbox_figures(
             round(sum(int(c["polls"]) for c in window) / len(window), 3) if window else None
         ),
         "captcha_polled_max": max((int(c["polls"]) for c in window), default=None),
+        # Once the ready times are learned: the later half of the captchas, by submit.
+        "captcha_polled_mean_later": (
+            round(sum(int(c["polls"]) for c in later) / len(later), 3) if later else None
+        ),
         "submitted": int(stats.get("submitted", 0)),
         "submits_per_task": round(int(stats.get("submitted", 0)) / tasks, 3) if tasks else None,
         "duplicates": int(stats.get("duplicates", 0)),

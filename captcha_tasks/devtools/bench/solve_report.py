@@ -79,6 +79,10 @@ _ROWS: list[Row] = [
         "times a captcha was asked for (mean / max)",
         joined(field("captcha_polled_mean", ".2f"), field("captcha_polled_max", "d")),
     ),
+    Row(
+        "  mean, the later half of the captchas (by submit)",
+        field("captcha_polled_mean_later", ".2f"),
+    ),
     Row("submits per task", field("submits_per_task", ".3f")),
     Row("duplicates", field("duplicates", "d")),
     Row("no_slot answers", field("no_slot", "d")),

@@ -150,6 +150,7 @@ def test_solve_metrics_on_a_hand_computed_run() -> None:
     assert m["ready_to_answered_p50"] == 0.25
     assert m["answered_to_result_p50"] == 0.375  # 0.25 and 0.5
     assert (m["captcha_polled_mean"], m["captcha_polled_max"]) == (2.5, 3)
+    assert m["captcha_polled_mean_later"] == 3  # the later half by submit: B
     assert m["polls_per_solve"] == 2.5
     assert m["worker_cpu_per_solve"] == 0.25
     assert m["machine_cpu_busy"] == 0.25
