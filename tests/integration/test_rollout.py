@@ -3,6 +3,7 @@ continuous solve load, restarted one at a time by ``tests/support/fleet_restart.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -69,9 +70,12 @@ def make_fleet(
         return fleet
 
     yield make
+    # The test is over: no graceful stop, which would take each worker's 10 s soft
+    # shutdown (worker_enable_soft_shutdown_on_idle) for nothing.
+    stop_now = functools.partial(fleet_restart.stop, timeout=0)
     for directory in fleets:
         with ThreadPoolExecutor(len(WORKERS)) as pool:
-            list(pool.map(fleet_restart.stop, [directory] * len(WORKERS), WORKERS))
+            list(pool.map(stop_now, [directory] * len(WORKERS), WORKERS))
 
 
 @dataclass
