@@ -134,7 +134,8 @@ class Engine:
         self._busy_lock = threading.Lock()
         self._stop = threading.Event()
         self._kick = threading.Event()
-        self._woken = threading.Event()
+        self._woken = threading.Event()  # the listener popped a wake-up
+        self._listening = threading.Event()  # the loop sleeps with no call in flight
         self._thread: threading.Thread | None = None
         self._listener: threading.Thread | None = None
         # Whether the last acquire took all it asked for: more may be waiting, with
@@ -223,9 +224,14 @@ class Engine:
         self.grid.note_load(self.queue.in_flight)
         if not self._woken.is_set():
             if self._in_flight() > 0:
-                # Our own calls will change what is due: look again soon, never in a busy loop.
-                wait = min(wait, max(self.grid.interval, 0.005))
-            self._kick.wait(wait)
+                # Our own calls will change what is due: look again soon, never busily.
+                self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
+            else:
+                self._listening.set()  # a pushed wake-up kicks this wait
+                try:
+                    self._kick.wait(wait)
+                finally:
+                    self._listening.clear()
         if self._woken.is_set():
             # An admission, or a thread freed elsewhere: look at everything now.
             self._woken.clear()
@@ -236,6 +242,11 @@ class Engine:
         thread freed by another engine) kicks the loop."""
         backoff = 0.1
         while not self._stop.is_set():
+            # Only while the loop sleeps with no call of its own in flight: a busy loop
+            # looks at Redis after every call anyway, and wake-ups it leaves in Redis go
+            # to an idle engine (popping each one cost a round trip and a look).
+            if not self._listening.wait(WAKE_WAIT):
+                continue
             try:
                 woken = self.queue.wait_for_wake(WAKE_WAIT)
                 backoff = 0.1
