@@ -29,7 +29,7 @@ The one deliberate second submit is after an unsolvable captcha
 
 Its other parts: :mod:`.submit` (the submit and what its outcome proves),
 :mod:`.breaker` (taking a failing provider out of the routes), :mod:`.refusal` (the
-pause after a refused key), :mod:`.finish`
+pause after a refused key), :mod:`.wakes` (wake-ups pushed to Redis), :mod:`.finish`
 (ending a job once and telling its caller), :mod:`.observer` (every event, to this
 engine's stats and to Prometheus when metrics are on).
 """
@@ -62,6 +62,7 @@ from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
 from .submit import Submitter
 from .timing import BATCH_LEARN_QUANTILE, FirstPollLearner, PollGrid
+from .wakes import WakeListener
 
 __all__ = ["Completer", "Engine", "EngineStats", "claim_seconds"]
 
@@ -69,9 +70,6 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
-#: Seconds the wake-up listener blocks in Redis at a time (about how long a stop may
-#: wait for it; a wake-up itself is seen at once).
-WAKE_WAIT = 0.25
 
 
 def claim_seconds(settings: Settings) -> float:
@@ -134,10 +132,8 @@ class Engine:
         self._busy_lock = threading.Lock()
         self._stop = threading.Event()
         self._kick = threading.Event()
-        self._woken = threading.Event()  # the listener popped a wake-up
-        self._listening = threading.Event()  # the loop sleeps with no call in flight
         self._thread: threading.Thread | None = None
-        self._listener: threading.Thread | None = None
+        self.wakes = WakeListener(self.queue, self._kick, self._stop, name)
         # Whether the last acquire took all it asked for: more may be waiting, with
         # threads free. A submit that ends asks for more only then (no round trip
         # per submit once the budget is full or the queue empty).
@@ -175,9 +171,7 @@ class Engine:
     def start(self) -> Engine:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
-        self._listener = threading.Thread(target=self._listen, name=f"{self.name}-wake",
-                                          daemon=True)  # fmt: skip
-        self._listener.start()
+        self.wakes.start()
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -187,8 +181,7 @@ class Engine:
         if self._thread is not None:
             self._thread.join(timeout)
         self._pool.shutdown(wait=True, cancel_futures=False)
-        if self._listener is not None:  # in a wait of at most WAKE_WAIT
-            self._listener.join(min(timeout, WAKE_WAIT + 1.0))
+        self.wakes.join(timeout)
         with contextlib.suppress(redis.RedisError):  # else its mark expires on its own
             self.refusal.forget()
 
@@ -209,12 +202,8 @@ class Engine:
 
     def _idle(self) -> None:
         """Sleep until the next due poll or waiting job, a local kick, or a wake-up
-        pushed by an admission or another engine (:meth:`_listen` turns those into kicks).
-
-        The sleep is this process's own (an ``Event`` wait), never a blocking Redis
-        command's timeout: redis-server checks those at its ``hz`` tick (100 ms by
-        default), so an idle server would return a 10 ms ``BLPOP`` up to 100 ms late,
-        and every timed poll with it."""
+        pushed by an admission or another engine (:mod:`.wakes`: by this process's
+        clock, never a Redis timeout's)."""
         # A call that ends kicks after its changes are in Redis: one that ended before
         # this clear is seen by the read below, one that ends after it cuts the wait.
         self._kick.clear()
@@ -222,42 +211,15 @@ class Engine:
         self._poll_due_at, self._waiting_at = self.queue.next_work(now)
         wait = min(max(min(self._poll_due_at, self._waiting_at) - now, 0.005), 1.0)
         self.grid.note_load(self.queue.in_flight)
-        if not self._woken.is_set():
+        if not self.wakes.woken:
             if self._in_flight() > 0:
                 # Our own calls will change what is due: look again soon, never busily.
                 self._kick.wait(min(wait, max(self.grid.interval, 0.005)))
             else:
-                self._listening.set()  # a pushed wake-up kicks this wait
-                try:
-                    self._kick.wait(wait)
-                finally:
-                    self._listening.clear()
-        if self._woken.is_set():
+                self.wakes.sleep(wait)
+        if self.wakes.take():
             # An admission, or a thread freed elsewhere: look at everything now.
-            self._woken.clear()
             self._poll_due_at = self._waiting_at = 0.0
-
-    def _listen(self) -> None:
-        """The wake-up listener's thread: a wake-up pushed to Redis (an admission, a
-        thread freed by another engine) kicks the loop."""
-        backoff = 0.1
-        while not self._stop.is_set():
-            # Only while the loop sleeps with no call of its own in flight: a busy loop
-            # looks at Redis after every call anyway, and wake-ups it leaves in Redis go
-            # to an idle engine (popping each one cost a round trip and a look).
-            if not self._listening.wait(WAKE_WAIT):
-                continue
-            try:
-                woken = self.queue.wait_for_wake(WAKE_WAIT)
-                backoff = 0.1
-            except redis.RedisError:
-                # The loop logs Redis being away; this thread only waits it out.
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            if woken:
-                self._woken.set()
-                self._kick.set()
 
     def _in_flight(self) -> int:
         with self._busy_lock:

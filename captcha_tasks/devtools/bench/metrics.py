@@ -284,24 +284,23 @@ def _delays(
     return matched, (over, waits, collect, late, store, admit)
 
 
+def _mean_polls(captchas: Sequence[Captcha]) -> float | None:
+    return round(sum(int(c["polls"]) for c in captchas) / len(captchas), 3) if captchas else None
+
+
 def _sandbox_figures(
     stats: Mapping[str, Any], window: Sequence[Captcha], tasks: int
 ) -> dict[str, Any]:
     """What the sandbox counted: polls, submits, duplicates, its busiest moment."""
     solved = int(stats.get("solved", 0))
-    later = window[len(window) // 2 :]
     return {
         "polls": int(stats.get("polls", 0)),
         "solved_at_sandbox": solved,
         "polls_per_solve": round(int(stats.get("polls", 0)) / solved, 3) if solved else None,
-        "captcha_polled_mean": (
-            round(sum(int(c["polls"]) for c in window) / len(window), 3) if window else None
-        ),
+        "captcha_polled_mean": _mean_polls(window),
         "captcha_polled_max": max((int(c["polls"]) for c in window), default=None),
         # Once the ready times are learned: the later half of the captchas, by submit.
-        "captcha_polled_mean_later": (
-            round(sum(int(c["polls"]) for c in later) / len(later), 3) if later else None
-        ),
+        "captcha_polled_mean_later": _mean_polls(window[len(window) // 2 :]),
         "submitted": int(stats.get("submitted", 0)),
         "submits_per_task": round(int(stats.get("submitted", 0)) / tasks, 3) if tasks else None,
         "duplicates": int(stats.get("duplicates", 0)),
