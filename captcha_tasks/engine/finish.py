@@ -143,16 +143,8 @@ class Finisher:
         if job.submitted_at is not None:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
-            if exact:
-                not_ready_at = at - start
-            # With callbacks on, a read that found the answer is a lost callback's
-            # fallback, made once nearly every answer has been ready a while: it tells
-            # only that the answer was ready by then. Stored as a sample it pulled the
-            # learned ready times later, the next fallbacks later with them, and so on
-            # (20 % of callbacks dropped: fallbacks 3-6 s after 2 s solves). Callbacks
-            # give exact samples: only those are learned.
-            if exact or not self.learner.settings.callback_url:
-                self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start)
+            self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start,
+                                 exact=exact)  # fmt: skip
             if self.breaker is not None:  # far slower than it learned: a sick provider
                 self.breaker.answered(at - start, self.learner.learned(job.type))
         if job.pool:

@@ -88,7 +88,7 @@ class ReadyTimes:
     targets: tuple[float, ...]
     tail: float
     #: The first step past the last target (:data:`TAIL_FIRST` of the spread).
-    tail_first: float = 0.0
+    tail_first: float
 
     @classmethod
     def of(
