@@ -104,7 +104,11 @@ class ReadyTimes:
         ordered = sorted(samples)
         targets = tuple(min(max(_quantile(ordered, q), floor), ceiling) for q in quantiles)
         tail = max(TAIL_STEP * _quantile(ordered, 0.5), 1e-3)
-        tail_first = min(max(TAIL_FIRST * (ordered[-1] - ordered[0]), 1e-3), tail)
+        # The spread counts as a fifth of the median at least: samples all alike would
+        # otherwise put the first reads past the last target a millisecond apart.
+        median = _quantile(ordered, 0.5)
+        spread = max(ordered[-1] - ordered[0], 0.2 * median)
+        tail_first = min(max(TAIL_FIRST * spread, 1e-3), tail)
         return cls(tuple(ordered), targets, tail, tail_first)
 
     @property

@@ -81,6 +81,15 @@ def test_polls_go_to_successive_quantiles_then_a_tail_step() -> None:
     assert max(steps) == pytest.approx(0.5) and all(s <= 0.5 + 1e-9 for s in steps), steps
 
 
+def test_ready_times_all_alike_do_not_read_a_slower_captcha_every_millisecond() -> None:
+    ready = ReadyTimes.of([20.0] * 30)  # a provider that answered in 20 s each time
+    times = _schedule(_grid(), ready, reads=12)
+    past = [t for t in times if t > 20.0]
+    steps = [b - (a + 0.01) for a, b in itertools.pairwise(times[len(times) - len(past) - 1 :])]
+    assert min(steps) >= 0.05 * 0.2 * 20.0 - 1e-9, steps  # a twentieth of a fifth of 20 s
+    assert sum(1 for s in steps if s < 5.0 - 1e-9) <= 5, steps  # then the quarter median
+
+
 def test_a_captcha_read_at_a_target_that_moved_later_is_not_read_again_at_once() -> None:
     before = ReadyTimes.of(UNIFORM)
     later = ReadyTimes.of([t + 0.05 for t in UNIFORM])  # learned meanwhile: 50 ms later
