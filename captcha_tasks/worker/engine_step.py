@@ -30,6 +30,7 @@ from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
 from ..state import Keys, state_redis
 from ..state.clock import clock_of
+from .redacted import redact_call
 
 __all__ = ["CeleryCompleter", "SolveEngineStep"]
 
@@ -118,16 +119,18 @@ class CeleryCompleter:
         then the result (with chord bookkeeping) and the event."""
         started = time.thread_time()
         request = self._request(job)
-        root_id = request.root_id or job.task_id
-        for callback in request.callbacks or ():
-            signature(callback, app=self.app).apply_async(
-                (result,), parent_id=job.task_id, root_id=root_id
-            )
         chain = list(request.chain or ())
-        if chain:
-            signature(chain.pop(), app=self.app).apply_async(
-                (result,), chain=chain, parent_id=job.task_id, root_id=root_id
-            )
+        if request.callbacks or chain:
+            # The next task's call carries the solution; its task-sent event and Flower
+            # show it masked, as this task's own task-succeeded does (a task of the
+            # caller's app would show the real token otherwise).
+            argsrepr, kwargsrepr = redact_call((result,), {})
+            sent = {"parent_id": job.task_id, "root_id": request.root_id or job.task_id,
+                    "argsrepr": argsrepr, "kwargsrepr": kwargsrepr}  # fmt: skip
+            for callback in request.callbacks or ():
+                signature(callback, app=self.app).apply_async((result,), **sent)
+            if chain:
+                signature(chain.pop(), app=self.app).apply_async((result,), chain=chain, **sent)
         self.app.backend.mark_as_done(job.task_id, result, request=request)
         shown = {k: v for k, v in result.items() if k != "solution"}
         self._send("task-succeeded", uuid=job.task_id, result=repr(shown),

@@ -30,7 +30,7 @@ from ..redaction import (
     scrub_text,
 )
 
-__all__ = ["RedactedRequest", "RedactedTask", "redact_call", "task_reprs"]
+__all__ = ["RedactedRequest", "RedactedTask", "redact_call", "send_redacted", "task_reprs"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _positional_names(task: Any) -> tuple[str, ...]:
         try:
             params = inspect.signature(task.run).parameters.values()
             cached = tuple(p.name for p in params if p.kind in positional)
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):  # not a task of this app: no names
             cached = ()
         with contextlib.suppress(AttributeError):
             task._redaction_names = cached
@@ -73,6 +73,16 @@ def task_reprs(task: Any, args: Any, kwargs: Any) -> tuple[str, str]:
     except Exception:
         log.exception("could not redact the arguments of %s", getattr(task, "name", task))
         return HIDDEN, HIDDEN
+
+
+def send_redacted(app: Any, name: str, args: Any, kwargs: Any, **options: Any) -> Any:
+    """``app.send_task`` showing the call redacted. ``send_task`` bypasses
+    :meth:`RedactedTask.apply_async`, and without ``argsrepr``/``kwargsrepr`` Celery puts
+    the real arguments in the message's headers and so in its ``task-sent`` event. A
+    ``task-sent`` that reaches Flower after the worker's ``task-received`` (they come from
+    different processes) overwrites the redacted arguments there."""
+    options["argsrepr"], options["kwargsrepr"] = task_reprs(app.tasks.get(name), args, kwargs)
+    return app.send_task(name, args=args, kwargs=kwargs, **options)
 
 
 class RedactedTask(Task):  # type: ignore[misc]  # celery ships no type hints

@@ -36,6 +36,7 @@ from ..session.locks import WAIT_TTLS, SessionLock, lock_wait_policy
 from ..session.pinned_proxy import current_proxy, current_proxy_id, replace_bad_proxy, use_proxy
 from ..settings import Settings, get_settings
 from ..state import state_redis
+from .redacted import send_redacted
 from .scopes import ScopedTask
 
 __all__ = ["PinnedProxyTask", "SessionLockTask", "SharedCookiesTask"]
@@ -247,7 +248,7 @@ def wake(app: Any, host: str, members: list[str]) -> int:
         try:
             message, _ = parking.read_entry(member)
             options = dict(message["options"])
-            app.send_task(message["task"], args=message["args"], kwargs=message["kwargs"],
+            send_redacted(app, message["task"], message["args"], message["kwargs"],
                           add_to_parent=False, **options)  # fmt: skip
         except Exception as exc:  # leave it parked: the sweeper re-sends it
             log.warning("could not re-send a task parked on %s: %s", host, exc)

@@ -76,3 +76,24 @@ def test_outside_a_batch_each_event_goes_at_once(celery_app: Any, events: Any) -
         completer.succeed(_job("nested-1"), {"solution": "tok", "solve_seconds": 1.0})
     completer.succeed(_job("alone-1"), {"solution": "tok", "solve_seconds": 1.0})
     assert [e["uuid"] for e in _events(events)] == ["nested-1", "alone-1"]
+
+
+def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
+    celery_app: Any, events: Any
+) -> None:
+    # A task of the caller's own app, which computes no redacted reprs of its own.
+    chained = {"task": "myapp.record_token", "args": [], "kwargs": {},
+               "options": {"queue": "myapp-chain"}, "subtask_type": None}  # fmt: skip
+    job = Job.from_fields("chained-1", {"state": "done", "type": "turnstile",
+                                        "request": json.dumps({"chain": [chained]})})  # fmt: skip
+    CeleryCompleter(celery_app, "engine-test@h").succeed(
+        job, {"solution": "tok-123456", "type": "turnstile", "solve_seconds": 1.0}
+    )
+    sent = [e for e in _events(events) if e["type"] == "task-sent"]
+    assert [e["name"] for e in sent] == ["myapp.record_token"]
+    assert "turnstile" in sent[0]["args"] and "tok-123456" not in sent[0]["args"]
+    # The chained task itself gets the real solution.
+    raw = redis.Redis.from_url(celery_app.conf.broker_url).lrange("myapp-chain", 0, -1)
+    assert [json.loads(base64.b64decode(json.loads(m)["body"]))[0] for m in raw] == [
+        [{"solution": "tok-123456", "type": "turnstile", "solve_seconds": 1.0}]
+    ]

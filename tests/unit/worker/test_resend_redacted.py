@@ -1,0 +1,71 @@
+"""A page parked on a session lock is re-sent with ``send_task`` (by whoever releases the
+lock). Its ``task-sent`` event, which Flower merges into the task even when it arrives
+after the worker's own events, shows the call redacted, as the first send did."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import redis
+
+from captcha_tasks.cli.events import deliver, events_channel
+from captcha_tasks.session import parking
+from captcha_tasks.settings import get_settings
+from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks.worker.session_bases import resend_message, wake
+
+PASSWORD = "hunter2-parked"
+URL = "https://login.example.com/page?sid=s3ss10n-value"
+
+
+def _sent_events(celery_app: Any, send: Any) -> list[dict[str, Any]]:
+    """The ``task-sent`` events published while ``send()`` runs."""
+    seen: list[dict[str, Any]] = []
+    receiver = celery_app.events.Receiver(None, handlers={"task-sent": seen.append})
+    client = redis.Redis.from_url(get_settings().broker_url)
+    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
+    try:
+        pubsub.psubscribe(events_channel(client, receiver))
+        confirmed = pubsub.get_message(timeout=5)
+        assert confirmed is not None and confirmed["type"] == "psubscribe"
+        send()
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            message = pubsub.get_message(timeout=0.2)
+            if message is not None and message["type"] == "pmessage":
+                deliver(receiver, message["data"])
+    finally:
+        pubsub.close()
+        client.close()
+    return seen
+
+
+def _parked_page(task_id: str) -> str:
+    """The parked member of a ``fetch_page`` run as a worker would park it."""
+    fetch_page.push_request(id=task_id, args=[URL], kwargs={"form": {"password": PASSWORD}},
+                            delivery_info={"exchange": "", "routing_key": "celery"})  # fmt: skip
+    try:
+        deadline = time.time() + 30
+        return parking.entry(resend_message(fetch_page, deadline), deadline)
+    finally:
+        fetch_page.pop_request()
+
+
+def test_a_re_sent_parked_page_is_shown_redacted_and_carries_its_real_arguments(
+    celery_app: Any,
+) -> None:
+    member = _parked_page("parked-page-1")
+    sent = _sent_events(celery_app, lambda: wake(celery_app, "login.example.com", [member]))
+
+    assert [e["uuid"] for e in sent] == ["parked-page-1"]
+    shown = f"{sent[0]['args']} {sent[0]['kwargs']}"
+    assert "'form'" in shown and "/page" in shown  # the call is recognisable
+    assert PASSWORD not in shown
+    assert "s3ss10n-value" not in shown
+    # Nothing is lost: the queued message itself carries the real arguments.
+    raw = redis.Redis.from_url(get_settings().broker_url).lrange("celery", 0, -1)
+    bodies = [json.loads(base64.b64decode(json.loads(m)["body"])) for m in raw]
+    assert [b for b in bodies if b[0] == [URL] and b[1] == {"form": {"password": PASSWORD}}]
