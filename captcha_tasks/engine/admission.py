@@ -93,10 +93,13 @@ def admit_unless_pooled(
         "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
     }
     keys = Keys(settings.key_prefix)
-    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL, pool_id]
+    providers = settings.providers()
+    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL, pool_id,
+                                     len(providers), *(p.threads for p in providers)]  # fmt: skip
     for name, value in fields.items():
         args += [name, value]
-    names = [keys.job(task_id), keys.waiting, keys.wake]
+    names = [keys.job(task_id), keys.waiting, keys.wake,
+             *(keys.provider_budget(p.name) for p in providers)]  # fmt: skip
     if pool_id:
         names += [keys.pool(pool_id), keys.pools]
     return int(run(client, "admit", names, args))

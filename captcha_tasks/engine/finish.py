@@ -109,7 +109,9 @@ class Finisher:
         solved = [self._solved(job, answer, at) for job, answer in answered]
         now = self.clock()
         ends = [(s.job, "done", s.fields, s.spend) for s in solved]
-        won = [s for s, ok in zip(solved, self.queue.finish_many(ends, now), strict=True) if ok]
+        # With ``then`` (the engine's refill) this caller takes the freed threads itself.
+        ended = self.queue.finish_many(ends, now, wake=then is None)
+        won = [s for s, ok in zip(solved, ended, strict=True) if ok]
         if won and then is not None:
             try:
                 then()

@@ -218,8 +218,10 @@ class Engine:
             else:
                 self.wakes.sleep(wait)
         if self.wakes.take():
-            # An admission, or a thread freed elsewhere: look at everything now.
-            self._poll_due_at = self._waiting_at = 0.0
+            # An admission, a requeue or a thread freed elsewhere: waiting jobs may be
+            # takeable now. Wake-ups say nothing of polls (those are due by time, as
+            # the look above saw), so no claim for them.
+            self._waiting_at = 0.0
 
     def _in_flight(self) -> int:
         with self._busy_lock:

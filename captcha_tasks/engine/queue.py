@@ -303,11 +303,17 @@ class SolveQueue:
         return bool(run(self.redis, "finish", *call))
 
     def finish_many(
-        self, ends: Sequence[tuple[Job, str, dict[str, Any], Spend | None]], now: float
+        self,
+        ends: Sequence[tuple[Job, str, dict[str, Any], Spend | None]],
+        now: float,
+        *,
+        wake: bool = True,
     ) -> list[bool]:
         """:meth:`finish` for solved jobs (``(job, state, fields, spend)``, each at its
-        captcha id) in one round trip: whether each was this caller's to end."""
-        calls = [self._finish_call(job, state, fields, now, job.captcha_id, spend)
+        captcha id) in one round trip: whether each was this caller's to end.
+        ``wake=False``: the caller takes the freed threads for waiting jobs itself, so
+        no idle engine is woken for them."""
+        calls = [self._finish_call(job, state, fields, now, job.captcha_id, spend, wake=wake)
                  for job, state, fields, spend in ends]  # fmt: skip
         results = self._pipelined("finish", calls) if calls else []
         return [bool(result) for result in results]
@@ -321,15 +327,18 @@ class SolveQueue:
         captcha_id: str,
         spend: Spend | None,
         expected: str = "",
+        *,
+        wake: bool = True,
     ) -> tuple[list[str], list[Any]]:
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
-        keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake]
+        keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake,
+                self.keys.waiting]  # fmt: skip
         if spend is None:
             args += ["", 0, 0]
         else:
             keys.append(self.keys.spend(spend.provider, minute_of(spend.at)))
             args += [spend.captcha_type, to_nano(spend.cost), SPEND_TTL]
-        args += [expected, job.claim if expected else ""]
+        args += [expected, job.claim if expected else "", 1 if wake else 0]
         for name, value in fields.items():
             args += [name, value]
         return keys, args

@@ -480,10 +480,10 @@ def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
     now = time.time()
     taken = SolveQueue(client, settings, claim_s=60).acquire(now, 3)
     assert len(taken) == 3
-    finish_keys = [keys.budget, keys.wake]
+    finish_keys = [keys.budget, keys.wake, keys.waiting]
     # finish.lua's spend type, nano-USD and TTL (nothing to count), expected state and
-    # claim (any).
-    no_spend = ["", 0, 0, "", ""]
+    # claim (any), and a wake-up for a waiting job.
+    no_spend = ["", 0, 0, "", "", 1]
     result = {"type": "recaptcha_v2", "solution": "token-from-before", "submits": 1}
     assert run(client, "finish", [keys.job(solved), keys.due, *finish_keys],
                [solved, "", "done", now - 1, *no_spend, "result", json.dumps(result)])  # fmt: skip

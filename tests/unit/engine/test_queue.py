@@ -149,3 +149,41 @@ def test_submitted_needs_a_send_in_progress(
     now = time.time()
     (taken,) = queue.acquire(now, 10)
     assert not queue.submitted(taken.job, "c1", now, now)  # never marked sending
+
+
+def test_an_admission_wakes_an_engine_only_while_a_thread_is_free(
+    queue: SolveQueue, admit_jobs: Callable[..., list[str]], client: redis.Redis, keys: Keys
+) -> None:
+    admit_jobs(1)
+    assert client.llen(keys.wake) == 1  # both threads free: an idle engine may take it
+    client.delete(keys.wake)
+    now = time.time()
+    assert len(queue.acquire(now, 10)) == 1
+    admit_jobs(1)
+    assert client.llen(keys.wake) == 1  # one thread still free
+    client.delete(keys.wake)
+    (second,) = queue.acquire(time.time(), 10)
+    admit_jobs(3)  # threads=2, both held: nobody could take them now
+    assert client.llen(keys.wake) == 0
+    # The thread that frees wakes an idle engine for them...
+    assert queue.finish(second.job, "failed", {"error": "X"}, time.time())
+    assert client.llen(keys.wake) == 1
+    # ...and whoever takes a job then has a free thread for it.
+    assert len(queue.acquire(time.time(), 10)) == 1
+
+
+def test_a_freed_thread_wakes_an_engine_only_for_a_waiting_job_it_does_not_take_itself(
+    queue: SolveQueue, admit_jobs: Callable[..., list[str]], client: redis.Redis, keys: Keys
+) -> None:
+    admit_jobs(2)
+    now = time.time()
+    first, second = (c.job for c in queue.acquire(now, 10))
+    client.delete(keys.wake)
+    assert queue.finish(first, "failed", {"error": "X"}, now)
+    assert client.llen(keys.wake) == 0  # nothing waits: nothing to wake anyone for
+    admit_jobs(1)
+    client.delete(keys.wake)
+    # A poll's answers: the engine refills the freed thread itself.
+    assert queue.finish_many([(second, "done", {"result": "{}"}, None)], now, wake=False)
+    assert client.llen(keys.wake) == 0
+    assert len(queue.acquire(time.time(), 10)) == 1  # the waiting job is there to take
