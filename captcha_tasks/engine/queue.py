@@ -220,19 +220,18 @@ class SolveQueue:
         last_poll_at = at if polled else (job.last_poll_at or "")
         count = (1 if polled else 0) if reads is None else reads
         args = [job.task_id, job.captcha_id, next_at, count, last_poll_at, job.claim]
-        keys = [self.keys.job(job.task_id), self.due_key]
-        deferred: list[tuple[list[str], list[Any]]] | None = getattr(self._local, "deferred", None)
+        deferred: list[Any] | None = getattr(self._local, "deferred", None)
         if deferred is not None:
-            deferred.append((keys, args))
+            deferred += args
             return True
-        return bool(run(self.redis, "reschedule", keys, args))
+        return bool(self._reschedule_all(args)[0])
 
     @contextlib.contextmanager
     def batched(self) -> Iterator[None]:
-        """The reschedules made inside (this thread's) go to Redis in one round trip at
-        the end: a batch poll's unanswered captchas, each rescheduled by its own script.
-        Inside, :meth:`reschedule` returns True whatever the script says."""
-        deferred: list[tuple[list[str], list[Any]]] = []
+        """The reschedules made inside (this thread's) go to Redis in one script call at
+        the end: a batch poll's unanswered captchas. Inside, :meth:`reschedule` returns
+        True whatever the script says."""
+        deferred: list[Any] = []
         self._local.deferred = deferred
         try:
             yield
@@ -241,8 +240,9 @@ class SolveQueue:
             if deferred:
                 self._reschedule_all(deferred)
 
-    def _reschedule_all(self, calls: list[tuple[list[str], list[Any]]]) -> None:
-        self._pipelined("reschedule", calls)
+    def _reschedule_all(self, args: list[Any]) -> list[int]:
+        """``reschedule.lua`` for the jobs of ``args`` (six values each)."""
+        return list(run(self.redis, "reschedule", [self.due_key], [self.keys.job_prefix, *args]))
 
     def _pipelined(self, name: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Run script ``name`` once per ``(keys, args)`` of ``calls`` in one round trip;

@@ -1,18 +1,26 @@
--- After a poll that found no answer: poll again at next_at, if the job is still
+-- After a poll that found no answer: poll each job again at its next_at, if it is still
 -- polling the same captcha id (another engine may have finished or resubmitted it)
 -- and the caller still holds its claim (claim.lua; '' for no check): a poll made under
 -- a claim that ran out does not move the next poll of the engine that took it over.
 -- Its read counts all the same (it was made: the provider's cap on reads counts it).
--- KEYS: job, due
--- ARGV: task_id, captcha_id, next_at, polls_done, last_poll_at, claim
-local f = redis.call('HMGET', KEYS[1], 'state', 'captcha_id', 'claim')
-if f[1] ~= 'polling' or f[2] ~= ARGV[2] then
-  return 0
+-- One call for every unanswered captcha of a batch read.
+-- KEYS: due
+-- ARGV: job_prefix, then per job: task_id, captcha_id, next_at, polls_done,
+--       last_poll_at, claim
+-- Returns a list: 1 for each job rescheduled, 0 for one that moved on.
+local out = {}
+for i = 2, #ARGV, 6 do
+  local job = ARGV[1] .. ARGV[i]
+  local f = redis.call('HMGET', job, 'state', 'captcha_id', 'claim')
+  local done = 0
+  if f[1] == 'polling' and f[2] == ARGV[i + 1] then
+    redis.call('HINCRBY', job, 'polls', ARGV[i + 3])
+    if ARGV[i + 5] == '' or f[3] == ARGV[i + 5] then
+      redis.call('HSET', job, 'last_poll_at', ARGV[i + 4])
+      redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i])
+      done = 1
+    end
+  end
+  table.insert(out, done)
 end
-redis.call('HINCRBY', KEYS[1], 'polls', ARGV[4])
-if ARGV[6] and ARGV[6] ~= '' and f[3] ~= ARGV[6] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'last_poll_at', ARGV[5])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
-return 1
+return out

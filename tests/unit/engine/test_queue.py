@@ -142,6 +142,27 @@ def test_reschedule_counts_polls_of_the_same_captcha_only(
     assert not queue.reschedule(resubmitted, now + 9, polled=True, at=now)
 
 
+def test_a_batch_of_reschedules_moves_only_the_jobs_still_at_their_captcha(
+    queue: SolveQueue, admit_jobs: Callable[..., list[str]], client: redis.Redis, keys: Keys
+) -> None:
+    ids = admit_jobs(2)
+    now = time.time()
+    for i, taken in enumerate(queue.acquire(now, 10)):
+        assert queue.sending(taken.job, now, "me")
+        assert queue.submitted(taken.job, f"c{i}", now, now)
+    claimed = {c.job.task_id: c.job for c in queue.claim(now, 10)}
+    first, second = claimed[ids[0]], claimed[ids[1]]
+    moved_on = type(second)(**{**second.__dict__, "captcha_id": "an-earlier-captcha"})
+    with queue.batched():
+        assert queue.reschedule(first, now + 3, polled=True, at=now + 1)
+        queue.reschedule(moved_on, now + 5, polled=True, at=now + 1)
+        assert client.zscore(keys.due, ids[0]) != pytest.approx(now + 3, abs=1e-3)  # not yet sent
+    assert client.zscore(keys.due, ids[0]) == pytest.approx(now + 3, abs=1e-3)
+    assert client.hget(keys.job(ids[0]), "polls") == "1"
+    assert client.zscore(keys.due, ids[1]) != pytest.approx(now + 5, abs=1e-3)
+    assert client.hget(keys.job(ids[1]), "polls") == "0"
+
+
 def test_submitted_needs_a_send_in_progress(
     queue: SolveQueue, admit_jobs: Callable[..., list[str]]
 ) -> None:
