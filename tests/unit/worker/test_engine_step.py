@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
-import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,40 +13,21 @@ import redis
 
 from captcha_tasks.engine import Job
 from captcha_tasks.worker.engine_step import CeleryCompleter
+from tests.support.events import EventTap, event_tap
 
 
 def _job(task_id: str) -> Job:
     return Job.from_fields(task_id, {"state": "done", "type": "recaptcha_v2"})
 
 
-def _events(pubsub: Any, wait: float = 2.0) -> list[dict[str, Any]]:
-    out = []
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        message = pubsub.get_message(timeout=0.05)
-        if message is None:
-            if out:
-                break
-            continue
-        if message["type"] == "pmessage":
-            payload = json.loads(message["data"])
-            out.append(json.loads(base64.b64decode(payload["body"])))
-    return out
-
-
 @pytest.fixture
-def events(redis_url: str) -> Any:
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
-    pubsub = client.pubsub()
-    pubsub.psubscribe("*celeryev/task.*")
-    assert pubsub.get_message(timeout=1.0)["type"] == "psubscribe"
-    yield pubsub
-    pubsub.close()
-    client.close()
+def events(celery_app: Any) -> Iterator[EventTap]:
+    with event_tap(celery_app) as tap:
+        yield tap
 
 
 def test_a_batch_stores_each_result_at_once_and_sends_the_events_at_its_end(
-    celery_app: Any, events: Any
+    celery_app: Any, events: EventTap
 ) -> None:
     completer = CeleryCompleter(celery_app, "engine-test@h")
     ids = [f"batched-{i}" for i in range(3)]
@@ -54,32 +35,32 @@ def test_a_batch_stores_each_result_at_once_and_sends_the_events_at_its_end(
         for task_id in ids:
             completer.succeed(_job(task_id), {"solution": "tok", "solve_seconds": 1.0})
         assert all(celery_app.AsyncResult(i).state == "SUCCESS" for i in ids)
-        assert _events(events, wait=0.3) == []  # buffered until the batch ends
-    got = _events(events)
+        assert events.read(wait=0.3) == []  # buffered until the batch ends
+    got = events.read()
     assert [(e["type"], e["uuid"]) for e in got] == [("task-succeeded", i) for i in ids]
     assert "tok" not in repr(got)  # the solution stays out of events
 
 
 def test_a_batch_that_raises_still_sends_the_events_of_what_it_stored(
-    celery_app: Any, events: Any
+    celery_app: Any, events: EventTap
 ) -> None:
     completer = CeleryCompleter(celery_app, "engine-test@h")
     with pytest.raises(RuntimeError), completer.batched():
         completer.succeed(_job("stored-1"), {"solution": "tok", "solve_seconds": 1.0})
         raise RuntimeError("a later job failed")
-    assert [e["uuid"] for e in _events(events)] == ["stored-1"]
+    assert [e["uuid"] for e in events.read()] == ["stored-1"]
 
 
-def test_outside_a_batch_each_event_goes_at_once(celery_app: Any, events: Any) -> None:
+def test_outside_a_batch_each_event_goes_at_once(celery_app: Any, events: EventTap) -> None:
     completer = CeleryCompleter(celery_app, "engine-test@h")
     with completer.batched(), completer.batched():  # nested: the outer one sends
         completer.succeed(_job("nested-1"), {"solution": "tok", "solve_seconds": 1.0})
     completer.succeed(_job("alone-1"), {"solution": "tok", "solve_seconds": 1.0})
-    assert [e["uuid"] for e in _events(events)] == ["nested-1", "alone-1"]
+    assert [e["uuid"] for e in events.read()] == ["nested-1", "alone-1"]
 
 
 def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
-    celery_app: Any, events: Any
+    celery_app: Any, events: EventTap
 ) -> None:
     # A task of the caller's own app, which computes no redacted reprs of its own.
     chained = {"task": "myapp.record_token", "args": [], "kwargs": {},
@@ -89,7 +70,7 @@ def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
     CeleryCompleter(celery_app, "engine-test@h").succeed(
         job, {"solution": "tok-123456", "type": "turnstile", "solve_seconds": 1.0}
     )
-    sent = [e for e in _events(events) if e["type"] == "task-sent"]
+    sent = [e for e in events.read() if e["type"] == "task-sent"]
     assert [e["name"] for e in sent] == ["myapp.record_token"]
     assert "turnstile" in sent[0]["args"] and "tok-123456" not in sent[0]["args"]
     # The chained task itself gets the real solution.

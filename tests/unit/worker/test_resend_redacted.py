@@ -11,36 +11,14 @@ from typing import Any
 
 import redis
 
-from captcha_tasks.cli.events import deliver, events_channel
 from captcha_tasks.session import parking
 from captcha_tasks.settings import get_settings
 from captcha_tasks.worker.page_tasks import fetch_page
 from captcha_tasks.worker.session_bases import resend_message, wake
+from tests.support.events import event_tap
 
 PASSWORD = "hunter2-parked"
 URL = "https://login.example.com/page?sid=s3ss10n-value"
-
-
-def _sent_events(celery_app: Any, send: Any) -> list[dict[str, Any]]:
-    """The ``task-sent`` events published while ``send()`` runs."""
-    seen: list[dict[str, Any]] = []
-    receiver = celery_app.events.Receiver(None, handlers={"task-sent": seen.append})
-    client = redis.Redis.from_url(get_settings().broker_url)
-    pubsub = client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]
-    try:
-        pubsub.psubscribe(events_channel(client, receiver))
-        confirmed = pubsub.get_message(timeout=5)
-        assert confirmed is not None and confirmed["type"] == "psubscribe"
-        send()
-        deadline = time.monotonic() + 5
-        while not seen and time.monotonic() < deadline:
-            message = pubsub.get_message(timeout=0.2)
-            if message is not None and message["type"] == "pmessage":
-                deliver(receiver, message["data"])
-    finally:
-        pubsub.close()
-        client.close()
-    return seen
 
 
 def _parked_page(task_id: str) -> str:
@@ -58,7 +36,9 @@ def test_a_re_sent_parked_page_is_shown_redacted_and_carries_its_real_arguments(
     celery_app: Any,
 ) -> None:
     member = _parked_page("parked-page-1")
-    sent = _sent_events(celery_app, lambda: wake(celery_app, "login.example.com", [member]))
+    with event_tap(celery_app, get_settings().broker_url) as tap:
+        wake(celery_app, "login.example.com", [member])
+        sent = [e for e in tap.read(wait=5) if e["type"] == "task-sent"]
 
     assert [e["uuid"] for e in sent] == ["parked-page-1"]
     shown = f"{sent[0]['args']} {sent[0]['kwargs']}"
