@@ -70,6 +70,9 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
+#: Least seconds between two of an engine's looks at Redis (each of its calls that ended
+#: used to cost one): for what other engines and expired claims make due.
+LOOK_EVERY = 0.1
 
 
 def claim_seconds(settings: Settings) -> float:
@@ -138,10 +141,9 @@ class Engine:
         # threads free. A submit that ends asks for more only then (no round trip
         # per submit once the budget is full or the queue empty).
         self._more_waiting = True
-        # When the last look at Redis (:meth:`_idle`) saw a poll due and a waiting job
-        # with a free thread: until then a turn of the loop skips that script.
-        self._poll_due_at = 0.0
-        self._waiting_at = 0.0
+        # When a poll is due and a waiting job has a free thread, as the last look at
+        # Redis (:meth:`_idle`, at ``_looked_at``) saw: until then a turn skips that script.
+        self._poll_due_at, self._waiting_at, self._looked_at = 0.0, 0.0, float("-inf")
         self.retries = RetryLog(log, name)
         self.poller = Poller(settings, provider, self.queue, self.finisher, self.refusal,
                              self.grid, observer=self.observer, retries=self.retries,
@@ -203,14 +205,22 @@ class Engine:
     def _idle(self) -> None:
         """Sleep until the next due poll or waiting job, a local kick, or a wake-up
         pushed by an admission or another engine (:mod:`.wakes`: by this process's
-        clock, never a Redis timeout's)."""
+        clock, never a Redis timeout's). What this engine's own calls scheduled it
+        knows without asking Redis, which it reads (a look) only once the last look is
+        :data:`LOOK_EVERY` old: for other engines' polls, claims run out, queue
+        deadlines and the load."""
         # A call that ends kicks after its changes are in Redis: one that ended before
-        # this clear is seen by the read below, one that ends after it cuts the wait.
+        # this clear is seen below (by the look, or in what it scheduled), one that
+        # ends after it cuts the wait.
         self._kick.clear()
         now = self.clock()
-        self._poll_due_at, self._waiting_at = self.queue.next_work(now)
+        if now - self._looked_at >= LOOK_EVERY:
+            self._poll_due_at, self._waiting_at = self.queue.next_work(now)
+            self._looked_at = now
+            self.grid.note_load(self.queue.in_flight)
+        else:
+            self._poll_due_at = min(self._poll_due_at, self.queue.scheduled.next_after())
         wait = min(max(min(self._poll_due_at, self._waiting_at) - now, 0.005), 1.0)
-        self.grid.note_load(self.queue.in_flight)
         if not self.wakes.woken:
             if self._in_flight() > 0:
                 # Our own calls will change what is due: look again soon, never busily.
@@ -276,10 +286,12 @@ class Engine:
         if free <= 0 or self._stop.is_set():
             return False
         per_call = BATCH_MAX if self.grid.batch else 1
-        claimed = self.queue.claim(self.clock(), free * per_call)
+        now = self.clock()
+        claimed = self.queue.claim(now, free * per_call)
         # Took all it asked for: more may be due. Else nothing else is until the next
-        # look at Redis (what this engine reschedules is due a tick later at least).
-        self._poll_due_at = 0.0 if len(claimed) >= free * per_call else float("inf")
+        # poll this engine's own calls scheduled, or one the next look at Redis finds.
+        more = len(claimed) >= free * per_call
+        self._poll_due_at = 0.0 if more else self.queue.scheduled.next_after(now)
         polls = [job for job, fields in claimed if self._take_claimed(job, fields)]
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]

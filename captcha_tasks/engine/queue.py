@@ -33,6 +33,7 @@ from ..settings import Settings
 from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
 from ..state.scripts import run, run_replicated, script
 from .jobs import Job
+from .own_due import OwnSchedule
 from .spend import Spend, minute_of, to_nano
 
 __all__ = ["Claimed", "SolveQueue"]
@@ -103,6 +104,8 @@ class SolveQueue:
         self._local = threading.local()
         #: This provider's threads in use cluster-wide, as :meth:`next_work` last saw.
         self.in_flight = 0
+        #: The polls this queue's own calls scheduled, as its engine's loop reads them.
+        self.scheduled = OwnSchedule()
 
     def route_without(self, job: Job) -> str:
         """``job``'s route without this provider: where it may go next ("" if nowhere)."""
@@ -147,6 +150,7 @@ class SolveQueue:
     def release_claim(self, task_id: str, now: float) -> None:
         """Give a claimed job back at once (this engine has no thread for it after all)."""
         self.redis.zadd(self.due_key, {task_id: now}, xx=True)
+        self.scheduled.add(now)
 
     def forget(self, task_id: str) -> None:
         """Drop a stale entry of the poll schedule (its job moved on)."""
@@ -202,14 +206,11 @@ class SolveQueue:
         """Store the captcha id of a job just sent, and when to poll it first; False if
         the job ended meanwhile. A resubmitted job's reads and last empty poll start
         afresh with the new captcha (the earlier ones move to ``earlier_polls``)."""
-        return bool(
-            run(
-                self.redis,
-                "submitted",
-                [self.keys.job(job.task_id), self.due_key],
-                [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL, self.claimer],
-            )
-        )
+        keys = [self.keys.job(job.task_id), self.due_key]
+        args = [job.task_id, captcha_id, at, first_poll, STRUCTURE_TTL, self.claimer]
+        recorded = bool(run(self.redis, "submitted", keys, args))
+        self.scheduled.add(first_poll)
+        return recorded
 
     def reschedule(
         self, job: Job, next_at: float, *, polled: bool, at: float, reads: int | None = None
@@ -242,7 +243,9 @@ class SolveQueue:
 
     def _reschedule_all(self, args: list[Any]) -> list[int]:
         """``reschedule.lua`` for the jobs of ``args`` (six values each)."""
-        return list(run(self.redis, "reschedule", [self.due_key], [self.keys.job_prefix, *args]))
+        moved = list(run(self.redis, "reschedule", [self.due_key], [self.keys.job_prefix, *args]))
+        self.scheduled.add(*{float(at) for at in args[2::6]})
+        return moved
 
     def _pipelined(self, name: str, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Run script ``name`` once per ``(keys, args)`` of ``calls`` in one round trip;

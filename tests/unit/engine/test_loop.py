@@ -132,3 +132,19 @@ def test_a_refused_key_with_no_other_worker_fails_the_job_and_pauses(
     assert isinstance(outcomes.errors[task_id], InvalidApiKey)
     assert engine.refusal.paused
     assert provider.count("submit") == 1
+
+
+def test_an_engine_polls_what_its_own_calls_scheduled_without_looking_at_redis(
+    make_engine: MakeEngine,
+    admit_jobs: Callable[..., list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Looks at Redis only once (its first idle turn): every poll after that comes from
+    # what its own submits and reschedules noted, one by one, on time.
+    monkeypatch.setattr("captcha_tasks.engine.loop.LOOK_EVERY", 3600.0)
+    provider = FakeProvider(batch_reads=False)
+    _, outcomes = make_engine(provider)
+    admit_jobs(3)
+    wait_until(lambda: outcomes.ended() == 3, timeout=20, what="3 solves")
+    assert len(outcomes.results) == 3, outcomes.errors
+    assert provider.count("get") == 6  # each captcha read twice: none was lost or repeated
