@@ -70,7 +70,7 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, 
 	@# batch reads, at the default 2 reads per solve and at a larger budget (POLL_READS).
 	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline
 	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
-	CAPTCHA_TASKS_POLL_READS=6 $(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
+	CAPTCHA_TASKS_POLL_READS=10 $(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
 	$(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
 	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
 	@# The JSON protocol (CapSolver's dialect); the seeds' design, classic only, ran above.
