@@ -6,7 +6,7 @@ What its own calls scheduled it can know without asking: :class:`OwnSchedule` ho
 those times (one per call: a batch's unanswered captchas share their time). An entry
 may be stale (another engine polled that captcha, or it ended): it costs one claim that
 finds nothing. What only Redis knows (other engines' polls, claims that ran out) the
-loop still looks for, every :data:`~captcha_tasks.engine.loop.LOOK_EVERY` seconds.
+loop still looks for, at most every :data:`~captcha_tasks.engine.loop.LOOK_EVERY` s.
 """
 
 from __future__ import annotations

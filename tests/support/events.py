@@ -54,9 +54,9 @@ class EventTap:
 
 
 @contextmanager
-def event_tap(celery_app: Any, url: str | None = None) -> Iterator[EventTap]:
-    """An :class:`EventTap` on ``url`` (default: the app's broker), closed on exit."""
-    client = redis.Redis.from_url(url or celery_app.conf.broker_url)
+def event_tap(celery_app: Any) -> Iterator[EventTap]:
+    """An :class:`EventTap` on the app's broker, closed on exit."""
+    client = redis.Redis.from_url(celery_app.conf.broker_url)
     tap = EventTap(celery_app, client)
     try:
         yield tap

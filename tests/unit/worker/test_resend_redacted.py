@@ -36,7 +36,7 @@ def test_a_re_sent_parked_page_is_shown_redacted_and_carries_its_real_arguments(
     celery_app: Any,
 ) -> None:
     member = _parked_page("parked-page-1")
-    with event_tap(celery_app, get_settings().broker_url) as tap:
+    with event_tap(celery_app) as tap:
         wake(celery_app, "login.example.com", [member])
         sent = [e for e in tap.read(wait=5) if e["type"] == "task-sent"]
 
