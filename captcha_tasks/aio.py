@@ -121,8 +121,12 @@ def _awaiting(task: Any) -> Callable[..., Awaitable[Any]]:
     # help() and IDEs show the task's own parameters, and ``timeout``.
     own = inspect.signature(task.run)
     params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    timeout = inspect.Parameter("timeout", inspect.Parameter.KEYWORD_ONLY,
-                                default=DEFAULT_TIMEOUT, annotation="float | None")  # fmt: skip
+    timeout = inspect.Parameter(
+        "timeout",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=DEFAULT_TIMEOUT,
+        annotation="float | None",
+    )
     tail = [p for p in own.parameters.values() if p.kind is p.VAR_KEYWORD]
     awaiting.__signature__ = own.replace(parameters=[*params, timeout, *tail])  # type: ignore[attr-defined]
     awaiting.__doc__ = (

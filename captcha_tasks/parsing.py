@@ -47,22 +47,39 @@ Parse = Callable[[str, str], Any]
 #: Every captcha kind, as ``captcha_tasks.provider.CaptchaType`` spells them (a test
 #: keeps the two equal; settings sit below the provider layer and cannot import it).
 CAPTCHA_TYPES: tuple[str, ...] = (
-    "recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha",
-    "funcaptcha", "geetest_v4", "aws_waf", "coordinates",
-)  # fmt: skip
+    "recaptcha_v2",
+    "recaptcha_v3",
+    "turnstile",
+    "image",
+    "geetest",
+    "hcaptcha",
+    "funcaptcha",
+    "geetest_v4",
+    "aws_waf",
+    "coordinates",
+)
 
 
 Provider = Literal["captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
 PROVIDERS: tuple[Provider, ...] = (
-    "captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster",
-)  # fmt: skip
+    "captchaai",
+    "2captcha",
+    "2captcha-v2",
+    "anticaptcha",
+    "capsolver",
+    "capmonster",
+)
 
 #: The protocol each provider speaks: ``classic`` (in.php / res.php) or ``json``
 #: (createTask / getTaskResult; docs/PROVIDERS.md).
 PROTOCOLS: dict[Provider, Literal["classic", "json"]] = {
-    "captchaai": "classic", "2captcha": "classic", "2captcha-v2": "json",
-    "anticaptcha": "json", "capsolver": "json", "capmonster": "json",
-}  # fmt: skip
+    "captchaai": "classic",
+    "2captcha": "classic",
+    "2captcha-v2": "json",
+    "anticaptcha": "json",
+    "capsolver": "json",
+    "capmonster": "json",
+}
 
 #: Each provider's API base URL, used when ``CAPTCHA_TASKS_SOLVER_URL`` is not set.
 DEFAULT_URLS: dict[Provider, str] = {
@@ -251,9 +268,12 @@ def callback_token_file(name: str, path: str) -> str:
 #: A solver URL's host -> the provider it belongs to, when CAPTCHA_TASKS_PROVIDER is unset
 #: (2Captcha's classic host stays ``2captcha``, its JSON host is ``2captcha-v2``).
 _HOST_HINTS: tuple[tuple[str, Provider], ...] = (
-    ("api.2captcha", "2captcha-v2"), ("2captcha", "2captcha"), ("anti-captcha", "anticaptcha"),
-    ("capsolver", "capsolver"), ("capmonster", "capmonster"),
-)  # fmt: skip
+    ("api.2captcha", "2captcha-v2"),
+    ("2captcha", "2captcha"),
+    ("anti-captcha", "anticaptcha"),
+    ("capsolver", "capsolver"),
+    ("capmonster", "capmonster"),
+)
 
 
 def default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Provider:

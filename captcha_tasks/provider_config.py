@@ -61,10 +61,14 @@ PROVIDERS_VARIABLE: Final = "CAPTCHA_TASKS_PROVIDERS"
 #: The variables that configure the one ``default`` provider: with
 #: ``CAPTCHA_TASKS_PROVIDERS`` set they would be silently ignored, so they are refused.
 SINGLE_PROVIDER_VARIABLES: Final = (
-    "CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_SOLVER_URL", "CAPTCHA_TASKS_API_KEY",
-    "CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_THREADS", "CAPTCHA_TASKS_PRICES",
+    "CAPTCHA_TASKS_PROVIDER",
+    "CAPTCHA_TASKS_SOLVER_URL",
+    "CAPTCHA_TASKS_API_KEY",
+    "CAPTCHAAI_API_KEY",
+    "CAPTCHA_TASKS_THREADS",
+    "CAPTCHA_TASKS_PRICES",
     "CAPTCHA_TASKS_BALANCE_FLOOR",
-)  # fmt: skip
+)
 
 #: The kinds a protocol does not solve in any variant, so ``_TYPES`` naming one is a
 #: mistake. The truth is provider/offers.py (a layer above); a unit test keeps this equal.
@@ -79,8 +83,15 @@ NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
 
 _NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _SUFFIXES = (
-    "PROTOCOL", "URL", "API_KEY", "API_KEY_FILE", "THREADS", "TYPES", "PRICES", "BALANCE_FLOOR",
-)  # fmt: skip
+    "PROTOCOL",
+    "URL",
+    "API_KEY",
+    "API_KEY_FILE",
+    "THREADS",
+    "TYPES",
+    "PRICES",
+    "BALANCE_FLOOR",
+)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -112,11 +112,13 @@ def known_secrets() -> tuple[str, ...]:
         return _secrets_of[1]
     providers = settings.providers()  # every named provider's key and URL (issue 15)
     found = {settings.api_key, settings.redis_sentinel_password, *(p.api_key for p in providers)}
-    redis = (settings.redis_url, settings.broker_url, settings.result_backend,
-             settings.state_url)  # fmt: skip
+    redis = (settings.redis_url, settings.broker_url, settings.result_backend, settings.state_url)
     # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.
-    for url in (*(part for r in redis for part in split_urls(r)), settings.solver_url,
-                *(p.url for p in providers)):  # fmt: skip
+    for url in (
+        *(part for r in redis for part in split_urls(r)),
+        settings.solver_url,
+        *(p.url for p in providers),
+    ):
         try:
             password = urlsplit(url).password or ""
         except ValueError:
@@ -211,8 +213,10 @@ def _mask_form(value: Any, secrets: Sequence[str]) -> Any:
 
 def _masked_values(value: Any, secrets: Sequence[str], each: Any) -> Any:
     if isinstance(value, Mapping):
-        return {_cut(scrub_text(str(k), secrets)): each(v, secrets)
-                for k, v in list(value.items())[:MAX_ITEMS]}  # fmt: skip
+        return {
+            _cut(scrub_text(str(k), secrets)): each(v, secrets)
+            for k, v in list(value.items())[:MAX_ITEMS]
+        }
     if isinstance(value, list | tuple):
         return [each(v, secrets) for v in value[:MAX_ITEMS]]
     return MASK if value not in (None, "") else value
@@ -239,8 +243,10 @@ def _redact(value: Any, name: str | None, secrets: Sequence[str], depth: int) ->
         return _Shown("...")
     if isinstance(value, Mapping):
         items = list(value.items())
-        shown = {_cut(scrub_text(str(k), secrets)): _redact(v, str(k), secrets, depth + 1)
-                 for k, v in items[:MAX_ITEMS]}  # fmt: skip
+        shown = {
+            _cut(scrub_text(str(k), secrets)): _redact(v, str(k), secrets, depth + 1)
+            for k, v in items[:MAX_ITEMS]
+        }
         if len(items) > MAX_ITEMS:
             shown["..."] = _Shown(f"<{len(items) - MAX_ITEMS} more>")
         return shown

@@ -231,12 +231,20 @@ class Settings:
             raise ConfigurationError("callbacks need CAPTCHA_TASKS_CALLBACK_TOKEN (or _FILE)")
         if named:  # code that knows one provider (today's engine) sees the preferred one
             first = named[0]
-            values.update(api_key=first.api_key, provider=first.protocol, solver_url=first.url,
-                          threads=first.threads, prices=first.prices,
-                          balance_floor=first.balance_floor)  # fmt: skip
+            values.update(
+                api_key=first.api_key,
+                provider=first.protocol,
+                solver_url=first.url,
+                threads=first.threads,
+                prices=first.prices,
+                balance_floor=first.balance_floor,
+            )
             return cls(**values)
-        key_variable = "CAPTCHA_TASKS_API_KEY" if env.get("CAPTCHA_TASKS_API_KEY", "").strip() \
-            else "CAPTCHAAI_API_KEY"  # fmt: skip
+        key_variable = (
+            "CAPTCHA_TASKS_API_KEY"
+            if env.get("CAPTCHA_TASKS_API_KEY", "").strip()
+            else "CAPTCHAAI_API_KEY"
+        )
         _check_api_key(key_variable, values["api_key"], values["provider"])
         return cls(**values)
 
@@ -262,9 +270,14 @@ class Settings:
         fields (key, protocol, URL, threads, prices, floor) hold that provider's values;
         everything else, :meth:`providers` included, is shared."""
         return dataclasses.replace(
-            self, api_key=config.api_key, provider=config.protocol, solver_url=config.url,
-            threads=config.threads, prices=config.prices, balance_floor=config.balance_floor,
-        )  # fmt: skip
+            self,
+            api_key=config.api_key,
+            provider=config.protocol,
+            solver_url=config.url,
+            threads=config.threads,
+            prices=config.prices,
+            balance_floor=config.balance_floor,
+        )
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
         """SSL options for a ``rediss://`` URL (``None`` for others): verify the server

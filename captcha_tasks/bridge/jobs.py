@@ -142,32 +142,54 @@ _USER_AGENT = {"userAgent": ("user_agent", _same), "user_agent": ("user_agent", 
 _V2 = _Method(
     "captcha_tasks.solve_recaptcha_v2",
     (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
-    {"invisible": ("invisible", _flag), "enterprise": ("enterprise", _flag),
-     "data-s": ("data_s", _same), "data_s": ("data_s", _same), "cookies": ("cookies", _same),
-     **_USER_AGENT, **_PROXY},
-)  # fmt: skip
+    {
+        "invisible": ("invisible", _flag),
+        "enterprise": ("enterprise", _flag),
+        "data-s": ("data_s", _same),
+        "data_s": ("data_s", _same),
+        "cookies": ("cookies", _same),
+        **_USER_AGENT,
+        **_PROXY,
+    },
+)
 _V3 = _Method(
     "captcha_tasks.solve_recaptcha_v3",
     (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
-    {"action": ("action", _same), "min_score": ("min_score", _number),
-     "enterprise": ("enterprise", _flag), **_PROXY},
-)  # fmt: skip
+    {
+        "action": ("action", _same),
+        "min_score": ("min_score", _number),
+        "enterprise": ("enterprise", _flag),
+        **_PROXY,
+    },
+)
 # Challenge mode (a Cloudflare challenge page) is ``pagedata`` set: the task then needs
 # ``action`` and ``data`` too, and refuses the job without them.
 _TURNSTILE = _Method(
     "captcha_tasks.solve_turnstile",
     (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    {"action": ("action", _same), "data": ("cdata", _same), "cdata": ("cdata", _same),
-     "pagedata": ("pagedata", _same), **_USER_AGENT, **_PROXY},
-)  # fmt: skip
+    {
+        "action": ("action", _same),
+        "data": ("cdata", _same),
+        "cdata": ("cdata", _same),
+        "pagedata": ("pagedata", _same),
+        **_USER_AGENT,
+        **_PROXY,
+    },
+)
 _IMAGE = _Method(
     "captcha_tasks.solve_image",
     (("image_b64", ("body", "image_b64")),),
-    {"numeric": ("numeric", _integer), "min_len": ("min_len", _integer),
-     "max_len": ("max_len", _integer), "phrase": ("phrase", _flag),
-     "regsense": ("regsense", _flag), "calc": ("calc", _flag), "lang": ("lang", _same),
-     "textinstructions": ("textinstructions", _same)},
-)  # fmt: skip
+    {
+        "numeric": ("numeric", _integer),
+        "min_len": ("min_len", _integer),
+        "max_len": ("max_len", _integer),
+        "phrase": ("phrase", _flag),
+        "regsense": ("regsense", _flag),
+        "calc": ("calc", _flag),
+        "lang": ("lang", _same),
+        "textinstructions": ("textinstructions", _same),
+    },
+)
 _GEETEST = _Method(
     "captcha_tasks.solve_geetest",
     (("gt", ("gt",)), ("challenge", ("challenge",)), ("pageurl", ("pageurl",))),
@@ -181,9 +203,14 @@ _HCAPTCHA = _Method(
 _FUNCAPTCHA = _Method(
     "captcha_tasks.solve_funcaptcha",
     (("publickey", ("publickey",)), ("pageurl", ("pageurl",))),
-    {"surl": ("surl", _same), "data[blob]": ("data_blob", _same),
-     "data_blob": ("data_blob", _same), **_USER_AGENT, **_PROXY},
-)  # fmt: skip
+    {
+        "surl": ("surl", _same),
+        "data[blob]": ("data_blob", _same),
+        "data_blob": ("data_blob", _same),
+        **_USER_AGENT,
+        **_PROXY,
+    },
+)
 _GEETEST_V4 = _Method(
     "captcha_tasks.solve_geetest_v4",
     (("captcha_id", ("captcha_id",)), ("pageurl", ("pageurl",))),
@@ -191,11 +218,18 @@ _GEETEST_V4 = _Method(
 )
 _AWS_WAF = _Method(
     "captcha_tasks.solve_aws_waf",
-    (("sitekey", ("sitekey",)), ("iv", ("iv",)), ("context", ("context",)),
-     ("pageurl", ("pageurl",))),
-    {"challenge_script": ("challenge_script", _same),
-     "captcha_script": ("captcha_script", _same), **_PROXY},
-)  # fmt: skip
+    (
+        ("sitekey", ("sitekey",)),
+        ("iv", ("iv",)),
+        ("context", ("context",)),
+        ("pageurl", ("pageurl",)),
+    ),
+    {
+        "challenge_script": ("challenge_script", _same),
+        "captcha_script": ("captcha_script", _same),
+        **_PROXY,
+    },
+)
 _COORDINATES = _Method(
     "captcha_tasks.solve_coordinates",
     (("image_b64", ("body", "image_b64")),),
@@ -215,9 +249,13 @@ METHODS: Mapping[str, str] = {
     "amazon_waf": "captcha_tasks.solve_aws_waf",
 }
 _BY_NAME: Mapping[str, _Method] = {
-    "turnstile": _TURNSTILE, "geetest": _GEETEST, "geetest_v4": _GEETEST_V4,
-    "hcaptcha": _HCAPTCHA, "funcaptcha": _FUNCAPTCHA, "amazon_waf": _AWS_WAF,
-}  # fmt: skip
+    "turnstile": _TURNSTILE,
+    "geetest": _GEETEST,
+    "geetest_v4": _GEETEST_V4,
+    "hcaptcha": _HCAPTCHA,
+    "funcaptcha": _FUNCAPTCHA,
+    "amazon_waf": _AWS_WAF,
+}
 
 
 def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
@@ -290,8 +328,11 @@ def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -
     the token is bound to a browser (a challenge-mode Turnstile): it is useless without.
     ``provider_name`` (the configured provider that solved it: ``main``, ``default``)
     comes when the result has one (not a token served from a pool, nor an older worker's)."""
-    message = {"task_id": task_id, "solution": result.get("solution"),
-               "celery_task_id": celery_task_id}  # fmt: skip
+    message = {
+        "task_id": task_id,
+        "solution": result.get("solution"),
+        "celery_task_id": celery_task_id,
+    }
     if result.get("user_agent"):
         message["user_agent"] = result["user_agent"]
     if isinstance(result.get("provider_name"), str) and result["provider_name"]:

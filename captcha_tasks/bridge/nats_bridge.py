@@ -151,8 +151,13 @@ class NatsBridge:
         log.info(
             "bridge: listening on %s: %s in queue group %s -> results on %s (%s); "
             "result timeout %.0f s",
-            servers, o.tasks_subject, o.queue, o.results_subject, mode, self.result_timeout,
-        )  # fmt: skip
+            servers,
+            o.tasks_subject,
+            o.queue,
+            o.results_subject,
+            mode,
+            self.result_timeout,
+        )
 
     async def _intake_core(self, nc: Client, stop: asyncio.Event) -> None:
         nats = load_nats()
@@ -192,8 +197,9 @@ class NatsBridge:
             ack_wait=o.ack_wait,
             filter_subject=o.tasks_subject,
         )
-        sub = await js.pull_subscribe(o.tasks_subject, durable=o.queue, stream=o.jetstream,
-                                      config=config)  # fmt: skip
+        sub = await js.pull_subscribe(
+            o.tasks_subject, durable=o.queue, stream=o.jetstream, config=config
+        )
         self._listening(f"JetStream stream {o.jetstream}, durable consumer {o.queue}")
         while not stop.is_set():
             room = min(o.batch, o.max_pending - self.pending_count)
@@ -219,8 +225,9 @@ class NatsBridge:
         try:
             await self._take(msg, jetstream=jetstream)
         except Exception as exc:  # a bug must not stop the bridge: the job comes again
-            log.warning("bridge: job left unhandled: %s: %s", type(exc).__name__,
-                        scrub_text(str(exc)))  # fmt: skip
+            log.warning(
+                "bridge: job left unhandled: %s: %s", type(exc).__name__, scrub_text(str(exc))
+            )
             if jetstream:
                 await settle(msg.nak(delay=min(5.0, self.options.ack_wait)))
 
@@ -248,8 +255,9 @@ class NatsBridge:
             return
         entry = Entry(job.task_id, self.options.results_subject, self.clock() + self.result_timeout)
         try:
-            fresh = await self._io(self._intake_pool, self.enqueue, celery_id, call, entry,
-                                   redelivered)  # fmt: skip
+            fresh = await self._io(
+                self._intake_pool, self.enqueue, celery_id, call, entry, redelivered
+            )
         except Exception as exc:
             await self._enqueue_failed(msg, jetstream, celery_id, entry, exc)
             return
@@ -334,8 +342,10 @@ class NatsBridge:
         expired = [tid for tid in ids if tid not in outcomes and entries[tid].deadline <= now]
         taken = self.store.claim([*outcomes, *expired])
         self.pending_count -= len(taken)
-        return [(tid, entries[tid], self._message(tid, entries[tid], outcomes.get(tid)))
-                for tid in taken]  # fmt: skip
+        return [
+            (tid, entries[tid], self._message(tid, entries[tid], outcomes.get(tid)))
+            for tid in taken
+        ]
 
     def _message(self, celery_id: str, entry: Entry, outcome: Outcome | None) -> dict[str, Any]:
         if outcome is None:
@@ -350,8 +360,11 @@ class NatsBridge:
         try:
             await self._nc.publish(subject, json.dumps(message, default=str).encode())
         except Exception as exc:
-            log.warning("bridge: could not publish a result on %s: %s", subject,
-                        scrub_text(str(exc)) or type(exc).__name__)  # fmt: skip
+            log.warning(
+                "bridge: could not publish a result on %s: %s",
+                subject,
+                scrub_text(str(exc)) or type(exc).__name__,
+            )
             return False
         return True
 

@@ -46,8 +46,10 @@ def status(as_json: bool) -> None:
     if not pools:
         click.echo("no token pools registered (captcha-tasks pool fill ...)")
         return
-    click.echo(f"{'pool':20} {'type':13} {'size':>4} {'fill':>4} {'target':>6} "
-               f"{'soonest':>8} {'demand/min':>10}  scope")  # fmt: skip
+    click.echo(
+        f"{'pool':20} {'type':13} {'size':>4} {'fill':>4} {'target':>6} "
+        f"{'soonest':>8} {'demand/min':>10}  scope"
+    )
     for p in pools:
         target = "auto" if p["adaptive"] else str(p["target"])
         soonest = "-" if p["soonest_expiry_s"] is None else f"{p['soonest_expiry_s']:.0f}s"

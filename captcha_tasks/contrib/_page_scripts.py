@@ -129,12 +129,15 @@ class Widget:
         callback = _text(raw, "callback")
         turnstile = kind == "turnstile"  # the solve task checks action and cdata
         return cls(
-            type=kind, sitekey=sitekey, css_class=css, field=field,
+            type=kind,
+            sitekey=sitekey,
+            css_class=css,
+            field=field,
             callback=callback if callback and _CALLBACK_RE.fullmatch(callback) else None,
             invisible=kind == "recaptcha_v2" and raw.get("size") == "invisible",
             action=_text(raw, "action") if turnstile else None,
             cdata=_text(raw, "cdata") if turnstile else None,
-        )  # fmt: skip
+        )
 
 
 @dataclass(frozen=True)

@@ -116,8 +116,13 @@ async def export_cookies(
     _snapshots.setdefault(context, {})[host] = after
     for reason in refused:
         log.warning("a browser cookie was not shared: %s", reason)
-    log.info("exported the browser's cookies of %s: %d written, %d stale, %d deleted",
-             host, result.written, result.stale, result.deleted)  # fmt: skip
+    log.info(
+        "exported the browser's cookies of %s: %d written, %d stale, %d deleted",
+        host,
+        result.written,
+        result.stale,
+        result.deleted,
+    )
     return result.written
 
 
@@ -153,14 +158,21 @@ async def _solve(widget: Widget, pageurl: str, user_agent: str, timeout: float |
     """The cluster's answer (``.get()``'s dict), awaited through :mod:`captcha_tasks.aio`."""
     if widget.type == "recaptcha_v2":
         return await aio.solve_recaptcha_v2(
-            widget.sitekey, pageurl, invisible=widget.invisible, user_agent=user_agent,
+            widget.sitekey,
+            pageurl,
+            invisible=widget.invisible,
+            user_agent=user_agent,
             timeout=timeout,
-        )  # fmt: skip
+        )
     if widget.type == "turnstile":
         return await aio.solve_turnstile(
-            widget.sitekey, pageurl, action=widget.action, cdata=widget.cdata,
-            user_agent=user_agent, timeout=timeout,
-        )  # fmt: skip
+            widget.sitekey,
+            pageurl,
+            action=widget.action,
+            cdata=widget.cdata,
+            user_agent=user_agent,
+            timeout=timeout,
+        )
     return await aio.solve_hcaptcha(widget.sitekey, pageurl, timeout=timeout)
 
 
@@ -193,26 +205,48 @@ async def solve_on_page(
             f"the page left {pageurl:.200} for another site while its {widget.type} was "
             f"solved (captcha {result.get('captcha_id')}): the token was not handed over"
         )
-    filled = Filled.from_dom(await page.evaluate(FILL_JS, {
-        "cssClass": widget.css_class, "sitekey": widget.sitekey, "fields": widget.fields,
-        "token": token, "callback": widget.callback,
-    }))  # fmt: skip
+    filled = Filled.from_dom(
+        await page.evaluate(
+            FILL_JS,
+            {
+                "cssClass": widget.css_class,
+                "sitekey": widget.sitekey,
+                "fields": widget.fields,
+                "token": token,
+                "callback": widget.callback,
+            },
+        )
+    )
     if filled.fields == 0:
         raise ChallengeNotFound(
             f"the {widget.type} widget left {pageurl:.200} while it was solved "
             f"(captcha {result.get('captcha_id')}): the token went nowhere"
         )
     if filled.callback == "missing":
-        log.warning("the %s widget names data-callback %r, which is not a function",
-                    widget.type, widget.callback)  # fmt: skip
+        log.warning(
+            "the %s widget names data-callback %r, which is not a function",
+            widget.type,
+            widget.callback,
+        )
     solved = PageSolve(
-        widget=widget, pageurl=pageurl, source=result.get("source"),
+        widget=widget,
+        pageurl=pageurl,
+        source=result.get("source"),
         captcha_id=None if result.get("captcha_id") is None else str(result["captcha_id"]),
-        fields=filled.fields, callback=widget.callback if filled.callback == "scheduled" else None,
+        fields=filled.fields,
+        callback=widget.callback if filled.callback == "scheduled" else None,
         token=token,
-    )  # fmt: skip
-    log.info("solved the %s widget (sitekey %s) on %.200s in %.1f s: %s captcha %s, "
-             "%d field(s), callback %s", widget.type, widget.sitekey, pageurl,
-             time.monotonic() - started, solved.source, solved.captcha_id, solved.fields,
-             solved.callback)  # fmt: skip
+    )
+    log.info(
+        "solved the %s widget (sitekey %s) on %.200s in %.1f s: %s captcha %s, "
+        "%d field(s), callback %s",
+        widget.type,
+        widget.sitekey,
+        pageurl,
+        time.monotonic() - started,
+        solved.source,
+        solved.captcha_id,
+        solved.fields,
+        solved.callback,
+    )
     return solved

@@ -250,8 +250,9 @@ def spawn(
         raise
     if to_terminal and proc.stdout is not None:
         # Ends at the child's end of output (it exited); the file closes with it.
-        threading.Thread(target=_tee, args=(proc.stdout, out), name=f"tee-{name}",
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(
+            target=_tee, args=(proc.stdout, out), name=f"tee-{name}", daemon=True
+        ).start()
     else:
         out.close()
     return Child(name, proc, log_path, stop_timeout, offset)
@@ -323,8 +324,15 @@ class Supervisor:
         to_terminal: bool = False,
         stop_timeout: float = 10.0,
     ) -> Child:
-        child = spawn(name, argv, self.log_dir / f"{name}.log", env=env or self.env,
-                      cwd=self.cwd, to_terminal=to_terminal, stop_timeout=stop_timeout)  # fmt: skip
+        child = spawn(
+            name,
+            argv,
+            self.log_dir / f"{name}.log",
+            env=env or self.env,
+            cwd=self.cwd,
+            to_terminal=to_terminal,
+            stop_timeout=stop_timeout,
+        )
         self.children.append(child)
         return child
 

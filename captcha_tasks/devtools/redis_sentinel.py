@@ -56,13 +56,16 @@ class SentinelServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = self.data_dir / "sentinel.conf"
         lines = [
-            f"port {self.port}", f"bind {host}", "daemonize no", f"dir {self.data_dir}",
+            f"port {self.port}",
+            f"bind {host}",
+            "daemonize no",
+            f"dir {self.data_dir}",
             f"logfile {self.data_dir / 'sentinel.log'}",
             f"sentinel monitor {master_name} {master[0]} {master[1]} {quorum}",
             f"sentinel down-after-milliseconds {master_name} {down_after_ms}",
             f"sentinel failover-timeout {master_name} {failover_timeout_ms}",
             f"sentinel parallel-syncs {master_name} 1",
-        ]  # fmt: skip
+        ]
         if auth_pass:
             lines.append(f"sentinel auth-pass {master_name} {auth_pass}")
         if password:
@@ -78,22 +81,30 @@ class SentinelServer:
         return f"sentinel://{self.host}:{self.port}"
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host=self.host, port=self.port, password=self.password,
-                           socket_timeout=2, decode_responses=True)  # fmt: skip
+        return redis.Redis(
+            host=self.host,
+            port=self.port,
+            password=self.password,
+            socket_timeout=2,
+            decode_responses=True,
+        )
 
     def start(self, timeout: float = 10.0) -> SentinelServer:
         self.proc = subprocess.Popen(
             [find_redis_server(), str(self.config), "--sentinel"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
             preexec_fn=dies_with_us(),
-        )  # fmt: skip
+        )
 
         def ready() -> bool:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 code = self.proc.returncode
-                raise ConfigurationError(f"redis-server --sentinel exited with {code}; "
-                                         f"see {self.data_dir}")  # fmt: skip
+                raise ConfigurationError(
+                    f"redis-server --sentinel exited with {code}; see {self.data_dir}"
+                )
             with self.client() as conn:
                 return bool(conn.ping())
 
@@ -149,15 +160,20 @@ class SentinelDeployment:
         self.password = password
         self.sentinel_password = sentinel_password
         auth = ["--masterauth", password] if password else []
-        primary = RedisServer(appendonly=True, data_dir=self.data_dir / "node1",
-                              password=password, extra_args=auth)  # fmt: skip
+        primary = RedisServer(
+            appendonly=True, data_dir=self.data_dir / "node1", password=password, extra_args=auth
+        )
         #: Every data node, the first one primary at the start.
         self.nodes = [primary]
         for i in range(replicas):
-            self.nodes.append(RedisServer(
-                appendonly=True, data_dir=self.data_dir / f"node{i + 2}", password=password,
-                extra_args=[*auth, "--replicaof", primary.host, str(primary.port)],
-            ))  # fmt: skip
+            self.nodes.append(
+                RedisServer(
+                    appendonly=True,
+                    data_dir=self.data_dir / f"node{i + 2}",
+                    password=password,
+                    extra_args=[*auth, "--replicaof", primary.host, str(primary.port)],
+                )
+            )
         self.sentinels = [
             SentinelServer(
                 master_name,
@@ -178,19 +194,23 @@ class SentinelDeployment:
         and the database in the first URL (kombu and Celery read them from there)."""
         auth = f":{self.password}@" if self.password else ""
         first, *rest = self.sentinels
-        return ";".join([f"sentinel://{auth}{first.host}:{first.port}/0",
-                         *(s.url for s in rest)])  # fmt: skip
+        return ";".join([f"sentinel://{auth}{first.host}:{first.port}/0", *(s.url for s in rest)])
 
     def start(self, timeout: float = 30.0) -> SentinelDeployment:
         try:
             for node in self.nodes:
                 node.start(timeout=timeout)
-            wait_until(self._replicas_in_sync, timeout=timeout, interval=0.1,
-                       what="replicas in sync")  # fmt: skip
+            wait_until(
+                self._replicas_in_sync, timeout=timeout, interval=0.1, what="replicas in sync"
+            )
             for sentinel in self.sentinels:
                 sentinel.start(timeout=timeout)
-            wait_until(self._sentinels_agree, timeout=timeout, interval=0.2,
-                       what="sentinels that see the whole deployment")  # fmt: skip
+            wait_until(
+                self._sentinels_agree,
+                timeout=timeout,
+                interval=0.2,
+                what="sentinels that see the whole deployment",
+            )
         except BaseException:
             self.stop()
             raise

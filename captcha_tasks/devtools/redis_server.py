@@ -62,16 +62,25 @@ class RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.args = [
             find_redis_server(),
-            "--port", str(self.port),
-            "--bind", host,
-            "--dir", str(self.data_dir),
-            "--save", "",
-            "--appendonly", "yes" if appendonly else "no",
-            "--appendfsync", "everysec",
-            "--maxmemory-policy", "noeviction",
-            "--daemonize", "no",
-            "--logfile", str(self.data_dir / "redis.log"),
-        ]  # fmt: skip
+            "--port",
+            str(self.port),
+            "--bind",
+            host,
+            "--dir",
+            str(self.data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--maxmemory-policy",
+            "noeviction",
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+        ]
         if password:
             self.args += ["--requirepass", password]
         self.args += extra_args or []

@@ -108,8 +108,15 @@ class DevStack:
             _say("second signal: killing what is left (SIGKILL)")
         return True
 
-    def _wait(self, child: Child | list[Child], ready: Callable[[], bool], *, timeout: float,
-              what: str, interval: float = 0.1) -> None:  # fmt: skip
+    def _wait(
+        self,
+        child: Child | list[Child],
+        ready: Callable[[], bool],
+        *,
+        timeout: float,
+        what: str,
+        interval: float = 0.1,
+    ) -> None:
         """Until ``ready()``; a signal or the child's exit ends the wait at once."""
 
         def checked() -> bool:
@@ -158,10 +165,22 @@ class DevStack:
         protocol = PROTOCOLS[provider]  # type: ignore[index]  # a PROVIDERS value (the CLI)
         port = _pick_port(self.options.sandbox_port)
         demo_port = _pick_port(self.options.demo_port)
-        argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port),
-                "--threads", str(self.options.sandbox_threads),
-                "--demo-port", str(demo_port), "--protocol", protocol,
-                "--dialect", provider]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "captcha_tasks.cli.main",
+            "sandbox",
+            "--port",
+            str(port),
+            "--threads",
+            str(self.options.sandbox_threads),
+            "--demo-port",
+            str(demo_port),
+            "--protocol",
+            protocol,
+            "--dialect",
+            provider,
+        ]
         if self.options.time_scale is not None:
             argv += ["--time-scale", str(self.options.time_scale)]
         child = self.processes.spawn("sandbox", argv)
@@ -211,10 +230,23 @@ class DevStack:
         names, children = [], []
         for index in range(1, self.options.workers + 1):
             name = f"dev{index}@%h"
-            argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
-                    "-c", str(self.options.concurrency), "-l", "INFO", "-n", name]  # fmt: skip
-            children.append(self.processes.spawn(f"worker{index}", argv, to_terminal=True,
-                                                 stop_timeout=30.0))  # fmt: skip
+            argv = [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "captcha_tasks",
+                "worker",
+                "-c",
+                str(self.options.concurrency),
+                "-l",
+                "INFO",
+                "-n",
+                name,
+            ]
+            children.append(
+                self.processes.spawn(f"worker{index}", argv, to_terminal=True, stop_timeout=30.0)
+            )
             names.append(name.replace("%h", os.uname().nodename))
         control = self._control_app()
         try:
@@ -224,8 +256,13 @@ class DevStack:
                 answered = {name for reply in replies for name in reply}
                 return set(names) <= answered
 
-            self._wait(self.processes.children, all_answer, timeout=60, interval=0.5,
-                       what="the workers to answer ping")  # fmt: skip
+            self._wait(
+                self.processes.children,
+                all_answer,
+                timeout=60,
+                interval=0.5,
+                what="the workers to answer ping",
+            )
         finally:
             control.close()
         for name, child in zip(names, children, strict=True):
@@ -236,8 +273,16 @@ class DevStack:
         port = _pick_port(self.options.flower_port)
         auth = self.env.get("FLOWER_BASIC_AUTH") or f"admin:{secrets.token_urlsafe(12)}"
         self.env["FLOWER_BASIC_AUTH"] = auth
-        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
-                "--address=127.0.0.1", f"--port={port}"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "captcha_tasks",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+        ]
         child = self.processes.spawn("flower", argv)
         url = f"http://127.0.0.1:{port}"
         self._wait(child, http_ok(f"{url}/healthcheck"), timeout=30, what="Flower")
@@ -284,11 +329,18 @@ class DevStack:
             control.close()
 
     #: What a second terminal needs to talk to this stack (``source .run/env``).
-    ENV_NAMES = ("CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_BROKER_URL",
-                 "CAPTCHA_TASKS_RESULT_BACKEND", "CAPTCHA_TASKS_SOLVER_URL",
-                 "CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY", "CAPTCHA_TASKS_THREADS",
-                 "CAPTCHA_TASKS_TIME_SCALE", "CAPTCHA_TASKS_ALLOWED_DOMAINS",
-                 "FLOWER_BASIC_AUTH")  # fmt: skip
+    ENV_NAMES = (
+        "CAPTCHA_TASKS_REDIS_URL",
+        "CAPTCHA_TASKS_BROKER_URL",
+        "CAPTCHA_TASKS_RESULT_BACKEND",
+        "CAPTCHA_TASKS_SOLVER_URL",
+        "CAPTCHA_TASKS_PROVIDER",
+        "CAPTCHA_TASKS_API_KEY",
+        "CAPTCHA_TASKS_THREADS",
+        "CAPTCHA_TASKS_TIME_SCALE",
+        "CAPTCHA_TASKS_ALLOWED_DOMAINS",
+        "FLOWER_BASIC_AUTH",
+    )
 
     @property
     def env_file(self) -> Path:

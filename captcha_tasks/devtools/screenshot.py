@@ -47,10 +47,19 @@ def _chromium() -> str:
 def _shoot(browser: str, url: str, out: Path, size: str = "1400,900") -> None:
     with tempfile.TemporaryDirectory(prefix="captcha-tasks-chromium-") as profile:
         subprocess.run(
-            [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
-             "--virtual-time-budget=8000", f"--screenshot={out}", url],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+            [
+                browser,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--window-size={size}",
+                "--virtual-time-budget=8000",
+                f"--screenshot={out}",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
     _say(f"screenshot: {out}")
 
 
@@ -115,10 +124,13 @@ def _some_load(stack: DevStack) -> None:
             )
         busy.send_task(
             "captcha_tasks.fill_token_pool",
-            args=("recaptcha_v2", "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
-                  "https://example.com/login"),
+            args=(
+                "recaptcha_v2",
+                "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-",
+                "https://example.com/login",
+            ),
             kwargs={"target": 3},
-        ).get(timeout=60)  # fmt: skip
+        ).get(timeout=60)
     finally:
         busy.close()
 
@@ -127,8 +139,11 @@ def _shoot_status(browser: str, stack: DevStack, out_dir: Path) -> None:
     """``captcha-tasks status`` against the stack, rendered as a terminal would show it."""
     status = subprocess.run(
         [sys.executable, "-m", "captcha_tasks.cli.main", "status"],
-        env=stack.env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     page = out_dir / "status.html"
     page.write_text(
         "<html><body style='background:#1e1e1e;color:#ddd;margin:16px'>"

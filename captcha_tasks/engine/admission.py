@@ -46,8 +46,17 @@ def admit(
     Raises :class:`~captcha_tasks.errors.InvalidTaskInput` before touching Redis if
     the captcha is not valid.
     """
-    outcome = admit_unless_pooled(client, settings, task_id, captcha, now=now, request=request,
-                                  pool=pool, proxy_id=proxy_id, route=route)  # fmt: skip
+    outcome = admit_unless_pooled(
+        client,
+        settings,
+        task_id,
+        captcha,
+        now=now,
+        request=request,
+        pool=pool,
+        proxy_id=proxy_id,
+        route=route,
+    )
     return outcome == ADMITTED
 
 
@@ -94,12 +103,23 @@ def admit_unless_pooled(
     }
     keys = Keys(settings.key_prefix)
     providers = settings.providers()
-    args: list[str | float | int] = [task_id, now, job_ttl, STRUCTURE_TTL, pool_id,
-                                     len(providers), *(p.threads for p in providers)]  # fmt: skip
+    args: list[str | float | int] = [
+        task_id,
+        now,
+        job_ttl,
+        STRUCTURE_TTL,
+        pool_id,
+        len(providers),
+        *(p.threads for p in providers),
+    ]
     for name, value in fields.items():
         args += [name, value]
-    names = [keys.job(task_id), keys.waiting, keys.wake,
-             *(keys.provider_budget(p.name) for p in providers)]  # fmt: skip
+    names = [
+        keys.job(task_id),
+        keys.waiting,
+        keys.wake,
+        *(keys.provider_budget(p.name) for p in providers),
+    ]
     if pool_id:
         names += [keys.pool(pool_id), keys.pools]
     return int(run(client, "admit", names, args))

@@ -107,8 +107,9 @@ class BalanceWatch:
             usd = self.provider.balance()
         except Exception as exc:  # any failure: the worker solves on regardless
             code = (exc.code if isinstance(exc, CaptchaTasksError) else None) or type(exc).__name__
-            log.info("balance of provider %s: check failed (%s); keeping the last value",
-                     self.name, code)  # fmt: skip
+            log.info(
+                "balance of provider %s: check failed (%s); keeping the last value", self.name, code
+            )
             pipe = self.redis.pipeline(transaction=True)
             pipe.hset(key, "stale", "1")
             pipe.expire(key, BALANCE_TTL)
@@ -117,13 +118,24 @@ class BalanceWatch:
         low = self.floor is not None and usd < self.floor
         was_low = self.redis.hget(key, "low") == "1"
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hset(key, mapping={"usd": str(usd), "checked_at": repr(self.clock()),
-                                "stale": "0", "low": "1" if low else "0"})  # fmt: skip
+        pipe.hset(
+            key,
+            mapping={
+                "usd": str(usd),
+                "checked_at": repr(self.clock()),
+                "stale": "0",
+                "low": "1" if low else "0",
+            },
+        )
         pipe.expire(key, BALANCE_TTL)
         pipe.execute()
         if low and not was_low:
-            log.warning("balance of provider %s is %s USD, below the floor of %s USD",
-                        self.name, usd, self.floor)  # fmt: skip
+            log.warning(
+                "balance of provider %s is %s USD, below the floor of %s USD",
+                self.name,
+                usd,
+                self.floor,
+            )
         elif was_low and not low:
             log.info("balance of provider %s is %s USD, no longer below the floor", self.name, usd)
 

@@ -84,8 +84,11 @@ class Breaker:
             return
         if seconds > SLOW_FACTOR * typical:
             self._slow_seen = True
-            self._call("slow", f"answers over {SLOW_FACTOR:g}x slower than learned "
-                               f"({seconds:.1f} s, typically {typical:.1f} s)")  # fmt: skip
+            self._call(
+                "slow",
+                f"answers over {SLOW_FACTOR:g}x slower than learned "
+                f"({seconds:.1f} s, typically {typical:.1f} s)",
+            )
         elif self._slow_seen:
             self._slow_seen = False
             self._call("fast", "")
@@ -93,14 +96,25 @@ class Breaker:
     def _call(self, op: str, reason: str) -> bool:
         if not self.enabled:
             return False
-        args = [op, self.clock(), FAILURES_TO_OPEN, self.cooldown, self.max_cooldown,
-                reason[:200], BREAKER_TTL]  # fmt: skip
+        args = [
+            op,
+            self.clock(),
+            FAILURES_TO_OPEN,
+            self.cooldown,
+            self.max_cooldown,
+            reason[:200],
+            BREAKER_TTL,
+        ]
         answer = run(self.redis, "breaker", [self.key], args)
         state, cooldown, changed = answer[:3]
         if int(changed):
             if state == "open":
-                log.warning("provider %s: breaker open for %.1f s: %s",
-                            self.name, float(cooldown), answer[3])  # fmt: skip
+                log.warning(
+                    "provider %s: breaker open for %.1f s: %s",
+                    self.name,
+                    float(cooldown),
+                    answer[3],
+                )
             else:
                 log.warning("provider %s: breaker %s", self.name, state)
         return bool(int(changed)) and state == "open"

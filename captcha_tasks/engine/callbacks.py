@@ -183,8 +183,10 @@ class Receiver:
             return Outcome(200, "still working")
         if isinstance(pushed, Answer):
             # The callback comes when the answer is ready: an exact sample of when.
-            ended = engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill,
-                                                 exact=True) > 0  # fmt: skip
+            ended = (
+                engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill, exact=True)
+                > 0
+            )
             engine.observer.noted("callback_solved" if ended else "callback_late")
             return Outcome(200, "solved" if ended else "already ended")
         if isinstance(pushed, CaptchaUnsolvable) and job.resubmits < 1:

@@ -128,9 +128,16 @@ class Finisher:
     def _solved(self, job: Job, answer: Answer, at: float) -> _Solved:
         solution = for_type(job.type, answer.solution)
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
-        result = solve_result(job, solution, collected_at=at, provider=self.provider, cost=cost,
-                              cost_source=cost_source, user_agent=answer.user_agent,
-                              provider_name=self.provider_name)  # fmt: skip
+        result = solve_result(
+            job,
+            solution,
+            collected_at=at,
+            provider=self.provider,
+            cost=cost,
+            cost_source=cost_source,
+            user_agent=answer.user_agent,
+            provider_name=self.provider_name,
+        )
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)
         return _Solved(job, answer, result, fields, spend, cost_source)
@@ -140,19 +147,26 @@ class Finisher:
         token to its pool or the result to its caller (reported by the caller after)."""
         job, answer, result = solved.job, solved.answer, solved.result
         tell_spent(solved.spend, solved.cost_source)
-        self.observer.solved(job.type, _source(job), seconds=result["solve_seconds"],
-                             polls=result["polls"])  # fmt: skip
+        self.observer.solved(
+            job.type, _source(job), seconds=result["solve_seconds"], polls=result["polls"]
+        )
         if job.submitted_at is not None:
             start = job.submitted_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
-            self.learner.observe(job.type, not_ready_at=not_ready_at, ready_at=at - start,
-                                 exact=exact)  # fmt: skip
+            self.learner.observe(
+                job.type, not_ready_at=not_ready_at, ready_at=at - start, exact=exact
+            )
             if self.breaker is not None:  # far slower than it learned: a sick provider
                 self.breaker.answered(at - start, self.learner.learned(job.type))
         if job.pool:
             # A fill: the token goes to its pool and to no caller (single use).
-            self.pool.put(job.pool, captcha_id=job.captcha_id, token=str(answer.solution),
-                          expires_at=result["expires_at"] or at, task_id=job.task_id)  # fmt: skip
+            self.pool.put(
+                job.pool,
+                captcha_id=job.captcha_id,
+                token=str(answer.solution),
+                expires_at=result["expires_at"] or at,
+                task_id=job.task_id,
+            )
         else:
             self.completer.succeed(job, result)
 
@@ -160,11 +174,15 @@ class Finisher:
         """``job`` ends with ``error``; False if it had ended already. A polled job's
         error is its captcha's: it ends nothing if the job moved to another captcha
         meanwhile. ``expected``: only if it is still in that state under this claim."""
-        fields = {"error": error.code or type(error).__name__,
-                  "error_type": type(error).__name__, "error_message": error.message}  # fmt: skip
+        fields = {
+            "error": error.code or type(error).__name__,
+            "error_type": type(error).__name__,
+            "error_message": error.message,
+        }
         captcha_id = job.captcha_id if job.state == "polling" else ""
-        if not self.queue.finish(job, "failed", fields, self.clock(), captcha_id=captcha_id,
-                                 expected=expected):  # fmt: skip
+        if not self.queue.finish(
+            job, "failed", fields, self.clock(), captcha_id=captcha_id, expected=expected
+        ):
             return False
         self.observer.failed(job.type, _source(job), error)
         if job.pool:
@@ -194,6 +212,10 @@ class Finisher:
                 cls = SolverError
             self.completer.fail(job, cls(fields.get("error_message", ""), code=fields.get("error")))
         self.observer.noted("reported_after_crash")
-        log.warning("engine %s: reported %s, which a stopped engine had ended (%s)",
-                    self.name, job.task_id, job.state)  # fmt: skip
+        log.warning(
+            "engine %s: reported %s, which a stopped engine had ended (%s)",
+            self.name,
+            job.task_id,
+            job.state,
+        )
         self.queue.reported(job.task_id)

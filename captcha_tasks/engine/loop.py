@@ -112,20 +112,35 @@ class Engine:
         self.stats = EngineStats()
         self.observer = FanOut(self.stats, INSTALLED)
         self.claim_s = claim_seconds(settings)
-        self.queue = SolveQueue(client, settings, claim_s=self.claim_s, provider=provider_name,
-                                claimer=name)  # fmt: skip
+        self.queue = SolveQueue(
+            client, settings, claim_s=self.claim_s, provider=provider_name, claimer=name
+        )
         #: The configured provider this engine drives (several: one engine each).
         self.provider_name = self.queue.provider_name
         self.learner = FirstPollLearner(settings, client, provider=self.provider_name)
         self.breaker = Breaker(client, settings, self.provider_name, clock=clock)
-        self.finisher = Finisher(self.queue, completer, TokenPool(client, settings), self.learner,
-                                 self.observer, name=name, clock=clock, prices=settings.prices,
-                                 provider=settings.provider,
-                                 provider_name=self.queue.provider_name,
-                                 breaker=self.breaker)  # fmt: skip
-        self.refusal = KeyRefusal(client, settings, name, live_workers=live_workers,
-                                  observer=self.observer, clock=clock,
-                                  provider=self.provider_name)  # fmt: skip
+        self.finisher = Finisher(
+            self.queue,
+            completer,
+            TokenPool(client, settings),
+            self.learner,
+            self.observer,
+            name=name,
+            clock=clock,
+            prices=settings.prices,
+            provider=settings.provider,
+            provider_name=self.queue.provider_name,
+            breaker=self.breaker,
+        )
+        self.refusal = KeyRefusal(
+            client,
+            settings,
+            name,
+            live_workers=live_workers,
+            observer=self.observer,
+            clock=clock,
+            provider=self.provider_name,
+        )
         self.grid = PollGrid.for_provider(settings, provider)
         if self.grid.batch:
             self.learner.first_quantile = BATCH_LEARN_QUANTILE
@@ -145,9 +160,19 @@ class Engine:
         # Redis (:meth:`_idle`, at ``_looked_at``) saw: until then a turn skips that script.
         self._poll_due_at, self._waiting_at, self._looked_at = 0.0, 0.0, float("-inf")
         self.retries = RetryLog(log, name)
-        self.poller = Poller(settings, provider, self.queue, self.finisher, self.refusal,
-                             self.grid, observer=self.observer, retries=self.retries,
-                             name=name, clock=clock, breaker=self.breaker)  # fmt: skip
+        self.poller = Poller(
+            settings,
+            provider,
+            self.queue,
+            self.finisher,
+            self.refusal,
+            self.grid,
+            observer=self.observer,
+            retries=self.retries,
+            name=name,
+            clock=clock,
+            breaker=self.breaker,
+        )
         self.submitter = Submitter(self, provider)
         self.poller.on_freed = self.refill
 
@@ -307,8 +332,11 @@ class Engine:
             # Its engine died (or stalled) after taking it, before sending it: the
             # provider never saw it, so submitting it now is its first submit.
             self.observer.noted("resubmits_after_crash")
-            log.warning("engine %s: submitting %s, taken but never sent by a stopped engine",
-                        self.name, job.task_id)  # fmt: skip
+            log.warning(
+                "engine %s: submitting %s, taken but never sent by a stopped engine",
+                self.name,
+                job.task_id,
+            )
             if not self._spawn(self._submit, job):
                 self.queue.release_claim(job.task_id, self.clock())
                 self._poll_due_at = 0.0
@@ -337,8 +365,13 @@ class Engine:
         # Only if its sender did not record the captcha meanwhile (it was cut off from
         # Redis for longer than its claim, not dead): then the job is polled as usual.
         if self.finisher.fail(job, error, expected="sending"):
-            log.warning("engine %s: %s was being sent by %s, which stopped: failed it (%s)",
-                        self.name, job.task_id, job.sender or "an engine", error.code)  # fmt: skip
+            log.warning(
+                "engine %s: %s was being sent by %s, which stopped: failed it (%s)",
+                self.name,
+                job.task_id,
+                job.sender or "an engine",
+                error.code,
+            )
             self.observer.noted("submit_uncertain_after_crash")
             self.observer.submitted(job.type, error)
 

@@ -143,8 +143,12 @@ class FanOut:
             except Exception:
                 if id(observer) not in self._warned:
                     self._warned.add(id(observer))
-                    log.warning("observer %r failed to record %s (not logged again)",
-                                observer, what, exc_info=True)  # fmt: skip
+                    log.warning(
+                        "observer %r failed to record %s (not logged again)",
+                        observer,
+                        what,
+                        exc_info=True,
+                    )
 
     def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
         self._each("a submit", "submitted", captcha_type, error)

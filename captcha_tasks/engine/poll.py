@@ -159,8 +159,10 @@ class Poller:
         end = self.grid.retention_end(job.submitted_at or job.enqueued_at)
         if end is not None and next_at > end:
             kept = end - (job.submitted_at or job.enqueued_at)
-            return (f"no answer before {self.grid.rules.provider} drops the task "
-                    f"({kept:.0f} s after its creation; {reads} reads)")  # fmt: skip
+            return (
+                f"no answer before {self.grid.rules.provider} drops the task "
+                f"({kept:.0f} s after its creation; {reads} reads)"
+            )
         return None
 
     def _failed(
@@ -203,8 +205,11 @@ class Poller:
                 if self.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
                     raise
                 # "auto": a provider that refuses batch reads is polled one by one.
-                log.warning("engine %s: the provider refused a batch poll (%s); polling one "
-                            "by one", self.name, exc.code)  # fmt: skip
+                log.warning(
+                    "engine %s: the provider refused a batch poll (%s); polling one by one",
+                    self.name,
+                    exc.code,
+                )
                 self.grid.batch = False
             else:
                 return {**got, **self._one_by_one(alone)}

@@ -190,9 +190,16 @@ class TokenPool:
             self.redis,
             "pool_reserve",
             [self.keys.pool(pool_id), self.keys.pool_filling(pool_id)],
-            [now, self.min_life(), int(target), MAX_FILL_BATCH, deadline, STRUCTURE_TTL,
-             *candidates],
-        )  # fmt: skip
+            [
+                now,
+                self.min_life(),
+                int(target),
+                MAX_FILL_BATCH,
+                deadline,
+                STRUCTURE_TTL,
+                *candidates,
+            ],
+        )
         size, filling, reserved = int(got[0]), int(got[1]), list(got[2:])
         for task_id in reserved:
             admit(self.redis, self.settings, task_id, captcha, now=now, pool=pool_id)

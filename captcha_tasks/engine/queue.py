@@ -91,15 +91,18 @@ class SolveQueue:
         self._route_keys: list[str] = []
         self._route_args: list[str | int] = [self._lane, len(self.providers)]
         for config in self.providers:
-            self._route_keys += [self.keys.provider_budget(config.name),
-                                 self.keys.provider_limit_of(config.name),
-                                 self.keys.breaker(config.name)]  # fmt: skip
+            self._route_keys += [
+                self.keys.provider_budget(config.name),
+                self.keys.provider_limit_of(config.name),
+                self.keys.breaker(config.name),
+            ]
             self._route_args += [config.name, config.threads]
         self.claim_s = claim_s
         #: ms a submit's mark waits for a replica (Sentinel only, docs/RELIABILITY.md),
         #: and how long a job whose mark no replica had waits before it is tried again.
-        self.replica_wait_ms = (int(settings.redis_sentinel_wait * 1000)
-                                if is_sentinel(settings.state_url) else 0)  # fmt: skip
+        self.replica_wait_ms = (
+            int(settings.redis_sentinel_wait * 1000) if is_sentinel(settings.state_url) else 0
+        )
         self.replica_hold_s = settings.scaled(5.0)
         self._local = threading.local()
         #: This provider's threads in use cluster-wide, as :meth:`next_work` last saw.
@@ -122,9 +125,16 @@ class SolveQueue:
             self.redis,
             "acquire",
             [self.keys.waiting, self.due_key, *self._route_keys],
-            [now, n, now + self.claim_s, self.keys.job_prefix, STRUCTURE_TTL,
-             *self._route_args, self.claimer],
-        )  # fmt: skip
+            [
+                now,
+                n,
+                now + self.claim_s,
+                self.keys.job_prefix,
+                STRUCTURE_TTL,
+                *self._route_args,
+                self.claimer,
+            ],
+        )
         return self._claimed(taken)
 
     @staticmethod
@@ -171,14 +181,18 @@ class SolveQueue:
         try:
             if not self.replica_wait_ms:
                 return bool(run(self.redis, "sending", keys, args))
-            marked, replicas = run_replicated(self.redis, "sending", keys, args,
-                                              timeout_ms=self.replica_wait_ms)  # fmt: skip
+            marked, replicas = run_replicated(
+                self.redis, "sending", keys, args, timeout_ms=self.replica_wait_ms
+            )
         except redis.RedisError:
             self._take_back(job, now)
             return False
         if marked and not replicas:
-            log.warning("%s: its sending mark is not on a replica after %d ms: not sent, "
-                        "queued again", job.task_id, self.replica_wait_ms)  # fmt: skip
+            log.warning(
+                "%s: its sending mark is not on a replica after %d ms: not sent, queued again",
+                job.task_id,
+                self.replica_wait_ms,
+            )
             self.requeue(job, "sending", now + self.replica_hold_s)
             return False
         return bool(marked)
@@ -281,8 +295,12 @@ class SolveQueue:
         keys += [self.keys.waiting, self.keys.wake]
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
         sending = expected == "sending"
-        args += [1 if polling else 0, route, "" if sending else job.claim,
-                 self.claimer if sending else ""]  # fmt: skip
+        args += [
+            1 if polling else 0,
+            route,
+            "" if sending else job.claim,
+            self.claimer if sending else "",
+        ]
         return bool(run(self.redis, "requeue", keys, args))
 
     def finish(
@@ -316,8 +334,10 @@ class SolveQueue:
         captcha id) in one round trip: whether each was this caller's to end.
         ``wake=False``: the caller takes the freed threads for waiting jobs itself, so
         no idle engine is woken for them."""
-        calls = [self._finish_call(job, state, fields, now, job.captcha_id, spend, wake=wake)
-                 for job, state, fields, spend in ends]  # fmt: skip
+        calls = [
+            self._finish_call(job, state, fields, now, job.captcha_id, spend, wake=wake)
+            for job, state, fields, spend in ends
+        ]
         results = self._pipelined("finish", calls) if calls else []
         return [bool(result) for result in results]
 
@@ -334,8 +354,13 @@ class SolveQueue:
         wake: bool = True,
     ) -> tuple[list[str], list[Any]]:
         args: list[Any] = [job.task_id, captcha_id, state, now + self.claim_s]
-        keys = [self.keys.job(job.task_id), self.due_key, self.budget_key, self.keys.wake,
-                self.keys.waiting]  # fmt: skip
+        keys = [
+            self.keys.job(job.task_id),
+            self.due_key,
+            self.budget_key,
+            self.keys.wake,
+            self.keys.waiting,
+        ]
         if spend is None:
             args += ["", 0, 0]
         else:

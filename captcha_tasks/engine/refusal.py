@@ -81,8 +81,12 @@ class KeyRefusal:
     def pause(self, exc: InvalidApiKey) -> None:
         """The provider refused the key: step aside (again) for a pause."""
         if self.clock() >= self.paused_until:
-            log.error("engine %s: the provider refused this worker's key (%s); pausing %.1f s",
-                      self.name, exc.code, self.pause_s)  # fmt: skip
+            log.error(
+                "engine %s: the provider refused this worker's key (%s); pausing %.1f s",
+                self.name,
+                exc.code,
+                self.pause_s,
+            )
         self.observer.noted("paused")
         self.paused_until = self.clock() + self.pause_s
         self.refusal = exc
@@ -113,8 +117,7 @@ class KeyRefusal:
         as the ``key_refused`` marks say). Counts, not names: engines are named after
         their worker but marks and beats are not matched one to one."""
         beats = len(self.live_workers())
-        refused = sum(1 for _ in self.redis.scan_iter(
-            match=f"{self._prefix}*", count=100))  # fmt: skip
+        refused = sum(1 for _ in self.redis.scan_iter(match=f"{self._prefix}*", count=100))
         mine = 1 if self.paused else 0
         return beats - 1 > refused - mine
 
@@ -143,8 +146,12 @@ class KeyRefusal:
                     ended += 1
         if ended:
             self.observer.noted("failed_every_key_refused", ended)
-            log.error("engine %s: every live worker's key is refused; failed %d job(s) with %s",
-                      self.name, ended, error.code)  # fmt: skip
+            log.error(
+                "engine %s: every live worker's key is refused; failed %d job(s) with %s",
+                self.name,
+                ended,
+                error.code,
+            )
         return ended
 
     def forget(self) -> None:

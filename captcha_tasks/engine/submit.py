@@ -74,8 +74,12 @@ class Submitter:
         if not self.queue.sending(job, sending_at, self.name):
             # Ended meanwhile, or another engine took it over after our claim ran out.
             self.observer.noted("send_skipped")
-            log.info("engine %s: not sending %s: no longer ours (ended, or taken over "
-                     "after our claim ran out)", self.name, job.task_id)  # fmt: skip
+            log.info(
+                "engine %s: not sending %s: no longer ours (ended, or taken over "
+                "after our claim ran out)",
+                self.name,
+                job.task_id,
+            )
             return
         try:
             pushed = {"callback_url": callback_url} if callback_url else {}
@@ -91,8 +95,14 @@ class Submitter:
             learned = self.learner.ready_times(job.type)
             ready = learned if self.grid.learns else None
             if callback_url:  # the answer comes to us: the poll is a late fallback
-                wait = fallback_wait(self.settings, job.type, wait, provider=self.provider,
-                                     captcha_id=captcha_id, ready=learned)  # fmt: skip
+                wait = fallback_wait(
+                    self.settings,
+                    job.type,
+                    wait,
+                    provider=self.provider,
+                    captcha_id=captcha_id,
+                    ready=learned,
+                )
                 ready = None
             first = self.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
@@ -151,8 +161,12 @@ class Submitter:
             # asking again and again (a retry storm of "no slot" answers).
             limit = self.queue.provider_limit(int(self.settings.scaled(PROVIDER_LIMIT_TTL) * 1000))
             self.observer.noted("provider_limit_learned")
-            log.info("engine %s: the provider has no free slot; budget now %s of %d",
-                     self.name, limit, self.settings.threads)  # fmt: skip
+            log.info(
+                "engine %s: the provider has no free slot; budget now %s of %d",
+                self.name,
+                limit,
+                self.settings.threads,
+            )
 
     def _fail_over(self, job: Job, exc: CaptchaTasksError, reason: str) -> None:
         """The provider refused the submit for a reason of its own (its balance, its
@@ -165,8 +179,13 @@ class Submitter:
             return
         self.breaker.trip(reason)
         self.observer.noted("failed_over")
-        log.warning("engine %s: %s: %s; moving it to %s", self.name, job.task_id, exc.code,
-                    rest.split(",")[0])  # fmt: skip
+        log.warning(
+            "engine %s: %s: %s; moving it to %s",
+            self.name,
+            job.task_id,
+            exc.code,
+            rest.split(",")[0],
+        )
         self.queue.requeue(job, "sending", self.clock(), route=rest)
 
     def _record_submitted(
@@ -183,8 +202,13 @@ class Submitter:
             except redis.RedisError as exc:
                 if self.clock() + delay >= claim_until - 1.0:
                     raise
-                log.warning("engine %s: storing captcha %s of %s: Redis unavailable (%s); "
-                            "retrying", self.name, captcha_id, job.task_id, exc)  # fmt: skip
+                log.warning(
+                    "engine %s: storing captcha %s of %s: Redis unavailable (%s); retrying",
+                    self.name,
+                    captcha_id,
+                    job.task_id,
+                    exc,
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 

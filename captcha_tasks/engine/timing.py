@@ -183,8 +183,11 @@ class FirstPollLearner:
             # Never below a tenth of the default nor beyond half the deadline.
             floor = value / 10
             ceiling = self.settings.scaled(DEADLINE.get(captcha_type, 120.0)) / 2
-            first = learned if self.first_quantile == LEARN_QUANTILE else quantile(
-                samples, self.first_quantile)  # fmt: skip
+            first = (
+                learned
+                if self.first_quantile == LEARN_QUANTILE
+                else quantile(samples, self.first_quantile)
+            )
             value = min(max(first, floor), ceiling)
             ready = ReadyTimes.of(samples, floor=floor, ceiling=ceiling, quantiles=self._quantiles)
         with self._lock:
@@ -301,8 +304,13 @@ class PollGrid:
         batched where the provider reads many at once and ``batch_poll`` allows it."""
         batch = settings.batch_poll != "off" and provider.batch_reads
         interval = settings.scaled(settings.poll_interval)
-        return cls(interval, batch=batch, rules=provider.poll_rules, scale=settings.time_scale,
-                   placement=settings.poll_placement)  # fmt: skip
+        return cls(
+            interval,
+            batch=batch,
+            rules=provider.poll_rules,
+            scale=settings.time_scale,
+            placement=settings.poll_placement,
+        )
 
     @property
     def learns(self) -> bool:

@@ -143,8 +143,9 @@ class ProbeResult:
 def _broker_ok(settings: Settings, timeout: float) -> str | None:
     """``None`` when the broker answers ``PING``, else why not (no credentials shown)."""
     try:
-        client = redis_client(settings, settings.broker_url, timeout=timeout,
-                              connect_timeout=timeout, decode=False)  # fmt: skip
+        client = redis_client(
+            settings, settings.broker_url, timeout=timeout, connect_timeout=timeout, decode=False
+        )
         try:
             client.ping()
         finally:

@@ -139,8 +139,9 @@ class PrometheusObserver(NullObserver):
         # Metrics must never break solving; say so once rather than at every event.
         if not self._warned:
             self._warned = True
-            log.warning("metrics: could not record %s (further errors not logged)", what,
-                        exc_info=True)  # fmt: skip
+            log.warning(
+                "metrics: could not record %s (further errors not logged)", what, exc_info=True
+            )
 
     def submitted(self, captcha_type: str, error: CaptchaTasksError | None = None) -> None:
         try:

@@ -80,19 +80,21 @@ def provider_states(client: redis.Redis, settings: Settings, now: float) -> list
         floor = spec.balance_floor
         balance = read_balance(client, keys, spec.name)
         spend = ledger.last_hour(spec.name, now)
-        out.append({
-            "name": spec.name,
-            "protocol": spec.protocol,
-            "threads": {"limit": spec.threads, "learned_limit": learned, "in_use": in_use},
-            "threads_in_use": in_use,  # as before ``threads`` (kept for scripts reading it)
-            "breaker": breaker,
-            "balance": None if balance is None or balance.usd is None else str(balance.usd),
-            "balance_checked_at": None if balance is None else balance.checked_at,
-            "balance_stale": bool(balance and balance.stale),
-            "balance_floor": None if floor is None else str(floor),
-            "below_floor": bool(balance and balance.below(floor)),
-            "spend_last_hour": usd_text(total(spend)),
-            "spend_last_hour_by_type": {t: usd_text(usd) for t, (usd, _) in spend.items()},
-            "solves_last_hour": sum(n for _, n in spend.values()),
-        })  # fmt: skip
+        out.append(
+            {
+                "name": spec.name,
+                "protocol": spec.protocol,
+                "threads": {"limit": spec.threads, "learned_limit": learned, "in_use": in_use},
+                "threads_in_use": in_use,  # as before ``threads`` (kept for scripts reading it)
+                "breaker": breaker,
+                "balance": None if balance is None or balance.usd is None else str(balance.usd),
+                "balance_checked_at": None if balance is None else balance.checked_at,
+                "balance_stale": bool(balance and balance.stale),
+                "balance_floor": None if floor is None else str(floor),
+                "below_floor": bool(balance and balance.below(floor)),
+                "spend_last_hour": usd_text(total(spend)),
+                "spend_last_hour_by_type": {t: usd_text(usd) for t, (usd, _) in spend.items()},
+                "solves_last_hour": sum(n for _, n in spend.values()),
+            }
+        )
     return out

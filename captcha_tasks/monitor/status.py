@@ -79,8 +79,10 @@ def thread_budget(
         row: dict[str, Any] = {"name": spec.name, "limit": spec.threads}
         row.update(zip(_PER_PROVIDER, (int(c) for c in counts[4 * n : 4 * n + 4]), strict=True))
         rows.append(row)
-    out: dict[str, Any] = {"in_use": sum(r["in_use"] for r in rows),
-                           "limit": sum(spec.threads for spec in specs)}  # fmt: skip
+    out: dict[str, Any] = {
+        "in_use": sum(r["in_use"] for r in rows),
+        "limit": sum(spec.threads for spec in specs),
+    }
     out["expired_leases"] = sum(r["expired_leases"] for r in rows)
     out["waiting"] = int(waiting)  # one queue: a request waits for any provider's thread
     out["in_flight"] = sum(r["in_flight"] for r in rows)
@@ -143,8 +145,11 @@ def provider_balance(
     spec = spec or settings.providers()[0]
     out: dict[str, Any] = {"name": spec.name, "provider": spec.protocol, "url": _origin(spec.url)}
     if not spec.api_key:
-        key = "CAPTCHA_TASKS_API_KEY" if spec.name == DEFAULT_PROVIDER \
-            else variable(spec.name, "API_KEY")  # fmt: skip
+        key = (
+            "CAPTCHA_TASKS_API_KEY"
+            if spec.name == DEFAULT_PROVIDER
+            else variable(spec.name, "API_KEY")
+        )
         out["error"] = f"{key} is not set"
         return out
     try:
@@ -170,8 +175,7 @@ def ping_workers(
         error = f"{type(exc).__name__}: {exc}"
         if beats is not None:
             try:
-                return {"source": "heartbeat", "names": beats(), "error": None,
-                        "ping_error": error}  # fmt: skip
+                return {"source": "heartbeat", "names": beats(), "error": None, "ping_error": error}
             except redis.RedisError:
                 pass
         return {"source": "ping", "names": [], "error": error}
@@ -265,18 +269,29 @@ def render(report: dict[str, Any]) -> str:
     else:
         names = workers["names"]
         how = "answered ping" if workers["source"] == "ping" else "with a heartbeat (ping failed)"
-        lines.append(f"workers         {len(names)} {how}"
-                     + (f": {', '.join(names)}" if names else ""))  # fmt: skip
+        lines.append(
+            f"workers         {len(names)} {how}" + (f": {', '.join(names)}" if names else "")
+        )
     lines += _balance_lines(report.get("balances") or [report["balance"]])
     lines += _provider_lines(report.get("providers", []), report["time"])
     lines += ["", "token pools"]
     lines += _table(
         ["pool", "type", "size", "filling", "target", "soonest expiry", "demand/min", "scope"],
-        [[p["pool_id"], p["type"], str(p["size"]), str(p["filling"]),
-          "auto" if p["adaptive"] else str(p["target"]), _seconds(p["soonest_expiry_s"]),
-          str(p["demand_per_min"]), p["scope"]] for p in report["token_pools"]],
+        [
+            [
+                p["pool_id"],
+                p["type"],
+                str(p["size"]),
+                str(p["filling"]),
+                "auto" if p["adaptive"] else str(p["target"]),
+                _seconds(p["soonest_expiry_s"]),
+                str(p["demand_per_min"]),
+                p["scope"],
+            ]
+            for p in report["token_pools"]
+        ],
         "none registered",
-    )  # fmt: skip
+    )
     lines += ["", "proxies"]
     rows = []
     for p in report["proxies"]:
@@ -290,10 +305,12 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", "session locks"]
     lines += _table(
         ["host", "held by", "ttl left"],
-        [[lock["host"], lock["holder"], _seconds(lock["ttl_s"])]
-         for lock in report["session_locks"]],
+        [
+            [lock["host"], lock["holder"], _seconds(lock["ttl_s"])]
+            for lock in report["session_locks"]
+        ],
         "none held",
-    )  # fmt: skip
+    )
     return "\n".join(lines)
 
 

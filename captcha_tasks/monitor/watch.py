@@ -34,9 +34,17 @@ __all__ = [
 
 #: Event types the collector listens to.
 EVENT_TYPES = (
-    "task-sent", "task-received", "task-started", "task-succeeded", "task-failed",
-    "task-retried", "task-revoked", "worker-online", "worker-heartbeat", "worker-offline",
-)  # fmt: skip
+    "task-sent",
+    "task-received",
+    "task-started",
+    "task-succeeded",
+    "task-failed",
+    "task-retried",
+    "task-revoked",
+    "worker-online",
+    "worker-heartbeat",
+    "worker-offline",
+)
 #: A worker counts as alive this long after its last event (heartbeats come every 2 s).
 WORKER_ALIVE_SECONDS = 10.0
 
@@ -338,6 +346,8 @@ def render(collector: ResultsCollector, *, title: str, now: float | None = None)
             at = time.strftime("%H:%M:%S", time.localtime(r.timestamp))
             runtime = "" if r.runtime is None else f" {r.runtime:.2f} s"
             via = f" via {r.provider_name}" if r.provider_name else ""
-            lines.append(f"  {at} {r.state:8} {r.type:16} {r.task_id} "
-                         f"{r.code or r.source or ''}{via}{runtime}")  # fmt: skip
+            lines.append(
+                f"  {at} {r.state:8} {r.type:16} {r.task_id} "
+                f"{r.code or r.source or ''}{via}{runtime}"
+            )
     return "\n".join(lines)

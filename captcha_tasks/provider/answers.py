@@ -87,11 +87,13 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     if {"challenge", "validate"} <= fields.keys():
         # GeeTest v3 in the shape the classic protocol gives. CapSolver sends no
         # seccode: GeeTest's is validate|jordan.
-        return _fields({
-            "geetest_challenge": fields["challenge"],
-            "geetest_validate": fields["validate"],
-            "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
-        })  # fmt: skip
+        return _fields(
+            {
+                "geetest_challenge": fields["challenge"],
+                "geetest_validate": fields["validate"],
+                "geetest_seccode": fields.get("seccode") or f"{fields['validate']}|jordan",
+            }
+        )
     return _fields(fields)
 
 

@@ -62,9 +62,17 @@ __all__ = [
 
 #: Every kind (the ``type`` of the classes here and in :mod:`.captchas_more`).
 CaptchaType = Literal[
-    "recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha",
-    "funcaptcha", "geetest_v4", "aws_waf", "coordinates",
-]  # fmt: skip
+    "recaptcha_v2",
+    "recaptcha_v3",
+    "turnstile",
+    "image",
+    "geetest",
+    "hcaptcha",
+    "funcaptcha",
+    "geetest_v4",
+    "aws_waf",
+    "coordinates",
+]
 
 _C = TypeVar("_C", bound="Captcha")
 

@@ -85,8 +85,12 @@ class GeeTestV4(Captcha):
     api_server: str | None = None
 
     def _check(self, max_image_bytes: int) -> None:
-        _matching("GeeTestV4.captcha_id", self.captcha_id, _GT,
-                  "a GeeTest v4 captcha_id (32 hex characters)")  # fmt: skip
+        _matching(
+            "GeeTestV4.captcha_id",
+            self.captcha_id,
+            _GT,
+            "a GeeTest v4 captcha_id (32 hex characters)",
+        )
         _page_url("GeeTestV4.pageurl", self.pageurl)
         if self.api_server is not None:
             _hostname("GeeTestV4.api_server", self.api_server)
@@ -108,8 +112,7 @@ class AwsWaf(Captcha):
     def _check(self, max_image_bytes: int) -> None:
         _matching("AwsWaf.sitekey", self.sitekey, _AWS_KEY, "an AWS WAF key", max_len=2048)
         _matching("AwsWaf.iv", self.iv, _AWS_IV, "an AWS WAF iv", max_len=256)
-        _matching("AwsWaf.context", self.context, _AWS_CONTEXT, "an AWS WAF context",
-                  max_len=8192)  # fmt: skip
+        _matching("AwsWaf.context", self.context, _AWS_CONTEXT, "an AWS WAF context", max_len=8192)
         _page_url("AwsWaf.pageurl", self.pageurl)
         _optional_url("AwsWaf.challenge_script", self.challenge_script)
         _optional_url("AwsWaf.captcha_script", self.captcha_script)
@@ -147,8 +150,9 @@ class Coordinates(Captcha):
 
     def _check(self, max_image_bytes: int) -> None:
         _set(self, "body", check_body("Coordinates.body", self.body, max_image_bytes))
-        _optional_text("Coordinates.textinstructions", self.textinstructions, max_len=140,
-                       spaces=True)  # fmt: skip
+        _optional_text(
+            "Coordinates.textinstructions", self.textinstructions, max_len=140, spaces=True
+        )
         _set(self, "multipart", _flag("Coordinates.multipart", self.multipart))
 
     def __repr__(self) -> str:
@@ -157,13 +161,31 @@ class Coordinates(Captcha):
 
 
 AnyCaptcha = (
-    RecaptchaV2 | RecaptchaV3 | Turnstile | Image | GeeTest | HCaptcha
-    | FunCaptcha | GeeTestV4 | AwsWaf | Coordinates
-)  # fmt: skip
+    RecaptchaV2
+    | RecaptchaV3
+    | Turnstile
+    | Image
+    | GeeTest
+    | HCaptcha
+    | FunCaptcha
+    | GeeTestV4
+    | AwsWaf
+    | Coordinates
+)
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
-    for cls in (RecaptchaV2, RecaptchaV3, Turnstile, Image, GeeTest, HCaptcha,
-                FunCaptcha, GeeTestV4, AwsWaf, Coordinates)
-}  # fmt: skip
+    for cls in (
+        RecaptchaV2,
+        RecaptchaV3,
+        Turnstile,
+        Image,
+        GeeTest,
+        HCaptcha,
+        FunCaptcha,
+        GeeTestV4,
+        AwsWaf,
+        Coordinates,
+    )
+}

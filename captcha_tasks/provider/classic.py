@@ -152,8 +152,9 @@ class SolverClient:
         files = submit_files(captcha)
         # A portal may echo the request: its proxy password is masked like the key.
         secrets = self._secrets + ((proxy.password,) if proxy and proxy.password else ())
-        value = self._call("in.php", "submit", params, files=files, idempotent=False,
-                           secrets=secrets)  # fmt: skip
+        value = self._call(
+            "in.php", "submit", params, files=files, idempotent=False, secrets=secrets
+        )
         if isinstance(value, str) and _ID_RE.match(value):
             return value
         # Answered, but with no captcha id: the provider may hold (and bill) one.
@@ -188,8 +189,9 @@ class SolverClient:
         data = {"action": "get", "ids": ",".join(ids)}
         reply = self._post("res.php", "get_many", data, {})
         with self._errors_counted():
-            slots = parse_many(*reply[:3], len(ids), provider=self.provider,
-                               redact=self._secrets, cut=reply.cut)  # fmt: skip
+            slots = parse_many(
+                *reply[:3], len(ids), provider=self.provider, redact=self._secrets, cut=reply.cut
+            )
         out: dict[str, Polled] = {}
         for captcha_id, slot in zip(ids, slots, strict=True):
             if isinstance(slot, SolverError):
@@ -243,8 +245,9 @@ class SolverClient:
     ) -> str | dict[str, Any] | list[Any] | WithUserAgent | NotReady:
         reply = self._post(endpoint, action, params, files or {}, idempotent=idempotent)
         try:
-            return parse_response(*reply[:3], provider=self.provider,
-                                  redact=secrets or self._secrets, cut=reply.cut)  # fmt: skip
+            return parse_response(
+                *reply[:3], provider=self.provider, redact=secrets or self._secrets, cut=reply.cut
+            )
         except SolverError as exc:
             error: SolverError = exc
             call = f"{action} to {self.base_url}/{endpoint}"
@@ -276,8 +279,14 @@ class SolverClient:
         url = f"{self.base_url}/{endpoint}"
         self._count(action)
         try:
-            return post(self._session or shared_session(), url, data, files,
-                        timeout=self.timeout, what=action)  # fmt: skip
+            return post(
+                self._session or shared_session(),
+                url,
+                data,
+                files,
+                timeout=self.timeout,
+                what=action,
+            )
         except RequestFailed as exc:
             detail = self._redact(exc.detail)
             if exc.maybe_sent and not idempotent:

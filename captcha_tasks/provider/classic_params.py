@@ -32,23 +32,27 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
         case RecaptchaV3():
             return _recaptcha_v3(captcha)
         case Turnstile():
-            return _compact({
-                "method": "turnstile",
-                "sitekey": captcha.sitekey,
-                "pageurl": captcha.pageurl,
-                "action": captcha.action,
-                "data": captcha.cdata,
-                "pagedata": captcha.pagedata,
-                "userAgent": captcha.user_agent,
-            })  # fmt: skip
+            return _compact(
+                {
+                    "method": "turnstile",
+                    "sitekey": captcha.sitekey,
+                    "pageurl": captcha.pageurl,
+                    "action": captcha.action,
+                    "data": captcha.cdata,
+                    "pagedata": captcha.pagedata,
+                    "userAgent": captcha.user_agent,
+                }
+            )
         case GeeTest():
-            return _compact({
-                "method": "geetest",
-                "gt": captcha.gt,
-                "challenge": captcha.challenge,
-                "pageurl": captcha.pageurl,
-                "api_server": captcha.api_server,
-            })  # fmt: skip
+            return _compact(
+                {
+                    "method": "geetest",
+                    "gt": captcha.gt,
+                    "challenge": captcha.challenge,
+                    "pageurl": captcha.pageurl,
+                    "api_server": captcha.api_server,
+                }
+            )
         case HCaptcha():
             return {"method": "hcaptcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
         case Image():
@@ -78,63 +82,75 @@ def proxy_params(proxy: Proxy) -> dict[str, str]:
 def _second_wave(captcha: FunCaptcha | GeeTestV4 | AwsWaf | Coordinates) -> dict[str, str]:
     match captcha:
         case FunCaptcha():
-            return _compact({
-                "method": "funcaptcha",
-                "publickey": captcha.publickey,
-                "pageurl": captcha.pageurl,
-                "surl": None if captcha.surl_host is None else f"https://{captcha.surl_host}",
-                "data[blob]": captcha.data_blob,
-                "userAgent": captcha.user_agent,
-            })  # fmt: skip
+            return _compact(
+                {
+                    "method": "funcaptcha",
+                    "publickey": captcha.publickey,
+                    "pageurl": captcha.pageurl,
+                    "surl": None if captcha.surl_host is None else f"https://{captcha.surl_host}",
+                    "data[blob]": captcha.data_blob,
+                    "userAgent": captcha.user_agent,
+                }
+            )
         case GeeTestV4():
-            return _compact({
-                "method": "geetest_v4",
-                "captcha_id": captcha.captcha_id,
-                "pageurl": captcha.pageurl,
-                "api_server": captcha.api_server,
-            })  # fmt: skip
+            return _compact(
+                {
+                    "method": "geetest_v4",
+                    "captcha_id": captcha.captcha_id,
+                    "pageurl": captcha.pageurl,
+                    "api_server": captcha.api_server,
+                }
+            )
         case AwsWaf():
-            return _compact({
-                "method": "amazon_waf",
-                "sitekey": captcha.sitekey,
-                "iv": captcha.iv,
-                "context": captcha.context,
-                "pageurl": captcha.pageurl,
-                "challenge_script": captcha.challenge_script,
-                "captcha_script": captcha.captcha_script,
-            })  # fmt: skip
+            return _compact(
+                {
+                    "method": "amazon_waf",
+                    "sitekey": captcha.sitekey,
+                    "iv": captcha.iv,
+                    "context": captcha.context,
+                    "pageurl": captcha.pageurl,
+                    "challenge_script": captcha.challenge_script,
+                    "captcha_script": captcha.captcha_script,
+                }
+            )
         case Coordinates():
-            return _compact({
-                **_upload(captcha.body, captcha.multipart),
-                "coordinatescaptcha": "1",
-                "textinstructions": captcha.textinstructions,
-            })  # fmt: skip
+            return _compact(
+                {
+                    **_upload(captcha.body, captcha.multipart),
+                    "coordinatescaptcha": "1",
+                    "textinstructions": captcha.textinstructions,
+                }
+            )
     raise AssertionError(type(captcha).__name__)  # pragma: no cover - the match is exhaustive
 
 
 def _recaptcha_v2(captcha: RecaptchaV2) -> dict[str, str]:
-    return _compact({
-        "method": "userrecaptcha",
-        "googlekey": captcha.sitekey,
-        "pageurl": captcha.pageurl,
-        "invisible": "1" if captcha.invisible else None,
-        "enterprise": "1" if captcha.enterprise else None,
-        "data-s": captcha.data_s,
-        "cookies": captcha.cookies,
-        "userAgent": captcha.user_agent,
-    })  # fmt: skip
+    return _compact(
+        {
+            "method": "userrecaptcha",
+            "googlekey": captcha.sitekey,
+            "pageurl": captcha.pageurl,
+            "invisible": "1" if captcha.invisible else None,
+            "enterprise": "1" if captcha.enterprise else None,
+            "data-s": captcha.data_s,
+            "cookies": captcha.cookies,
+            "userAgent": captcha.user_agent,
+        }
+    )
 
 
 def _recaptcha_v3(captcha: RecaptchaV3) -> dict[str, str]:
-    return _compact({
-        "method": "userrecaptcha",
-        "version": "v3",
-        "googlekey": captcha.sitekey,
-        "pageurl": captcha.pageurl,
-        "action": captcha.action,
-        "min_score": f"{captcha.min_score:g}",
-        "enterprise": "1" if captcha.enterprise else None,
-    })  # fmt: skip
+    return _compact(
+        {
+            "method": "userrecaptcha",
+            "version": "v3",
+            "googlekey": captcha.sitekey,
+            "pageurl": captcha.pageurl,
+            "action": captcha.action,
+            "min_score": f"{captcha.min_score:g}",
+            "enterprise": "1" if captcha.enterprise else None,
+        }
+    )
 
 
 def _image(captcha: Image) -> dict[str, str]:

@@ -219,9 +219,14 @@ class JsonTaskClient:
         self._count(method)
         try:
             reply = post(
-                self._session or shared_session(), url, {}, {},
-                timeout=self.timeout, what=method, json_body={"clientKey": self._api_key, **body},
-            )  # fmt: skip
+                self._session or shared_session(),
+                url,
+                {},
+                {},
+                timeout=self.timeout,
+                what=method,
+                json_body={"clientKey": self._api_key, **body},
+            )
         except RequestFailed as exc:
             detail = self._redact(exc.detail)
             if exc.maybe_sent and not idempotent:

@@ -136,13 +136,21 @@ def _turnstile(dialect: JsonDialect, captcha: Turnstile) -> Task:
     elif dialect.name == "anticaptcha":
         task.update(action=captcha.action, cData=captcha.cdata, chlPageData=captcha.pagedata)
     elif dialect.name == "capmonster":
-        task.update(pageAction=captcha.action, data=captcha.cdata, pageData=captcha.pagedata,
-                    userAgent=captcha.user_agent)  # fmt: skip
+        task.update(
+            pageAction=captcha.action,
+            data=captcha.cdata,
+            pageData=captcha.pagedata,
+            userAgent=captcha.user_agent,
+        )
         if captcha.challenge:
             task["cloudflareTaskType"] = "token"
     else:
-        task.update(action=captcha.action, data=captcha.cdata, pagedata=captcha.pagedata,
-                    userAgent=captcha.user_agent)  # fmt: skip
+        task.update(
+            action=captcha.action,
+            data=captcha.cdata,
+            pagedata=captcha.pagedata,
+            userAgent=captcha.user_agent,
+        )
     return task
 
 

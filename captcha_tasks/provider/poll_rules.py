@@ -93,27 +93,39 @@ POLL_RULES: Mapping[str, PollRules] = MappingProxyType(
         "2captcha": dataclasses.replace(CLASSIC_RULES, provider="2captcha"),
         # The same accounts as the classic API: its ban threshold kept (unverified for v2).
         "2captcha-v2": PollRules(
-            "2captcha-v2", min_interval=5.0, first_read_after=5.0, calls_per_captcha=20,
+            "2captcha-v2",
+            min_interval=5.0,
+            first_read_after=5.0,
+            calls_per_captcha=20,
             source="2captcha.com/api-docs/get-task-result: wait at least 5 s, repeat in 5-10 s",
         ),
         # Interval unverified at Anti-Captcha (PROVIDERS.md D12; PROTOCOL.md says 2 s).
         "anticaptcha": PollRules(
-            "anticaptcha", min_interval=2.0, retention=60.0, retained_from="ready",
+            "anticaptcha",
+            min_interval=2.0,
+            retention=60.0,
+            retained_from="ready",
             source="anti-captcha.com/apidoc/errors (id 16): removed 60 s after completion",
         ),
         "capsolver": PollRules(
-            "capsolver", min_interval=3.0, max_reads=120, retention=300.0,
+            "capsolver",
+            min_interval=3.0,
+            max_reads=120,
+            retention=300.0,
             source="docs.capsolver.com/guide/api-gettaskresult: retry every 3 s, "
             "120 reads and 5 minutes after creation, then the result is lost",
         ),
         "capmonster": PollRules(
-            "capmonster", min_interval=2.0, max_reads=120, retention=300.0,
+            "capmonster",
+            min_interval=2.0,
+            max_reads=120,
+            retention=300.0,
             too_fast_code="ERROR_TOO_MUCH_REQUESTS",
             source="docs.capmonster.cloud get-task-result and errors: at most one read per "
             "task per 2 s (else ERROR_TOO_MUCH_REQUESTS), 120 reads, kept ~5 minutes",
         ),
     }
-)  # fmt: skip
+)
 
 
 def poll_rules_for(provider: str) -> PollRules:

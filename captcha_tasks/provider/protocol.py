@@ -105,45 +105,95 @@ def _rules(
 #: ``ERROR_ZERO_BALANCE`` is missing on purpose: it depends on the dialect (:data:`DIALECTS`).
 ERROR_TABLE: Final[Mapping[str, ErrorRule]] = {
     **_rules(NoSlotAvailable, 5.0, "all threads of the plan are busy", "ERROR_NO_SLOT_AVAILABLE"),
-    **_rules(InvalidApiKey, None, "the API key is wrong or has no plan",
-             "ERROR_WRONG_USER_KEY", "ERROR_KEY_DOES_NOT_EXIST"),
-    **_rules(BadRequest, None, "the provider rejected the captcha's parameters",
-             "ERROR_PAGEURL", "ERROR_GOOGLEKEY", "ERROR_WRONG_GOOGLEKEY",
-             "ERROR_BAD_TOKEN_OR_PAGEURL", "ERROR_BAD_PARAMETERS"),
-    **_rules(BadImage, None, "the provider rejected the image",
-             "ERROR_ZERO_CAPTCHA_FILESIZE", "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
-             "ERROR_WRONG_FILE_EXTENSION", "ERROR_IMAGE_TYPE_NOT_SUPPORTED", "ERROR_UPLOAD",
-             "ERROR_CAPTCHAIMAGE_BLOCKED"),
-    **_rules(ProxyRejected, 5.0, "the provider could not use the proxy: rotate it",
-             "ERROR_BAD_PROXY", "ERROR_PROXY_CONNECTION_FAILED"),
-    **_rules(RateLimited, 300.0, "this IP is banned after too many bad keys (about 5 min)",
-             "IP_BANNED", "ERROR_IP_BANNED"),
-    **_rules(ProviderUnavailable, 10.0, "the provider failed", "ERROR_SERVER_ERROR",
-             "ERROR_INTERNAL_SERVER_ERROR"),
-    **_rules(CaptchaUnsolvable, None, "workers could not solve the captcha (not charged)",
-             "ERROR_CAPTCHA_UNSOLVABLE", "ERROR_BAD_DUPLICATES"),
-    **_rules(ClientError, None, "the request was wrong (a client bug)",
-             "ERROR_WRONG_CAPTCHA_ID", "ERROR_WRONG_ID_FORMAT", "ERROR_EMPTY_ACTION",
-             "ERROR_NO_SUCH_CAPCHA_ID"),
-    **_rules(RateLimited, 10.0, "too many requests: the account is throttled",
-             "MAX_USER_TURN", "ERROR_TOO_MUCH_REQUESTS"),
+    **_rules(
+        InvalidApiKey,
+        None,
+        "the API key is wrong or has no plan",
+        "ERROR_WRONG_USER_KEY",
+        "ERROR_KEY_DOES_NOT_EXIST",
+    ),
+    **_rules(
+        BadRequest,
+        None,
+        "the provider rejected the captcha's parameters",
+        "ERROR_PAGEURL",
+        "ERROR_GOOGLEKEY",
+        "ERROR_WRONG_GOOGLEKEY",
+        "ERROR_BAD_TOKEN_OR_PAGEURL",
+        "ERROR_BAD_PARAMETERS",
+    ),
+    **_rules(
+        BadImage,
+        None,
+        "the provider rejected the image",
+        "ERROR_ZERO_CAPTCHA_FILESIZE",
+        "ERROR_TOO_BIG_CAPTCHA_FILESIZE",
+        "ERROR_WRONG_FILE_EXTENSION",
+        "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+        "ERROR_UPLOAD",
+        "ERROR_CAPTCHAIMAGE_BLOCKED",
+    ),
+    **_rules(
+        ProxyRejected,
+        5.0,
+        "the provider could not use the proxy: rotate it",
+        "ERROR_BAD_PROXY",
+        "ERROR_PROXY_CONNECTION_FAILED",
+    ),
+    **_rules(
+        RateLimited,
+        300.0,
+        "this IP is banned after too many bad keys (about 5 min)",
+        "IP_BANNED",
+        "ERROR_IP_BANNED",
+    ),
+    **_rules(
+        ProviderUnavailable,
+        10.0,
+        "the provider failed",
+        "ERROR_SERVER_ERROR",
+        "ERROR_INTERNAL_SERVER_ERROR",
+    ),
+    **_rules(
+        CaptchaUnsolvable,
+        None,
+        "workers could not solve the captcha (not charged)",
+        "ERROR_CAPTCHA_UNSOLVABLE",
+        "ERROR_BAD_DUPLICATES",
+    ),
+    **_rules(
+        ClientError,
+        None,
+        "the request was wrong (a client bug)",
+        "ERROR_WRONG_CAPTCHA_ID",
+        "ERROR_WRONG_ID_FORMAT",
+        "ERROR_EMPTY_ACTION",
+        "ERROR_NO_SUCH_CAPCHA_ID",
+    ),
+    **_rules(
+        RateLimited,
+        10.0,
+        "too many requests: the account is throttled",
+        "MAX_USER_TURN",
+        "ERROR_TOO_MUCH_REQUESTS",
+    ),
     # 2Captcha's request-limit bans, with the ban durations its "Request limits" page gives.
     **_rules(RateLimited, 600.0, "10 min ban: too many NO_SLOT errors", "ERROR: 1001"),
     **_rules(RateLimited, 300.0, "5 min ban: too many ZERO_BALANCE errors", "ERROR: 1002"),
     **_rules(RateLimited, 30.0, "30 s ban: too many NO_SLOT errors (queue)", "ERROR: 1003"),
     **_rules(RateLimited, 600.0, "10 min IP ban: too many bad keys", "ERROR: 1004"),
     **_rules(RateLimited, 300.0, "5 min ban: too many res.php calls", "ERROR: 1005"),
-}  # fmt: skip
+}
 
 #: Codes whose meaning depends on the provider.
 DIALECTS: Final[Mapping[Provider, Mapping[str, ErrorRule]]] = {
     # CaptchaAI bills threads, not funds: its ERROR_ZERO_BALANCE means "no free thread".
-    "captchaai": _rules(NoSlotAvailable, 5.0, "no free threads (CaptchaAI)",
-                        "ERROR_ZERO_BALANCE"),
+    "captchaai": _rules(NoSlotAvailable, 5.0, "no free threads (CaptchaAI)", "ERROR_ZERO_BALANCE"),
     # Permanent for this captcha; 60 s is the pause 2Captcha asks for before trying again.
-    "2captcha": _rules(InsufficientFunds, 60.0, "no funds on the account (2Captcha)",
-                       "ERROR_ZERO_BALANCE"),
-}  # fmt: skip
+    "2captcha": _rules(
+        InsufficientFunds, 60.0, "no funds on the account (2Captcha)", "ERROR_ZERO_BALANCE"
+    ),
+}
 
 _UNKNOWN = ErrorRule(ClientError, None, "unknown provider error")
 

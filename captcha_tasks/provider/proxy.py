@@ -18,8 +18,12 @@ __all__ = ["Proxy", "ProxyType"]
 ProxyType = Literal["HTTP", "HTTPS", "SOCKS4", "SOCKS5"]
 
 _PROXY_TYPES: dict[str, ProxyType] = {
-    "HTTP": "HTTP", "HTTPS": "HTTPS", "SOCKS4": "SOCKS4", "SOCKS5": "SOCKS5", "SOCKS5H": "SOCKS5",
-}  # fmt: skip
+    "HTTP": "HTTP",
+    "HTTPS": "HTTPS",
+    "SOCKS4": "SOCKS4",
+    "SOCKS5": "SOCKS5",
+    "SOCKS5H": "SOCKS5",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True, repr=False)

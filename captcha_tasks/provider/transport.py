@@ -144,9 +144,15 @@ class Connections:
             headers["Content-Type"] = _FORM
         connect, read = timeout
         response = self._route(url).urlopen(
-            "POST", url, body=body, headers=headers, retries=False, redirect=False,
-            timeout=urllib3.Timeout(connect=connect, read=read), preload_content=False,
-        )  # fmt: skip
+            "POST",
+            url,
+            body=body,
+            headers=headers,
+            retries=False,
+            redirect=False,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+            preload_content=False,
+        )
         return _answered(response)
 
     def close(self) -> None:
@@ -189,8 +195,9 @@ class Connections:
             from urllib3.contrib.socks import SOCKSProxyManager  # needs PySocks, as requests
 
             user, password = get_auth_from_url(proxy)
-            manager = SOCKSProxyManager(proxy, username=user or None, password=password or None,
-                                        **pools)  # fmt: skip
+            manager = SOCKSProxyManager(
+                proxy, username=user or None, password=password or None, **pools
+            )
         else:
             user, password = get_auth_from_url(proxy)
             auth = make_headers(proxy_basic_auth=f"{user}:{password}") if user else None

@@ -159,11 +159,23 @@ class StoredCookie:
             rest["SameSite"] = self.same_site
         dot = self.domain.startswith(".")
         return Cookie(
-            version=0, name=self.name, value=self.value, port=None, port_specified=False,
-            domain=self.domain, domain_specified=dot, domain_initial_dot=dot,
-            path=self.path, path_specified=True, secure=self.secure, expires=self.expires,
-            discard=self.expires is None, comment=None, comment_url=None, rest=rest,
-        )  # fmt: skip
+            version=0,
+            name=self.name,
+            value=self.value,
+            port=None,
+            port_specified=False,
+            domain=self.domain,
+            domain_specified=dot,
+            domain_initial_dot=dot,
+            path=self.path,
+            path_specified=True,
+            secure=self.secure,
+            expires=self.expires,
+            discard=self.expires is None,
+            comment=None,
+            comment_url=None,
+            rest=rest,
+        )
 
     def to_browser(self, host: str) -> dict[str, Any]:
         """Playwright's / Puppeteer's ``cookies()`` shape."""
@@ -227,10 +239,16 @@ def _browser_cookie(host: str, entry: object, where: str, now: float) -> StoredC
     ):
         raise InvalidTaskInput(f"{where}: 'sameSite' must be Strict, Lax or None")
     return StoredCookie(
-        name=name, value=value, domain=domain, path=path, expires=expires,
-        secure=flags["secure"], http_only=flags["httpOnly"],
-        same_site=_SAME_SITE[same_site.lower()] if same_site else None, set_at=now,
-    )  # fmt: skip
+        name=name,
+        value=value,
+        domain=domain,
+        path=path,
+        expires=expires,
+        secure=flags["secure"],
+        http_only=flags["httpOnly"],
+        same_site=_SAME_SITE[same_site.lower()] if same_site else None,
+        set_at=now,
+    )
 
 
 def _browser_domain(host: str, entry: dict[str, Any], where: str) -> str:

@@ -210,8 +210,13 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
             continue
         seen.add(id(current))
         yield current
-        inner = [current.__cause__, current.__context__, getattr(current, "reason", None),
-                 getattr(current, "socket_err", None), *current.args]  # fmt: skip
+        inner = [
+            current.__cause__,
+            current.__context__,
+            getattr(current, "reason", None),
+            getattr(current, "socket_err", None),
+            *current.args,
+        ]
         todo += [e for e in inner if isinstance(e, BaseException)]
 
 

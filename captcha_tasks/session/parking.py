@@ -96,8 +96,12 @@ def park(
     client: redis.Redis, settings: Settings, host: str, member: str, deadline: float
 ) -> Parked:
     """Park ``member`` (see :func:`entry`) on ``host``'s lock if it is still held."""
-    out = run(client, "lock_park", _keys(settings, host),
-              [member, int(deadline * 1000), _margin_ms(settings)])  # fmt: skip
+    out = run(
+        client,
+        "lock_park",
+        _keys(settings, host),
+        [member, int(deadline * 1000), _margin_ms(settings)],
+    )
     if not int(out[0]):
         return Parked(False)
     return Parked(True, int(out[1]) / 1000, int(out[2]))

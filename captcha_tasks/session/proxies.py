@@ -71,14 +71,21 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 # worker's resolver does not see the names). pages.check_url still resolves a name on
 # the worker first, for the allowlist's public-address check.
 _SCHEMES: dict[str, str] = {
-    "HTTP": "http", "HTTPS": "https", "SOCKS4": "socks4a", "SOCKS5": "socks5h",
-}  # fmt: skip
+    "HTTP": "http",
+    "HTTPS": "https",
+    "SOCKS4": "socks4a",
+    "SOCKS5": "socks5h",
+}
 #: Schemes ``add`` takes (``host:port`` without one is HTTP), and the type of each.
 #: Every one works both for page fetches and for the provider (``proxytype``).
 SCHEMES: dict[str, str] = {
-    "http": "HTTP", "https": "HTTPS", "socks4": "SOCKS4", "socks4a": "SOCKS4",
-    "socks5": "SOCKS5", "socks5h": "SOCKS5",
-}  # fmt: skip
+    "http": "HTTP",
+    "https": "HTTPS",
+    "socks4": "SOCKS4",
+    "socks4a": "SOCKS4",
+    "socks5": "SOCKS5",
+    "socks5h": "SOCKS5",
+}
 _ALLOWED = ", ".join(f"{name}://" for name in SCHEMES) + " (none: http)"
 _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]{0,15})://")
 
@@ -275,9 +282,14 @@ class ProxyPool:
             self.client,
             "proxy_report_bad",
             [self.keys.proxies, self.keys.proxy_quarantine(ident), self.keys.proxy_lease(ident)],
-            [ident, text[:MAX_REASON], self.cooldown_ms, self.keys.worker_proxy_prefix,
-             PROXY_POOL_TTL],
-        )  # fmt: skip
+            [
+                ident,
+                text[:MAX_REASON],
+                self.cooldown_ms,
+                self.keys.worker_proxy_prefix,
+                PROXY_POOL_TTL,
+            ],
+        )
         if holder is None or holder is False:
             raise UnknownProxy(f"no proxy with id {ident!r} in the pool")
         return _text(holder) or None
@@ -297,9 +309,15 @@ class ProxyPool:
             self.client,
             "proxy_lease",
             [self.keys.proxies, self.keys.worker_proxy(_worker(worker))],
-            [worker, self.lease_ms, PROXY_POOL_TTL, self.keys.proxy_lease_prefix,
-             self.keys.proxy_quarantine_prefix, random.randrange(1 << 30)],
-        )  # fmt: skip
+            [
+                worker,
+                self.lease_ms,
+                PROXY_POOL_TTL,
+                self.keys.proxy_lease_prefix,
+                self.keys.proxy_quarantine_prefix,
+                random.randrange(1 << 30),
+            ],
+        )
         return _text(found) if found else None
 
     def renew(self, worker: str, ident: str) -> bool:

@@ -62,45 +62,138 @@ TRANSACTION_COMMANDS = ("multi", "exec", "discard", "watch", "unwatch")
 #: The Python code's own commands on shared state (engine, session, fleet, monitor),
 #: beside the scripts'. A unit test finds every redis-py call in the package in this set.
 PYTHON_COMMANDS = (
-    "blpop", "del", "exists", "expire", "get", "hget", "hgetall", "hkeys", "hlen", "hmget",
-    "hset", "llen", "lpush", "lrange", "ltrim", "mget", "pexpire", "pttl", "scan", "set",
-    "time", "zadd", "zcard", "zcount", "zrange", "zrangebyscore", "zrem",
+    "blpop",
+    "del",
+    "exists",
+    "expire",
+    "get",
+    "hget",
+    "hgetall",
+    "hkeys",
+    "hlen",
+    "hmget",
+    "hset",
+    "llen",
+    "lpush",
+    "lrange",
+    "ltrim",
+    "mget",
+    "pexpire",
+    "pttl",
+    "scan",
+    "set",
+    "time",
+    "zadd",
+    "zcard",
+    "zcount",
+    "zrange",
+    "zrangebyscore",
+    "zrem",
     # A submit's mark waits for a replica (Sentinel: engine/queue.py, state/scripts.py).
     "wait",
-)  # fmt: skip
+)
 #: kombu's Redis transport: queues (LPUSH / BRPOP / RPOP, one list per priority),
 #: binding tables (its REFRESH_BINDING / SWEEP_BINDINGS scripts: SADD, TIME, ZADD,
 #: ZRANGEBYSCORE, EXISTS, DEL, ZREM), unacknowledged messages (ZADD / HSET / HGET /
 #: HDEL under a lock), fanout (PUBLISH / PSUBSCRIBE) for events and remote control.
 KOMBU_COMMANDS = (
-    "brpop", "rpop", "lpush", "llen", "pexpire", "del", "exists", "sadd", "srem", "smembers",
-    "time", "zadd", "zrem", "zrange", "zrangebyscore", "hset", "hget", "hdel", "set", "get",
-    "publish", "psubscribe", "punsubscribe",
-)  # fmt: skip
+    "brpop",
+    "rpop",
+    "lpush",
+    "llen",
+    "pexpire",
+    "del",
+    "exists",
+    "sadd",
+    "srem",
+    "smembers",
+    "time",
+    "zadd",
+    "zrem",
+    "zrange",
+    "zrangebyscore",
+    "hset",
+    "hget",
+    "hdel",
+    "set",
+    "get",
+    "publish",
+    "psubscribe",
+    "punsubscribe",
+)
 #: Celery's Redis result backend: results (our ``store_result.lua``: GET, SET, PUBLISH),
 #: ``AsyncResult.get`` (SUBSCRIBE, MGET), ``forget`` (DEL), groups and chords of our
 #: tasks (RPUSH / ZADD, LLEN / ZCOUNT, LRANGE / ZRANGE, INCR, SETEX, EXPIRE).
 BACKEND_COMMANDS = (
-    "get", "mget", "set", "setex", "del", "expire", "incr", "rpush", "llen", "lrange",
-    "zadd", "zcount", "zrange", "publish", "subscribe", "unsubscribe",
-)  # fmt: skip
+    "get",
+    "mget",
+    "set",
+    "setex",
+    "del",
+    "expire",
+    "incr",
+    "rpush",
+    "llen",
+    "lrange",
+    "zadd",
+    "zcount",
+    "zrange",
+    "publish",
+    "subscribe",
+    "unsubscribe",
+)
 #: The monitor's commands: reads only, and a subscription to task events (``watch``).
 MONITOR_COMMANDS = (
-    "hello", "ping", "select", "get", "mget", "exists", "pttl", "hget", "hgetall", "hkeys",
-    "hlen", "llen", "lrange", "zcard", "zcount", "zrange", "zrangebyscore", "scan",
-    "psubscribe", "punsubscribe",
+    "hello",
+    "ping",
+    "select",
+    "get",
+    "mget",
+    "exists",
+    "pttl",
+    "hget",
+    "hgetall",
+    "hkeys",
+    "hlen",
+    "llen",
+    "lrange",
+    "zcard",
+    "zcount",
+    "zrange",
+    "zrangebyscore",
+    "scan",
+    "psubscribe",
+    "punsubscribe",
     # Redis's clock (state/clock.py): what is live or due is judged by it, not the host's.
     "time",
-)  # fmt: skip
+)
 
 #: :class:`Keys` members the monitor reads (status, check, a scrape).
 MONITOR_READS = (
-    "waiting", "due", "due_of", "budget", "provider_budget", "provider_limit",
-    "provider_limit_of", "breaker", "timing", "balance", "spend", "pools", "pool",
-    "pool_takes", "pool_filling", "proxies", "proxy_lease", "proxy_lease_prefix",
-    "proxy_quarantine", "proxy_quarantine_prefix", "session_lock", "heartbeat",
+    "waiting",
+    "due",
+    "due_of",
+    "budget",
+    "provider_budget",
+    "provider_limit",
+    "provider_limit_of",
+    "breaker",
+    "timing",
+    "balance",
+    "spend",
+    "pools",
+    "pool",
+    "pool_takes",
+    "pool_filling",
+    "proxies",
+    "proxy_lease",
+    "proxy_lease_prefix",
+    "proxy_quarantine",
+    "proxy_quarantine_prefix",
+    "session_lock",
+    "heartbeat",
     "heartbeat_prefix",
-)  # fmt: skip
+)
 #: :class:`Keys` members the monitor may not read, and why (a test keeps every member
 #: in one of the two lists, so a new key is a decision).
 MONITOR_EXCLUDED: Mapping[str, str] = {
@@ -122,9 +215,13 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
 #: kombu's and Celery's key names (defaults; a test compares them with kombu's and
 #: Celery's own): binding tables, unacknowledged messages, results, groups, chords.
 KOMBU_KEYS = (
-    "_kombu.binding.*", "_kombu.binding_permanent.*", "_kombu.binding_deadlines",
-    "unacked", "unacked_index", "unacked_mutex",
-)  # fmt: skip
+    "_kombu.binding.*",
+    "_kombu.binding_permanent.*",
+    "_kombu.binding_deadlines",
+    "unacked",
+    "unacked_index",
+    "unacked_mutex",
+)
 BACKEND_KEYS = ("celery-task-meta-*", "celery-taskset-meta-*", "chord-unlock-*")
 #: Queues besides the task queues: each worker's direct queue (``worker_direct``) and
 #: remote-control mailbox and reply queues (``<node>.celery.pidbox``,
@@ -230,10 +327,15 @@ def worker_user(
     prefix: str = "ct:", *, db: int = 0, queues: Sequence[str] = ("celery",)
 ) -> AclUser:
     commands = (
-        *CONNECTION_COMMANDS, *SCRIPTING_COMMANDS, *TRANSACTION_COMMANDS,
-        *lua_commands(), *lock_commands(), *PYTHON_COMMANDS, *KOMBU_COMMANDS,
+        *CONNECTION_COMMANDS,
+        *SCRIPTING_COMMANDS,
+        *TRANSACTION_COMMANDS,
+        *lua_commands(),
+        *lock_commands(),
+        *PYTHON_COMMANDS,
+        *KOMBU_COMMANDS,
         *BACKEND_COMMANDS,
-    )  # fmt: skip
+    )
     keys = _minimal(
         [f"{prefix}*", *_queues(queues), *_queues(CELERY_QUEUES), *KOMBU_KEYS, *BACKEND_KEYS]
     )
@@ -265,9 +367,10 @@ def render(
     passwords = passwords or {}
     admin = passwords.get("default")
     secret = (
-        f"#{hashlib.sha256(admin.encode()).hexdigest()}" if admin is not None
+        f"#{hashlib.sha256(admin.encode()).hexdigest()}"
+        if admin is not None
         else "#<default-password-sha256>"
-    )  # fmt: skip
+    )
     users = (worker_user(prefix, db=db, queues=queues), monitor_user(prefix, db=db, queues=queues))
     # No comments: Redis refuses an ACL file with any line that is not a user.
     lines = [ADMIN_RULE.format(secret=secret), *(u.rule(passwords.get(u.name)) for u in users)]

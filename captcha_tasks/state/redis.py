@@ -49,10 +49,11 @@ def redis_client(
     (a probe, a Prometheus scrape) rather than ride out a Redis that is away."""
     options.update(
         socket_timeout=timeout,
-        socket_connect_timeout=connect_timeout if connect_timeout is not None else min(
-            timeout, CONNECT_TIMEOUT),
+        socket_connect_timeout=connect_timeout
+        if connect_timeout is not None
+        else min(timeout, CONNECT_TIMEOUT),
         decode_responses=decode,
-    )  # fmt: skip
+    )
     if not retries:
         options["retry"] = Retry(NoBackoff(), 0)
     if is_sentinel(url):
@@ -63,9 +64,11 @@ def redis_client(
         # redis-py >= 8.2 types these calls (the ignores then go unused); earlier ones do not.
         master_options: dict[str, Any] = parsed.master_options()
         master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call, unused-ignore]
-            settings.redis_sentinel_master, redis_class=redis.Redis,
-            **master_options, **options,
-        )  # fmt: skip
+            settings.redis_sentinel_master,
+            redis_class=redis.Redis,
+            **master_options,
+            **options,
+        )
         return master
     options.update(settings.redis_ssl_options(url) or {})
     return redis.Redis.from_url(url, **options)
@@ -78,8 +81,11 @@ def sentinel_kwargs(settings: Settings) -> dict[str, Any]:
     ten times first. Plain values only: kombu's share of them ends up in ``inspect
     stats`` replies, which must serialize as JSON."""
     timeout = settings.redis_sentinel_timeout
-    kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout,
-                              "retry": None}  # fmt: skip
+    kwargs: dict[str, Any] = {
+        "socket_timeout": timeout,
+        "socket_connect_timeout": timeout,
+        "retry": None,
+    }
     if settings.redis_sentinel_password:
         kwargs["password"] = settings.redis_sentinel_password
     return kwargs
@@ -118,8 +124,9 @@ def async_redis_client(
     """A ``redis.asyncio`` client for ``url`` (``rediss://`` verified, sentinels
     followed); ``max_connections``: a pool of that many, where a caller waits for a
     free connection (no timeout) instead of failing."""
-    blocking = {} if max_connections is None else {"max_connections": max_connections,
-                                                   "timeout": None}  # fmt: skip
+    blocking = (
+        {} if max_connections is None else {"max_connections": max_connections, "timeout": None}
+    )
     if is_sentinel(url):
         parsed = parse_sentinel_url(url)
         sentinel = _Sentinel(  # type: ignore[no-untyped-call, unused-ignore]
@@ -127,9 +134,13 @@ def async_redis_client(
         )
         pool_class = _BlockingSentinelPool if blocking else aiosentinel.SentinelConnectionPool
         client: aioredis.Redis = sentinel.master_for(
-            settings.redis_sentinel_master, redis_class=aioredis.Redis,
-            connection_pool_class=pool_class, **parsed.master_options(), **blocking, **options,
-        )  # fmt: skip
+            settings.redis_sentinel_master,
+            redis_class=aioredis.Redis,
+            connection_pool_class=pool_class,
+            **parsed.master_options(),
+            **blocking,
+            **options,
+        )
         return client
     options.update(settings.redis_ssl_options(url) or {})
     if not blocking:

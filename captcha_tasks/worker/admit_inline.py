@@ -106,6 +106,7 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
     task_ready(request)
     request.acknowledge()
     if _trace_log.isEnabledFor(logging.INFO):  # the line the pool's run logs for an Ignore
-        _trace_log.info(LOG_IGNORED, {"id": request.id, "name": request.name,
-                                      "description": "ignored"})  # fmt: skip
+        _trace_log.info(
+            LOG_IGNORED, {"id": request.id, "name": request.name, "description": "ignored"}
+        )
     return True

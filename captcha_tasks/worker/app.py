@@ -51,13 +51,18 @@ def config_module(environ: os._Environ[str] | dict[str, str] = os.environ) -> st
     except ModuleNotFoundError as exc:
         if exc.name != name:
             raise
-        log.warning("CELERY_CONFIG_MODULE=%s: no such module; captcha_tasks uses %s",
-                    name, CONFIG_MODULE)  # fmt: skip
+        log.warning(
+            "CELERY_CONFIG_MODULE=%s: no such module; captcha_tasks uses %s", name, CONFIG_MODULE
+        )
         return CONFIG_MODULE
     if getattr(module, "CAPTCHA_TASKS_CONFIG", False) is not True:
-        log.warning("CELERY_CONFIG_MODULE=%s is not a captcha_tasks configuration (it must "
-                    "start with `from captcha_tasks.celeryconfig import *`); captcha_tasks "
-                    "uses %s", name, CONFIG_MODULE)  # fmt: skip
+        log.warning(
+            "CELERY_CONFIG_MODULE=%s is not a captcha_tasks configuration (it must "
+            "start with `from captcha_tasks.celeryconfig import *`); captcha_tasks "
+            "uses %s",
+            name,
+            CONFIG_MODULE,
+        )
         return CONFIG_MODULE
     return name
 

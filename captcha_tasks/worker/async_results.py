@@ -186,12 +186,15 @@ class ResultWaiter:
     def _open(self) -> None:
         # rediss:// verified, sentinel:// followed to the master (state.redis).
         self._client = async_redis_client(
-            self._settings, self._url, max_connections=POOL_SIZE,
-            socket_connect_timeout=CONNECT_TIMEOUT, socket_keepalive=True,
+            self._settings,
+            self._url,
+            max_connections=POOL_SIZE,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_keepalive=True,
             # A PING now and then on the pub/sub connection: a peer that went away
             # without a word fails a write instead of leaving the reads silent.
             health_check_interval=HEALTH_CHECK,
-        )  # fmt: skip
+        )
         self._pubsub = self._client.pubsub()
         self._subscribed = set()
         self._to_subscribe |= set(self._futures)

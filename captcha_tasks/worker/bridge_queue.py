@@ -34,8 +34,9 @@ class CeleryTaskQueue:
         # would block, which is what this says. ``denied_join_result`` is Celery's own
         # (public name, undocumented): tests/unit/bridge notices if it stops working.
         with denied_join_result():
-            task.apply_async(call.args, call.kwargs, task_id=task_id, retry=True,
-                             retry_policy=ENQUEUE_RETRY)  # fmt: skip
+            task.apply_async(
+                call.args, call.kwargs, task_id=task_id, retry=True, retry_policy=ENQUEUE_RETRY
+            )
 
     def started(self, task_id: str) -> bool:
         backend = self.app.backend

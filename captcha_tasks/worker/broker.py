@@ -135,8 +135,11 @@ class Channel(kombu_redis.Channel):
         info = properties.get("delivery_info") or {}
         record = dumps([message, info.get("exchange", ""), info.get("routing_key", queue)])
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
-        expire = [self._q_for_pri(queue, p) for p in self.priority_steps] if (
-            self._expires and queue in self._expires) else []  # fmt: skip
+        expire = (
+            [self._q_for_pri(queue, p) for p in self.priority_steps]
+            if (self._expires and queue in self._expires)
+            else []
+        )
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
             # Batched publishes: the batch's pipeline sends these commands together.
@@ -212,8 +215,10 @@ def sentinel_transport_options(settings: Settings, url: str) -> dict[str, Any]:
     talk to the sentinels (the same as every other client of ours, state.redis)."""
     if not is_sentinel(url):
         return {}
-    return {"master_name": settings.redis_sentinel_master,
-            "sentinel_kwargs": sentinel_kwargs(settings)}  # fmt: skip
+    return {
+        "master_name": settings.redis_sentinel_master,
+        "sentinel_kwargs": sentinel_kwargs(settings),
+    }
 
 
 def scrub_broker_info(info: dict[str, Any]) -> dict[str, Any]:

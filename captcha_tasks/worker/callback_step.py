@@ -51,8 +51,12 @@ class CallbackStep(bootsteps.StartStopStep):  # type: ignore[misc]
             ).start()
         except OSError as exc:
             # The polls still collect every answer, later: run on, but say it loudly.
-            log.error("callbacks: cannot listen on %s:%d (%s); polls only",
-                      settings.callback_address, settings.callback_port, exc)  # fmt: skip
+            log.error(
+                "callbacks: cannot listen on %s:%d (%s); polls only",
+                settings.callback_address,
+                settings.callback_port,
+                exc,
+            )
             return
         log.info("callbacks: receiving on %s:%d", settings.callback_address, self.server.port)
 

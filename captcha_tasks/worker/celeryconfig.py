@@ -91,10 +91,18 @@ broker_transport_options = {
 #: caller's ``.delay()`` gives up after about 3 s with ``RedisUnavailable``, where
 #: Celery's default made it wait 20 s; a worker (``captcha_tasks.app`` switches it when
 #: a worker starts) rides out a Redis restart of up to ~20 s while it stores results.
-CLIENT_BACKEND_RETRY = {"max_retries": 4, "interval_start": 0, "interval_step": 0.5,
-                        "interval_max": 1}  # fmt: skip
-WORKER_BACKEND_RETRY = {"max_retries": 20, "interval_start": 0, "interval_step": 1,
-                        "interval_max": 1}  # fmt: skip
+CLIENT_BACKEND_RETRY = {
+    "max_retries": 4,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
+}
+WORKER_BACKEND_RETRY = {
+    "max_retries": 20,
+    "interval_start": 0,
+    "interval_step": 1,
+    "interval_max": 1,
+}
 result_backend_transport_options = {
     "visibility_timeout": VISIBILITY_TIMEOUT_SECONDS,
     "retry_policy": CLIENT_BACKEND_RETRY,

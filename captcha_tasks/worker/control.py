@@ -96,9 +96,12 @@ class CeleryControlPlane:
 
     def health(self, worker: str, check: str, expected_version: str) -> HealthResult:
         return run_health_check(
-            self.run_on, worker, check, expected_version=expected_version,
+            self.run_on,
+            worker,
+            check,
+            expected_version=expected_version,
             timeout=self.health_timeout,
-        )  # fmt: skip
+        )
 
     def run_on(self, name: str, worker: str, timeout: float, *args: Any) -> Any:
         """Run task ``name`` on ``worker`` alone (its direct queue, which a draining

@@ -125,16 +125,24 @@ class CeleryCompleter:
             # show it masked, as this task's own task-succeeded does (a task of the
             # caller's app would show the real token otherwise).
             argsrepr, kwargsrepr = redact_call((result,), {})
-            sent = {"parent_id": job.task_id, "root_id": request.root_id or job.task_id,
-                    "argsrepr": argsrepr, "kwargsrepr": kwargsrepr}  # fmt: skip
+            sent = {
+                "parent_id": job.task_id,
+                "root_id": request.root_id or job.task_id,
+                "argsrepr": argsrepr,
+                "kwargsrepr": kwargsrepr,
+            }
             for callback in request.callbacks or ():
                 signature(callback, app=self.app).apply_async((result,), **sent)
             if chain:
                 signature(chain.pop(), app=self.app).apply_async((result,), chain=chain, **sent)
         self.app.backend.mark_as_done(job.task_id, result, request=request)
         shown = {k: v for k, v in result.items() if k != "solution"}
-        self._send("task-succeeded", uuid=job.task_id, result=repr(shown),
-                   runtime=result.get("solve_seconds"))  # fmt: skip
+        self._send(
+            "task-succeeded",
+            uuid=job.task_id,
+            result=repr(shown),
+            runtime=result.get("solve_seconds"),
+        )
         self._count(started)
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None:
@@ -164,28 +172,43 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         client = state_redis(settings)
         skew = clock_of(client).offset()
         if abs(skew) > 1.0:  # harmless (everything shared is timed by Redis), but telling
-            log.warning("this host's clock is %+.1f s off Redis's; claims, leases, deadlines "
-                        "and cookie stamps go by Redis's clock", skew)  # fmt: skip
+            log.warning(
+                "this host's clock is %+.1f s off Redis's; claims, leases, deadlines "
+                "and cookie stamps go by Redis's clock",
+                skew,
+            )
         several = len(settings.providers()) > 1
         # One engine per provider, each with its own client and thread budget; they
         # share the waiting queue, and acquire.lua routes each job to one of them.
         for config in settings.providers():
             own = settings.for_provider(config)
             named = f"/{config.name}" if config.name != DEFAULT_PROVIDER else ""
-            self.engines.append(Engine(
-                own, client, make_provider(own), completer,
-                live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
-                name=f"engine@{worker.hostname}{named}", provider_name=config.name,
-            ).start())  # fmt: skip
+            self.engines.append(
+                Engine(
+                    own,
+                    client,
+                    make_provider(own),
+                    completer,
+                    live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
+                    name=f"engine@{worker.hostname}{named}",
+                    provider_name=config.name,
+                ).start()
+            )
             if own.balance_floor is not None:
                 # The floor turns the watch on (no extra provider calls for those who
                 # set none); its own client, called from its thread beside the engine's.
                 self.balances.append(
                     BalanceWatch(client, own, make_provider(own), name=config.name).start()
                 )
-            log.info("solve engine started%s: %d threads budget (%s), %d concurrent provider "
-                     "calls, batch polls %s", f" for provider {config.name}" if several else "",
-                     own.threads, own.provider, own.engine_threads, own.batch_poll)  # fmt: skip
+            log.info(
+                "solve engine started%s: %d threads budget (%s), %d concurrent provider "
+                "calls, batch polls %s",
+                f" for provider {config.name}" if several else "",
+                own.threads,
+                own.provider,
+                own.engine_threads,
+                own.batch_poll,
+            )
 
     def stop(self, worker: Any) -> None:
         for watch in self.balances:
@@ -198,8 +221,9 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             log.info("solve engine stopped: its provider calls finished")
         if self.completer is not None and self.completer.stored:
             c = self.completer
-            log.info("solve engine result store: %.3f s CPU over %d outcomes", c.cpu_seconds,
-                     c.stored)  # fmt: skip
+            log.info(
+                "solve engine result store: %.3f s CPU over %d outcomes", c.cpu_seconds, c.stored
+            )
         self.completer = None
 
     def terminate(self, worker: Any) -> None:

@@ -144,12 +144,17 @@ class MetricsStep(bootsteps.StartStopStep):  # type: ignore[misc]
             self._server, _ = start_http_server(port, address, registry)
         except OSError as exc:
             # Solving matters more than its metrics: run on, but say it loudly.
-            log.error("metrics: cannot serve on %s:%d (%s); this worker exports none",
-                      address, port, exc)  # fmt: skip
+            log.error(
+                "metrics: cannot serve on %s:%d (%s); this worker exports none", address, port, exc
+            )
             return
         host = f"[{address}]" if ":" in address else address
-        log.info("metrics: serving http://%s:%d/metrics (values in %s)",
-                 host, self._server.server_port, self.directory)  # fmt: skip
+        log.info(
+            "metrics: serving http://%s:%d/metrics (values in %s)",
+            host,
+            self._server.server_port,
+            self.directory,
+        )
 
     def stop(self, worker: Any) -> None:
         server, self._server = self._server, None

@@ -226,9 +226,11 @@ def submit_challenge(
             lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
             release_and_wake(self.app, lock)
     return _result(
-        page, solved=solved.get("source") == "api", source=solved.get("source"),
+        page,
+        solved=solved.get("source") == "api",
+        source=solved.get("source"),
         captcha_id=solved.get("captcha_id"),
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.release_session_lock", base=RedactedTask, bind=True)
@@ -242,8 +244,7 @@ def release_session_lock(
     release_and_wake(self.app, SessionLock.adopt(state_redis(settings), settings, host, token))
 
 
-@app.task(name="captcha_tasks.sweep_session_lock", base=RedactedTask, bind=True,
-          ignore_result=True)  # fmt: skip
+@app.task(name="captcha_tasks.sweep_session_lock", base=RedactedTask, bind=True, ignore_result=True)
 def sweep_session_lock(self: Any, *, host: str, due: int) -> int:
     """Wake the tasks parked on ``host``'s session lock that must run now: all of them
     once the lock is free (its holder crashed), those past their deadline while it is

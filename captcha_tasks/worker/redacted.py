@@ -68,8 +68,11 @@ def task_reprs(task: Any, args: Any, kwargs: Any) -> tuple[str, str]:
     """``(argsrepr, kwargsrepr)`` for a call of ``task``; never raises (a failure shows
     nothing rather than losing the message or showing the real arguments)."""
     try:
-        return redact_call(args if args is not None else (), kwargs if kwargs is not None else {},
-                           _positional_names(task))  # fmt: skip
+        return redact_call(
+            args if args is not None else (),
+            kwargs if kwargs is not None else {},
+            _positional_names(task),
+        )
     except Exception:
         log.exception("could not redact the arguments of %s", getattr(task, "name", task))
         return HIDDEN, HIDDEN
@@ -132,8 +135,7 @@ class RedactedTask(Task):  # type: ignore[misc]  # celery ships no type hints
             shown_kwargs = request.kwargs if kwargs is None else kwargs
             self._with_reprs(shown_args, shown_kwargs, options)
         try:
-            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries,
-                                 **options)  # fmt: skip
+            return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
         except MaxRetriesExceededError as error:
             if exc is not None and error is exc:
                 raise

@@ -112,8 +112,9 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
     ) -> Any:
         # Celery's own reads the stored state first (to leave a SUCCESS alone), then
         # writes in a transaction: two round trips per result. The script does both.
-        meta = self._get_result_meta(result=result, state=state, traceback=traceback,
-                                     request=request)  # fmt: skip
+        meta = self._get_result_meta(
+            result=result, state=state, traceback=traceback, request=request
+        )
         meta["task_id"] = bytes_to_str(task_id)  # type: ignore[no-untyped-call]
         try:
             self._set_with_state(self.get_key_for_task(task_id), self.encode(meta), state)

@@ -192,8 +192,9 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
             return None
         if parked.sweep_in > 0:
             schedule_sweeper(self.app, lock.host, parked.sweep_due, parked.sweep_in)
-        log.info("%s[%s] parked until the session lock of %s is free",
-                 self.name, request.id, lock.host)  # fmt: skip
+        log.info(
+            "%s[%s] parked until the session lock of %s is free", self.name, request.id, lock.host
+        )
         ignore: Exception = Ignore()
         return ignore
 
@@ -234,8 +235,12 @@ def resend_message(task: Task, deadline: float) -> dict[str, Any]:
     sig = task.signature_from_request()
     options = {k: v for k, v in dict(sig.options).items() if v is not None}
     options["headers"] = {**(options.get("headers") or {}), DEADLINE_HEADER: deadline}
-    return {"task": task.name, "args": list(sig.args or ()),
-            "kwargs": dict(sig.kwargs or {}), "options": options}  # fmt: skip
+    return {
+        "task": task.name,
+        "args": list(sig.args or ()),
+        "kwargs": dict(sig.kwargs or {}),
+        "options": options,
+    }
 
 
 def wake(app: Any, host: str, members: list[str]) -> int:
@@ -248,8 +253,14 @@ def wake(app: Any, host: str, members: list[str]) -> int:
         try:
             message, _ = parking.read_entry(member)
             options = dict(message["options"])
-            send_redacted(app, message["task"], message["args"], message["kwargs"],
-                          add_to_parent=False, **options)  # fmt: skip
+            send_redacted(
+                app,
+                message["task"],
+                message["args"],
+                message["kwargs"],
+                add_to_parent=False,
+                **options,
+            )
         except Exception as exc:  # leave it parked: the sweeper re-sends it
             log.warning("could not re-send a task parked on %s: %s", host, exc)
             continue
@@ -271,8 +282,12 @@ def schedule_sweeper(app: Any, host: str, due: int, delay: float) -> None:
     from .celeryconfig import MAX_COUNTDOWN_SECONDS
 
     # Capped below the visibility timeout; one that fires early looks and comes again.
-    app.send_task(SWEEPER, kwargs={"host": host, "due": due},
-                  countdown=min(delay, MAX_COUNTDOWN_SECONDS), add_to_parent=False)  # fmt: skip
+    app.send_task(
+        SWEEPER,
+        kwargs={"host": host, "due": due},
+        countdown=min(delay, MAX_COUNTDOWN_SECONDS),
+        add_to_parent=False,
+    )
 
 
 class PinnedProxyTask(Task):  # type: ignore[misc]  # celery ships no type hints

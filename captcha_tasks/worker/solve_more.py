@@ -41,10 +41,11 @@ def solve_funcaptcha(
     the page's ``data[blob]``). Result: the token in ``solution``."""
     refuse_unknown(self.name, unknown, "surl, data_blob, user_agent, proxy_id")
     return self.admit(
-        lambda: FunCaptcha(publickey, pageurl, surl=surl, data_blob=data_blob,
-                           user_agent=user_agent),
+        lambda: FunCaptcha(
+            publickey, pageurl, surl=surl, data_blob=data_blob, user_agent=user_agent
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_geetest_v4", base=SolveTask, bind=True)
@@ -82,10 +83,16 @@ def solve_aws_waf(
     provider gives the cookie, else ``{"captcha_voucher": ..., "existing_token": ...}``."""
     refuse_unknown(self.name, unknown, "challenge_script, captcha_script, proxy_id")
     return self.admit(
-        lambda: AwsWaf(sitekey, iv, context, pageurl, challenge_script=challenge_script,
-                       captcha_script=captcha_script),
+        lambda: AwsWaf(
+            sitekey,
+            iv,
+            context,
+            pageurl,
+            challenge_script=challenge_script,
+            captcha_script=captcha_script,
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_coordinates", base=SolveTask, bind=True)
@@ -116,10 +123,17 @@ def solve_recaptcha_v2_enterprise(
     """Solve a reCAPTCHA v2 Enterprise (``s``: the page's ``data-s``)."""
     refuse_unknown(self.name, unknown, "s, invisible, cookies, user_agent, proxy_id")
     return self.admit(
-        lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=True, data_s=s,
-                            cookies=cookies, user_agent=user_agent),
+        lambda: RecaptchaV2(
+            sitekey,
+            pageurl,
+            invisible=invisible,
+            enterprise=True,
+            data_s=s,
+            cookies=cookies,
+            user_agent=user_agent,
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_turnstile_challenge", base=SolveTask, bind=True)
@@ -140,7 +154,8 @@ def solve_turnstile_challenge(
     and the browser to use it with in ``user_agent``."""
     refuse_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
     return self.admit(
-        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata,
-                          user_agent=user_agent),
+        lambda: Turnstile(
+            sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata, user_agent=user_agent
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )

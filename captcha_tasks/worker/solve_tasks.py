@@ -101,10 +101,12 @@ class SolveTask(CheckedTask):
         if isinstance(exclude, str) or not (
             isinstance(exclude, list | tuple) and all(isinstance(n, str) for n in exclude)
         ):
-            raise InvalidTaskInput(f"{self.name}: exclude must be a list of provider names",
-                                   "BAD_ROUTE")  # fmt: skip
-        names = route(self.settings.providers(), captcha, proxied=proxied, provider=provider,
-                      exclude=exclude)  # fmt: skip
+            raise InvalidTaskInput(
+                f"{self.name}: exclude must be a list of provider names", "BAD_ROUTE"
+            )
+        names = route(
+            self.settings.providers(), captcha, proxied=proxied, provider=provider, exclude=exclude
+        )
         return names, bool(options)
 
     def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
@@ -122,9 +124,16 @@ class SolveTask(CheckedTask):
         # what each protocol solves, the task's provider= / exclude=), stored with it.
         names, routed = self._route(captcha, proxied=bool(proxy_id))
         client = state_redis(self.settings)
-        queue = functools.partial(admit_unless_pooled, client, self.settings, self.request.id,
-                                  captcha, request=_routing(self.request),
-                                  proxy_id=proxy_id or "", route=names)  # fmt: skip
+        queue = functools.partial(
+            admit_unless_pooled,
+            client,
+            self.settings,
+            self.request.id,
+            captcha,
+            request=_routing(self.request),
+            proxy_id=proxy_id or "",
+            route=names,
+        )
         # One round trip unless a token pool may serve it (a redelivered message's
         # job is queued, in flight or done: SEEN, and no token is taken for it).
         outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
@@ -151,8 +160,19 @@ class SolveRequest(RedactedRequest):
 
 
 #: Request fields the engine needs to end a task as a worker would.
-_ROUTING = ("chain", "callbacks", "errbacks", "chord", "group", "group_index", "root_id",
-            "parent_id", "reply_to", "correlation_id", "ignore_result")  # fmt: skip
+_ROUTING = (
+    "chain",
+    "callbacks",
+    "errbacks",
+    "chord",
+    "group",
+    "group_index",
+    "root_id",
+    "parent_id",
+    "reply_to",
+    "correlation_id",
+    "ignore_result",
+)
 
 
 def _routing(request: Any) -> dict[str, object]:
@@ -186,10 +206,17 @@ def solve_recaptcha_v2(
         self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id"
     )
     return self.admit(
-        lambda: RecaptchaV2(sitekey, pageurl, invisible=invisible, enterprise=enterprise,
-                            data_s=data_s, cookies=cookies, user_agent=user_agent),
+        lambda: RecaptchaV2(
+            sitekey,
+            pageurl,
+            invisible=invisible,
+            enterprise=enterprise,
+            data_s=data_s,
+            cookies=cookies,
+            user_agent=user_agent,
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_recaptcha_v3", base=SolveTask, bind=True)
@@ -207,10 +234,11 @@ def solve_recaptcha_v3(
     """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
     refuse_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
     return self.admit(
-        lambda: RecaptchaV3(sitekey, pageurl, action=action, min_score=min_score,
-                            enterprise=enterprise),
+        lambda: RecaptchaV3(
+            sitekey, pageurl, action=action, min_score=min_score, enterprise=enterprise
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_turnstile", base=SolveTask, bind=True)
@@ -230,20 +258,30 @@ def solve_turnstile(
     challenge mode, which needs both, see :func:`solve_turnstile_challenge`)."""
     refuse_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
     return self.admit(
-        lambda: Turnstile(sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata,
-                          user_agent=user_agent),
+        lambda: Turnstile(
+            sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata, user_agent=user_agent
+        ),
         proxy_id=proxy_id,
-    )  # fmt: skip
+    )
 
 
 @app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
 def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]:
     """Read the text of an image (base64; jpg, png or gif). Hints: numeric, min_len,
     max_len, phrase, regsense, calc, lang, textinstructions."""
-    allowed = {"numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
-               "textinstructions"}  # fmt: skip
-    refuse_unknown(self.name, {k: v for k, v in hints.items() if k not in allowed},
-                ", ".join(sorted(allowed)))  # fmt: skip
+    allowed = {
+        "numeric",
+        "min_len",
+        "max_len",
+        "phrase",
+        "regsense",
+        "calc",
+        "lang",
+        "textinstructions",
+    }
+    refuse_unknown(
+        self.name, {k: v for k, v in hints.items() if k not in allowed}, ", ".join(sorted(allowed))
+    )
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
     return self.admit(lambda: Image.from_base64(image_b64, **hints))

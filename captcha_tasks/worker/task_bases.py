@@ -89,8 +89,10 @@ class SolverTask(RedactedTask):
         config = next((c for c in self.settings.providers() if c.name == name), None)
         if config is None:
             known = ", ".join(c.name for c in self.settings.providers())
-            raise InvalidTaskInput(f"{self.name}: no provider named {name!r} is configured "
-                                   f"({known})", "UNKNOWN_PROVIDER")  # fmt: skip
+            raise InvalidTaskInput(
+                f"{self.name}: no provider named {name!r} is configured ({known})",
+                "UNKNOWN_PROVIDER",
+            )
         own = self.settings.for_provider(config)
         return _solvers.get(own, lambda: make_provider(own))
 

@@ -61,8 +61,11 @@ TIME_SCALE = 0.05
 VISIBILITY_TIMEOUT = 20
 RECAPTCHA_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 KINDS = ("recaptcha_v2", "recaptcha_v3", "turnstile")
-SITEKEYS = {"recaptcha_v2": RECAPTCHA_KEY, "recaptcha_v3": RECAPTCHA_KEY,
-            "turnstile": "0x4AAAAAAABkMYinukE8nzY"}  # fmt: skip
+SITEKEYS = {
+    "recaptcha_v2": RECAPTCHA_KEY,
+    "recaptcha_v3": RECAPTCHA_KEY,
+    "turnstile": "0x4AAAAAAABkMYinukE8nzY",
+}
 TASK_NAMES = {kind: f"captcha_tasks.solve_{kind}" for kind in KINDS}
 FINAL_STATES = {"SUCCESS", "FAILURE", "REVOKED"}
 
@@ -143,11 +146,14 @@ def client_app(url: str, settings: Settings | None = None) -> Celery:
     is collected while Redis is away would block the sender in reconnect retries)."""
     app = Celery("chaos-client", set_as_current=False)
     app.config_from_object("captcha_tasks.worker.celeryconfig")
-    app.conf.update(broker_url=url, result_backend=None, broker_transport=transport_for(url),
-                    broker_failover_strategy=failover_strategy_for(url))  # fmt: skip
+    app.conf.update(
+        broker_url=url,
+        result_backend=None,
+        broker_transport=transport_for(url),
+        broker_failover_strategy=failover_strategy_for(url),
+    )
     if settings is not None:
-        options = {**app.conf.broker_transport_options,
-                   **sentinel_transport_options(settings, url)}  # fmt: skip
+        options = {**app.conf.broker_transport_options, **sentinel_transport_options(settings, url)}
         app.conf.update(broker_transport_options=options)
     return app
 
@@ -230,8 +236,16 @@ class Cluster:
         self.flower_url = f"http://127.0.0.1:{port}"
         env = {k: v for k, v in self.worker_env().items() if not k.startswith("FLOWER_")}
         env["FLOWER_BASIC_AUTH"] = ":".join(self.flower_auth)  # not on the command line
-        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
-                "--address=127.0.0.1", f"--port={port}"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "captcha_tasks",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+        ]
         self.flower = self.processes.spawn("flower", argv, env=env)
 
         def healthy() -> bool:
@@ -246,9 +260,11 @@ class Cluster:
         pages = []
         for path in ("/api/tasks", "/api/workers", "/tasks", "/workers", "/broker"):
             reply = requests.get(
-                f"{self.flower_url}{path}", auth=self.flower_auth, timeout=30,
+                f"{self.flower_url}{path}",
+                auth=self.flower_auth,
+                timeout=30,
                 params={"limit": 5000} if path == "/api/tasks" else {},
-            )  # fmt: skip
+            )
             assert reply.status_code == 200, (path, reply.status_code)
             pages.append(reply.text)
         for task_id in ids[:20]:
@@ -278,11 +294,27 @@ class Cluster:
     ) -> Child:
         """Start worker ``name``; ``env``: variables of its own over :meth:`worker_env`
         (a worker whose Redis URLs go through a proxy, one whose clock is off)."""
-        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", name,
-                "-c", str(self.concurrency), "-P", "prefork", "-l", "INFO",
-                "--without-gossip", "--without-mingle"]  # fmt: skip
-        worker = self.processes.spawn(name.split("@")[0], argv,
-                                      env={**self.worker_env(), **(env or {})})  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "captcha_tasks",
+            "worker",
+            "-n",
+            name,
+            "-c",
+            str(self.concurrency),
+            "-P",
+            "prefork",
+            "-l",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        worker = self.processes.spawn(
+            name.split("@")[0], argv, env={**self.worker_env(), **(env or {})}
+        )
         self.workers[name] = worker
         if wait:
             wait_ready(worker, logged(worker, " ready."), timeout=60, what=f"worker {name}")
@@ -333,8 +365,9 @@ class Cluster:
             jobs = {}
             for key in raw.scan_iter(match=keys.job("*"), count=500):
                 fields = raw.hgetall(key)
-                jobs[key.decode()] = {k.decode(): v.decode(errors="replace")
-                                      for k, v in fields.items()}  # fmt: skip
+                jobs[key.decode()] = {
+                    k.decode(): v.decode(errors="replace") for k, v in fields.items()
+                }
             evidence["jobs"] = jobs
             for name in ("waiting", "due", "budget"):
                 entries = raw.zrange(getattr(keys, name), 0, -1, withscores=True)
@@ -342,8 +375,9 @@ class Cluster:
             evidence["lost_meta"] = {
                 i: (raw.get(f"celery-task-meta-{i}") or b"").decode() for i in self.lost_ids
             }
-            evidence["unacked"] = {k.decode(): v.decode(errors="replace")
-                                   for k, v in raw.hgetall("unacked").items()}  # fmt: skip
+            evidence["unacked"] = {
+                k.decode(): v.decode(errors="replace") for k, v in raw.hgetall("unacked").items()
+            }
         with contextlib.suppress(requests.RequestException):
             evidence["sandbox_captchas"] = self.sandbox_captchas()
         (dest / "evidence.json").write_text(json.dumps(evidence, indent=1, default=str))
@@ -423,9 +457,14 @@ class Cluster:
         row.lost = len(ids) - len(metas)
         self.lost_ids = [i for i in ids if i not in metas]
         stats = self.sandbox_stats()
-        seen = {"no_slot": "no-slot answers", "zero_balance": "zero-balance answers",
-                "errors_injected": "502 pages", "slow_injected": "slow answers",
-                "unsolvable": "unsolvable answers", "bad_key": "key refusals"}  # fmt: skip
+        seen = {
+            "no_slot": "no-slot answers",
+            "zero_balance": "zero-balance answers",
+            "errors_injected": "502 pages",
+            "slow_injected": "slow answers",
+            "unsolvable": "unsolvable answers",
+            "bad_key": "key refusals",
+        }
         said = [f"{stats[name]} {what}" for name, what in seen.items() if stats.get(name)]
         said += self.more_notes()
         row.notes = ", ".join([*([row.notes] if row.notes else []), *said])

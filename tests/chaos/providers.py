@@ -36,8 +36,17 @@ from tests.chaos.harness import KINDS, SITEKEYS, TASK_NAMES, Cluster
 NAMES = ("main", "backup")
 PROTOCOLS = {"main": "captchaai", "backup": "capsolver"}
 #: Sandbox counters that add up over both providers.
-COUNTERS = ("requests", "submitted", "no_slot", "zero_balance", "errors_injected",
-            "slow_injected", "unsolvable", "bad_key", "duplicates")  # fmt: skip
+COUNTERS = (
+    "requests",
+    "submitted",
+    "no_slot",
+    "zero_balance",
+    "errors_injected",
+    "slow_injected",
+    "unsolvable",
+    "bad_key",
+    "duplicates",
+)
 
 
 class TwoProviders(Cluster):

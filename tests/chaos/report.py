@@ -22,9 +22,17 @@ from tests.chaos.harness import rows_file
 BEGIN = "<!-- chaos table: begin (written by make chaos) -->"
 END = "<!-- chaos table: end -->"
 COLUMNS = (
-    "Fault", "What was run", "Tasks", "Solved", "Typed errors", "Refused at send", "Lost",
-    "Duplicate submits", "Provider requests (per task)", "Leaked secrets",
-)  # fmt: skip
+    "Fault",
+    "What was run",
+    "Tasks",
+    "Solved",
+    "Typed errors",
+    "Refused at send",
+    "Lost",
+    "Duplicate submits",
+    "Provider requests (per task)",
+    "Leaked secrets",
+)
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -80,8 +88,10 @@ def write(doc: Path, rows: list[dict[str, Any]]) -> None:
         raise SystemExit(f"{doc}: the markers {BEGIN!r} and {END!r} are missing")
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     scale = os.environ.get("CAPTCHA_TASKS_CHAOS", "quick")
-    ran = (f"Last run: {when}, scale `{scale}`, {len(rows)} rows, on {platform.system()} "
-           f"{platform.machine()} with {os.cpu_count()} CPUs (`make chaos`).")  # fmt: skip
+    ran = (
+        f"Last run: {when}, scale `{scale}`, {len(rows)} rows, on {platform.system()} "
+        f"{platform.machine()} with {os.cpu_count()} CPUs (`make chaos`)."
+    )
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
     doc.write_text(f"{head}{BEGIN}\n{ran}\n\n{table(rows)}\n{END}{tail}")

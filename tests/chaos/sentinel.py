@@ -56,9 +56,11 @@ class SentinelCluster(Cluster):
         self.redis_password = _secret("Rd", 24)
         self.sentinel_password = _secret("Sn", 24)
         self.deployment = SentinelDeployment(
-            tmp / "sentinel", master_name=MASTER, password=self.redis_password,
+            tmp / "sentinel",
+            master_name=MASTER,
+            password=self.redis_password,
             sentinel_password=self.sentinel_password,
-        )  # fmt: skip
+        )
         #: What each :meth:`kill_master` saw, for the row and the evidence.
         self.failovers: list[dict[str, Any]] = []
         self.cut_at: float | None = None
@@ -137,10 +139,14 @@ class SentinelCluster(Cluster):
         elif offset > kept:
             self.windows.append((killed_at - 1.0, killed_at))
         event: dict[str, Any] = {
-            "old": old.port, "new": new.port, "killed_at": killed_at,
+            "old": old.port,
+            "new": new.port,
+            "killed_at": killed_at,
             "failover_s": round(promoted_at - killed_at, 2),
-            "old_offset": offset, "kept_offset": kept, "behind": max(0, offset - kept),
-        }  # fmt: skip
+            "old_offset": offset,
+            "kept_offset": kept,
+            "behind": max(0, offset - kept),
+        }
         if restart_after is not None:
             time.sleep(restart_after)
             old.start(timeout=30)
@@ -190,8 +196,11 @@ class SentinelCluster(Cluster):
         """The row's notes (what the workers' logs say of the failover, captchas billed
         and never read, tasks sent in a replication window) and its explained losses:
         lost tasks sent in a window, found nowhere in Redis."""
-        self.in_window = {i for i, at in load.sent_at.items()
-                          if any(a - EDGE <= at <= b + EDGE for a, b in self.windows)}  # fmt: skip
+        self.in_window = {
+            i
+            for i, at in load.sent_at.items()
+            if any(a - EDGE <= at <= b + EDGE for a, b in self.windows)
+        }
         logs = "\n".join(w.log() for w in self.workers.values())
         counts = {what: len(re.findall(mark, logs)) for what, mark in LOG_MARKS.items()}
         notes = [f"{n} {what}" for what, n in counts.items() if n]

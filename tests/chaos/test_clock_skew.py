@@ -61,8 +61,14 @@ def _cookie_race(c: Cluster) -> str:
     """A process 30 s ahead writes ``sid``; a second later this one (right clock) writes
     it again: the jar must hold the later write. Returns the value it holds."""
     env = {**c.worker_env(), TEST_CLOCK_OFFSET_ENV: str(OFFSET)}
-    done = subprocess.run([sys.executable, "-c", WRITE_COOKIE], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_COOKIE],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     time.sleep(1.0)
     store = CookieStore(redis_client(c.settings, c.redis.url), c.settings)
@@ -86,9 +92,11 @@ def test_one_worker_clock_thirty_seconds_ahead(cluster: Callable[..., Cluster]) 
     def fault() -> str:
         time.sleep(seconds / 2)
         kept.append(_cookie_race(c))
-        return (f"{SKEWED} runs with its clock {OFFSET:+.0f} s off, beside two right "
-                "ones; mid-run a process as far ahead writes a shared cookie that one "
-                "with the right clock replaces a second later")  # fmt: skip
+        return (
+            f"{SKEWED} runs with its clock {OFFSET:+.0f} s off, beside two right "
+            "ones; mid-run a process as far ahead writes a shared cookie that one "
+            "with the right clock replaces a second later"
+        )
 
     load = steady(c, fault, sized(80, 200), seconds)
     c.wait_results(load.ids, RESULT_TIMEOUT)  # so that the figures below see the end
@@ -96,15 +104,19 @@ def test_one_worker_clock_thirty_seconds_ahead(cluster: Callable[..., Cluster]) 
     keys = Keys(c.settings.key_prefix)
     samples = _samples(raw, keys)
     ended_by_skewed = sum(
-        1 for key in raw.scan_iter(match=keys.job("*"), count=500)
+        1
+        for key in raw.scan_iter(match=keys.job("*"), count=500)
         if raw.hget(key, "claimed_by") == ENGINE.encode()
-    )  # fmt: skip
+    )
     takeovers = sum(w.log().count(line) for w in c.workers.values() for line in TAKEOVERS)
     no_slot = int(c.sandbox_stats().get("no_slot", 0))
     learned = {kind: round(quantile(v, LEARN_QUANTILE), 3) for kind, v in samples.items() if v}
-    notes = [f"its engine made the last claim of {ended_by_skewed} job(s)",
-             f"{takeovers} early takeover(s)", f"learned first-poll quantiles {learned}",
-             f"cookie kept: {kept[0] if kept else '?'}"]  # fmt: skip
+    notes = [
+        f"its engine made the last claim of {ended_by_skewed} job(s)",
+        f"{takeovers} early takeover(s)",
+        f"learned first-poll quantiles {learned}",
+        f"cookie kept: {kept[0] if kept else '?'}",
+    ]
     row = Row("Clock 30 s ahead on one worker", c.note, notes=", ".join(notes))
     row = c.finish(row, load, timeout=RESULT_TIMEOUT)
     print(f"\nready-time samples: { {k: (min(v), max(v)) for k, v in samples.items() if v} }")

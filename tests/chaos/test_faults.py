@@ -112,9 +112,10 @@ def test_sigkill_workers_at_random_points_under_load(cluster: Callable[..., Clus
 
     load = steady(c, fault, sized(60, 300), seconds)
     row = c.finish(
-        Row("SIGKILL of workers", f"{n_rounds} rounds: {', '.join(kills)}"), load,
+        Row("SIGKILL of workers", f"{n_rounds} rounds: {', '.join(kills)}"),
+        load,
         timeout=RESULT_TIMEOUT,
-    )  # fmt: skip
+    )
     check(row, allowed={"SubmitUncertain"}, requests_per_task=6)
 
 
@@ -166,8 +167,12 @@ def test_bursts_of_html_502(cluster: Callable[..., Cluster]) -> None:
 
 def test_answers_slower_than_the_client_timeout(cluster: Callable[..., Cluster]) -> None:
     c = cluster(workers=2, sandbox={"slow_rate": 0.15, "slow_seconds": 3.0})
-    load = steady(c, lambda: "15% of requests answered after 3 s (client timeout 2 s)",
-                  sized(50, 200), sized(8.0, 30.0))  # fmt: skip
+    load = steady(
+        c,
+        lambda: "15% of requests answered after 3 s (client timeout 2 s)",
+        sized(50, 200),
+        sized(8.0, 30.0),
+    )
     row = c.finish(Row("Answers slower than the timeout", c.note), load, timeout=RESULT_TIMEOUT)
     # A submit whose answer never came may have been accepted: it fails, typed, and is
     # not sent again (at most once); a slow poll is simply asked again.
@@ -177,27 +182,43 @@ def test_answers_slower_than_the_client_timeout(cluster: Callable[..., Cluster])
 def test_no_slot_storms(cluster: Callable[..., Cluster]) -> None:
     # The cluster believes it has 10 threads; the provider has 2 right now.
     c = cluster(workers=2, threads=10, sandbox={"threads": 2})
-    load = steady(c, lambda: "budget 10 threads, provider 2: ERROR_NO_SLOT_AVAILABLE storms",
-                  sized(40, 150), sized(8.0, 30.0))  # fmt: skip
+    load = steady(
+        c,
+        lambda: "budget 10 threads, provider 2: ERROR_NO_SLOT_AVAILABLE storms",
+        sized(40, 150),
+        sized(8.0, 30.0),
+    )
     row = c.finish(Row("ERROR_NO_SLOT_AVAILABLE storms", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, requests_per_task=5)
 
 
 def test_zero_balance_captchaai_means_no_free_thread(cluster: Callable[..., Cluster]) -> None:
     # CaptchaAI answers ERROR_ZERO_BALANCE when every thread of the plan is busy.
-    c = cluster(workers=2, threads=10,
-                sandbox={"threads": 2, "over_limit_code": "ERROR_ZERO_BALANCE"})  # fmt: skip
-    load = steady(c, lambda: "CaptchaAI dialect: ERROR_ZERO_BALANCE while its 2 threads are busy",
-                  sized(40, 150), sized(8.0, 30.0))  # fmt: skip
+    c = cluster(
+        workers=2, threads=10, sandbox={"threads": 2, "over_limit_code": "ERROR_ZERO_BALANCE"}
+    )
+    load = steady(
+        c,
+        lambda: "CaptchaAI dialect: ERROR_ZERO_BALANCE while its 2 threads are busy",
+        sized(40, 150),
+        sized(8.0, 30.0),
+    )
     row = c.finish(Row("ERROR_ZERO_BALANCE (CaptchaAI)", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, requests_per_task=5)
 
 
 def test_zero_balance_2captcha_fails_fast(cluster: Callable[..., Cluster]) -> None:
-    c = cluster(workers=2, sandbox={"dialect": "2captcha", "balance": 0.0},
-                env={"CAPTCHA_TASKS_PROVIDER": "2captcha"})  # fmt: skip
-    load = steady(c, lambda: "2Captcha dialect, balance 0: ERROR_ZERO_BALANCE on every submit",
-                  sized(30, 100), sized(5.0, 15.0))  # fmt: skip
+    c = cluster(
+        workers=2,
+        sandbox={"dialect": "2captcha", "balance": 0.0},
+        env={"CAPTCHA_TASKS_PROVIDER": "2captcha"},
+    )
+    load = steady(
+        c,
+        lambda: "2Captcha dialect, balance 0: ERROR_ZERO_BALANCE on every submit",
+        sized(30, 100),
+        sized(5.0, 15.0),
+    )
     row = c.finish(Row("ERROR_ZERO_BALANCE (2Captcha)", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, allowed={"InsufficientFunds"}, requests_per_task=2, solved_at_least=0.0)
     assert row.typed_errors == {"InsufficientFunds": row.tasks}
@@ -205,8 +226,12 @@ def test_zero_balance_2captcha_fails_fast(cluster: Callable[..., Cluster]) -> No
 
 def test_unsolvable_captchas(cluster: Callable[..., Cluster]) -> None:
     c = cluster(workers=2, sandbox={"unsolvable_rate": 0.3})
-    load = steady(c, lambda: "30% of captchas answered ERROR_CAPTCHA_UNSOLVABLE",
-                  sized(50, 200), sized(8.0, 30.0))  # fmt: skip
+    load = steady(
+        c,
+        lambda: "30% of captchas answered ERROR_CAPTCHA_UNSOLVABLE",
+        sized(50, 200),
+        sized(8.0, 30.0),
+    )
     row = c.finish(Row("Unsolvable captchas", c.note), load, timeout=RESULT_TIMEOUT)
     # One deliberate resubmit after unsolvable (not billed); a second one fails, typed.
     check(row, allowed={"CaptchaUnsolvable"}, requests_per_task=8, solved_at_least=0.75)
@@ -214,8 +239,12 @@ def test_unsolvable_captchas(cluster: Callable[..., Cluster]) -> None:
 
 def test_wrong_api_key(cluster: Callable[..., Cluster]) -> None:
     c = cluster(workers=2, key="WrongKey" + "0" * 24)
-    load = steady(c, lambda: "every worker has a key the provider does not know",
-                  sized(30, 100), sized(5.0, 15.0))  # fmt: skip
+    load = steady(
+        c,
+        lambda: "every worker has a key the provider does not know",
+        sized(30, 100),
+        sized(5.0, 15.0),
+    )
     row = c.finish(Row("Wrong API key", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, allowed={"InvalidApiKey"}, requests_per_task=3, solved_at_least=0.0)
     assert row.typed_errors == {"InvalidApiKey": row.tasks}
@@ -227,16 +256,21 @@ def test_wrong_api_key(cluster: Callable[..., Cluster]) -> None:
 def test_one_provider_of_two_down(cluster: Callable[..., Cluster]) -> None:
     # A provider's timings at half speed: its deadlines (45 s and more) outlast the
     # outage, so captchas it had accepted are read after it, not given up.
-    c = cluster(workers=2, time_scale=0.5, flower=True, threads=10,
-                sandbox={"threads": 50}, backup={"threads": 50})  # fmt: skip
+    c = cluster(
+        workers=2,
+        time_scale=0.5,
+        flower=True,
+        threads=10,
+        sandbox={"threads": 50},
+        backup={"threads": 50},
+    )
     assert isinstance(c, TwoProviders)
     seconds, outage = sized(16.0, 40.0), sized(10.0, 20.0)
 
     def fault() -> str:
         time.sleep(seconds / 4)
         down = c.take_down(outage)
-        return (f"main (classic) refuses connections for {down:.1f} s mid-run; "
-                "backup (JSON) healthy")  # fmt: skip
+        return f"main (classic) refuses connections for {down:.1f} s mid-run; backup (JSON) healthy"
 
     load = steady(c, fault, sized(50, 150), seconds)
     row = c.finish(Row("One provider of two down", c.note), load, timeout=RESULT_TIMEOUT)

@@ -76,7 +76,15 @@ def test_garbage_answers_classic(cluster: Callable[..., Cluster]) -> None:
 
 def test_garbage_answers_json(cluster: Callable[..., Cluster]) -> None:
     key = "CAP-" + secrets.token_hex(16)
-    c = cluster(workers=2, key=key, env={"CAPTCHA_TASKS_PROVIDER": "capsolver"},
-                sandbox={"api_keys": (key,), "protocol": "json", "dialect": "capsolver",
-                         "garbage_rate": GARBAGE_RATE})  # fmt: skip
+    c = cluster(
+        workers=2,
+        key=key,
+        env={"CAPTCHA_TASKS_PROVIDER": "capsolver"},
+        sandbox={
+            "api_keys": (key,),
+            "protocol": "json",
+            "dialect": "capsolver",
+            "garbage_rate": GARBAGE_RATE,
+        },
+    )
     _run(c, "Garbage answers (JSON)", "createTask/getTaskResult, CapSolver dialect")

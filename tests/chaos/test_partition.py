@@ -55,12 +55,15 @@ class Takeovers:
         return max((t for i, t in self.taken.items() if ids is None or i in ids), default=0.0)
 
     def note(self) -> str:
-        states = ", ".join(sorted(f"{s} {list(self.held.values()).count(s)}"
-                                  for s in set(self.held.values())))  # fmt: skip
-        return (f"its engine held {len(self.held)} job(s) at the drop ({states}; "
-                f"{len(self.claimed)} claimed in a call of its own), all taken over by the "
-                f"others within {self.worst():.1f} s (those claimed: "
-                f"{self.worst(self.claimed):.1f} s)")  # fmt: skip
+        states = ", ".join(
+            sorted(f"{s} {list(self.held.values()).count(s)}" for s in set(self.held.values()))
+        )
+        return (
+            f"its engine held {len(self.held)} job(s) at the drop ({states}; "
+            f"{len(self.claimed)} claimed in a call of its own), all taken over by the "
+            f"others within {self.worst():.1f} s (those claimed: "
+            f"{self.worst(self.claimed):.1f} s)"
+        )
 
 
 def _held_by(raw: redis.Redis, keys: Keys, engine: str) -> dict[str, str]:
@@ -112,9 +115,18 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
     resumed: list[str] = []  # when the link healed, as the workers' log lines say it
     with TcpProxy(c.redis.port) as proxy:
         url = proxy.url()
-        c.start_worker(PARTITIONED, env={name: url for name in (
-            "CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_BROKER_URL",
-            "CAPTCHA_TASKS_RESULT_BACKEND", "CAPTCHA_TASKS_STATE_URL")})  # fmt: skip
+        c.start_worker(
+            PARTITIONED,
+            env={
+                name: url
+                for name in (
+                    "CAPTCHA_TASKS_REDIS_URL",
+                    "CAPTCHA_TASKS_BROKER_URL",
+                    "CAPTCHA_TASKS_RESULT_BACKEND",
+                    "CAPTCHA_TASKS_STATE_URL",
+                )
+            },
+        )
 
         def fault() -> str:
             time.sleep(seconds / 4)
@@ -140,23 +152,31 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
             time.sleep(max(0.0, cut_at + pause - time.monotonic()))
             proxy.resume()
             resumed.append(time.strftime("%Y-%m-%d %H:%M:%S"))
-            return (f"{PARTITIONED} cut off from Redis (broker, backend and state through a "
-                    f"proxy that stops forwarding, sockets open) for "
-                    f"{time.monotonic() - cut_at:.1f} s mid-run; {takeovers.note()} "
-                    f"(claim {claim_s:.0f} s)")  # fmt: skip
+            return (
+                f"{PARTITIONED} cut off from Redis (broker, backend and state through a "
+                f"proxy that stops forwarding, sockets open) for "
+                f"{time.monotonic() - cut_at:.1f} s mid-run; {takeovers.note()} "
+                f"(claim {claim_s:.0f} s)"
+            )
 
         load = steady(c, fault, sized(90, 200), seconds)
         row = c.finish(Row("Worker cut off from Redis", c.note), load, timeout=RESULT_TIMEOUT)
     log = c.workers[PARTITIONED].log()
-    print(f"\ntakeovers after the drop (s): {sorted(round(t, 2) for t in takeovers.taken.values())}"
-          f" by {sorted(takeovers.by)}; proxy {proxy.stats}")  # fmt: skip
+    print(
+        f"\ntakeovers after the drop (s): {sorted(round(t, 2) for t in takeovers.taken.values())}"
+        f" by {sorted(takeovers.by)}; proxy {proxy.stats}"
+    )
     # A job whose in.php call straddled the drop is at the provider, but its sender
     # could not record the captcha id before its claim ran out: the engine that took it
     # over cannot tell a cut-off sender from a dead one, so it fails SubmitUncertain
     # (never sent twice). Only those may fail.
     mid_send = list(takeovers.held.values()).count("sending")
-    check(row, allowed={"SubmitUncertain"}, requests_per_task=6,
-          solved_at_least=(row.tasks - mid_send) / max(1, row.tasks))  # fmt: skip
+    check(
+        row,
+        allowed={"SubmitUncertain"},
+        requests_per_task=6,
+        solved_at_least=(row.tasks - mid_send) / max(1, row.tasks),
+    )
     assert row.typed_errors.get("SubmitUncertain", 0) <= mid_send, (row.typed_errors, mid_send)
     assert takeovers.held, "the partitioned engine held no job when the link dropped"
     assert takeovers.claimed, "the link never dropped in one of its calls"
@@ -175,6 +195,7 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
     # redis-py names the socket ("from socket") or, from 8.2 on some paths, the peer.
     met = re.search(r"Timeout reading from (socket|127\.0\.0\.1:\d+)", log)
     assert met, "the partitioned worker saw no partition"
-    admitted_after = [line for line in log.splitlines()
-                      if line.endswith(" ignored") and line[1:20] >= resumed[0]]  # fmt: skip
+    admitted_after = [
+        line for line in log.splitlines() if line.endswith(" ignored") and line[1:20] >= resumed[0]
+    ]
     assert admitted_after, "the partitioned worker admitted nothing once back"

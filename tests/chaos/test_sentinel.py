@@ -40,8 +40,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(si
 def _failovers(c: SentinelCluster) -> str:
     parts = []
     for event in c.failovers:
-        text = (f"master SIGKILLed, replica promoted after {event['failover_s']} s "
-                f"({event['behind']} bytes behind)")  # fmt: skip
+        text = (
+            f"master SIGKILLed, replica promoted after {event['failover_s']} s "
+            f"({event['behind']} bytes behind)"
+        )
         if "rejoined_s" in event:
             text += f", old master a replica again {event['rejoined_s']} s after its restart"
         parts.append(text)
@@ -88,8 +90,7 @@ def test_sentinel_failover_with_the_replica_behind(cluster: Callable[..., Cluste
         return f"replication cut {window:.0f} s before the kill; {_failovers(c)}"
 
     load = steady(c, fault, sized(50, 200), seconds)
-    row = c.finish(Row("Sentinel failover, replica behind", c.note), load,
-                   timeout=RESULT_TIMEOUT)  # fmt: skip
+    row = c.finish(Row("Sentinel failover, replica behind", c.note), load, timeout=RESULT_TIMEOUT)
     print(f"\nfailovers: {c.failovers}\nin the window: {len(c.in_window)}, lost: {c.lost_ids}")
     assert c.failovers[0]["behind"] > 0
     # Everything the master acknowledged after the cut is gone with it (every lost task
@@ -103,5 +104,6 @@ def test_sentinel_failover_with_the_replica_behind(cluster: Callable[..., Cluste
     assert row.lost == row.explained_losses
     # A captcha id recorded in the window would be lost too: its job fails
     # SubmitUncertain (the provider has it; it is never sent again).
-    check(row, allowed={"SubmitUncertain"}, requests_per_task=6,
-          explained_losses=row.explained_losses)  # fmt: skip
+    check(
+        row, allowed={"SubmitUncertain"}, requests_per_task=6, explained_losses=row.explained_losses
+    )

@@ -57,8 +57,11 @@ def slow_site() -> Iterator[str]:
 def test_solves_are_admitted_and_solved_while_the_only_pool_process_is_busy(
     celery_app: Any, sandbox: Any, worker_factory: Any, slow_site: str
 ) -> None:
-    env = worker_env(sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=slow_site.split(":")[0],
-                     CAPTCHA_TASKS_HTTP_TIMEOUT="10")  # fmt: skip
+    env = worker_env(
+        sandbox.url,
+        CAPTCHA_TASKS_ALLOWED_DOMAINS=slow_site.split(":")[0],
+        CAPTCHA_TASKS_HTTP_TIMEOUT="10",
+    )
     # One pool process, and room in the prefetch window for more than the page: the
     # solves reach the worker while the page holds the pool.
     worker_factory(env, concurrency=1, extra_args=["--prefetch-multiplier", "4"])

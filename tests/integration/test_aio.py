@@ -28,10 +28,19 @@ def test_one_loop_awaits_a_thousand_solves_with_a_few_threads(
     sandbox = sandbox_factory(threads=250)
     worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_THREADS="250"), concurrency=1)
     caller = subprocess.run(
-        [sys.executable, "-m", "tests.support.aio_caller", str(CONCURRENT),
-         "https://example.com/login"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tests.support.aio_caller",
+            str(CONCURRENT),
+            "https://example.com/login",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
     assert caller.returncode == 0, caller.stderr[-3000:]
     report = json.loads(caller.stdout.strip().splitlines()[-1])
     print("aio caller:", report)

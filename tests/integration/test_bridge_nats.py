@@ -158,9 +158,12 @@ def _bridge_env(sandbox_url: str) -> dict[str, str]:
 
 
 def test_core_nats_100_jobs_two_bridges_share_them_and_the_guide_collector_counts_100(
-    celery_app: Any, sandbox_factory: Any, worker_factory: Any, nats_server: Any,
+    celery_app: Any,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    nats_server: Any,
     bridge_factory: Any,
-) -> None:  # fmt: skip
+) -> None:
     sandbox = sandbox_factory(threads=JOBS)
     env = worker_env(sandbox.url, CAPTCHA_TASKS_THREADS=str(JOBS))
     worker_factory(env)
@@ -201,20 +204,37 @@ def test_core_nats_100_jobs_two_bridges_share_them_and_the_guide_collector_count
 
 
 def test_jetstream_bridge_killed_mid_batch_and_restarted_loses_no_job(
-    celery_app: Any, sandbox_factory: Any, worker_factory: Any, nats_server: Any,
+    celery_app: Any,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    nats_server: Any,
     bridge_factory: Any,
-) -> None:  # fmt: skip
+) -> None:
     sandbox = sandbox_factory(threads=JOBS)
     worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_THREADS=str(JOBS)))
     url = nats_server.url
     # Few jobs in flight at once, so the kill finds some solving, some still in the stream.
-    args = ("--url", url, "--jetstream", "CAPTCHA", "--max-pending", "20", "--batch", "10",
-            "--ack-wait", "2")  # fmt: skip
+    args = (
+        "--url",
+        url,
+        "--jetstream",
+        "CAPTCHA",
+        "--max-pending",
+        "20",
+        "--batch",
+        "10",
+        "--ack-wait",
+        "2",
+    )
     tasks = [
-        {"task_id": f"task_{i}", "method": "userrecaptcha", "sitekey": SITEKEY,
-         "pageurl": f"https://example.com/page/{i}"}
+        {
+            "task_id": f"task_{i}",
+            "method": "userrecaptcha",
+            "sitekey": SITEKEY,
+            "pageurl": f"https://example.com/page/{i}",
+        }
         for i in range(JOBS)
-    ]  # fmt: skip
+    ]
 
     async def scenario() -> dict[str, Any]:
         results = await Results().start(url)
@@ -234,9 +254,14 @@ def test_jetstream_bridge_killed_mid_batch_and_restarted_loses_no_job(
         elapsed = time.monotonic() - started
         await asyncio.sleep(0.5)  # a duplicate result would arrive by now
         await results.close()
-        return {"results": results, "at_kill": at_kill, "elapsed": elapsed,
-                "in_flight": in_flight, "unacked": info.num_ack_pending,
-                "undelivered": info.num_pending}  # fmt: skip
+        return {
+            "results": results,
+            "at_kill": at_kill,
+            "elapsed": elapsed,
+            "in_flight": in_flight,
+            "unacked": info.num_ack_pending,
+            "undelivered": info.num_pending,
+        }
 
     run = asyncio.run(scenario())
     results: Results = run["results"]
@@ -274,10 +299,14 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
     url = nats_server.url
     count = 5
     tasks = [
-        {"task_id": f"crash_{i}", "method": "userrecaptcha", "sitekey": SITEKEY,
-         "pageurl": f"https://example.com/crash/{i}"}
+        {
+            "task_id": f"crash_{i}",
+            "method": "userrecaptcha",
+            "sitekey": SITEKEY,
+            "pageurl": f"https://example.com/crash/{i}",
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
     # A bridge that dies between enqueueing and acknowledging: the test takes the jobs
     # with the bridges' durable consumer and enqueues them the bridge's own way, then
     # drops the connection without one acknowledgement.
@@ -287,8 +316,9 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
     async def crash() -> None:
         await durable_publisher(url, tasks)
         nc = await nats.connect(url)
-        config = ConsumerConfig(durable_name="captcha-workers", ack_wait=1.0,
-                                filter_subject="captcha.tasks")  # fmt: skip
+        config = ConsumerConfig(
+            durable_name="captcha-workers", ack_wait=1.0, filter_subject="captcha.tasks"
+        )
         sub = await nc.jetstream().pull_subscribe(
             "captcha.tasks", durable="captcha-workers", stream="CAPTCHA", config=config
         )
@@ -296,8 +326,9 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
         assert len(msgs) == count
         for msg in msgs:
             meta = msg.metadata
-            celery_id = jetstream_task_id(meta.stream, meta.sequence.stream,
-                                          meta.timestamp.isoformat())  # fmt: skip
+            celery_id = jetstream_task_id(
+                meta.stream, meta.sequence.stream, meta.timestamp.isoformat()
+            )
             job = parse_job(msg.data)
             entry = Entry(job.task_id, "captcha.results", time.time() + DEADLINE)
             assert dead.enqueue(celery_id, task_call(job), entry, False)
@@ -328,9 +359,13 @@ def test_jetstream_job_redelivered_after_a_crash_between_enqueue_and_ack_is_solv
 
 @pytest.mark.parametrize("mode", ["core", "jetstream"])
 def test_bad_jobs_become_error_results_and_the_bridge_carries_on(
-    celery_app: Any, sandbox: Any, worker_factory: Any, nats_server: Any,
-    bridge_factory: Any, mode: str,
-) -> None:  # fmt: skip
+    celery_app: Any,
+    sandbox: Any,
+    worker_factory: Any,
+    nats_server: Any,
+    bridge_factory: Any,
+    mode: str,
+) -> None:
     worker_factory(worker_env(sandbox.url))
     url = nats_server.url
     extra = ["--jetstream", "JOBS"] if mode == "jetstream" else []
@@ -343,20 +378,34 @@ def test_bad_jobs_become_error_results_and_the_bridge_carries_on(
     ]
     jobs: list[dict[str, Any]] = [
         {"task_id": "no-method", "sitekey": SITEKEY, "pageurl": page},
-        {"task_id": "unknown-method", "method": "keycaptcha", "sitekey": SITEKEY,
-         "pageurl": page},
+        {"task_id": "unknown-method", "method": "keycaptcha", "sitekey": SITEKEY, "pageurl": page},
         {"task_id": "missing-pageurl", "method": "userrecaptcha", "sitekey": SITEKEY},
-        {"task_id": "unknown-param", "method": "turnstile", "sitekey": TURNSTILE_KEY,
-         "pageurl": page, "colour": "red", "key": DEV_API_KEY},
+        {
+            "task_id": "unknown-param",
+            "method": "turnstile",
+            "sitekey": TURNSTILE_KEY,
+            "pageurl": page,
+            "colour": "red",
+            "key": DEV_API_KEY,
+        },
         # Shaped right, refused by the solve task's own validation in the worker:
-        {"task_id": "bad-sitekey", "method": "userrecaptcha", "sitekey": "short",
-         "pageurl": page},
-        {"task_id": "bad-pageurl", "method": "userrecaptcha", "sitekey": SITEKEY,
-         "pageurl": "ftp://example.com/x"},
-        {"task_id": "bad-score", "method": "userrecaptcha", "version": "v3",
-         "sitekey": SITEKEY, "pageurl": page, "min_score": "7"},
+        {"task_id": "bad-sitekey", "method": "userrecaptcha", "sitekey": "short", "pageurl": page},
+        {
+            "task_id": "bad-pageurl",
+            "method": "userrecaptcha",
+            "sitekey": SITEKEY,
+            "pageurl": "ftp://example.com/x",
+        },
+        {
+            "task_id": "bad-score",
+            "method": "userrecaptcha",
+            "version": "v3",
+            "sitekey": SITEKEY,
+            "pageurl": page,
+            "min_score": "7",
+        },
         {"task_id": 42, "method": "hcaptcha", "sitekey": "not-a-uuid", "pageurl": page},
-    ]  # fmt: skip
+    ]
     good = {"task_id": "good", "method": "userrecaptcha", "sitekey": SITEKEY, "pageurl": page}
     expected = len(bad) + len(jobs) + 1
 
@@ -393,8 +442,12 @@ def test_bad_jobs_become_error_results_and_the_bridge_carries_on(
     assert "keycaptcha" in by_task["unknown-method"]["error"]
     assert "pageurl" in by_task["missing-pageurl"]["error"]
     assert "colour" in by_task["unknown-param"]["error"]
-    for task_id, field in [("bad-sitekey", "sitekey"), ("bad-pageurl", "pageurl"),
-                           ("bad-score", "min_score"), (42, "sitekey")]:  # fmt: skip
+    for task_id, field in [
+        ("bad-sitekey", "sitekey"),
+        ("bad-pageurl", "pageurl"),
+        ("bad-score", "min_score"),
+        (42, "sitekey"),
+    ]:
         assert by_task[task_id]["code"] == "INVALID_INPUT", by_task[task_id]
         assert field in by_task[task_id]["error"]
         assert by_task[task_id]["celery_task_id"]  # it went through a solve task
@@ -406,38 +459,74 @@ def test_bad_jobs_become_error_results_and_the_bridge_carries_on(
 
 #: A job per in.php method of the second wave of types (issue 14), 2Captcha's names.
 NEW_KIND_JOBS: list[dict[str, Any]] = [
-    {"task_id": "funcaptcha", "method": "funcaptcha",
-     "publickey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", "pageurl": "https://example.com/a",
-     "surl": "https://client-api.arkoselabs.com", "data[blob]": "b1ob+/=="},
-    {"task_id": "geetest_v4", "method": "geetest_v4",
-     "captcha_id": "e392e1d7fd421dc63325744d5a2b9c73", "pageurl": "https://example.com/b"},
-    {"task_id": "aws_waf", "method": "amazon_waf",
-     "sitekey": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTbNg96AHMDLodoefdvyOnsHMRtEKQ",
-     "iv": "CgAHbCe2GgAAAAAj", "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6fl",
-     "pageurl": "https://example.com/c"},
-    {"task_id": "coordinates", "method": "base64", "coordinatescaptcha": "1",
-     "body": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAQ3RFWHRDb21tZW50AHBhZGRpbmcgcGFk"
-             "ZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZ+a6jLUAAAAN"
-             "SURBVHicY/j//z8DAAj8Av7ueu+cAAAAAElFTkSuQmCC",
-     "textinstructions": "click every cat"},
-    {"task_id": "turnstile_challenge", "method": "turnstile", "sitekey": TURNSTILE_KEY,
-     "pageurl": "https://example.com/d", "action": "managed", "data": "7d2a1f",
-     "pagedata": "3gAFo2l2", "userAgent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0"},
-    {"task_id": "recaptcha_enterprise", "method": "userrecaptcha", "googlekey": SITEKEY,
-     "pageurl": "https://example.com/e", "enterprise": "1", "data-s": "Q9qI-payload_s"},
-]  # fmt: skip
+    {
+        "task_id": "funcaptcha",
+        "method": "funcaptcha",
+        "publickey": "69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC",
+        "pageurl": "https://example.com/a",
+        "surl": "https://client-api.arkoselabs.com",
+        "data[blob]": "b1ob+/==",
+    },
+    {
+        "task_id": "geetest_v4",
+        "method": "geetest_v4",
+        "captcha_id": "e392e1d7fd421dc63325744d5a2b9c73",
+        "pageurl": "https://example.com/b",
+    },
+    {
+        "task_id": "aws_waf",
+        "method": "amazon_waf",
+        "sitekey": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTbNg96AHMDLodoefdvyOnsHMRtEKQ",
+        "iv": "CgAHbCe2GgAAAAAj",
+        "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6fl",
+        "pageurl": "https://example.com/c",
+    },
+    {
+        "task_id": "coordinates",
+        "method": "base64",
+        "coordinatescaptcha": "1",
+        "body": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAQ3RFWHRDb21tZW50AHBhZGRpbmcgcGFk"
+        "ZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZyBwYWRkaW5nIHBhZGRpbmcgcGFkZGluZ+a6jLUAAAAN"
+        "SURBVHicY/j//z8DAAj8Av7ueu+cAAAAAElFTkSuQmCC",
+        "textinstructions": "click every cat",
+    },
+    {
+        "task_id": "turnstile_challenge",
+        "method": "turnstile",
+        "sitekey": TURNSTILE_KEY,
+        "pageurl": "https://example.com/d",
+        "action": "managed",
+        "data": "7d2a1f",
+        "pagedata": "3gAFo2l2",
+        "userAgent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0",
+    },
+    {
+        "task_id": "recaptcha_enterprise",
+        "method": "userrecaptcha",
+        "googlekey": SITEKEY,
+        "pageurl": "https://example.com/e",
+        "enterprise": "1",
+        "data-s": "Q9qI-payload_s",
+    },
+]
 
 
 def test_the_new_kinds_solve_through_the_bridge_under_their_in_php_names(
-    celery_app: Any, sandbox_factory: Any, worker_factory: Any, nats_server: Any,
+    celery_app: Any,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    nats_server: Any,
     bridge_factory: Any,
-) -> None:  # fmt: skip
+) -> None:
     # Classic 2Captcha offers every new kind (the sandbox speaks it).
     from captcha_tasks.devtools.sandbox import dev_api_key
 
     sandbox = sandbox_factory()
-    env = worker_env(sandbox.url, CAPTCHA_TASKS_PROVIDER="2captcha",
-                     CAPTCHA_TASKS_API_KEY=dev_api_key("2captcha"))  # fmt: skip
+    env = worker_env(
+        sandbox.url,
+        CAPTCHA_TASKS_PROVIDER="2captcha",
+        CAPTCHA_TASKS_API_KEY=dev_api_key("2captcha"),
+    )
     worker_factory(env)
     url = nats_server.url
     bridge_factory("--url", url, env=env)
@@ -457,7 +546,12 @@ def test_the_new_kinds_solve_through_the_bridge_under_their_in_php_names(
     assert all("solution" in m for m in by_task.values()), by_task
     assert "pk=69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC" in by_task["funcaptcha"]["solution"]
     assert set(by_task["geetest_v4"]["solution"]) == {
-        "captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output"}  # fmt: skip
+        "captcha_id",
+        "lot_number",
+        "pass_token",
+        "gen_time",
+        "captcha_output",
+    }
     assert set(by_task["aws_waf"]["solution"]) == {"captcha_voucher", "existing_token"}
     points = by_task["coordinates"]["solution"]
     assert points and all(isinstance(p["x"], int) and isinstance(p["y"], int) for p in points)

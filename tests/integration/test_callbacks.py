@@ -35,8 +35,14 @@ def _free_port() -> int:
 def test_no_solve_lost_or_ended_twice_with_dropped_and_duplicated_callbacks(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, protocol: str, dialect: str
 ) -> None:
-    sandbox = sandbox_factory(protocol=protocol, dialect=dialect, threads=20, seed=7,
-                              callback_drop_rate=0.2, callback_duplicate_rate=0.2)  # fmt: skip
+    sandbox = sandbox_factory(
+        protocol=protocol,
+        dialect=dialect,
+        threads=20,
+        seed=7,
+        callback_drop_rate=0.2,
+        callback_duplicate_rate=0.2,
+    )
     port = _free_port()
     env = worker_env(
         sandbox.url,

@@ -43,9 +43,14 @@ def _sample_names(text: str) -> set[str]:
 def busy_worker(celery_app: Any, sandbox: Any, worker_factory: Any) -> str:
     """A worker that solved, failed, priced a solve and checked the balance; its URL."""
     port = free_port()
-    worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_METRICS_PORT=str(port),
-                              CAPTCHA_TASKS_PRICES="recaptcha_v2=2.99",
-                              CAPTCHA_TASKS_BALANCE_FLOOR="1"))  # fmt: skip
+    worker_factory(
+        worker_env(
+            sandbox.url,
+            CAPTCHA_TASKS_METRICS_PORT=str(port),
+            CAPTCHA_TASKS_PRICES="recaptcha_v2=2.99",
+            CAPTCHA_TASKS_BALANCE_FLOOR="1",
+        )
+    )
     settings = get_settings()
     TokenPool(state_redis(settings), settings).fill(
         RecaptchaV2(SITEKEY, "https://example.com/pool"), target=0
@@ -90,19 +95,26 @@ def prometheus(busy_worker: str, tmp_path: Path) -> Iterator[str]:
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(ALERTS)],
-        "scrape_configs": [{"job_name": "captcha_tasks_workers",
-                            "static_configs": [{"targets": [target]}]}],
-    }  # fmt: skip
+        "scrape_configs": [
+            {"job_name": "captcha_tasks_workers", "static_configs": [{"targets": [target]}]}
+        ],
+    }
     (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "prometheus.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
-             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-        )  # fmt: skip
+            [
+                PROMETHEUS,
+                f"--config.file={tmp_path / 'prometheus.yml'}",
+                f"--storage.tsdb.path={tmp_path / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
 
     def scraping() -> bool:
         if proc.poll() is not None:
@@ -147,8 +159,11 @@ def test_a_real_prometheus_evaluates_the_dashboard_and_the_rules(prometheus: str
         groups = requests.get(f"{prometheus}/api/v1/rules", timeout=10).json()["data"]["groups"]
         return [rule for group in groups for rule in group["rules"]]
 
-    wait_until(lambda: all(r.get("lastEvaluation", "").startswith("2") for r in evaluated()),
-               timeout=30, what="every rule evaluated")  # fmt: skip
+    wait_until(
+        lambda: all(r.get("lastEvaluation", "").startswith("2") for r in evaluated()),
+        timeout=30,
+        what="every rule evaluated",
+    )
     rules = evaluated()
     assert len(rules) == len(list(alert_expressions()))
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]

@@ -197,10 +197,18 @@ def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.S
         assert f"source {env_file}" in out
         bare = {k: v for k, v in run.env.items() if not k.startswith("CAPTCHA")}
         ping = subprocess.run(
-            ["bash", "-c", f"source {shlex.quote(str(env_file))} && exec {sys.executable} "
-             "-m celery -A captcha_tasks inspect ping -t 5"],
-            cwd=ROOT, env=bare, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                "bash",
+                "-c",
+                f"source {shlex.quote(str(env_file))} && exec {sys.executable} "
+                "-m celery -A captcha_tasks inspect ping -t 5",
+            ],
+            cwd=ROOT,
+            env=bare,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert "pong" in ping.stdout
         # Every child's log is in the run directory, the worker's too (also on the terminal).

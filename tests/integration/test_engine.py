@@ -212,10 +212,14 @@ def test_a_deadline_that_passed_under_a_dead_engines_claim_still_collects_a_read
     by the time its claim ran out, the solve's deadline had passed, and the next engine
     failed it with SolveTimeout without asking the provider, which had the answer."""
     sandbox = sandbox_factory(latency={"recaptcha_v2": 2.0})  # ready 0.1 s after submit
-    settings = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": redis_url,
-                                  "CAPTCHA_TASKS_SOLVER_URL": sandbox.url,
-                                  "CAPTCHAAI_API_KEY": DEV_API_KEY,
-                                  "CAPTCHA_TASKS_TIME_SCALE": "0.05"})  # fmt: skip
+    settings = Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_SOLVER_URL": sandbox.url,
+            "CAPTCHAAI_API_KEY": DEV_API_KEY,
+            "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+        }
+    )
     client, keys = state_redis(settings), Keys(settings.key_prefix)
     task_id, captcha = str(uuid.uuid4()), RecaptchaV2(SITEKEY, "https://example.com/late")
     assert admit(client, settings, task_id, captcha)
@@ -250,8 +254,9 @@ def test_a_poll_comes_on_time_on_a_redis_whose_timers_tick_once_a_second(
     a second late (its 0.15 s wait ended at the tick, 0.85 s late)."""
     sandbox = sandbox_factory(time_scale=0.01, latency={"recaptcha_v2": 2.0}, jitter=0.0)
     with RedisServer(extra_args=["--hz", "1"]) as slow_ticks:
-        engines, outcomes = make_engines(sandbox.url, redis=slow_ticks.url, time_scale=0.01,
-                                         batch_poll="off")  # fmt: skip
+        engines, outcomes = make_engines(
+            sandbox.url, redis=slow_ticks.url, time_scale=0.01, batch_poll="off"
+        )
         engine = engines[0]
         first_poll = engine.learner.default("recaptcha_v2")  # 15 s * 0.01: nothing learned
         late = []
@@ -439,8 +444,12 @@ def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
     # (claims that ran out a second ago)
     taken = [c.job.task_id for c in SolveQueue(client, settings, claim_s=-1).acquire(now, 2)]
     assert sorted(taken) == sorted([never_sent, being_sent])
-    marked = run(client, "sending", [keys.job(being_sent), keys.due],
-                 [being_sent, now - 1, now, "dead-engine", STRUCTURE_TTL])  # fmt: skip
+    marked = run(
+        client,
+        "sending",
+        [keys.job(being_sent), keys.due],
+        [being_sent, now - 1, now, "dead-engine", STRUCTURE_TTL],
+    )
     assert marked == 1
     assert client.hget(keys.job(never_sent), "state") == "submitting"
 
@@ -458,8 +467,9 @@ def test_a_dead_engines_jobs_are_resubmitted_only_if_never_sent(
     assert client.zcard(keys.budget) == 0
 
     # An engine that took a job before the others took it over sends nothing.
-    stale = Job.from_fields(being_sent, {**client.hgetall(keys.job(being_sent)),
-                                         "state": "submitting"})  # fmt: skip
+    stale = Job.from_fields(
+        being_sent, {**client.hgetall(keys.job(being_sent)), "state": "submitting"}
+    )
     engines[0]._submit(stale)
     assert engines[0].stats.snapshot()["send_skipped"] == 1
     assert sandbox.stats()["submitted"] == 1
@@ -485,12 +495,30 @@ def test_jobs_a_dead_engine_ended_but_never_reported_are_reported(
     # claim (any), and a wake-up for a waiting job.
     no_spend = ["", 0, 0, "", "", 1]
     result = {"type": "recaptcha_v2", "solution": "token-from-before", "submits": 1}
-    assert run(client, "finish", [keys.job(solved), keys.due, *finish_keys],
-               [solved, "", "done", now - 1, *no_spend, "result", json.dumps(result)])  # fmt: skip
-    assert run(client, "finish", [keys.job(failed), keys.due, *finish_keys],
-               [failed, "", "failed", now - 1, *no_spend, "error", "TIMEOUT",
-                "error_type", "SolveTimeout",
-                "error_message", "no answer 9 s after submit"])  # fmt: skip
+    assert run(
+        client,
+        "finish",
+        [keys.job(solved), keys.due, *finish_keys],
+        [solved, "", "done", now - 1, *no_spend, "result", json.dumps(result)],
+    )
+    assert run(
+        client,
+        "finish",
+        [keys.job(failed), keys.due, *finish_keys],
+        [
+            failed,
+            "",
+            "failed",
+            now - 1,
+            *no_spend,
+            "error",
+            "TIMEOUT",
+            "error_type",
+            "SolveTimeout",
+            "error_message",
+            "no answer 9 s after submit",
+        ],
+    )
     # This one was reported before its engine died: nothing more to do.
     done = [reported, "", "done", now - 1, *no_spend, "result", json.dumps(result), "reported", "1"]
     assert run(client, "finish", [keys.job(reported), keys.due, *finish_keys], done)

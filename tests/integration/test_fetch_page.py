@@ -221,15 +221,21 @@ def test_a_refused_url_with_a_password_leaves_the_password_nowhere(
     assert "credentials in the URL: 'http://bob:***@" in str(errors[0])
     with_form = fetch_page.apply_async((f"http://{host}/page/2",), {"form": form})
     assert with_form.get(timeout=60)["status"] == 200
-    wait_until(lambda: worker.log().count(" succeeded in ") + worker.log().count(" raised ") >= 3,
-               timeout=10, what="the worker's log lines")  # fmt: skip
+    wait_until(
+        lambda: worker.log().count(" succeeded in ") + worker.log().count(" raised ") >= 3,
+        timeout=10,
+        what="the worker's log lines",
+    )
     settings = get_settings()
     raw = redis.Redis.from_url(settings.redis_url)
     metas = [raw.get(f"celery-task-meta-{r.id}") or b"" for r in [*results, with_form]]
     assert all(metas)
     redis_text, _ = redis_dump(raw, exclude=set())
-    shown = {"worker log": worker.log(), "results": repr(metas),
-             "errors": repr([(str(e), e.args) for e in errors])}  # fmt: skip
+    shown = {
+        "worker log": worker.log(),
+        "results": repr(metas),
+        "errors": repr([(str(e), e.args) for e in errors]),
+    }
     assert not leaks({**shown, "redis": redis_text}, needles)
     assert not leaks(shown, form_needles)
     assert "bob:***@" in shown["worker log"]  # the refusal is logged, masked

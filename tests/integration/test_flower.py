@@ -59,11 +59,15 @@ def png(padding: int) -> bytes:
         )
 
     header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)
-    return b"".join([
-        b"\x89PNG\r\n\x1a\n", chunk(b"IHDR", header),
-        chunk(b"tEXt", b"Comment\x00" + b"p" * padding),
-        chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00")), chunk(b"IEND", b""),
-    ])  # fmt: skip
+    return b"".join(
+        [
+            b"\x89PNG\r\n\x1a\n",
+            chunk(b"IHDR", header),
+            chunk(b"tEXt", b"Comment\x00" + b"p" * padding),
+            chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00")),
+            chunk(b"IEND", b""),
+        ]
+    )
 
 
 @dataclass
@@ -94,9 +98,17 @@ def flower_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Flower
         log_path = tmp_path / f"flower{len(started) + 1}.log"
         # Only this test's login: no FLOWER_* from the calling shell.
         base = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
-        argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "flower",
-                "--address=127.0.0.1", f"--port={port}",
-                f"--basic-auth={AUTH[0]}:{AUTH[1]}"]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "captcha_tasks",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+            f"--basic-auth={AUTH[0]}:{AUTH[1]}",
+        ]
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 argv,
@@ -264,8 +276,9 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     seen: dict[str, Any] = {}
 
     def lists_filled() -> bool:
-        seen.update(active=inspect.active(), reserved=inspect.reserved(),
-                    scheduled=inspect.scheduled())  # fmt: skip
+        seen.update(
+            active=inspect.active(), reserved=inspect.reserved(), scheduled=inspect.scheduled()
+        )
         counts = [len((seen[k] or {}).get(worker.name, [])) for k in seen]
         return counts == [1, 2, 1]
 
@@ -320,10 +333,13 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     proxy_id = ProxyPool(client, settings).add(f"http://user:{PROXY_PASSWORD}@127.0.0.1:9")
     # Priced, and a floor above the balance: spend buckets, the balance record and its
     # warning are written, and scanned with the rest.
-    env = worker_env(sandbox.url, CAPTCHAAI_API_KEY=SCAN_API_KEY,
-                     CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo),
-                     CAPTCHA_TASKS_PRICES="recaptcha_v2=2.99,image=0.7",
-                     CAPTCHA_TASKS_BALANCE_FLOOR="1000")  # fmt: skip
+    env = worker_env(
+        sandbox.url,
+        CAPTCHAAI_API_KEY=SCAN_API_KEY,
+        CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo),
+        CAPTCHA_TASKS_PRICES="recaptcha_v2=2.99,image=0.7",
+        CAPTCHA_TASKS_BALANCE_FLOOR="1000",
+    )
     flower = flower_factory(env)
 
     # Enqueued while no worker consumes: the raw messages are read from the queue.
@@ -338,8 +354,11 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     broker = _broker_messages(queued)
 
     worker = worker_factory(env)
-    wait_until(lambda: client.get(keys.worker_proxy(worker.name)) is not None, timeout=10,
-               what="the worker's proxy lease")  # fmt: skip
+    wait_until(
+        lambda: client.get(keys.worker_proxy(worker.name)) is not None,
+        timeout=10,
+        what="the worker's proxy lease",
+    )
     assert v2.get(timeout=60)["type"] == "recaptcha_v2"
     assert "is gone" not in worker.log()  # the engine submitted it with the proxy
     assert img.get(timeout=60)["type"] == "image"
@@ -353,8 +372,9 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     lock = SessionLock(client, settings, _host(demo), owner="secret-scan")
     assert lock.acquire()
     waiting = fetch_page.delay(f"{demo}/page/waiting", form={"password": FORM_PASSWORD})
-    wait_until(lambda: "parked until the session lock" in worker.log(), timeout=30,
-               what="the page parked")  # fmt: skip
+    wait_until(
+        lambda: "parked until the session lock" in worker.log(), timeout=30, what="the page parked"
+    )
     parked = redis_dump(raw, exclude={keys.proxies})[0]  # scanned while it is parked
     assert release_and_wake(celery_app, lock)
     with pytest.raises(Exception, match="proxy"):
@@ -366,9 +386,13 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     assert worker.name in workers and workers[worker.name]["conf"]
     pages = [flower.get(p).text for p in ("/workers", f"/worker/{worker.name}", "/tasks")]
     assert all(worker.name in page for page in pages[:2])
-    shown = [json.dumps(tasks), json.dumps(workers), *pages,
-             json.dumps(flower.json("/api/queues/length")),
-             *(json.dumps(flower.json(f"/api/task/info/{i}")) for i in ids)]  # fmt: skip
+    shown = [
+        json.dumps(tasks),
+        json.dumps(workers),
+        *pages,
+        json.dumps(flower.json("/api/queues/length")),
+        *(json.dumps(flower.json(f"/api/task/info/{i}")) for i in ids),
+    ]
     inspect = celery_app.control.inspect(timeout=2, destination=[worker.name])
     methods = ("stats", "conf", "registered", "active_queues", "active", "reserved", "scheduled")
     inspected = {method: getattr(inspect, method)() for method in methods}

@@ -41,9 +41,20 @@ DEPLOY = ROOT / "deploy"
 #: Not copied to the build directory: the checkout's own environments, caches and
 #: build output (an old egg-info's file list would leak into the wheel).
 BUILD_IGNORE = shutil.ignore_patterns(
-    ".git", ".venv", ".run", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
-    ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis", "*.whl",
-)  # fmt: skip
+    ".git",
+    ".venv",
+    ".run",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    ".hypothesis",
+    "*.whl",
+)
 FLOWER_LOGIN = "install-test:Inst4llTestPw"
 #: A well-formed key that no provider sees: the solver URL is a closed loopback port.
 API_KEY = "InstallTest0123456789abcdefABCDE"
@@ -192,8 +203,12 @@ def build_wheel(tmp_path: Path) -> tuple[Path, Path]:
     shutil.copytree(ROOT, source, ignore=BUILD_IGNORE)
     out = tmp_path / "wheelhouse"
     env = venv_environment(Path(sys.executable).parent.parent)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(source)],
-        env, tmp_path, timeout=600)  # fmt: skip
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(source)],
+        env,
+        tmp_path,
+        timeout=600,
+    )
     (wheel,) = out.glob("captcha_tasks-*.whl")
     return wheel, source
 
@@ -231,8 +246,7 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
     home.mkdir()
     run([sys.executable, "-m", "venv", str(venv)], venv_environment(venv), home, timeout=300)
     env = venv_environment(venv)
-    run([str(venv / "bin" / "python"), "-m", "pip", "install", str(wheel)],
-        env, home, timeout=600)  # fmt: skip
+    run([str(venv / "bin" / "python"), "-m", "pip", "install", str(wheel)], env, home, timeout=600)
 
     # Every module imports and every command's --help renders, with no dev-only package.
     extras = ",".join(sorted(EXTRA_OF_MODULE))
@@ -260,8 +274,9 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
     assert bench.stderr.strip() == (
         "captcha-tasks bench: needs the dev extra: pip install 'captcha_tasks[dev]'"
     )
-    nats = run(["captcha-tasks", "bridge", "nats", "--url", "nats://127.0.0.1:1"],
-               env, home, code=2)  # fmt: skip
+    nats = run(
+        ["captcha-tasks", "bridge", "nats", "--url", "nats://127.0.0.1:1"], env, home, code=2
+    )
     assert len(nats.stderr.strip().splitlines()) == 1 and "captcha_tasks[nats]" in nats.stderr
 
     commands = deploy_commands()
@@ -305,18 +320,28 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
                 wait_for_worker(worker, timeout=120)
 
             nodes = {f"celery@{socket.gethostname()}", f"worker1@{socket.gethostname()}"}
-            ping = run(["celery", "-A", "captcha_tasks", "inspect", "ping", "--timeout", "5"],
-                       runtime, home)  # fmt: skip
+            ping = run(
+                ["celery", "-A", "captcha_tasks", "inspect", "ping", "--timeout", "5"],
+                runtime,
+                home,
+            )
             assert all(f"{node}: OK" in ping.stdout for node in nodes), ping.stdout
 
             # The image's HEALTHCHECK and the pod's probes: fresh once the first beat is in.
             (probe,) = probes
-            wait_until(lambda: run(list(probe), runtime, home, code=None).returncode == 0,
-                       timeout=60, interval=1, what="captcha-tasks check --worker")  # fmt: skip
+            wait_until(
+                lambda: run(list(probe), runtime, home, code=None).returncode == 0,
+                timeout=60,
+                interval=1,
+                what="captcha-tasks check --worker",
+            )
             assert "ok" in run(["captcha-tasks", "check"], runtime, home).stdout
 
-            status = json.loads(run(["captcha-tasks", "status", "--json", "--balance-timeout",
-                                     "2"], runtime, home).stdout)  # fmt: skip
+            status = json.loads(
+                run(
+                    ["captcha-tasks", "status", "--json", "--balance-timeout", "2"], runtime, home
+                ).stdout
+            )
             assert set(status["workers"]["names"]) == nodes, status["workers"]
             assert "error" in status["balance"]  # the solver URL is a closed loopback port
 
@@ -325,8 +350,12 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
 
             # Flower, and compose's health check of it.
             health = local["compose flower healthcheck"]
-            wait_until(lambda: run(health, runtime, home, code=None).returncode == 0,
-                       timeout=60, interval=0.5, what="Flower's /healthcheck")  # fmt: skip
+            wait_until(
+                lambda: run(health, runtime, home, code=None).returncode == 0,
+                timeout=60,
+                interval=0.5,
+                what="Flower's /healthcheck",
+            )
             page = requests.get(f"http://127.0.0.1:{flower_port}/", timeout=10)
             assert page.status_code == 401  # behind the basic auth
 

@@ -136,8 +136,9 @@ def test_a_key_the_provider_does_not_know_is_invalid_api_key(
 def test_a_worker_killed_mid_solve_resumes_without_a_second_create_task(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
-    sandbox = sandbox_factory(protocol="json", dialect="capsolver", threads=20,
-                              latency={"recaptcha_v2": 60.0})  # 3 s at 0.05  # fmt: skip
+    sandbox = sandbox_factory(
+        protocol="json", dialect="capsolver", threads=20, latency={"recaptcha_v2": 60.0}
+    )  # 3 s at 0.05
     env = _env(sandbox, "capsolver", CAPTCHA_TASKS_THREADS="20")
     victim = worker_factory(env, name="victim@127.0.0.1")
     results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/k/{i}") for i in range(20)]
@@ -166,8 +167,13 @@ def test_a_create_task_answered_too_late_is_submit_uncertain_and_sent_once(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
     # createTask answers after the client's timeout: the task exists and is billed.
-    sandbox = sandbox_factory(protocol="json", dialect="anticaptcha", slow_rate=1.0,
-                              slow_seconds=2.0, fault_paths=("in.php",))  # fmt: skip
+    sandbox = sandbox_factory(
+        protocol="json",
+        dialect="anticaptcha",
+        slow_rate=1.0,
+        slow_seconds=2.0,
+        fault_paths=("in.php",),
+    )
     worker_factory(_env(sandbox, "anticaptcha", CAPTCHA_TASKS_HTTP_TIMEOUT="0.5"))
     with pytest.raises(SubmitUncertain):
         solve_recaptcha_v2.delay(V2_KEY, PAGE).get(timeout=60)

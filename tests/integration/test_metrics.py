@@ -52,8 +52,11 @@ def _fill_pool(pooled: RecaptchaV2, size: int) -> None:
     assert pool.fill(pooled, target=size).admitted == size
     pool_id = pool_id_for(pooled)
     assert pool_id
-    wait_until(lambda: pool.redis.zcard(Keys().pool(pool_id)) == size, timeout=60,
-               what=f"{size} pooled tokens")  # fmt: skip
+    wait_until(
+        lambda: pool.redis.zcard(Keys().pool(pool_id)) == size,
+        timeout=60,
+        what=f"{size} pooled tokens",
+    )
     pool.fill(pooled, target=0)
 
 
@@ -134,8 +137,9 @@ def test_port_zero_and_recycled_children_and_a_clean_exit(
         concurrency=2,
         extra_args=["--max-tasks-per-child", "1"],
     )
-    found = re.search(r"metrics: serving (http://127\.0\.0\.1:\d+/metrics) \(values in (.+)\)",
-                      worker.log())  # fmt: skip
+    found = re.search(
+        r"metrics: serving (http://127\.0\.0\.1:\d+/metrics) \(values in (.+)\)", worker.log()
+    )
     assert found, worker.log()
     url, directory = found.group(1), Path(found.group(2))
     assert directory.is_dir()

@@ -32,8 +32,17 @@ pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
 PROXY_SECRET = "s3cr3t-proxy-pw"
-LINE_KEYS = {"task_id", "name", "type", "state", "code", "runtime", "timestamp", "source",
-             "provider_name"}  # fmt: skip
+LINE_KEYS = {
+    "task_id",
+    "name",
+    "type",
+    "state",
+    "code",
+    "runtime",
+    "timestamp",
+    "source",
+    "provider_name",
+}
 
 
 class Cli:
@@ -183,8 +192,11 @@ def test_status_while_solves_are_in_flight(
     results = [solve_recaptcha_v2.delay(SITEKEY, f"https://example.com/{i}") for i in range(3)]
     wait_until(lambda: sandbox.stats()["in_flight"] >= 2, timeout=30, what="two in flight")
 
-    env = {"CAPTCHAAI_API_KEY": DEV_API_KEY, "CAPTCHA_TASKS_SOLVER_URL": sandbox.url,
-           "CAPTCHA_TASKS_THREADS": "2"}  # fmt: skip
+    env = {
+        "CAPTCHAAI_API_KEY": DEV_API_KEY,
+        "CAPTCHA_TASKS_SOLVER_URL": sandbox.url,
+        "CAPTCHA_TASKS_THREADS": "2",
+    }
     code, out, err = run_cli(["status", "--json"], env)
     assert code == 0, err
     report = json.loads(out)
@@ -206,8 +218,16 @@ def test_status_while_solves_are_in_flight(
 
     code, text, err = run_cli(["status"], env)
     assert code == 0, err
-    expected = ("thread budget", "/ 2 in use", "token pools", "alice:***@10.0.0.5:3128",
-                "shop.example.com", "status-test", worker.name, "balance         100")  # fmt: skip
+    expected = (
+        "thread budget",
+        "/ 2 in use",
+        "token pools",
+        "alice:***@10.0.0.5:3128",
+        "shop.example.com",
+        "status-test",
+        worker.name,
+        "balance         100",
+    )
     for fragment in expected:
         assert fragment in text, text
     lock_token = lock.token
@@ -256,13 +276,19 @@ def test_status_of_two_providers_with_one_breaker_open(celery_app: Any, sandbox:
     backup_key = "CAP-" + "ab" * 16
     env = {
         # Refused beside CAPTCHA_TASKS_PROVIDERS: blank them in case the suite set them.
-        "CAPTCHA_TASKS_THREADS": "", "CAPTCHA_TASKS_API_KEY": "", "CAPTCHAAI_API_KEY": "",
+        "CAPTCHA_TASKS_THREADS": "",
+        "CAPTCHA_TASKS_API_KEY": "",
+        "CAPTCHAAI_API_KEY": "",
         "CAPTCHA_TASKS_PROVIDERS": "main,backup",
-        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai", "CAPTCHA_TASKS_MAIN_API_KEY": DEV_API_KEY,
-        "CAPTCHA_TASKS_MAIN_URL": sandbox.url, "CAPTCHA_TASKS_MAIN_THREADS": "4",
-        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver", "CAPTCHA_TASKS_BACKUP_API_KEY": backup_key,
-        "CAPTCHA_TASKS_BACKUP_URL": "http://127.0.0.1:9", "CAPTCHA_TASKS_BACKUP_THREADS": "3",
-    }  # fmt: skip
+        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai",
+        "CAPTCHA_TASKS_MAIN_API_KEY": DEV_API_KEY,
+        "CAPTCHA_TASKS_MAIN_URL": sandbox.url,
+        "CAPTCHA_TASKS_MAIN_THREADS": "4",
+        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver",
+        "CAPTCHA_TASKS_BACKUP_API_KEY": backup_key,
+        "CAPTCHA_TASKS_BACKUP_URL": "http://127.0.0.1:9",
+        "CAPTCHA_TASKS_BACKUP_THREADS": "3",
+    }
     try:
         code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], env)
         assert code == 0, err

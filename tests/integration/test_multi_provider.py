@@ -48,8 +48,13 @@ PROTOCOLS = {"main": "2captcha", "backup": "capsolver"}
 #: The keys only these sandboxes accept (the dev keys are not given to the workers).
 MAIN_KEY = "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(32))
 BACKUP_KEY = "CAP-" + secrets.token_hex(16)
-SINGLE = ("CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY", "CAPTCHAAI_API_KEY",
-          "CAPTCHA_TASKS_SOLVER_URL", "CAPTCHA_TASKS_THREADS")  # fmt: skip
+SINGLE = (
+    "CAPTCHA_TASKS_PROVIDER",
+    "CAPTCHA_TASKS_API_KEY",
+    "CAPTCHAAI_API_KEY",
+    "CAPTCHA_TASKS_SOLVER_URL",
+    "CAPTCHA_TASKS_THREADS",
+)
 RESULT_TIMEOUT = 90.0
 
 
@@ -116,8 +121,9 @@ def _env(main: SandboxServer, backup: SandboxServer) -> dict[str, str]:
 def pair(celery_app: Any, sandbox_factory: Any, worker_factory: Any) -> Pair:
     # Plans far above the budgets: what limits the flight is the cluster's budget.
     main = sandbox_factory(dialect="2captcha", threads=50, api_keys=(MAIN_KEY,))
-    backup = sandbox_factory(protocol="json", dialect="capsolver", threads=50,
-                             api_keys=(BACKUP_KEY,))  # fmt: skip
+    backup = sandbox_factory(
+        protocol="json", dialect="capsolver", threads=50, api_keys=(BACKUP_KEY,)
+    )
     env = _env(main, backup)
     workers = [worker_factory(env, name=f"multi{i}@127.0.0.1") for i in (1, 2)]
     raw = celery_app.backend.client
@@ -203,8 +209,10 @@ def _healthy_phase(pair: Pair) -> None:
         outcomes = _wait(pair.send(200))
     elapsed = time.monotonic() - started
     by = _solved_by(outcomes, once=True)
-    print(f"\nhealthy: {dict(by)} in {elapsed:.1f} s; most in flight {dict(flight.most)}, "
-          f"together {flight.most_together}")  # fmt: skip
+    print(
+        f"\nhealthy: {dict(by)} in {elapsed:.1f} s; most in flight {dict(flight.most)}, "
+        f"together {flight.most_together}"
+    )
     assert flight.most == Counter(THREADS), dict(flight.most)
     assert flight.most_together == sum(THREADS.values())
     for name in THREADS:
@@ -216,8 +224,10 @@ def _healthy_phase(pair: Pair) -> None:
     captchas = pair.captchas()
     hold = sum(c["answered_at"] - c["submitted_at"] for c in captchas) / len(captchas)
     ideal = sum(THREADS.values()) / hold
-    print(f"throughput {200 / elapsed:.1f}/s; both budgets at {hold:.2f} s a captcha: "
-          f"{ideal:.1f}/s; the larger alone: {max(THREADS.values()) / hold:.1f}/s")  # fmt: skip
+    print(
+        f"throughput {200 / elapsed:.1f}/s; both budgets at {hold:.2f} s a captcha: "
+        f"{ideal:.1f}/s; the larger alone: {max(THREADS.values()) / hold:.1f}/s"
+    )
     assert 200 / elapsed >= 0.6 * ideal
     assert 200 / elapsed > 1.2 * max(THREADS.values()) / hold
     _no_job_submitted_twice(pair)
@@ -227,14 +237,19 @@ def _zero_balance_phase(pair: Pair) -> int:
     """``main`` goes to zero balance mid-run; returns its submits before that."""
     before = int(pair.stats("main")["submitted"])
     results = pair.send(120)
-    wait_until(lambda: pair.stats("main")["submitted"] >= before + 2 * MAIN_THREADS,
-               timeout=30, what="main taking its share")  # fmt: skip
+    wait_until(
+        lambda: pair.stats("main")["submitted"] >= before + 2 * MAIN_THREADS,
+        timeout=30,
+        what="main taking its share",
+    )
     pair.configure("main", balance=0.0)
     at_switch = int(pair.stats("main")["submitted"])
     by = _solved_by(_wait(results))
     stats = pair.stats("main")
-    print(f"zero balance: {dict(by)}; main: {stats['zero_balance']} zero-balance answers, "
-          f"breaker {pair.breaker('main')}")  # fmt: skip
+    print(
+        f"zero balance: {dict(by)}; main: {stats['zero_balance']} zero-balance answers, "
+        f"breaker {pair.breaker('main')}"
+    )
     # The captchas main solved in this phase are those it had accepted before its
     # balance went to zero; every other one went to backup.
     assert by["main"] == at_switch - before

@@ -296,25 +296,41 @@ def test_capmonstercloudclient_solves_the_new_types(make_sandbox: SandboxMaker) 
     )
     # The SDK refuses a FuncaptchaRequest without a proxy (CapMonster's docs: optional).
     proxy = ProxyInfo(
-        proxyType="http", proxyAddress="203.0.113.7", proxyPort=3128,
-        proxyLogin="user", proxyPassword="pass",
-    )  # fmt: skip
+        proxyType="http",
+        proxyAddress="203.0.113.7",
+        proxyPort=3128,
+        proxyLogin="user",
+        proxyPassword="pass",
+    )
     requests_ = [
         FuncaptchaRequest(
-            websiteUrl=PAGE, websitePublicKey=FUN_KEY, funcaptchaApiJSSubdomain=FUN_HOST,
-            data='{"blob":"Xq1.Zx9/k+="}', userAgent=AGENT, proxy=proxy,
+            websiteUrl=PAGE,
+            websitePublicKey=FUN_KEY,
+            funcaptchaApiJSSubdomain=FUN_HOST,
+            data='{"blob":"Xq1.Zx9/k+="}',
+            userAgent=AGENT,
+            proxy=proxy,
         ),
         GeetestRequest(websiteUrl=PAGE, gt=GEETEST_ID, version=4),
         # cookieSolution: CapMonster's docs answer the voucher pair without it.
         AmazonWafRequest(
-            websiteUrl=PAGE, challengeScript=AWS_CHALLENGE, websiteKey=AWS_KEY,
-            context=AWS_CONTEXT, iv=AWS_IV, cookieSolution=True,
+            websiteUrl=PAGE,
+            challengeScript=AWS_CHALLENGE,
+            websiteKey=AWS_KEY,
+            context=AWS_CONTEXT,
+            iv=AWS_IV,
+            cookieSolution=True,
         ),
         TurnstileRequest(
-            websiteURL=PAGE, websiteKey=TURNSTILE_KEY, cloudflareTaskType="token",
-            pageAction="managed", data="cdata-42", pageData="chl-page-data", userAgent=AGENT,
+            websiteURL=PAGE,
+            websiteKey=TURNSTILE_KEY,
+            cloudflareTaskType="token",
+            pageAction="managed",
+            data="cdata-42",
+            pageData="chl-page-data",
+            userAgent=AGENT,
         ),
-    ]  # fmt: skip
+    ]
 
     async def solve(request: Any) -> dict[str, Any]:
         answer: dict[str, Any] = await client.solve_captcha(request)

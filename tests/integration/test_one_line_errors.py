@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("CAPTCHA")}
     full.update(env)
-    return subprocess.run(argv, cwd=ROOT, env=full, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        argv, cwd=ROOT, env=full, capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 @pytest.mark.parametrize("command", ["worker", "inspect"])

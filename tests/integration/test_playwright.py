@@ -34,9 +34,14 @@ CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 #: Without the background-networking flags Chromium keeps dialling Google's hosts,
 #: which this closed network refuses by the dozen; --no-sandbox: tests run as root.
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = [
     pytest.mark.integration,
@@ -248,10 +253,12 @@ def test_a_page_that_leaves_while_it_is_solved_gets_no_token(
         await page.goto(f"{demo}/page/1")
         with pytest.raises(ChallengeNotFound, match=message):
             await solve_on_page(page, timeout=60)
-        return str(await page.evaluate(
-            "Array.from(document.getElementsByName('g-recaptcha-response'))"
-            ".map((el) => el.value).join('')"
-        ))  # fmt: skip
+        return str(
+            await page.evaluate(
+                "Array.from(document.getElementsByName('g-recaptcha-response'))"
+                ".map((el) => el.value).join('')"
+            )
+        )
 
     assert browser.run(scenario()) == ""
     assert demo_sandbox.stats()["submitted"] == 1  # spent, and said so

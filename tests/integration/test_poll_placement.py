@@ -30,17 +30,23 @@ def _polls_per_solve(placement: str, sandbox_factory: Any, worker_factory: Any) 
     # Ready 1.4-2.6 s after submit at the test scale (the grid would read every 3 poll
     # intervals, 0.15 s, from its first read on).
     sandbox = sandbox_factory(threads=30, jitter=0.3, latency={"recaptcha_v2": 40.0})
-    worker = worker_factory(worker_env(
-        sandbox.url, CAPTCHA_TASKS_BATCH_POLL="off", CAPTCHA_TASKS_POLL_PLACEMENT=placement,
-        # Its own learned timings: the other placement's samples are not its own.
-        CAPTCHA_TASKS_KEY_PREFIX=f"{placement}:",
-    ))  # fmt: skip
-    warm = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/w{i}")
-            for i in range(WARMUP)]  # fmt: skip
+    worker = worker_factory(
+        worker_env(
+            sandbox.url,
+            CAPTCHA_TASKS_BATCH_POLL="off",
+            CAPTCHA_TASKS_POLL_PLACEMENT=placement,
+            # Its own learned timings: the other placement's samples are not its own.
+            CAPTCHA_TASKS_KEY_PREFIX=f"{placement}:",
+        )
+    )
+    warm = [
+        solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/w{i}") for i in range(WARMUP)
+    ]
     assert all(r.get(timeout=60)["solution"] for r in warm)
     sandbox.state.reset()
-    results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/{i}")
-               for i in range(SOLVES)]  # fmt: skip
+    results = [
+        solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/{placement}/{i}") for i in range(SOLVES)
+    ]
     got = [r.get(timeout=60) for r in results]
     assert all(r["solution"] for r in got)
     stats = sandbox.stats()

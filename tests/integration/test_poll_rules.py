@@ -81,8 +81,9 @@ def test_aggressive_polling_never_breaks_capmonster_s_read_interval(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, answers: Answers
 ) -> None:
     # Ready 2 s after submit at this scale: each task is read several times first.
-    sandbox = sandbox_factory(protocol="json", dialect="capmonster", jitter=0.0,
-                              latency={"recaptcha_v2": 40.0})  # fmt: skip
+    sandbox = sandbox_factory(
+        protocol="json", dialect="capmonster", jitter=0.0, latency={"recaptcha_v2": 40.0}
+    )
     assert sandbox.config.time_scale == TEST_TIME_SCALE
     worker_factory(_env(sandbox))
     results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/poll/{i}") for i in range(3)]
@@ -99,8 +100,9 @@ def test_aggressive_polling_never_breaks_capmonster_s_read_interval(
 def test_a_task_never_ready_stops_within_the_read_cap_with_a_timeout(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, answers: Answers
 ) -> None:
-    sandbox = sandbox_factory(protocol="json", dialect="capmonster",
-                              latency={"recaptcha_v2": 100_000.0})  # fmt: skip
+    sandbox = sandbox_factory(
+        protocol="json", dialect="capmonster", latency={"recaptcha_v2": 100_000.0}
+    )
     worker_factory(_env(sandbox))
     started = time.monotonic()
     with pytest.raises(SolveTimeout, match=r"no answer 9 s after submit \(\d+ reads\)") as caught:

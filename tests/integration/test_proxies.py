@@ -489,16 +489,25 @@ def test_names_are_resolved_by_the_socks_proxy(demo_sandbox: Any) -> None:
     [
         (lambda p: p.url(password="wrong-password"), "PROXY_AUTH_FAILED", "username or password"),
         (lambda p: p.url(username="nobody"), "PROXY_AUTH_FAILED", "username or password"),
-        (lambda p: f"socks5h://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
-         "PROXY_CONNECTION_FAILED", "cannot connect to the proxy"),
-        (lambda p: f"http://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
-         "PROXY_CONNECTION_FAILED", "cannot connect to the proxy"),
+        (
+            lambda p: f"socks5h://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
+            "PROXY_CONNECTION_FAILED",
+            "cannot connect to the proxy",
+        ),
+        (
+            lambda p: f"http://{SOCKS_USER}:{SOCKS_PASSWORD}@127.0.0.1:{free_port()}",
+            "PROXY_CONNECTION_FAILED",
+            "cannot connect to the proxy",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_proxy_failure_is_a_typed_error_without_the_password(
-    demo_sandbox: Any, socks: SocksProxy, make_url: Callable[[SocksProxy], str], code: str,
+    demo_sandbox: Any,
+    socks: SocksProxy,
+    make_url: Callable[[SocksProxy], str],
+    code: str,
     fragment: str,
-) -> None:  # fmt: skip
+) -> None:
     url = make_url(socks)
     with pytest.raises(ProxyRejected) as info:
         _fetch_via(url, f"{demo_sandbox.demo_url}/page/x", _demo_host(demo_sandbox))
@@ -527,8 +536,9 @@ def test_the_socks_double_is_bounded_and_stops_everything() -> None:
     proxy = SocksProxy(max_connections=2, timeout=5).start()
     idle = [socket.create_connection(("127.0.0.1", proxy.port), timeout=5) for _ in range(3)]
     try:
-        wait_until(lambda: proxy.connections + proxy.turned_away == 3, timeout=5,
-                   what="three connections")  # fmt: skip
+        wait_until(
+            lambda: proxy.connections + proxy.turned_away == 3, timeout=5, what="three connections"
+        )
         assert (proxy.connections, proxy.turned_away) == (2, 1)
     finally:
         proxy.stop()  # closes the two half-open handshakes and joins their threads

@@ -53,13 +53,21 @@ def test_a_message_redelivered_after_its_solve_ended_keeps_the_outcome(
     payloads = client.lrange(QUEUE, 0, -1)
     assert len(payloads) == 1
     worker = worker_factory(worker_env(sandbox.url))
-    wait_until(lambda: _meta_status(client, result.id) == outcome, timeout=30, interval=0.1,
-               what=f"the solve to end {outcome}")  # fmt: skip
+    wait_until(
+        lambda: _meta_status(client, result.id) == outcome,
+        timeout=30,
+        interval=0.1,
+        what=f"the solve to end {outcome}",
+    )
     submits = int(sandbox.stats()["submitted"])
 
     client.lpush(QUEUE, payloads[0])  # the redelivery (kombu's restore of an unacked message)
-    wait_until(lambda: worker.log().count(f"[{result.id}] ignored") >= 1, timeout=30,
-               interval=0.1, what="the redelivered copy to run")  # fmt: skip
+    wait_until(
+        lambda: worker.log().count(f"[{result.id}] ignored") >= 1,
+        timeout=30,
+        interval=0.1,
+        what="the redelivered copy to run",
+    )
     time.sleep(0.5)  # anything the second execution would still write lands by now
 
     assert _meta_status(client, result.id) == outcome
@@ -94,8 +102,11 @@ def test_a_message_taken_by_a_consumer_killed_before_recording_it_is_not_lost(
         "print('took' if got else 'none', flush=True)\n"
         "time.sleep(60)\n"
     )
-    consumer = subprocess.Popen([sys.executable, "-c", taker, redis_url, QUEUE],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    consumer = subprocess.Popen(
+        [sys.executable, "-c", taker, redis_url, QUEUE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         assert consumer.stdout is not None
         assert consumer.stdout.readline().strip() == b"took"

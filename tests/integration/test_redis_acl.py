@@ -78,12 +78,19 @@ class AclRedis:
 @pytest.fixture
 def acl_redis(tmp_path: Path) -> Iterator[AclRedis]:
     passwords = {user: secrets.token_hex(16) for user in ("default", "worker", "monitor")}
-    env = {**os.environ, "REDIS_PASSWORD": passwords["default"],
-           "REDIS_WORKER_PASSWORD": passwords["worker"],
-           "REDIS_MONITOR_PASSWORD": passwords["monitor"]}  # fmt: skip
+    env = {
+        **os.environ,
+        "REDIS_PASSWORD": passwords["default"],
+        "REDIS_WORKER_PASSWORD": passwords["worker"],
+        "REDIS_MONITOR_PASSWORD": passwords["monitor"],
+    }
     rendered = tmp_path / "users.acl"
-    subprocess.run(["sh", str(DEPLOY / "redis-acl.sh"), str(DEPLOY / "users.acl"), str(rendered)],
-                   env=env, check=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        ["sh", str(DEPLOY / "redis-acl.sh"), str(DEPLOY / "users.acl"), str(rendered)],
+        env=env,
+        check=True,
+        timeout=30,
+    )
     assert passwords["worker"] not in rendered.read_text()  # hashes only
     server = RedisServer(password=passwords["default"], extra_args=["--aclfile", str(rendered)])
     server.start()
@@ -108,8 +115,20 @@ def acl_worker(acl_redis: AclRedis, demo_sandbox: Any, tmp_path: Path) -> Iterat
         "CAPTCHA_TASKS_METRICS_PORT": str(free_port()),
         "PYTHONUNBUFFERED": "1",
     }
-    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
-            "-n", "acl@127.0.0.1", "-c", "2", "-l", "INFO"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "captcha_tasks",
+        "worker",
+        "-n",
+        "acl@127.0.0.1",
+        "-c",
+        "2",
+        "-l",
+        "INFO",
+    ]
     worker = spawn("acl@127.0.0.1", argv, tmp_path / "acl.log", env=env, cwd=ROOT)
     worker.metrics_port = int(env["CAPTCHA_TASKS_METRICS_PORT"])  # type: ignore[attr-defined]
     try:
@@ -130,16 +149,23 @@ def _refused(client: redis.Redis) -> dict[str, set[str]]:
 def test_a_worker_a_solve_and_status_under_least_privilege_users(
     acl_redis: AclRedis, acl_worker: Child, demo_sandbox: Any
 ) -> None:
-    monitor_env = {"CAPTCHA_TASKS_REDIS_URL": acl_redis.url("monitor"),
-                   "CAPTCHAAI_API_KEY": DEV_API_KEY,
-                   "CAPTCHA_TASKS_SOLVER_URL": demo_sandbox.url}  # fmt: skip
+    monitor_env = {
+        "CAPTCHA_TASKS_REDIS_URL": acl_redis.url("monitor"),
+        "CAPTCHAAI_API_KEY": DEV_API_KEY,
+        "CAPTCHA_TASKS_SOLVER_URL": demo_sandbox.url,
+    }
     watch = Cli(["watch", "--json", "--limit", "1", "--timeout", "90"], monitor_env)
     watch.wait_for_stderr("watching task events")
 
     client_env = {**os.environ, "CAPTCHA_TASKS_REDIS_URL": acl_redis.url("worker")}
-    done = subprocess.run([sys.executable, "-c", CLIENT, SITEKEY, demo_sandbox.demo_url],
-                          env=client_env, cwd=ROOT, capture_output=True, text=True,
-                          timeout=240)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", CLIENT, SITEKEY, demo_sandbox.demo_url],
+        env=client_env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:] + acl_worker.output()[-3000:]
     assert json.loads(done.stdout.splitlines()[-1]) == ["pool", "api", 200, True]
 

@@ -63,8 +63,7 @@ def _first_finishes_last(
 @pytest.fixture
 def page_worker(demo_sandbox: Any, worker_factory: Any) -> str:
     host = demo_sandbox.demo_url.split("//")[1]
-    worker_factory(worker_env(demo_sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=host),
-                   concurrency=4)  # fmt: skip
+    worker_factory(worker_env(demo_sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=host), concurrency=4)
     return str(demo_sandbox.demo_url)
 
 

@@ -55,15 +55,18 @@ def make_fleet(
         sandbox = sandbox_factory(threads=THREADS)
         directory = tmp_path / "fleet"
         directory.mkdir()
-        env = worker_env(sandbox.url, CAPTCHA_TASKS_THREADS=str(THREADS),
-                         CAPTCHA_TASKS_HEARTBEAT_INTERVAL="1")  # fmt: skip
+        env = worker_env(
+            sandbox.url, CAPTCHA_TASKS_THREADS=str(THREADS), CAPTCHA_TASKS_HEARTBEAT_INTERVAL="1"
+        )
         config = {"env": env, "concurrency": 1, "broken": broken or {}}
         (directory / "fleet.json").write_text(json.dumps(config))
         fleets.append(directory)
         # Through the script, as the rollout will: the workers are not our children.
         script = str(ROOT / "tests" / "support" / "fleet_restart.py")
-        starts = [subprocess.Popen([sys.executable, script, str(directory), "start", w, OLD],
-                                   cwd=ROOT) for w in WORKERS]  # fmt: skip
+        starts = [
+            subprocess.Popen([sys.executable, script, str(directory), "start", w, OLD], cwd=ROOT)
+            for w in WORKERS
+        ]
         assert [proc.wait(timeout=90) for proc in starts] == [0] * len(WORKERS)
         fleet = Fleet(directory, celery_app)
         fleet.sandbox = sandbox  # type: ignore[attr-defined]
@@ -125,12 +128,31 @@ class Load:
 
 
 def _rollout(fleet: Fleet, version: str, *extra: str) -> tuple[int, dict[str, Any], str]:
-    argv = [sys.executable, "-m", "captcha_tasks.cli.main", "rollout", "--to", version,
-            "--restart", fleet.restart_command(), "--max-unavailable", "1",
-            "--drain-timeout", "auto", "--health-check", "balance",
-            "--start-timeout", "60", "--health-timeout", "20", "--json", *extra]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, env=os.environ.copy(), capture_output=True,
-                          text=True, timeout=170)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "captcha_tasks.cli.main",
+        "rollout",
+        "--to",
+        version,
+        "--restart",
+        fleet.restart_command(),
+        "--max-unavailable",
+        "1",
+        "--drain-timeout",
+        "auto",
+        "--health-check",
+        "balance",
+        "--start-timeout",
+        "60",
+        "--health-timeout",
+        "20",
+        "--json",
+        *extra,
+    ]
+    done = subprocess.run(
+        argv, cwd=ROOT, env=os.environ.copy(), capture_output=True, text=True, timeout=170
+    )
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     name = version.replace(".", "_")
     (OUTPUT_DIR / f"{name}.progress.txt").write_text(done.stderr)
@@ -168,8 +190,10 @@ def test_rollout_under_load_loses_nothing(make_fleet: Callable[..., Fleet]) -> N
     outcomes = load.outcomes()
     stats = fleet.sandbox.stats()  # type: ignore[attr-defined]
     sent = len(load.results)
-    print(f"load: {sent} solves sent, {len(outcomes['ok'])} ok, {len(outcomes['failed'])} "
-          f"failed, {len(outcomes['lost'])} lost; sandbox {stats}")  # fmt: skip
+    print(
+        f"load: {sent} solves sent, {len(outcomes['ok'])} ok, {len(outcomes['failed'])} "
+        f"failed, {len(outcomes['lost'])} lost; sandbox {stats}"
+    )
     assert sent >= 40
     assert outcomes["lost"] == [] and outcomes["failed"] == []
     assert len(outcomes["ok"]) == sent
@@ -204,8 +228,10 @@ def test_failed_health_check_rolls_every_updated_worker_back(
     assert fleet.versions() == dict.fromkeys(WORKERS, OLD)
 
     outcomes = load.outcomes()
-    print(f"load: {len(load.results)} solves sent, {len(outcomes['ok'])} ok, "
-          f"{len(outcomes['failed'])} failed, {len(outcomes['lost'])} lost")  # fmt: skip
+    print(
+        f"load: {len(load.results)} solves sent, {len(outcomes['ok'])} ok, "
+        f"{len(outcomes['failed'])} failed, {len(outcomes['lost'])} lost"
+    )
     for _, error in outcomes["failed"]:
         print("failed:", error)
     assert outcomes["lost"] == []

@@ -43,12 +43,24 @@ def _crawl(sandbox: Any, out: Path, mode: str) -> tuple[list[dict[str, Any]], di
     # The crawl gets what a worker gets of the cluster, and nothing of the solver's key.
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAPTCHAAI")}
     env.update(CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(sandbox), PYTHONUNBUFFERED="1")
-    argv = [sys.executable, "-m", "tests.support.scrapy_crawl", "--base", sandbox.demo_url,
-            "--pages", str(PAGES), "--out", str(out), "--mode", mode]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.scrapy_crawl",
+        "--base",
+        sandbox.demo_url,
+        "--pages",
+        str(PAGES),
+        "--out",
+        str(out),
+        "--mode",
+        mode,
+    ]
     started = time.monotonic()
     # On a timeout subprocess.run kills the crawl (by its PID) before raising.
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=CRAWL_TIMEOUT, check=False)  # fmt: skip
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=CRAWL_TIMEOUT, check=False
+    )
     log = done.stdout + done.stderr
     (out / "crawl.log").write_text(log)
     assert done.returncode == 0, log[-4000:]
@@ -79,8 +91,10 @@ def test_a_crawl_of_100_protected_pages_spends_at_most_two_solves(
     assert all(item["h1"] == f"page {item['n']}" for item in items), items[:3]
     solves = demo_sandbox.stats()["submitted"]
     site = demo_sandbox.demo.stats()
-    print(f"solves: {solves}, site: {site}, crawl: "
-          f"{ {k: v for k, v in stats.items() if k.startswith('captcha_tasks/')} }")  # fmt: skip
+    print(
+        f"solves: {solves}, site: {site}, crawl: "
+        f"{ {k: v for k, v in stats.items() if k.startswith('captcha_tasks/')} }"
+    )
     assert 1 <= solves <= 2
     assert 1 <= site["tokens_accepted"] <= 2 and site["tokens_rejected"] == 0
     assert stats["item_scraped_count"] == PAGES
@@ -135,11 +149,30 @@ def test_the_example_spider_of_the_docs_runs_as_written(
     (tmp_path / "demo_spider.py").write_text(spider.group(1))
     worker_factory(_env(demo_sandbox))
     env = {**os.environ, "CAPTCHA_TASKS_ALLOWED_DOMAINS": _host(demo_sandbox)}
-    argv = [sys.executable, "-m", "scrapy", "runspider", "demo_spider.py", "-o", "pages.jsonl",
-            "-a", f"base={demo_sandbox.demo_url}", "-a", "pages=10",
-            "-s", "TELNETCONSOLE_ENABLED=False"]  # fmt: skip
-    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=CRAWL_TIMEOUT, check=False)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "runspider",
+        "demo_spider.py",
+        "-o",
+        "pages.jsonl",
+        "-a",
+        f"base={demo_sandbox.demo_url}",
+        "-a",
+        "pages=10",
+        "-s",
+        "TELNETCONSOLE_ENABLED=False",
+    ]
+    done = subprocess.run(
+        argv,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CRAWL_TIMEOUT,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     items = [json.loads(line) for line in (tmp_path / "pages.jsonl").read_text().splitlines()]
     assert sorted(item["h1"] for item in items) == sorted(f"page {n}" for n in range(10))

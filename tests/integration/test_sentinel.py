@@ -46,30 +46,41 @@ SENTINEL_PASSWORD = "Sentinel-" + uuid.uuid4().hex
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SentinelDeployment]:
-    made = SentinelDeployment(Path(tmp_path_factory.mktemp("sentinel")), password=PASSWORD,
-                              sentinel_password=SENTINEL_PASSWORD)  # fmt: skip
+    made = SentinelDeployment(
+        Path(tmp_path_factory.mktemp("sentinel")),
+        password=PASSWORD,
+        sentinel_password=SENTINEL_PASSWORD,
+    )
     made.start()
     yield made
     made.stop()
 
 
 def _settings(deployment: SentinelDeployment, **more: str) -> Settings:
-    return Settings.from_env({
-        "CAPTCHA_TASKS_REDIS_URL": deployment.url,
-        "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER": deployment.master_name,
-        "CAPTCHA_TASKS_REDIS_SENTINEL_PASSWORD": SENTINEL_PASSWORD,
-        **more,
-    })  # fmt: skip
+    return Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": deployment.url,
+            "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER": deployment.master_name,
+            "CAPTCHA_TASKS_REDIS_SENTINEL_PASSWORD": SENTINEL_PASSWORD,
+            **more,
+        }
+    )
 
 
 def _backend_app(settings: Settings) -> Celery:
     app = Celery("sentinel-backend", set_as_current=False)
     app.config_from_object("captcha_tasks.worker.celeryconfig")
     url = settings.result_backend
-    options = {**app.conf.result_backend_transport_options,
-               **sentinel_transport_options(settings, url)}  # fmt: skip
-    app.conf.update(broker_url=url, broker_transport=transport_for(url), result_backend=url,
-                    result_backend_transport_options=options)  # fmt: skip
+    options = {
+        **app.conf.result_backend_transport_options,
+        **sentinel_transport_options(settings, url),
+    }
+    app.conf.update(
+        broker_url=url,
+        broker_transport=transport_for(url),
+        result_backend=url,
+        result_backend_transport_options=options,
+    )
     return app
 
 
@@ -108,8 +119,10 @@ def test_clients_follow_the_master_through_a_failover(deployment: SentinelDeploy
     first, second = asyncio.run(waits())
     assert (first["result"], second["result"]) == ("first", "second")
     assert state.get("before") == "1"  # replicated before the kill, read on the new master
-    assert state.connection_pool.get_master_address() != (deployment.nodes[0].host,
-                                                          deployment.nodes[0].port)  # fmt: skip
+    assert state.connection_pool.get_master_address() != (
+        deployment.nodes[0].host,
+        deployment.nodes[0].port,
+    )
     state.close()
 
 
@@ -128,9 +141,15 @@ def test_a_submit_waits_until_a_replica_has_its_mark(deployment: SentinelDeploym
 
     def job() -> Job:
         now = time.time()
-        made = Job(task_id=str(uuid.uuid4()), type="recaptcha_v2", captcha_json="{}",
-                   state="submitting", enqueued_at=now, queue_deadline=now + 600,
-                   deadline_s=180.0)  # fmt: skip
+        made = Job(
+            task_id=str(uuid.uuid4()),
+            type="recaptcha_v2",
+            captcha_json="{}",
+            state="submitting",
+            enqueued_at=now,
+            queue_deadline=now + 600,
+            deadline_s=180.0,
+        )
         client.hset(keys.job(made.task_id), mapping={"state": "submitting"})
         return made
 
@@ -153,8 +172,12 @@ def test_a_submit_waits_until_a_replica_has_its_mark(deployment: SentinelDeploym
         with replica.client() as conn:
             conn.config_set("masterauth", PASSWORD)
     # Without the wait (CAPTCHA_TASKS_REDIS_SENTINEL_WAIT=0), or off Sentinel: no WAIT.
-    assert SolveQueue(client, _settings(deployment, CAPTCHA_TASKS_REDIS_SENTINEL_WAIT="0"),
-                      claim_s=30.0).replica_wait_ms == 0  # fmt: skip
+    assert (
+        SolveQueue(
+            client, _settings(deployment, CAPTCHA_TASKS_REDIS_SENTINEL_WAIT="0"), claim_s=30.0
+        ).replica_wait_ms
+        == 0
+    )
     plain = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": "redis://127.0.0.1:1/0"})
     assert SolveQueue(client, plain, claim_s=30.0).replica_wait_ms == 0
     client.close()
@@ -180,9 +203,15 @@ def test_a_mark_whose_call_failed_is_taken_back(
 
         monkeypatch.setattr(queue_module, "run_replicated", failing)
         now = time.time()
-        job = Job(task_id=str(uuid.uuid4()), type="recaptcha_v2", captcha_json="{}",
-                  state="submitting", enqueued_at=now, queue_deadline=now + 600,
-                  deadline_s=180.0)  # fmt: skip
+        job = Job(
+            task_id=str(uuid.uuid4()),
+            type="recaptcha_v2",
+            captcha_json="{}",
+            state="submitting",
+            enqueued_at=now,
+            queue_deadline=now + 600,
+            deadline_s=180.0,
+        )
         client.hset(keys.job(job.task_id), mapping={"state": "submitting"})
         assert not queue.sending(job, now, "unit")
         assert client.hget(keys.job(job.task_id), "state") == then
@@ -197,8 +226,12 @@ def test_the_broker_stays_ours_with_its_password_after_a_failed_connection(
     settings = _settings(deployment)
     url = settings.broker_url
     options = sentinel_transport_options(settings, url)
-    with Connection(url, transport=transport_for(url), transport_options=options,
-                    failover_strategy=failover_strategy_for(url)) as conn:  # fmt: skip
+    with Connection(
+        url,
+        transport=transport_for(url),
+        transport_options=options,
+        failover_strategy=failover_strategy_for(url),
+    ) as conn:
         conn.maybe_switch_next()
         assert conn.transport_cls == "captcha_tasks.worker.broker:SentinelTransport"
         assert (conn.password, conn.virtual_host) == (PASSWORD, "0")

@@ -16,8 +16,12 @@ from tests.support.workers import worker_env
 pytestmark = pytest.mark.integration
 
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
-SINGLE = ("CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY", "CAPTCHAAI_API_KEY",
-          "CAPTCHA_TASKS_SOLVER_URL")  # fmt: skip
+SINGLE = (
+    "CAPTCHA_TASKS_PROVIDER",
+    "CAPTCHA_TASKS_API_KEY",
+    "CAPTCHAAI_API_KEY",
+    "CAPTCHA_TASKS_SOLVER_URL",
+)
 
 
 def _named(sandbox: Any, **providers: str) -> dict[str, str]:

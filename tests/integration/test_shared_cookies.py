@@ -98,8 +98,13 @@ def test_attributes_survive_a_round_trip(make_store: Any, site: str) -> None:
     store = make_store()
     a = requests.Session()
     snapshot = store.apply(a, HOST)
-    visit(a, site, "sid=abc; Path=/; Max-Age=3600; HttpOnly; SameSite=Strict",
-          "pref=dark; Path=/app", "tok=t1; Path=/; Secure")  # fmt: skip
+    visit(
+        a,
+        site,
+        "sid=abc; Path=/; Max-Age=3600; HttpOnly; SameSite=Strict",
+        "pref=dark; Path=/app",
+        "tok=t1; Path=/; Secure",
+    )
     originals = {c.name: StoredCookie.from_jar(c) for c in a.cookies}
     assert store.merge(a, HOST, snapshot).written == 3
 
@@ -237,19 +242,46 @@ def test_playwright_round_trip_and_use_in_requests(make_store: Any, site: str) -
     store.merge(jar, "www.example.com")
     exported = store.export_browser("www.example.com")
     assert exported == [
-        {"name": "sid", "value": "s" * 40, "domain": ".example.com", "path": "/",
-         "expires": expiry, "httpOnly": True, "secure": True, "sameSite": "Strict"},
-        {"name": "lang", "value": "en", "domain": "www.example.com", "path": "/docs",
-         "expires": -1, "httpOnly": False, "secure": False, "sameSite": "Lax"},
-    ]  # fmt: skip
+        {
+            "name": "sid",
+            "value": "s" * 40,
+            "domain": ".example.com",
+            "path": "/",
+            "expires": expiry,
+            "httpOnly": True,
+            "secure": True,
+            "sameSite": "Strict",
+        },
+        {
+            "name": "lang",
+            "value": "en",
+            "domain": "www.example.com",
+            "path": "/docs",
+            "expires": -1,
+            "httpOnly": False,
+            "secure": False,
+            "sameSite": "Lax",
+        },
+    ]
     assert mirror.import_browser("www.example.com", exported).written == 2
     assert mirror.export_browser("WWW.Example.com:443") == exported
 
     # What a Playwright context.cookies() call returns, used by a requests session.
-    mirror.import_browser(HOST, [
-        {"name": "cf_clearance", "value": "abc123", "domain": HOST, "path": "/",
-         "expires": time.time() + 600.5, "httpOnly": True, "secure": False, "sameSite": "None"},
-    ])  # fmt: skip
+    mirror.import_browser(
+        HOST,
+        [
+            {
+                "name": "cf_clearance",
+                "value": "abc123",
+                "domain": HOST,
+                "path": "/",
+                "expires": time.time() + 600.5,
+                "httpOnly": True,
+                "secure": False,
+                "sameSite": "None",
+            },
+        ],
+    )
     session = requests.Session()
     mirror.apply(session, HOST)
     assert session.get(f"{site}/echo", timeout=5).text == "cf_clearance=abc123"
@@ -268,13 +300,16 @@ def test_bad_playwright_input_raises_and_writes_nothing(make_store: Any, client:
 def test_the_key_ttl_follows_the_latest_expiry_capped(make_store: Any, client: Any) -> None:
     store, key = make_store(), Keys().cookies("example.com")
     now = int(time.time())
-    store.import_browser("example.com", [{"name": "a", "value": "1", "domain": "example.com",
-                                          "expires": now + 3600}])  # fmt: skip
+    store.import_browser(
+        "example.com", [{"name": "a", "value": "1", "domain": "example.com", "expires": now + 3600}]
+    )
     assert 3590 <= client.ttl(key) <= 3600
     store.import_browser("example.com", [{"name": "s", "value": "1", "domain": "example.com"}])
     assert SESSION_COOKIE_TTL - 10 <= client.ttl(key) <= SESSION_COOKIE_TTL
-    store.import_browser("example.com", [{"name": "y", "value": "1", "domain": "example.com",
-                                          "expires": now + 400 * 86_400}])  # fmt: skip
+    store.import_browser(
+        "example.com",
+        [{"name": "y", "value": "1", "domain": "example.com", "expires": now + 400 * 86_400}],
+    )
     assert MAX_TTL - 10 <= client.ttl(key) <= MAX_TTL
     assert store.clear("example.com") == 3 and not client.exists(key)
 
@@ -365,10 +400,13 @@ def test_cli_masks_by_default_and_round_trips_files(
 ) -> None:
     runner = CliRunner()
     secret = "s3cr3t-value-0123456789"
-    state = {"cookies": [
-        {"name": "sid", "value": secret, "domain": ".example.com", "path": "/", "expires": -1},
-        {"name": "ga", "value": "x", "domain": ".google.com", "path": "/", "expires": -1},
-    ], "origins": []}  # fmt: skip
+    state = {
+        "cookies": [
+            {"name": "sid", "value": secret, "domain": ".example.com", "path": "/", "expires": -1},
+            {"name": "ga", "value": "x", "domain": ".google.com", "path": "/", "expires": -1},
+        ],
+        "origins": [],
+    }
     source = tmp_path / "state.json"
     source.write_text(json.dumps(state))
 
@@ -376,8 +414,11 @@ def test_cli_masks_by_default_and_round_trips_files(
     assert done.exit_code == 0, done.output
     assert "imported 1 cookies" in done.output and "1 of other domains" in done.output
 
-    for args in (["show", "www.example.com"], ["show", "www.example.com", "--json"],
-                 ["show", "www.example.com", "--playwright"]):  # fmt: skip
+    for args in (
+        ["show", "www.example.com"],
+        ["show", "www.example.com", "--json"],
+        ["show", "www.example.com", "--playwright"],
+    ):
         shown = runner.invoke(sessions_group, args)
         assert shown.exit_code == 0 and "sid" in shown.output and secret not in shown.output
     revealed = runner.invoke(sessions_group, ["show", "www.example.com", "--json", "--reveal"])

@@ -54,8 +54,11 @@ def _evidence(results: dict[str, Any], sandbox: Any) -> str:
     with redis.Redis.from_url(settings.redis_url) as raw:
         for kind, result in results.items():
             fields = raw.hgetall(keys.job(result.id))
-            job = {k.decode(): v.decode(errors="replace")[:80]
-                   for k, v in fields.items() if k != b"captcha"}  # fmt: skip
+            job = {
+                k.decode(): v.decode(errors="replace")[:80]
+                for k, v in fields.items()
+                if k != b"captcha"
+            }
             meta = (raw.get(f"celery-task-meta-{result.id}") or b"").decode()[:300]
             lines.append(f"{kind} {result.id}: backend {meta!r}; job {job}")
         lines.append(f"waiting {raw.zrange(keys.waiting, 0, -1, withscores=True)}")

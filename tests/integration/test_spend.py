@@ -33,10 +33,11 @@ PRICES = "recaptcha_v2=2.99,turnstile=1.45,image=0.7"
 
 
 def _solve(n_v2: int, n_turnstile: int) -> list[dict[str, Any]]:
-    pending = [solve_recaptcha_v2.delay(V2_KEY, f"https://example.com/v2/{i}")
-               for i in range(n_v2)]  # fmt: skip
-    pending += [solve_turnstile.delay(TURNSTILE_KEY, f"https://example.com/t/{i}")
-                for i in range(n_turnstile)]  # fmt: skip
+    pending = [solve_recaptcha_v2.delay(V2_KEY, f"https://example.com/v2/{i}") for i in range(n_v2)]
+    pending += [
+        solve_turnstile.delay(TURNSTILE_KEY, f"https://example.com/t/{i}")
+        for i in range(n_turnstile)
+    ]
     return [result.get(timeout=60) for result in pending]
 
 
@@ -59,9 +60,15 @@ def _scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 def _status(env: dict[str, str], *args: str) -> str:
     script = os.path.join(os.path.dirname(sys.executable), "captcha-tasks")
-    done = subprocess.run([script, "status", "--workers-timeout", "0", *args], cwd=ROOT,
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [script, "status", "--workers-timeout", "0", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -75,8 +82,10 @@ def test_configured_prices_spend_and_a_balance_below_the_floor(
     worker = worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_METRICS_PORT=str(port), **extra))
     results = _solve(3, 2)
     by_type = {(r["type"], r["cost"], r["cost_source"], r["provider"]) for r in results}
-    assert by_type == {("recaptcha_v2", "0.00299", "configured", "captchaai"),
-                       ("turnstile", "0.00145", "configured", "captchaai")}  # fmt: skip
+    assert by_type == {
+        ("recaptcha_v2", "0.00299", "configured", "captchaai"),
+        ("turnstile", "0.00145", "configured", "captchaai"),
+    }
     total = sum(D(r["cost"]) for r in results)
     assert total == D("0.01187")
     assert _spent_last_hour() == total
@@ -84,8 +93,11 @@ def test_configured_prices_spend_and_a_balance_below_the_floor(
     settings = get_settings()
     client = state_redis(settings)
     keys = Keys(settings.key_prefix)
-    wait_until(lambda: read_balance(client, keys, "default") is not None, timeout=30,
-               what="the balance check")  # fmt: skip
+    wait_until(
+        lambda: read_balance(client, keys, "default") is not None,
+        timeout=30,
+        what="the balance check",
+    )
     samples = _scrape(port)
 
     def value(name: str, **labels: str) -> float | None:

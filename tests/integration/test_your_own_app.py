@@ -96,16 +96,47 @@ def test_your_app_calls_and_chains_our_tasks(
     log_path = tmp_path / "myapp-worker.log"
     with log_path.open("wb") as log:
         yours = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "myapp", "worker", "-Q", "myapp", "-P", "solo",
-             "-n", "myapp@127.0.0.1", "--without-gossip", "--without-mingle", "-l", "INFO"],
-            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "myapp",
+                "worker",
+                "-Q",
+                "myapp",
+                "-P",
+                "solo",
+                "-n",
+                "myapp@127.0.0.1",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
-        wait_until(lambda: " ready." in log_path.read_text(errors="replace"), timeout=60,
-                   interval=0.1, what="your worker")  # fmt: skip
-        done = subprocess.run([sys.executable, "client.py"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=180, check=False)  # fmt: skip
+        wait_until(
+            lambda: " ready." in log_path.read_text(errors="replace"),
+            timeout=60,
+            interval=0.1,
+            what="your worker",
+        )
+        done = subprocess.run(
+            [sys.executable, "client.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr + log_path.read_text(errors="replace")
         out = json.loads(done.stdout.strip().splitlines()[-1])
     finally:

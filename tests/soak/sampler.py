@@ -99,10 +99,13 @@ class Sampler:
         try:
             with self._client() as raw:
                 sample = Sample(
-                    at=round(at, 1), keys=int(raw.dbsize()),
+                    at=round(at, 1),
+                    keys=int(raw.dbsize()),
                     used_memory=int(raw.info("memory")["used_memory"]),
-                    rss=self._rss(), solved=self._solved(), phase=self.phase,
-                )  # fmt: skip
+                    rss=self._rss(),
+                    solved=self._solved(),
+                    phase=self.phase,
+                )
                 if scan or at - self._last_scan >= SCAN_EVERY:
                     sample.no_ttl, sample.broker_no_ttl, sample.long_results = self._scan(raw)
                     self._last_scan = at

@@ -135,15 +135,25 @@ def _write_doc(text: str) -> None:
 def test_soak(sandbox_factory: Any, tmp_path: Path) -> None:
     key = _secret("Ck", 32)
     sandbox = sandbox_factory(api_keys=(key,), time_scale=TIME_SCALE, threads=60)
-    cluster = Cluster(tmp_path / "soak", sandbox, key, workers=3, concurrency=2, threads=60,
-                      time_scale=TIME_SCALE, env=SHORT_TTLS)  # fmt: skip
+    cluster = Cluster(
+        tmp_path / "soak",
+        sandbox,
+        key,
+        workers=3,
+        concurrency=2,
+        threads=60,
+        time_scale=TIME_SCALE,
+        env=SHORT_TTLS,
+    )
     cluster.tmp.mkdir(parents=True, exist_ok=True)
     cluster.start()
     try:
         sampler = Sampler(
-            cluster._raw, lambda: {n: w.pid for n, w in cluster.workers.items()},
-            lambda: int(cluster.sandbox_stats()["submitted"]), RESULT_EXPIRES,
-        )  # fmt: skip
+            cluster._raw,
+            lambda: {n: w.pid for n, w in cluster.workers.items()},
+            lambda: int(cluster.sandbox_stats()["submitted"]),
+            RESULT_EXPIRES,
+        )
         assert sampler.take(scan=True) is not None  # the baseline
         sampler.start()
         notes: list[str] = []

@@ -34,8 +34,10 @@ async def main(count: int, pageurl: str) -> dict[str, Any]:
     peak, stop = [_threads()], asyncio.Event()
     sampler = asyncio.ensure_future(_sample(peak, stop))
     started = time.monotonic()
-    sent = [aio.send("captcha_tasks.solve_recaptcha_v2", SITEKEY, f"{pageurl}?n={i}")
-            for i in range(count)]  # fmt: skip
+    sent = [
+        aio.send("captcha_tasks.solve_recaptcha_v2", SITEKEY, f"{pageurl}?n={i}")
+        for i in range(count)
+    ]
     awaited = await asyncio.gather(*(aio.result(r, timeout=300) for r in sent))
     elapsed = time.monotonic() - started
     stop.set()

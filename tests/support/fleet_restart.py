@@ -83,19 +83,44 @@ def stop(fleet: Path, worker: str, *, timeout: float = STOP_TIMEOUT) -> None:
 
 def start(fleet: Path, worker: str, version: str, *, wait: bool = True) -> int:
     config = _config(fleet)
-    env = {**os.environ, **config["env"], "CAPTCHA_TASKS_VERSION": version,
-           "REMAP_SIGTERM": "SIGQUIT", "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        **config["env"],
+        "CAPTCHA_TASKS_VERSION": version,
+        "REMAP_SIGTERM": "SIGQUIT",
+        "PYTHONUNBUFFERED": "1",
+    }
     broken = config.get("broken", {}).get(version)
     if broken and worker in broken.get("workers", []):
         env.update(broken["env"])
     log = logfile(fleet, worker)
     offset = log.stat().st_size if log.exists() else 0
-    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", worker,
-            "-c", str(config.get("concurrency", 1)), "-l", "INFO",
-            "--without-gossip", "--without-mingle"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "captcha_tasks",
+        "worker",
+        "-n",
+        worker,
+        "-c",
+        str(config.get("concurrency", 1)),
+        "-l",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     with log.open("ab") as out:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     pidfile(fleet, worker).write_text(str(proc.pid))
     if wait:
         deadline = time.monotonic() + READY_TIMEOUT

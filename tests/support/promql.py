@@ -23,8 +23,21 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "deploy" / "grafana" / "dashboards"
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 
-KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "and", "or",
-            "unless", "bool", "offset", "inf", "nan"}  # fmt: skip
+KEYWORDS = {
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+}
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MATCHERS = re.compile(r"\{[^{}]*\}")
 _RANGE = re.compile(r"\[[^\[\]]*\]")

@@ -50,8 +50,12 @@ class DemoPages(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for n in range(self.pages):
-            yield scrapy.Request(f"{self.base}/page/{n}", callback=self.parse,
-                                 errback=self.failed, cb_kwargs={"n": n})  # fmt: skip
+            yield scrapy.Request(
+                f"{self.base}/page/{n}",
+                callback=self.parse,
+                errback=self.failed,
+                cb_kwargs={"n": n},
+            )
 
     def parse(self, response: scrapy.http.TextResponse, n: int) -> Iterator[dict[str, Any]]:
         yield {

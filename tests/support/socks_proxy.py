@@ -82,8 +82,9 @@ class SocksProxy(BackgroundServer):
 
     # -- what tests read --------------------------------------------------------------
 
-    def url(self, scheme: str = "socks5h", *, username: str | None = None,
-            password: str | None = None) -> str:  # fmt: skip
+    def url(
+        self, scheme: str = "socks5h", *, username: str | None = None, password: str | None = None
+    ) -> str:
         """The proxy's URL with the given credentials (default: its own)."""
         user = self.username if username is None else username
         secret = self.password if password is None else password
@@ -133,9 +134,11 @@ class SocksProxy(BackgroundServer):
                 else:
                     self.connections += 1
                     thread = threading.Thread(
-                        target=self._connection, args=(client,), name=f"socks-{self.connections}",
+                        target=self._connection,
+                        args=(client,),
+                        name=f"socks-{self.connections}",
                         daemon=True,
-                    )  # fmt: skip
+                    )
                     self._threads.add(thread)
                     self._sockets.add(client)
             if full:

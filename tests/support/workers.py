@@ -58,9 +58,25 @@ def start_worker(
 ) -> WorkerProcess:
     """A worker named ``name`` with this process's environment and ``env``, logging to
     ``log_dir/<name before the @>.log``; once it is ready, unless ``wait`` is false."""
-    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker",
-            "-n", name, "-c", str(concurrency), "-P", pool, "-l", "INFO",
-            "--without-gossip", "--without-mingle", *(extra_args or [])]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "captcha_tasks",
+        "worker",
+        "-n",
+        name,
+        "-c",
+        str(concurrency),
+        "-P",
+        pool,
+        "-l",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+        *(extra_args or []),
+    ]
     log_path = log_dir / f"{name.split('@')[0]}.log"
     full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
     worker = spawn(name, argv, log_path, env=full_env, cwd=ROOT, stop_timeout=20.0)

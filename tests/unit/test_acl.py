@@ -29,8 +29,12 @@ USERS_ACL = ROOT / "deploy" / "users.acl"
 #: redis-py client methods that are not one command of their own.
 NOT_COMMANDS = {"close", "from_url", "pipeline", "pubsub", "execute", "__enter__", "__exit__"}
 #: redis-py method -> the command it sends.
-ALIASES = {"delete": "del", "scan_iter": "scan", "register_script": "evalsha",
-           "script_load": "script|load"}  # fmt: skip
+ALIASES = {
+    "delete": "del",
+    "scan_iter": "scan",
+    "register_script": "evalsha",
+    "script_load": "script|load",
+}
 
 
 def test_the_committed_acl_file_is_the_generated_one() -> None:
@@ -104,9 +108,14 @@ def test_kombus_and_celerys_own_scripts_and_names_are_granted() -> None:
     scripts = acl.script_commands([kombu_redis.REFRESH_BINDING, kombu_redis.SWEEP_BINDINGS])
     assert scripts <= set(acl.KOMBU_COMMANDS)
     channel = kombu_redis.Channel
-    names = [channel.keyprefix_queue % "*", channel.keyprefix_binding_permanent % "*",
-             channel.keyprefix_binding_deadlines, channel.unacked_key,
-             channel.unacked_index_key, channel.unacked_mutex_key]  # fmt: skip
+    names = [
+        channel.keyprefix_queue % "*",
+        channel.keyprefix_binding_permanent % "*",
+        channel.keyprefix_binding_deadlines,
+        channel.unacked_key,
+        channel.unacked_index_key,
+        channel.unacked_mutex_key,
+    ]
     assert names == list(acl.KOMBU_KEYS)
     assert channel.keyprefix_fanout == "/{db}."
     assert kombu_redis.PRIORITY_STEPS == [0, 3, 6, 9] and channel.sep == "\x06\x16"

@@ -17,8 +17,10 @@ def test_a_value_is_built_once_per_key_and_shared_by_threads() -> None:
         return object()
 
     seen: list[object] = []
-    threads = [threading.Thread(target=lambda: seen.append(cache.get("a", lambda: build("a"))))
-               for _ in range(8)]  # fmt: skip
+    threads = [
+        threading.Thread(target=lambda: seen.append(cache.get("a", lambda: build("a"))))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:

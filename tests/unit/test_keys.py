@@ -20,7 +20,10 @@ def test_named_providers_get_keys_of_their_own() -> None:
     assert keys.breaker("main") == "app:provider:main:breaker"
     assert keys.due_of("main") == "app:solve:due:main"
     names = ["default", "main", "backup", "main_2"]
-    every = [f(n) for n in names for f in (keys.provider_budget, keys.provider_limit_of,
-                                           keys.breaker, keys.due_of)]  # fmt: skip
+    every = [
+        f(n)
+        for n in names
+        for f in (keys.provider_budget, keys.provider_limit_of, keys.breaker, keys.due_of)
+    ]
     assert len(set(every)) == len(every)  # no two providers share a key
     assert BREAKER_TTL >= 3600  # outlives any cool-down

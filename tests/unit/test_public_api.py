@@ -18,15 +18,25 @@ def _python(code: str, cwd: Path, **env: str) -> str:
     """Run ``code`` in a fresh interpreter in ``cwd``; its standard output."""
     full = {k: v for k, v in os.environ.items() if not k.startswith(("CAPTCHA", "CELERY"))}
     full.update(PYTHONPATH=str(ROOT), **env)
-    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=full, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def test_every_task_is_importable_from_the_package_root() -> None:
-    ours = {name.removeprefix("captcha_tasks.") for name in captcha_tasks.app.tasks
-            if name.startswith("captcha_tasks.")}  # fmt: skip
+    ours = {
+        name.removeprefix("captcha_tasks.")
+        for name in captcha_tasks.app.tasks
+        if name.startswith("captcha_tasks.")
+    }
     assert {"fetch_page", "submit_challenge", "solve_recaptcha_v2", "ping"} <= ours
     for name in ours:
         assert name in captcha_tasks.__all__, name

@@ -166,9 +166,13 @@ def test_apply_async_passes_the_reprs_unless_given(sent: mock.MagicMock, secrets
 
 def test_retries_carry_the_reprs(sent: mock.MagicMock) -> None:
     fetch_page.push_request(
-        id="t1", args=["https://example.com/login"], kwargs={"form": {"password": "hunter2"}},
-        retries=0, delivery_info={"routing_key": "celery", "exchange": ""}, called_directly=False,
-    )  # fmt: skip
+        id="t1",
+        args=["https://example.com/login"],
+        kwargs={"form": {"password": "hunter2"}},
+        retries=0,
+        delivery_info={"routing_key": "celery", "exchange": ""},
+        called_directly=False,
+    )
     try:
         retry = fetch_page.retry(countdown=1, throw=False)
     finally:
@@ -196,10 +200,12 @@ def test_a_retry_past_max_retries_does_not_put_real_arguments_in_its_error(
 def test_the_workers_request_recomputes_and_shows_only_the_reprs(secrets: None) -> None:
     # As sent by a client that does not redact (``send_task`` with real reprs).
     message = TaskMessage(
-        "captcha_tasks.fetch_page", args=["https://example.com/?sid=1"],
+        "captcha_tasks.fetch_page",
+        args=["https://example.com/?sid=1"],
         kwargs={"form": {"password": "hunter2"}},
-        argsrepr="('https://example.com/?sid=1',)", kwargsrepr="{'form': {'password': 'hunter2'}}",
-    )  # fmt: skip
+        argsrepr="('https://example.com/?sid=1',)",
+        kwargsrepr="{'form': {'password': 'hunter2'}}",
+    )
     request = RedactedRequest(message, app=app, task=fetch_page)
     assert request.argsrepr == "('https://example.com/?sid=***',)"
     assert request.request_dict["kwargsrepr"] == "{'form': {'password': '***'}}"
@@ -287,25 +293,43 @@ SCHEMES = st.sampled_from(["http", "https", "redis", "rediss", "socks5h", "svn+s
 
 @PROPS
 @given(
-    scheme=SCHEMES, user=USERS, password=PASSWORDS, host=HOSTS, port=PORTS, path=PATHS,
+    scheme=SCHEMES,
+    user=USERS,
+    password=PASSWORDS,
+    host=HOSTS,
+    port=PORTS,
+    path=PATHS,
     before=st.sampled_from(["", "got ", "url='", 'url="', "(", "[<"]),
     quote=st.booleans(),
-)  # fmt: skip
-@example(scheme="http", user="u", password="p@ss/w?#", host="h", port="", path="/x",
-         before="", quote=False)  # fmt: skip
-@example(scheme="http", user="", password="'\"", host="h", port="", path="", before="",
-         quote=True)  # fmt: skip
+)
+@example(
+    scheme="http",
+    user="u",
+    password="p@ss/w?#",
+    host="h",
+    port="",
+    path="/x",
+    before="",
+    quote=False,
+)
+@example(scheme="http", user="", password="'\"", host="h", port="", path="", before="", quote=True)
 # Seen when more modules were loaded (Hypothesis draws constants from them): "Non" is
 # in the repr of the error's args, "(..., None, None)", without being the password.
-@example(scheme="http", user="", password="Non", host="h", port="", path="", before="",
-         quote=False)  # fmt: skip
+@example(scheme="http", user="", password="Non", host="h", port="", path="", before="", quote=False)
 # A password that is the quote the URL was opened with (found once more modules loaded).
-@example(scheme="http", user="", password='"', host="h", port="", path="", before='url="',
-         quote=False)  # fmt: skip
+@example(
+    scheme="http", user="", password='"', host="h", port="", path="", before='url="', quote=False
+)
 def test_no_url_password_survives_masking(
-    scheme: str, user: str, password: str, host: str, port: str, path: str, before: str,
+    scheme: str,
+    user: str,
+    password: str,
+    host: str,
+    port: str,
+    path: str,
+    before: str,
     quote: bool,
-) -> None:  # fmt: skip
+) -> None:
     url = f"{scheme}://{user}:{password}@{host}{port}{path}"
     expected = f"{scheme}://{user}:{MASK}@{host}{port}{path}"
     assert mask_url(url) == expected
@@ -367,9 +391,12 @@ def test_url_passwords_in_any_string_argument_are_masked() -> None:
     assert "'see socks5h://alice:***@10.0.0.1:1080 now'" in args
     # Messages sent by other clients: the worker's view is masked too.
     message = TaskMessage(
-        "captcha_tasks.fetch_page", args=[url], kwargs={},
-        argsrepr=f"({url!r},)", kwargsrepr="{}",
-    )  # fmt: skip
+        "captcha_tasks.fetch_page",
+        args=[url],
+        kwargs={},
+        argsrepr=f"({url!r},)",
+        kwargsrepr="{}",
+    )
     request = RedactedRequest(message, app=app, task=fetch_page)
     assert URL_PASSWORD not in request.argsrepr + repr(request.info())
     eventer = mock.Mock(enabled=True)

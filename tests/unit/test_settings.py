@@ -172,14 +172,22 @@ def test_rediss_urls_verify_certificates() -> None:
         ({}, "captchaai", "https://ocr.captchaai.com"),
         ({"CAPTCHA_TASKS_PROVIDER": "capsolver"}, "capsolver", "https://api.capsolver.com"),
         ({"CAPTCHA_TASKS_PROVIDER": "2captcha-v2"}, "2captcha-v2", "https://api.2captcha.com"),
-        ({"CAPTCHA_TASKS_SOLVER_URL": "https://api.anti-captcha.com"}, "anticaptcha",
-         "https://api.anti-captcha.com"),
+        (
+            {"CAPTCHA_TASKS_SOLVER_URL": "https://api.anti-captcha.com"},
+            "anticaptcha",
+            "https://api.anti-captcha.com",
+        ),
         ({"CAPTCHA_TASKS_SOLVER_URL": "https://2captcha.com/"}, "2captcha", "https://2captcha.com"),
-        ({"CAPTCHA_TASKS_PROVIDER": "capmonster",
-          "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:8765"}, "capmonster",
-         "http://127.0.0.1:8765"),
+        (
+            {
+                "CAPTCHA_TASKS_PROVIDER": "capmonster",
+                "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:8765",
+            },
+            "capmonster",
+            "http://127.0.0.1:8765",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_provider_and_its_url_follow_each_other(
     env: dict[str, str], provider: str, url: str
 ) -> None:

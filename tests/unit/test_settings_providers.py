@@ -36,17 +36,27 @@ def two(**extra: str) -> dict[str, str]:
 
 
 def test_unset_means_one_provider_named_default_from_todays_variables() -> None:
-    s = Settings.from_env({
-        "CAPTCHA_TASKS_API_KEY": MAIN_KEY, "CAPTCHA_TASKS_THREADS": "12",
-        "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:9/", "CAPTCHA_TASKS_PRICES": "image=0.7",
-        "CAPTCHA_TASKS_BALANCE_FLOOR": "2",
-    })  # fmt: skip
+    s = Settings.from_env(
+        {
+            "CAPTCHA_TASKS_API_KEY": MAIN_KEY,
+            "CAPTCHA_TASKS_THREADS": "12",
+            "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:9/",
+            "CAPTCHA_TASKS_PRICES": "image=0.7",
+            "CAPTCHA_TASKS_BALANCE_FLOOR": "2",
+        }
+    )
     assert s.named_providers == ()
     (only,) = s.providers()
     assert only == ProviderConfig(
-        name="default", protocol="captchaai", url="http://127.0.0.1:9", api_key=MAIN_KEY,
-        threads=12, types=(), prices=(("image", D("0.7")),), balance_floor=D("2"),
-    )  # fmt: skip
+        name="default",
+        protocol="captchaai",
+        url="http://127.0.0.1:9",
+        api_key=MAIN_KEY,
+        threads=12,
+        types=(),
+        prices=(("image", D("0.7")),),
+        balance_floor=D("2"),
+    )
     # The built-in defaults too (a Settings built in code, not from the environment).
     assert Settings().providers()[0].threads == 5
     assert Settings().providers()[0].name == "default"
@@ -67,14 +77,23 @@ def test_named_providers_are_read_in_order_with_their_defaults(tmp_path: Path) -
     )
     main, backup = Settings.from_env(env).providers()
     assert main == ProviderConfig(
-        name="main", protocol="captchaai", url="https://proxy.example.com/captchaai",
-        api_key=MAIN_KEY, threads=15, types=("recaptcha_v2", "turnstile"),
-        prices=(("recaptcha_v2", D("2.99")),), balance_floor=None,
-    )  # fmt: skip
+        name="main",
+        protocol="captchaai",
+        url="https://proxy.example.com/captchaai",
+        api_key=MAIN_KEY,
+        threads=15,
+        types=("recaptcha_v2", "turnstile"),
+        prices=(("recaptcha_v2", D("2.99")),),
+        balance_floor=None,
+    )
     assert backup == ProviderConfig(
-        name="backup", protocol="capsolver", url=DEFAULT_URLS["capsolver"],
-        api_key=BACKUP_KEY, threads=5, balance_floor=D("5.10"),
-    )  # fmt: skip
+        name="backup",
+        protocol="capsolver",
+        url=DEFAULT_URLS["capsolver"],
+        api_key=BACKUP_KEY,
+        threads=5,
+        balance_floor=D("5.10"),
+    )
     assert main.takes_type("turnstile") and not main.takes_type("image")
     assert backup.takes_type("image")
 
@@ -83,7 +102,11 @@ def test_the_single_provider_fields_hold_the_preferred_provider() -> None:
     # Code that knows one provider (today's engine, status's balance call) uses it.
     s = Settings.from_env(two(CAPTCHA_TASKS_PROVIDERS="backup,main"))
     assert (s.provider, s.api_key, s.solver_url, s.threads) == (
-        "capsolver", BACKUP_KEY, DEFAULT_URLS["capsolver"], 5)  # fmt: skip
+        "capsolver",
+        BACKUP_KEY,
+        DEFAULT_URLS["capsolver"],
+        5,
+    )
     assert [p.name for p in s.providers()] == ["backup", "main"]
 
 
@@ -197,12 +220,18 @@ def test_the_settings_command_lists_the_providers_with_keys_masked(
     if as_json:
         listed = json.loads(out.output)["providers"]
         assert [(p["name"], p["protocol"], p["api_key"]) for p in listed] == [
-            ("main", "captchaai", "***"), ("backup", "capsolver", "***")]  # fmt: skip
+            ("main", "captchaai", "***"),
+            ("backup", "capsolver", "***"),
+        ]
         assert listed[1]["types"] == ["image", "turnstile"]
     else:
         lines = [line for line in out.output.splitlines() if "protocol=" in line]
-        assert lines[0].split()[:4] == ["provider", "main", "protocol=captchaai",
-                                        "url=https://ocr.captchaai.com"]  # fmt: skip
+        assert lines[0].split()[:4] == [
+            "provider",
+            "main",
+            "protocol=captchaai",
+            "url=https://ocr.captchaai.com",
+        ]
         assert "types=image,turnstile" in lines[1] and "api_key=***" in lines[1]
 
 

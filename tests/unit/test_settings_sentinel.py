@@ -63,31 +63,49 @@ def test_every_redis_url_may_be_a_sentinel_one() -> None:
 @pytest.mark.parametrize(
     ("env", "fragment"),
     [
-        ({"CAPTCHA_TASKS_REDIS_URL": "sentinel://h:26379"},
-         "CAPTCHA_TASKS_REDIS_URL is a sentinel:// URL: set CAPTCHA_TASKS_REDIS_SENTINEL_MASTER"),
-        ({"CAPTCHA_TASKS_STATE_URL": "sentinel://h:26379"},
-         "CAPTCHA_TASKS_STATE_URL is a sentinel:// URL: set CAPTCHA_TASKS_REDIS_SENTINEL_MASTER"),
-        ({"CAPTCHA_TASKS_RESULT_BACKEND": "sentinel://h;sentinel://i"},
-         "CAPTCHA_TASKS_RESULT_BACKEND is a sentinel:// URL"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER": "my master"},
-         "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER must be a Sentinel service name"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1;redis://i:2"},
-         "CAPTCHA_TASKS_REDIS_URL: 'redis://i:2' is not a sentinel:// URL (all or none)"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "redis://h:1;redis://i:2"},
-         "only sentinel:// URLs can be a ;-separated list"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1;sentinel://:pw2@i:2"},
-         "only the first sentinel:// URL may carry the Redis password"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1/1;sentinel://i:2/3"},
-         "names another database than the first"),
+        (
+            {"CAPTCHA_TASKS_REDIS_URL": "sentinel://h:26379"},
+            "CAPTCHA_TASKS_REDIS_URL is a sentinel:// URL: set CAPTCHA_TASKS_REDIS_SENTINEL_MASTER",
+        ),
+        (
+            {"CAPTCHA_TASKS_STATE_URL": "sentinel://h:26379"},
+            "CAPTCHA_TASKS_STATE_URL is a sentinel:// URL: set CAPTCHA_TASKS_REDIS_SENTINEL_MASTER",
+        ),
+        (
+            {"CAPTCHA_TASKS_RESULT_BACKEND": "sentinel://h;sentinel://i"},
+            "CAPTCHA_TASKS_RESULT_BACKEND is a sentinel:// URL",
+        ),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER": "my master"},
+            "CAPTCHA_TASKS_REDIS_SENTINEL_MASTER must be a Sentinel service name",
+        ),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1;redis://i:2"},
+            "CAPTCHA_TASKS_REDIS_URL: 'redis://i:2' is not a sentinel:// URL (all or none)",
+        ),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_URL": "redis://h:1;redis://i:2"},
+            "only sentinel:// URLs can be a ;-separated list",
+        ),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1;sentinel://:pw2@i:2"},
+            "only the first sentinel:// URL may carry the Redis password",
+        ),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1/1;sentinel://i:2/3"},
+            "names another database than the first",
+        ),
         ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:1/db"}, "the database must be a number"),
         ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://:26379"}, "names no host"),
         ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "sentinel://h:99999"}, "is not a valid URL"),
-        ({**ENV, "CAPTCHA_TASKS_REDIS_URL": "http://h"}, "must be a redis://, rediss://, unix:// "
-                                                         "or sentinel:// URL"),
+        (
+            {**ENV, "CAPTCHA_TASKS_REDIS_URL": "http://h"},
+            "must be a redis://, rediss://, unix:// or sentinel:// URL",
+        ),
         ({**ENV, "CAPTCHA_TASKS_REDIS_SENTINEL_WAIT": "6"}, "REDIS_SENTINEL_WAIT must be 0-5"),
         ({**ENV, "CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT": "0"}, "REDIS_SENTINEL_TIMEOUT must be"),
     ],
-)  # fmt: skip
+)
 def test_bad_sentinel_settings_name_the_variable(env: dict[str, str], fragment: str) -> None:
     with pytest.raises(ConfigurationError) as info:
         Settings.from_env(env)
@@ -155,8 +173,12 @@ def test_broker_and_backend_of_a_sentinel_url() -> None:
 
     app = Celery("sentinel-unit", set_as_current=False)
     app.config_from_object("captcha_tasks.worker.celeryconfig")
-    app.conf.update(broker_url=URL, result_backend=URL, broker_transport=transport_for(URL),
-                    result_backend_transport_options={"master_name": "mymaster"})  # fmt: skip
+    app.conf.update(
+        broker_url=URL,
+        result_backend=URL,
+        broker_transport=transport_for(URL),
+        result_backend_transport_options={"master_name": "mymaster"},
+    )
     backend = app.backend
     assert isinstance(backend, SentinelResultBackend)
     assert DATA_PASSWORD not in backend.as_uri()
@@ -169,9 +191,11 @@ def test_broker_and_backend_of_a_sentinel_url() -> None:
 
 def test_inspect_stats_show_no_secret_of_a_sentinel_broker() -> None:
     s = Settings.from_env(ENV)
-    info = Connection(URL, transport=transport_for(URL),
-                      transport_options={"visibility_timeout": 20,
-                                         **sentinel_transport_options(s, URL)}).info()  # fmt: skip
+    info = Connection(
+        URL,
+        transport=transport_for(URL),
+        transport_options={"visibility_timeout": 20, **sentinel_transport_options(s, URL)},
+    ).info()
     info.pop("password")  # as Celery's consumer does
     scrubbed = scrub_broker_info(info)
     assert scrubbed["alternates"][0] == "sentinel://:***@10.0.0.1:26379/2"

@@ -22,7 +22,10 @@ def test_prices_are_read_per_type_as_exact_decimals() -> None:
         {"CAPTCHA_TASKS_PRICES": " recaptcha_v2=2.99, image=0.7 ,turnstile=1.45,"}
     )
     assert dict(settings.prices) == {
-        "image": D("0.7"), "recaptcha_v2": D("2.99"), "turnstile": D("1.45")}  # fmt: skip
+        "image": D("0.7"),
+        "recaptcha_v2": D("2.99"),
+        "turnstile": D("1.45"),
+    }
     assert Settings.from_env({}).prices == ()
 
 

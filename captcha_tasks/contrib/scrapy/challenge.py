@@ -147,14 +147,19 @@ class CaptchaTasksChallengeMiddleware:
 
         async def solve() -> dict[str, Any]:
             started = time.monotonic()
-            log.info("captcha_tasks: %s challenged (%s): fetch_page on the cluster",
-                     host, challenge.type)  # fmt: skip
+            log.info(
+                "captcha_tasks: %s challenged (%s): fetch_page on the cluster", host, challenge.type
+            )
             result = await self.cluster(url, timeout=timeout)
             self._stat("captcha_tasks/cluster_fetches")
             self._stat("captcha_tasks/solves", 1 if result.get("solved") else 0)
-            log.info("captcha_tasks: %s cleared by the cluster in %.2f s (solved here: %s, "
-                     "token: %s)", host, time.monotonic() - started, bool(result.get("solved")),
-                     result.get("source") or "none needed")  # fmt: skip
+            log.info(
+                "captcha_tasks: %s cleared by the cluster in %.2f s (solved here: %s, token: %s)",
+                host,
+                time.monotonic() - started,
+                bool(result.get("solved")),
+                result.get("source") or "none needed",
+            )
             return result
 
         try:
@@ -179,13 +184,17 @@ class CaptchaTasksChallengeMiddleware:
         log.warning(
             "captcha_tasks: %s served a %s challenge, but it is not in "
             "CAPTCHA_TASKS_ALLOWED_DOMAINS (%s): its challenged responses go to the spider "
-            "unsolved (logged once per host)", host, challenge.type, allowed,
-        )  # fmt: skip
+            "unsolved (logged once per host)",
+            host,
+            challenge.type,
+            allowed,
+        )
 
     def _give_up(self, request: Request, reason: str) -> ChallengeNotSolved:
         self._stat("captcha_tasks/gave_up")
-        log.warning("captcha_tasks: dropping %s %s: %s", request.method, mask_url(request.url),
-                    reason)  # fmt: skip
+        log.warning(
+            "captcha_tasks: dropping %s %s: %s", request.method, mask_url(request.url), reason
+        )
         return ChallengeNotSolved(reason)
 
     def _stat(self, key: str, count: int = 1) -> None:

@@ -131,8 +131,12 @@ class CaptchaTasksCookiesMiddleware:
             log.debug(
                 "captcha_tasks: %s of %s: %d cookie(s) written to the shared jar, "
                 "%d deleted, %d older than the jar's (kept the jar's)",
-                origin, snapshot.host, result.written, result.deleted, result.stale,
-            )  # fmt: skip
+                origin,
+                snapshot.host,
+                result.written,
+                result.deleted,
+                result.stale,
+            )
         self._stat("captcha_tasks/cookies/written", result.written)
         self._stat("captcha_tasks/cookies/deleted", result.deleted)
 

@@ -40,18 +40,22 @@ class SharedJars:
         self.keys = Keys(settings.key_prefix)
         # Redis's clock (set_at stamps decide between writers on different hosts), read
         # in the background: the event loop never waits for it.
-        self.clock = clock or RedisClock(redis_client(settings, settings.state_url),
-                                         wait_first=False)  # fmt: skip
+        self.clock = clock or RedisClock(
+            redis_client(settings, settings.state_url), wait_first=False
+        )
         self._client: redis.asyncio.Redis | None = None
         self._scripts: dict[str, Any] = {}
 
     def _script(self, name: str) -> Any:
         if self._client is None:
             self._client = async_redis_client(
-                self.settings, self.settings.state_url, socket_timeout=SOCKET_TIMEOUT,
-                socket_connect_timeout=CONNECT_TIMEOUT, decode_responses=True,
+                self.settings,
+                self.settings.state_url,
+                socket_timeout=SOCKET_TIMEOUT,
+                socket_connect_timeout=CONNECT_TIMEOUT,
+                decode_responses=True,
                 health_check_interval=30,
-            )  # fmt: skip
+            )
         found = self._scripts.get(name)
         if found is None:
             found = self._scripts[name] = self._client.register_script(source(name))

@@ -78,10 +78,17 @@ def run_callback_bench(
         label, metrics = json.loads(run.stdout.strip().splitlines()[-1])
         designs[name] = {"label": label, **metrics}
         say(f"{label}: done")
-    parameters = {"threads": opts.threads, "latency": opts.latency, "jitter": opts.jitter,
-                  "solves": opts.solves, "workers": opts.workers, "provider": opts.provider,
-                  "time_scale": round(opts.time_scale, 6), "drop_rate": drop_rate,
-                  "cpus": os.cpu_count()}  # fmt: skip
+    parameters = {
+        "threads": opts.threads,
+        "latency": opts.latency,
+        "jitter": opts.jitter,
+        "solves": opts.solves,
+        "workers": opts.workers,
+        "provider": opts.provider,
+        "time_scale": round(opts.time_scale, 6),
+        "drop_rate": drop_rate,
+        "cpus": os.cpu_count(),
+    }
     return {
         "parameters": parameters,
         "wall_seconds": round(time.monotonic() - started, 1),

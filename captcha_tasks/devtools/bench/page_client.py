@@ -70,8 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("base", help="the demo site's URL, e.g. http://127.0.0.1:8766")
     parser.add_argument("count", type=int, help="pages to enqueue")
     parser.add_argument("--isolated", action="store_true", help="fetch_page(isolated=True)")
-    parser.add_argument("--get", type=float, default=None, metavar="SECONDS",
-                        help="then [r.get(timeout=SECONDS) for r in results]")  # fmt: skip
+    parser.add_argument(
+        "--get",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="then [r.get(timeout=SECONDS) for r in results]",
+    )
     args = parser.parse_args(argv)
     out = enqueue_pages(
         args.base.rstrip("/"), args.count, isolated=args.isolated, get_timeout=args.get

@@ -105,9 +105,13 @@ class PagesOptions:
 
 
 def _enqueue(
-    procs: Processes, name: str, demo_url: str, opts: PagesOptions, env: dict[str, str],
+    procs: Processes,
+    name: str,
+    demo_url: str,
+    opts: PagesOptions,
+    env: dict[str, str],
     isolated: bool,
-) -> tuple[dict[str, float], float, dict[str, Any]]:  # fmt: skip
+) -> tuple[dict[str, float], float, dict[str, Any]]:
     """Run the client: it enqueues, then collects with a loop of ``get()`` (what callers
     write); the enqueue times, the end of the enqueueing, and each get()'s span."""
     argv = [
@@ -122,9 +126,14 @@ def _enqueue(
     argv += ["--isolated"] if isolated else []
     with (procs.log_dir / f"{name}-client.log").open("ab") as log:
         done = subprocess.run(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-            timeout=120 + 2 * opts.deadline, check=False,
-        )  # fmt: skip
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            timeout=120 + 2 * opts.deadline,
+            check=False,
+        )
     lines = done.stdout.decode(errors="replace").strip().splitlines()
     if done.returncode != 0 or not lines:
         raise CaptchaTasksError(
@@ -141,8 +150,7 @@ def caller_metrics(gets: dict[str, Any], outcomes: dict[str, Any]) -> dict[str, 
     of tasks already finished when called took in all, how many there were, and how
     long after the last result was stored the loop ended."""
     spans = {tid: span for tid, span in gets.items() if span and tid in outcomes}
-    finished = [end - start for tid, (start, end) in spans.items()
-                if start >= outcomes[tid].at]  # fmt: skip
+    finished = [end - start for tid, (start, end) in spans.items() if start >= outcomes[tid].at]
     last_stored = max((o.at for o in outcomes.values()), default=None)
     loop_end = max((end for _, end in spans.values()), default=None)
     lag = None if last_stored is None or loop_end is None else max(0.0, loop_end - last_stored)
@@ -175,21 +183,43 @@ def _run_mode(
 ) -> dict[str, Any]:
     demo_port = free_port()
     stack = start_stack(
-        procs, name, threads=opts.threads, time_scale=opts.time_scale, jitter=opts.jitter,
-        sandbox_args=["--demo-port", str(demo_port)], decided=_DECIDED,
+        procs,
+        name,
+        threads=opts.threads,
+        time_scale=opts.time_scale,
+        jitter=opts.jitter,
+        sandbox_args=["--demo-port", str(demo_port)],
+        decided=_DECIDED,
         env={"CAPTCHA_TASKS_ALLOWED_DOMAINS": f"127.0.0.1:{demo_port}"},
-    )  # fmt: skip
+    )
     sandbox_url, env = stack.sandbox_url, stack.env
     demo_url = f"http://127.0.0.1:{demo_port}"
-    wait_until(lambda: requests.get(f"{demo_url}/healthz", timeout=1).ok, timeout=15,
-               what="the demo site")  # fmt: skip
+    wait_until(
+        lambda: requests.get(f"{demo_url}/healthz", timeout=1).ok, timeout=15, what="the demo site"
+    )
     say(f"{label}: redis {stack.redis.url}, sandbox {sandbox_url}, demo site {demo_url}")
     argvs = [
-        (f"{name}-worker{i}",
-         [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-P", "prefork",
-          "-c", str(opts.concurrency), "-n", f"pages{i}@%h", "-l", "INFO"])
+        (
+            f"{name}-worker{i}",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "captcha_tasks",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                str(opts.concurrency),
+                "-n",
+                f"pages{i}@%h",
+                "-l",
+                "INFO",
+            ],
+        )
         for i in range(1, opts.workers + 1)
-    ]  # fmt: skip
+    ]
     workers = start_workers(procs, argvs, env)
     pools = [size for _, size in workers]
     say(f"{label}: {len(workers)} worker(s) ready (pool sizes {pools})")

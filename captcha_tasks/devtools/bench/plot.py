@@ -53,8 +53,10 @@ def write_plot(report: dict[str, Any], path: Path) -> None:
     ax.set_xlabel("seconds since the first enqueue")
     ax.set_ylabel("throughput / (T/L)")
     batch = "no batch reads" if params.get("no_batch") else "batch reads"
-    ax.set_title(f"T={params['threads']}, L={params['latency']} s, {params['solves']} solves, "
-                 f"{params['provider']}, {batch}")  # fmt: skip
+    ax.set_title(
+        f"T={params['threads']}, L={params['latency']} s, {params['solves']} solves, "
+        f"{params['provider']}, {batch}"
+    )
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower right", fontsize="small")
     fig.tight_layout()

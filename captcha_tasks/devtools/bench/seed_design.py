@@ -101,10 +101,15 @@ def _solve(sitekey: str, pageurl: str, first_wait: float = SEED_POLL_WAIT) -> di
     base = settings.solver_url
     submit = requests.post(
         f"{base}/in.php",
-        data={"key": key, "method": "userrecaptcha", "googlekey": sitekey,
-              "pageurl": pageurl, "json": 1},
+        data={
+            "key": key,
+            "method": "userrecaptcha",
+            "googlekey": sitekey,
+            "pageurl": pageurl,
+            "json": 1,
+        },
         timeout=settings.http_timeout,
-    ).json()  # fmt: skip
+    ).json()
     if submit.get("status") != 1:
         raise SeedSolveError(str(submit.get("request")))
     captcha_id = str(submit["request"])

@@ -149,11 +149,12 @@ def _warm_up(
     procs: Processes,
     stamp: str,
 ) -> None:
-    warm = [enqueue(f"https://example.com/bench/{design.name}/warmup/{stamp}/{i}")
-            for i in range(opts.warmup)]  # fmt: skip
+    warm = [
+        enqueue(f"https://example.com/bench/{design.name}/warmup/{stamp}/{i}")
+        for i in range(opts.warmup)
+    ]
     watcher.wait(warm, time.monotonic() + 60)
-    bad = [t for t in warm if t not in watcher.outcomes or
-           watcher.outcomes[t].status != "SUCCESS"]  # fmt: skip
+    bad = [t for t in warm if t not in watcher.outcomes or watcher.outcomes[t].status != "SUCCESS"]
     if bad:
         raise CaptchaTasksError(
             f"{design.label}: {len(bad)} of {len(warm)} warm-up solves did not succeed; "
@@ -162,8 +163,15 @@ def _warm_up(
 
 
 def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Progress) -> DesignRun:
-    stack = start_stack(procs, design.name, threads=opts.threads, time_scale=opts.time_scale,
-                        jitter=opts.jitter, provider=design.provider, **design.more)  # fmt: skip
+    stack = start_stack(
+        procs,
+        design.name,
+        threads=opts.threads,
+        time_scale=opts.time_scale,
+        jitter=opts.jitter,
+        provider=design.provider,
+        **design.more,
+    )
     sandbox_url = stack.sandbox_url
     say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
     results_url, enqueue = design.client(stack.redis.url)
@@ -273,8 +281,11 @@ def _ours(opts: BenchOptions) -> _Design:
             CAPTCHA_TASKS_THREADS=str(opts.threads),
             CAPTCHA_TASKS_TIME_SCALE=repr(opts.time_scale),
         )
-        for name in ("CAPTCHA_TASKS_BROKER_URL", "CAPTCHA_TASKS_RESULT_BACKEND",
-                     "CAPTCHA_TASKS_STATE_URL"):  # fmt: skip
+        for name in (
+            "CAPTCHA_TASKS_BROKER_URL",
+            "CAPTCHA_TASKS_RESULT_BACKEND",
+            "CAPTCHA_TASKS_STATE_URL",
+        ):
             os.environ.pop(name, None)
         from ...settings import get_settings
 
@@ -300,11 +311,23 @@ def _ours(opts: BenchOptions) -> _Design:
         return str(noop_task[0].delay().id)
 
     workers = [
-        (f"ours-worker{i}",
-         [sys.executable, "-m", "celery", "-A", "captcha_tasks", "worker", "-n", f"bench{i}@%h",
-          "-l", "INFO"])
+        (
+            f"ours-worker{i}",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "captcha_tasks",
+                "worker",
+                "-n",
+                f"bench{i}@%h",
+                "-l",
+                "INFO",
+            ],
+        )
         for i in range(1, opts.workers + 1)
-    ]  # fmt: skip
+    ]
     slots = opts.threads
     estimate = math.ceil(opts.solves / slots) * (
         opts.latency * (1 + opts.jitter) + POLL_INTERVAL * opts.time_scale
@@ -335,9 +358,22 @@ def _seeds(opts: BenchOptions) -> _Design:
 
         return seed_design.seed_redis_url(redis_url), enqueue
 
-    argv = [sys.executable, "-m", "celery", "-A", "captcha_tasks.devtools.bench.seed_design",
-            "worker", "-P", "prefork", "-c", str(opts.baseline_concurrency), "-n", "seed1@%h",
-            "-l", "INFO"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "captcha_tasks.devtools.bench.seed_design",
+        "worker",
+        "-P",
+        "prefork",
+        "-c",
+        str(opts.baseline_concurrency),
+        "-n",
+        "seed1@%h",
+        "-l",
+        "INFO",
+    ]
     slots = min(opts.baseline_concurrency, opts.threads)
     per_solve = opts.time_scale * max(opts.baseline_first_wait, seed_design.SEED_POLL_WAIT) + (
         opts.latency * (1 + opts.jitter)

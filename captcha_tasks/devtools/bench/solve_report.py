@@ -155,7 +155,8 @@ def format_report(report: dict[str, Any]) -> str:
     # Too wide for a column: a line per design (commands run inside scripts count too).
     for design in designs:
         if design.get("redis_commands_by_name"):
-            lines.append(f"Redis commands per solve by name, {design['label']}: "
-                         f"{_commands(design)}")  # fmt: skip
+            lines.append(
+                f"Redis commands per solve by name, {design['label']}: {_commands(design)}"
+            )
     lines.append(f"wall time: {report['wall_seconds']} s")
     return "\n".join(lines)

@@ -258,9 +258,18 @@ def start_stack(
     threads and time scale, then ``env``."""
     redis_server = procs.redis()
     provider_args, provider_env = provider_setup(provider)
-    args = ["--threads", str(threads), "--time-scale", repr(time_scale),
-            "--jitter", repr(jitter), "--latency", f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
-            *provider_args, *sandbox_args]  # fmt: skip
+    args = [
+        "--threads",
+        str(threads),
+        "--time-scale",
+        repr(time_scale),
+        "--jitter",
+        repr(jitter),
+        "--latency",
+        f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
+        *provider_args,
+        *sandbox_args,
+    ]
     sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", args)
     worker_env = {k: v for k, v in os.environ.items() if k not in decided}
     worker_env.update(

@@ -169,8 +169,11 @@ class CallbackSender:
         for attempt in (1, 2):  # a kept-alive connection the receiver closed: once more
             connection = connections.get(key)
             if connection is None:
-                kind = http.client.HTTPSConnection if parts.scheme == "https" else (
-                    http.client.HTTPConnection)  # fmt: skip
+                kind = (
+                    http.client.HTTPSConnection
+                    if parts.scheme == "https"
+                    else (http.client.HTTPConnection)
+                )
                 connection = connections[key] = kind(parts.netloc, timeout=SEND_TIMEOUT)
             try:
                 connection.request(method, target, body=body, headers=headers)

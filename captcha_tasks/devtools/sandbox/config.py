@@ -137,9 +137,14 @@ ADMIN_FIELDS = frozenset(
 )
 
 _RATES = (
-    "fail_rate", "unsolvable_rate", "slow_rate", "garbage_rate",
-    "callback_drop_rate", "callback_late_rate", "callback_duplicate_rate",
-)  # fmt: skip
+    "fail_rate",
+    "unsolvable_rate",
+    "slow_rate",
+    "garbage_rate",
+    "callback_drop_rate",
+    "callback_late_rate",
+    "callback_duplicate_rate",
+)
 _SITEKEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{10,100}$")  # what in.php accepts as a googlekey
 
 

@@ -32,12 +32,16 @@ from typing import Final, Literal
 
 __all__ = ["GARBAGE_KINDS", "HUGE_BYTES", "Garbage", "GarbageKind"]
 
-GarbageKind = Literal[
-    "truncated", "huge", "content_type", "html", "empty", "noise", "wrong_shape"
-]  # fmt: skip
+GarbageKind = Literal["truncated", "huge", "content_type", "html", "empty", "noise", "wrong_shape"]
 GARBAGE_KINDS: Final[tuple[GarbageKind, ...]] = (
-    "truncated", "huge", "content_type", "html", "empty", "noise", "wrong_shape",
-)  # fmt: skip
+    "truncated",
+    "huge",
+    "content_type",
+    "html",
+    "empty",
+    "noise",
+    "wrong_shape",
+)
 #: Size of a ``huge`` answer: several times the client's ``MAX_RESPONSE_BYTES``.
 HUGE_BYTES: Final = 3 * 1024 * 1024
 
@@ -58,9 +62,14 @@ _SHAPES: Final = ({"status": "banana"}, ["OK", 3397637370, None])
 #: Every field of the protocol's answer present and ``null``, or a token that is.
 _NULLS: Final = {
     "classic": {"status": 1, "request": {"geetest_challenge": None, "geetest_validate": None}},
-    "json": {"errorId": 0, "errorCode": None, "taskId": None, "status": "ready",
-             "solution": {"gRecaptchaResponse": None, "token": None, "text": None}},
-}  # fmt: skip
+    "json": {
+        "errorId": 0,
+        "errorCode": None,
+        "taskId": None,
+        "status": "ready",
+        "solution": {"gRecaptchaResponse": None, "token": None, "text": None},
+    },
+}
 
 
 @dataclasses.dataclass(frozen=True)

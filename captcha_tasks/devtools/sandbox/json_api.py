@@ -160,8 +160,9 @@ class JsonApi:
             return answer
         # Turnstile challenge mode: the user agent comes with the answer.
         agent = str(reply.extra.get("useragent", ""))
-        found = solution(dialect, task.kind, reply.request, agent or task.user_agent, bool(agent),
-                         task.cookie)  # fmt: skip
+        found = solution(
+            dialect, task.kind, reply.request, agent or task.user_agent, bool(agent), task.cookie
+        )
         answer.update(status="ready", solution=found)
         if dialect in ("2captcha-v2", "anticaptcha"):
             answer.update(_billing(task))

@@ -69,8 +69,18 @@ class JsonTasks:
             wire: int | str = captcha_id
             if dialect == "capsolver":
                 wire = str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
-            task = JsonTask(wire, captcha_id, kind, dialect, created, time.time(), ready_at, cost,
-                            user_agent=user_agent, cookie=cookie)  # fmt: skip
+            task = JsonTask(
+                wire,
+                captcha_id,
+                kind,
+                dialect,
+                created,
+                time.time(),
+                ready_at,
+                cost,
+                user_agent=user_agent,
+                cookie=cookie,
+            )
             self._tasks[str(wire)] = task
             return task
 
@@ -99,8 +109,11 @@ class JsonTasks:
         """The wire id of each remembered task whose id is not its captcha's number
         (CapSolver's UUIDs), by captcha id."""
         with self._lock:
-            return {t.captcha_id: str(t.wire_id) for t in self._tasks.values()
-                    if str(t.wire_id) != str(t.captcha_id)}  # fmt: skip
+            return {
+                t.captcha_id: str(t.wire_id)
+                for t in self._tasks.values()
+                if str(t.wire_id) != str(t.captcha_id)
+            }
 
     # -- internals (lock held) ------------------------------------------------------
 

@@ -85,16 +85,32 @@ def test_userrecaptcha_is_a_recaptcha_v2_solve() -> None:
         "captcha_tasks.solve_recaptcha_v2", (V2, PAGE), {}
     )
     # in.php's own names and text values work too.
-    got = call(method="userrecaptcha", googlekey=V2, pageurl=PAGE, invisible="1",
-               enterprise=0, **{"data-s": "abc", "userAgent": "UA/1"})  # fmt: skip
+    got = call(
+        method="userrecaptcha",
+        googlekey=V2,
+        pageurl=PAGE,
+        invisible="1",
+        enterprise=0,
+        **{"data-s": "abc", "userAgent": "UA/1"},
+    )
     assert got.args == (V2, PAGE)
-    assert got.kwargs == {"invisible": True, "enterprise": False, "data_s": "abc",
-                          "user_agent": "UA/1"}  # fmt: skip
+    assert got.kwargs == {
+        "invisible": True,
+        "enterprise": False,
+        "data_s": "abc",
+        "user_agent": "UA/1",
+    }
 
 
 def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
-    got = call(method="userrecaptcha", version="v3", googlekey=V2, pageurl=PAGE,
-               action="login", min_score="0.7")  # fmt: skip
+    got = call(
+        method="userrecaptcha",
+        version="v3",
+        googlekey=V2,
+        pageurl=PAGE,
+        action="login",
+        min_score="0.7",
+    )
     assert got == TaskCall(
         "captcha_tasks.solve_recaptcha_v3", (V2, PAGE), {"action": "login", "min_score": 0.7}
     )
@@ -103,51 +119,143 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"method": "turnstile", "sitekey": "0x4AAAAAAABkMYinukE8nzY", "pageurl": PAGE,
-          "action": "a", "data": "c"},
-         TaskCall("captcha_tasks.solve_turnstile", ("0x4AAAAAAABkMYinukE8nzY", PAGE),
-                  {"action": "a", "cdata": "c"})),
-        ({"method": "base64", "body": "R0lGODlh", "numeric": "1", "phrase": "0", "lang": "en"},
-         TaskCall("captcha_tasks.solve_image", ("R0lGODlh",),
-                  {"numeric": 1, "phrase": False, "lang": "en"})),
-        ({"method": "geetest", "gt": "g", "challenge": "c", "pageurl": PAGE,
-          "api_server": "api.geetest.com"},
-         TaskCall("captcha_tasks.solve_geetest", ("g", "c", PAGE),
-                  {"api_server": "api.geetest.com"})),
-        ({"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE},
-         TaskCall("captcha_tasks.solve_hcaptcha", ("k", PAGE), {})),
+        (
+            {
+                "method": "turnstile",
+                "sitekey": "0x4AAAAAAABkMYinukE8nzY",
+                "pageurl": PAGE,
+                "action": "a",
+                "data": "c",
+            },
+            TaskCall(
+                "captcha_tasks.solve_turnstile",
+                ("0x4AAAAAAABkMYinukE8nzY", PAGE),
+                {"action": "a", "cdata": "c"},
+            ),
+        ),
+        (
+            {"method": "base64", "body": "R0lGODlh", "numeric": "1", "phrase": "0", "lang": "en"},
+            TaskCall(
+                "captcha_tasks.solve_image",
+                ("R0lGODlh",),
+                {"numeric": 1, "phrase": False, "lang": "en"},
+            ),
+        ),
+        (
+            {
+                "method": "geetest",
+                "gt": "g",
+                "challenge": "c",
+                "pageurl": PAGE,
+                "api_server": "api.geetest.com",
+            },
+            TaskCall(
+                "captcha_tasks.solve_geetest", ("g", "c", PAGE), {"api_server": "api.geetest.com"}
+            ),
+        ),
+        (
+            {"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE},
+            TaskCall("captcha_tasks.solve_hcaptcha", ("k", PAGE), {}),
+        ),
         # The second wave of types, under 2Captcha's in.php names.
-        ({"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE,
-          "surl": "https://client-api.arkoselabs.com", "data[blob]": "b1", "userAgent": "UA"},
-         TaskCall("captcha_tasks.solve_funcaptcha", (FUNCAPTCHA_KEY, PAGE),
-                  {"surl": "https://client-api.arkoselabs.com", "data_blob": "b1",
-                   "user_agent": "UA"})),
-        ({"method": "geetest_v4", "captcha_id": GEETEST_V4_ID, "pageurl": PAGE,
-          "api_server": "gcaptcha4.geetest.com"},
-         TaskCall("captcha_tasks.solve_geetest_v4", (GEETEST_V4_ID, PAGE),
-                  {"api_server": "gcaptcha4.geetest.com"})),
-        ({"method": "amazon_waf", "sitekey": "k", "iv": "i", "context": "c", "pageurl": PAGE,
-          "challenge_script": "https://x.example/challenge.js",
-          "captcha_script": "https://x.example/captcha.js"},
-         TaskCall("captcha_tasks.solve_aws_waf", ("k", "i", "c", PAGE),
-                  {"challenge_script": "https://x.example/challenge.js",
-                   "captcha_script": "https://x.example/captcha.js"})),
-        ({"method": "base64", "coordinatescaptcha": "1", "body": "R0lGODlh",
-          "textinstructions": "click the cats"},
-         TaskCall("captcha_tasks.solve_coordinates", ("R0lGODlh",),
-                  {"textinstructions": "click the cats"})),
-        ({"method": "base64", "coordinatescaptcha": 0, "body": "R0lGODlh"},
-         TaskCall("captcha_tasks.solve_image", ("R0lGODlh",), {})),
-        ({"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "managed",
-          "data": "c", "pagedata": "p", "userAgent": "UA"},
-         TaskCall("captcha_tasks.solve_turnstile", ("k", PAGE),
-                  {"action": "managed", "cdata": "c", "pagedata": "p", "user_agent": "UA"})),
-        ({"method": "userrecaptcha", "googlekey": V2, "pageurl": PAGE, "enterprise": "1",
-          "data-s": "s1"},
-         TaskCall("captcha_tasks.solve_recaptcha_v2", (V2, PAGE),
-                  {"enterprise": True, "data_s": "s1"})),
+        (
+            {
+                "method": "funcaptcha",
+                "publickey": FUNCAPTCHA_KEY,
+                "pageurl": PAGE,
+                "surl": "https://client-api.arkoselabs.com",
+                "data[blob]": "b1",
+                "userAgent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_funcaptcha",
+                (FUNCAPTCHA_KEY, PAGE),
+                {
+                    "surl": "https://client-api.arkoselabs.com",
+                    "data_blob": "b1",
+                    "user_agent": "UA",
+                },
+            ),
+        ),
+        (
+            {
+                "method": "geetest_v4",
+                "captcha_id": GEETEST_V4_ID,
+                "pageurl": PAGE,
+                "api_server": "gcaptcha4.geetest.com",
+            },
+            TaskCall(
+                "captcha_tasks.solve_geetest_v4",
+                (GEETEST_V4_ID, PAGE),
+                {"api_server": "gcaptcha4.geetest.com"},
+            ),
+        ),
+        (
+            {
+                "method": "amazon_waf",
+                "sitekey": "k",
+                "iv": "i",
+                "context": "c",
+                "pageurl": PAGE,
+                "challenge_script": "https://x.example/challenge.js",
+                "captcha_script": "https://x.example/captcha.js",
+            },
+            TaskCall(
+                "captcha_tasks.solve_aws_waf",
+                ("k", "i", "c", PAGE),
+                {
+                    "challenge_script": "https://x.example/challenge.js",
+                    "captcha_script": "https://x.example/captcha.js",
+                },
+            ),
+        ),
+        (
+            {
+                "method": "base64",
+                "coordinatescaptcha": "1",
+                "body": "R0lGODlh",
+                "textinstructions": "click the cats",
+            },
+            TaskCall(
+                "captcha_tasks.solve_coordinates",
+                ("R0lGODlh",),
+                {"textinstructions": "click the cats"},
+            ),
+        ),
+        (
+            {"method": "base64", "coordinatescaptcha": 0, "body": "R0lGODlh"},
+            TaskCall("captcha_tasks.solve_image", ("R0lGODlh",), {}),
+        ),
+        (
+            {
+                "method": "turnstile",
+                "sitekey": "k",
+                "pageurl": PAGE,
+                "action": "managed",
+                "data": "c",
+                "pagedata": "p",
+                "userAgent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_turnstile",
+                ("k", PAGE),
+                {"action": "managed", "cdata": "c", "pagedata": "p", "user_agent": "UA"},
+            ),
+        ),
+        (
+            {
+                "method": "userrecaptcha",
+                "googlekey": V2,
+                "pageurl": PAGE,
+                "enterprise": "1",
+                "data-s": "s1",
+            },
+            TaskCall(
+                "captcha_tasks.solve_recaptcha_v2", (V2, PAGE), {"enterprise": True, "data_s": "s1"}
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall) -> None:
     assert call(**fields) == expected
 
@@ -155,29 +263,88 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
 @pytest.mark.parametrize(
     "fields",
     [
-        {"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "invisible": "1",
-         "enterprise": "true", "data_s": "x", "cookies": "a=b", "user_agent": "UA",
-         "proxy_id": "p1"},
-        {"method": "userrecaptcha", "version": "v3", "sitekey": V2, "pageurl": PAGE,
-         "action": "a", "min_score": "0.5", "enterprise": 1, "proxy_id": "p1"},
-        {"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "a", "cdata": "c",
-         "proxy_id": "p"},
-        {"method": "base64", "image_b64": "x", "numeric": 1, "min_len": "2", "max_len": 5,
-         "phrase": 1, "regsense": "1", "calc": "0", "lang": "en", "textinstructions": "t"},
+        {
+            "method": "userrecaptcha",
+            "sitekey": V2,
+            "pageurl": PAGE,
+            "invisible": "1",
+            "enterprise": "true",
+            "data_s": "x",
+            "cookies": "a=b",
+            "user_agent": "UA",
+            "proxy_id": "p1",
+        },
+        {
+            "method": "userrecaptcha",
+            "version": "v3",
+            "sitekey": V2,
+            "pageurl": PAGE,
+            "action": "a",
+            "min_score": "0.5",
+            "enterprise": 1,
+            "proxy_id": "p1",
+        },
+        {
+            "method": "turnstile",
+            "sitekey": "k",
+            "pageurl": PAGE,
+            "action": "a",
+            "cdata": "c",
+            "proxy_id": "p",
+        },
+        {
+            "method": "base64",
+            "image_b64": "x",
+            "numeric": 1,
+            "min_len": "2",
+            "max_len": 5,
+            "phrase": 1,
+            "regsense": "1",
+            "calc": "0",
+            "lang": "en",
+            "textinstructions": "t",
+        },
         {"method": "geetest", "gt": "g", "challenge": "c", "pageurl": PAGE, "api_server": "h"},
         {"method": "hcaptcha", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
-        {"method": "turnstile", "sitekey": "k", "pageurl": PAGE, "action": "a", "data": "c",
-         "pagedata": "p", "user_agent": "UA", "proxy_id": "p"},
-        {"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE, "surl": "h",
-         "data_blob": "b", "user_agent": "UA", "proxy_id": "p"},
-        {"method": "geetest_v4", "captcha_id": GEETEST_V4_ID, "pageurl": PAGE,
-         "api_server": "h", "proxy_id": "p"},
-        {"method": "amazon_waf", "sitekey": "k", "iv": "i", "context": "c", "pageurl": PAGE,
-         "challenge_script": "u", "captcha_script": "u", "proxy_id": "p"},
-        {"method": "base64", "coordinatescaptcha": 1, "image_b64": "x",
-         "textinstructions": "t"},
+        {
+            "method": "turnstile",
+            "sitekey": "k",
+            "pageurl": PAGE,
+            "action": "a",
+            "data": "c",
+            "pagedata": "p",
+            "user_agent": "UA",
+            "proxy_id": "p",
+        },
+        {
+            "method": "funcaptcha",
+            "publickey": FUNCAPTCHA_KEY,
+            "pageurl": PAGE,
+            "surl": "h",
+            "data_blob": "b",
+            "user_agent": "UA",
+            "proxy_id": "p",
+        },
+        {
+            "method": "geetest_v4",
+            "captcha_id": GEETEST_V4_ID,
+            "pageurl": PAGE,
+            "api_server": "h",
+            "proxy_id": "p",
+        },
+        {
+            "method": "amazon_waf",
+            "sitekey": "k",
+            "iv": "i",
+            "context": "c",
+            "pageurl": PAGE,
+            "challenge_script": "u",
+            "captcha_script": "u",
+            "proxy_id": "p",
+        },
+        {"method": "base64", "coordinatescaptcha": 1, "image_b64": "x", "textinstructions": "t"},
     ],
-)  # fmt: skip
+)
 def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
     import dataclasses
 
@@ -186,8 +353,12 @@ def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> N
 
     mapped = call(**fields)
     parameters = inspect.signature(app.tasks[mapped.task].run).parameters.values()
-    required = [p.name for p in parameters if p.default is inspect.Parameter.empty
-                and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]  # fmt: skip
+    required = [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    ]
     assert len(mapped.args) == len(required)
     if mapped.task == "captcha_tasks.solve_image":  # **hints: the Image fields
         known = {f.name for f in dataclasses.fields(Image)} - {"body", "multipart"}
@@ -227,32 +398,58 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
     [
         ({"method": "userrecaptcha", "pageurl": PAGE}, "missing googlekey or sitekey"),
         ({"method": "userrecaptcha", "sitekey": V2}, "missing pageurl"),
-        ({"method": "userrecaptcha", "sitekey": V2, "googlekey": V2, "pageurl": PAGE},
-         "not both"),
-        ({"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "data_s": "a",
-          "data-s": "b"}, "data_s given twice"),
-        ({"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "colour": "red",
-          "size": 3}, "unknown parameter(s) colour, size"),
-        ({"method": "userrecaptcha", "version": "v3", "sitekey": V2, "pageurl": PAGE,
-          "invisible": 1}, "invisible"),
-        ({"method": "userrecaptcha", "version": "v4", "sitekey": V2, "pageurl": PAGE},
-         "version"),
+        ({"method": "userrecaptcha", "sitekey": V2, "googlekey": V2, "pageurl": PAGE}, "not both"),
+        (
+            {
+                "method": "userrecaptcha",
+                "sitekey": V2,
+                "pageurl": PAGE,
+                "data_s": "a",
+                "data-s": "b",
+            },
+            "data_s given twice",
+        ),
+        (
+            {"method": "userrecaptcha", "sitekey": V2, "pageurl": PAGE, "colour": "red", "size": 3},
+            "unknown parameter(s) colour, size",
+        ),
+        (
+            {
+                "method": "userrecaptcha",
+                "version": "v3",
+                "sitekey": V2,
+                "pageurl": PAGE,
+                "invisible": 1,
+            },
+            "invisible",
+        ),
+        ({"method": "userrecaptcha", "version": "v4", "sitekey": V2, "pageurl": PAGE}, "version"),
         ({"method": "base64"}, "missing body or image_b64"),
         ({"method": "geetest", "gt": "g", "pageurl": PAGE}, "missing challenge"),
-        ({"method": "amazon_waf", "sitekey": "k", "context": "c", "pageurl": PAGE},
-         "missing iv"),
-        ({"method": "funcaptcha", "pageurl": PAGE, "sitekey": FUNCAPTCHA_KEY},
-         "missing publickey"),
+        ({"method": "amazon_waf", "sitekey": "k", "context": "c", "pageurl": PAGE}, "missing iv"),
+        ({"method": "funcaptcha", "pageurl": PAGE, "sitekey": FUNCAPTCHA_KEY}, "missing publickey"),
         ({"method": "geetest_v4", "gt": GEETEST_V4_ID, "pageurl": PAGE}, "missing captcha_id"),
-        ({"method": "base64", "coordinatescaptcha": "2", "body": "x"},
-         "coordinatescaptcha must be 0 or 1"),
+        (
+            {"method": "base64", "coordinatescaptcha": "2", "body": "x"},
+            "coordinatescaptcha must be 0 or 1",
+        ),
         # An image-to-text hint means nothing to a coordinates captcha.
-        ({"method": "base64", "coordinatescaptcha": "1", "body": "x", "numeric": "1"},
-         "unknown parameter(s) numeric"),
-        ({"method": "funcaptcha", "publickey": FUNCAPTCHA_KEY, "pageurl": PAGE,
-          "data[blob]": "a", "data_blob": "b"}, "data_blob given twice"),
+        (
+            {"method": "base64", "coordinatescaptcha": "1", "body": "x", "numeric": "1"},
+            "unknown parameter(s) numeric",
+        ),
+        (
+            {
+                "method": "funcaptcha",
+                "publickey": FUNCAPTCHA_KEY,
+                "pageurl": PAGE,
+                "data[blob]": "a",
+                "data_blob": "b",
+            },
+            "data_blob given twice",
+        ),
     ],
-)  # fmt: skip
+)
 def test_missing_and_unknown_parameters_are_invalid_input(
     fields: dict[str, Any], fragment: str
 ) -> None:
@@ -262,8 +459,14 @@ def test_missing_and_unknown_parameters_are_invalid_input(
 
 
 def test_values_that_do_not_convert_are_left_for_the_task_to_refuse() -> None:
-    got = call(method="userrecaptcha", version="v3", sitekey=V2, pageurl=PAGE,
-               min_score="high", enterprise="maybe")  # fmt: skip
+    got = call(
+        method="userrecaptcha",
+        version="v3",
+        sitekey=V2,
+        pageurl=PAGE,
+        min_score="high",
+        enterprise="maybe",
+    )
     assert got.kwargs == {"min_score": "high", "enterprise": "maybe"}
     got = call(method="base64", body="x", numeric="-1", phrase=2)
     assert got.kwargs == {"numeric": "-1", "phrase": 2}
@@ -287,18 +490,32 @@ def test_a_jetstream_message_always_gets_the_same_task_id() -> None:
 
 def test_result_messages() -> None:
     assert solved("task_1", {"solution": "03AF", "type": "recaptcha_v2"}, "cid") == {
-        "task_id": "task_1", "solution": "03AF", "celery_task_id": "cid"}  # fmt: skip
+        "task_id": "task_1",
+        "solution": "03AF",
+        "celery_task_id": "cid",
+    }
     # A challenge-mode Turnstile's token works only with the browser it names.
     challenge = {"solution": "0.tok", "type": "turnstile", "user_agent": "Mozilla/5.0 X"}
-    assert solved(7, challenge, "cid") == {"task_id": 7, "solution": "0.tok",
-                                           "celery_task_id": "cid",
-                                           "user_agent": "Mozilla/5.0 X"}  # fmt: skip
+    assert solved(7, challenge, "cid") == {
+        "task_id": 7,
+        "solution": "0.tok",
+        "celery_task_id": "cid",
+        "user_agent": "Mozilla/5.0 X",
+    }
     # Which configured provider solved it (issue 15); a pooled token's result names none.
-    named = {"solution": "03AF", "type": "recaptcha_v2", "provider": "captchaai",
-             "provider_name": "backup", "cost": "0.003"}  # fmt: skip
-    assert solved("task_3", named, "cid") == {"task_id": "task_3", "solution": "03AF",
-                                              "celery_task_id": "cid",
-                                              "provider_name": "backup"}  # fmt: skip
+    named = {
+        "solution": "03AF",
+        "type": "recaptcha_v2",
+        "provider": "captchaai",
+        "provider_name": "backup",
+        "cost": "0.003",
+    }
+    assert solved("task_3", named, "cid") == {
+        "task_id": "task_3",
+        "solution": "03AF",
+        "celery_task_id": "cid",
+        "provider_name": "backup",
+    }
     assert "provider_name" not in solved(9, {"solution": "t", "provider_name": None}, "c")
     points = [{"x": 38, "y": 90}]
     assert solved(8, {"solution": points, "type": "coordinates"}, "c")["solution"] == points
@@ -309,8 +526,11 @@ def test_result_messages() -> None:
         "code": "ERROR_CAPTCHA_UNSOLVABLE",
         "celery_task_id": "cid",
     }
-    assert failed(None, "REVOKED: gone") == {"task_id": None, "error": "REVOKED: gone",
-                                             "code": "REVOKED"}  # fmt: skip
+    assert failed(None, "REVOKED: gone") == {
+        "task_id": None,
+        "error": "REVOKED: gone",
+        "code": "REVOKED",
+    }
     assert failed("t", RuntimeError("boom"))["code"] == "RuntimeError"
 
 
@@ -334,15 +554,29 @@ def test_the_package_and_the_cli_work_without_the_nats_extra() -> None:
         "from captcha_tasks.errors import ConfigurationError\n"
         "try:\n    b.load_nats()\nexcept ConfigurationError as e:\n    print(e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                         text=True, timeout=60, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert "pip install 'captcha_tasks[nats]'" in out.stdout
     cli = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.modules['nats'] = None\n"
-         "from captcha_tasks.cli.main import run; sys.argv = ['captcha-tasks', 'bridge', 'nats', "
-         "'--url', 'nats://127.0.0.1:1']; run()"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['nats'] = None\n"
+            "from captcha_tasks.cli.main import run\n"
+            "sys.argv = ['captcha-tasks', 'bridge', 'nats', '--url', 'nats://127.0.0.1:1']\n"
+            "run()",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert cli.returncode == 2
     assert "configuration error" in cli.stderr
     assert "captcha_tasks[nats]" in cli.stderr

@@ -33,8 +33,13 @@ def test_the_resubmit_after_unsolvable_is_not_a_duplicate() -> None:
 
 
 def test_the_table_and_the_document(tmp_path: Path) -> None:
-    good = Row("Wrong API key", "a bad key", tasks=4, typed_errors={"InvalidApiKey": 4},
-               provider_requests=2)  # fmt: skip
+    good = Row(
+        "Wrong API key",
+        "a bad key",
+        tasks=4,
+        typed_errors={"InvalidApiKey": 4},
+        provider_requests=2,
+    )
     bad = Row(
         "Redis restart", "restart | mid-run", tasks=10, solved=7, lost=3, provider_requests=25
     )
@@ -68,8 +73,15 @@ def test_a_document_without_markers_is_refused(tmp_path: Path) -> None:
 
 def test_losses_proven_to_be_the_faults_are_shown_as_such(tmp_path: Path) -> None:
     # The Sentinel row whose replica is behind: what it accepted in the window is lost.
-    window = Row("Sentinel failover, replica behind", "cut", tasks=10, solved=7, lost=3,
-                 explained_losses=3, provider_requests=20)  # fmt: skip
+    window = Row(
+        "Sentinel failover, replica behind",
+        "cut",
+        tasks=10,
+        solved=7,
+        lost=3,
+        explained_losses=3,
+        provider_requests=20,
+    )
     rows_path = tmp_path / "rows.jsonl"
     rows_path.write_text(window.as_json() + "\n")
     assert "| 3 (3 in the replication window) |" in report.table(report.load(rows_path))

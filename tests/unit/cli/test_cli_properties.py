@@ -301,9 +301,16 @@ SITEKEYS = {
     "hcaptcha": "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2",
 }
 POOL_OPTIONS = [
-    ["--min-score", "nan"], ["--min-score", "7"], ["--min-score", "0.5"], ["--target", "3"],
-    ["--target", "3"], ["--target", "-1"], ["--adaptive"], ["--action", ""], ["--action", "a b"],
-]  # fmt: skip
+    ["--min-score", "nan"],
+    ["--min-score", "7"],
+    ["--min-score", "0.5"],
+    ["--target", "3"],
+    ["--target", "3"],
+    ["--target", "-1"],
+    ["--adaptive"],
+    ["--action", ""],
+    ["--action", "a b"],
+]
 
 
 @SLOW_PROPS
@@ -534,10 +541,16 @@ def test_status_fails_fast_on_redis(closed_redis: dict[str, str]) -> None:
 # -- the environment ------------------------------------------------------------------
 
 SETTINGS_VARIABLES = [
-    "CAPTCHA_TASKS_REDIS_URL", "CAPTCHA_TASKS_TIME_SCALE", "CAPTCHA_TASKS_THREADS",
-    "CAPTCHA_TASKS_KEY_PREFIX", "CAPTCHA_TASKS_ALLOWED_DOMAINS", "CAPTCHA_TASKS_SOLVER_URL",
-    "CAPTCHA_TASKS_HTTP_TIMEOUT", "CAPTCHA_TASKS_MAX_IMAGE_BYTES", "CAPTCHAAI_API_KEY",
-]  # fmt: skip
+    "CAPTCHA_TASKS_REDIS_URL",
+    "CAPTCHA_TASKS_TIME_SCALE",
+    "CAPTCHA_TASKS_THREADS",
+    "CAPTCHA_TASKS_KEY_PREFIX",
+    "CAPTCHA_TASKS_ALLOWED_DOMAINS",
+    "CAPTCHA_TASKS_SOLVER_URL",
+    "CAPTCHA_TASKS_HTTP_TIMEOUT",
+    "CAPTCHA_TASKS_MAX_IMAGE_BYTES",
+    "CAPTCHAAI_API_KEY",
+]
 
 
 @PROPS

@@ -18,22 +18,45 @@ from captcha_tasks.settings import get_settings
 def _envelope(body: Any) -> str:
     """A fanout message as kombu's Redis transport publishes it."""
     raw = base64.b64encode(json.dumps(body).encode()).decode()
-    return json.dumps({"body": raw, "content-encoding": "utf-8",
-                       "content-type": "application/json", "headers": {},
-                       "properties": {"body_encoding": "base64", "delivery_tag": "t",
-                                      "delivery_info": {"exchange": "celeryev",
-                                                        "routing_key": "task.multi"}}})  # fmt: skip
+    return json.dumps(
+        {
+            "body": raw,
+            "content-encoding": "utf-8",
+            "content-type": "application/json",
+            "headers": {},
+            "properties": {
+                "body_encoding": "base64",
+                "delivery_tag": "t",
+                "delivery_info": {"exchange": "celeryev", "routing_key": "task.multi"},
+            },
+        }
+    )
 
 
 def test_a_batch_of_events_reaches_the_handlers(celery_app: Any) -> None:
     seen: list[dict[str, Any]] = []
     receiver = celery_app.events.Receiver(None, handlers={"*": seen.append})
     events = [
-        {"type": "task-received", "uuid": "a", "hostname": "w@h", "timestamp": 1.0,
-         "utcoffset": 0, "clock": 1, "pid": 1},
-        {"type": "task-succeeded", "uuid": "a", "hostname": "w@h", "timestamp": 2.0,
-         "utcoffset": 0, "clock": 2, "pid": 1, "runtime": 1.0},
-    ]  # fmt: skip
+        {
+            "type": "task-received",
+            "uuid": "a",
+            "hostname": "w@h",
+            "timestamp": 1.0,
+            "utcoffset": 0,
+            "clock": 1,
+            "pid": 1,
+        },
+        {
+            "type": "task-succeeded",
+            "uuid": "a",
+            "hostname": "w@h",
+            "timestamp": 2.0,
+            "utcoffset": 0,
+            "clock": 2,
+            "pid": 1,
+            "runtime": 1.0,
+        },
+    ]
     deliver(receiver, _envelope(events))
     deliver(receiver, _envelope(events[0]))
     assert [e["type"] for e in seen] == ["task-received", "task-succeeded", "task-received"]
@@ -60,8 +83,15 @@ def test_consume_reads_events_a_worker_sends_and_writes_nothing(celery_app: Any)
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
-    reached = consume(celery_app, ResultsCollector(), on_result=results.append,
-                      on_ready=subscribed.set, limit=1, timeout=30, settings=settings)  # fmt: skip
+    reached = consume(
+        celery_app,
+        ResultsCollector(),
+        on_result=results.append,
+        on_ready=subscribed.set,
+        limit=1,
+        timeout=30,
+        settings=settings,
+    )
     sender.join(timeout=30)
     assert reached is True
     assert [(r.task_id, r.state, r.type) for r in results] == [("t1", "SUCCESS", "image")]

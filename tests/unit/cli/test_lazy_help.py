@@ -25,8 +25,14 @@ print(json.dumps({"help": out, "imported": sorted(modules & set(sys.modules))}))
 
 def test_help_lists_every_command_as_it_would_show_itself_without_importing_it() -> None:
     env = {**os.environ, "COLUMNS": "80"}
-    done = subprocess.run([sys.executable, "-c", LISTING], env=env, capture_output=True,
-                          text=True, timeout=60, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", LISTING],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     lazy = json.loads(done.stdout)
     assert lazy["imported"] == []
     for name in LAZY_COMMANDS:  # imports every command: the listing then uses their own help

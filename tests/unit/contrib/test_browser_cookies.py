@@ -24,9 +24,15 @@ HOST = "shop.example.com"
 def entry(**fields: Any) -> dict[str, Any]:
     """One cookie as Playwright's ``context.cookies()`` reports it."""
     base: dict[str, Any] = {
-        "name": "sid", "value": "v1", "domain": HOST, "path": "/", "expires": -1,
-        "httpOnly": True, "secure": False, "sameSite": "Lax",
-    }  # fmt: skip
+        "name": "sid",
+        "value": "v1",
+        "domain": HOST,
+        "path": "/",
+        "expires": -1,
+        "httpOnly": True,
+        "secure": False,
+        "sameSite": "Lax",
+    }
     return {**base, **fields}
 
 
@@ -63,8 +69,11 @@ def test_diff_browser_sets_what_changed_and_deletes_what_went() -> None:
     }
     ops = diff_browser({c.identity: c for c in current.values()}, snapshot)
     assert [(op, field.split(";")[0]) for op, field, _ in ops] == [
-        ("set", "changed"), ("set", "new"), ("set", "refreshed"), ("del", "gone"),
-    ]  # fmt: skip
+        ("set", "changed"),
+        ("set", "new"),
+        ("set", "refreshed"),
+        ("del", "gone"),
+    ]
     assert float(ops[-1][2]) == NOW - 40  # only the version the browser saw
     assert json.loads(ops[0][2])["value"] == "2"
 

@@ -13,8 +13,14 @@ RECAPTCHA_KEY = "6LdSandboxDemoSiteKey0000000000000000000"
 
 
 def dom(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"cssClass": "g-recaptcha", "sitekey": RECAPTCHA_KEY, "callback": None,
-                            "size": None, "action": None, "cdata": None}  # fmt: skip
+    base: dict[str, Any] = {
+        "cssClass": "g-recaptcha",
+        "sitekey": RECAPTCHA_KEY,
+        "callback": None,
+        "size": None,
+        "action": None,
+        "cdata": None,
+    }
     return {**base, **fields}
 
 
@@ -26,9 +32,13 @@ def test_the_page_scripts_read_the_same_widget_table_as_fetch_page() -> None:
 def test_a_recaptcha_widget() -> None:
     widget = Widget.from_dom(dom(callback="onSolved", size="invisible", action="ignored"))
     assert widget == Widget(
-        type="recaptcha_v2", sitekey=RECAPTCHA_KEY, css_class="g-recaptcha",
-        field="g-recaptcha-response", callback="onSolved", invisible=True,
-    )  # fmt: skip
+        type="recaptcha_v2",
+        sitekey=RECAPTCHA_KEY,
+        css_class="g-recaptcha",
+        field="g-recaptcha-response",
+        callback="onSolved",
+        invisible=True,
+    )
     assert widget.fields == ["g-recaptcha-response"]
 
 

@@ -168,10 +168,12 @@ def test_from_crawler_needs_the_cookie_middleware_and_asyncio(
     monkeypatch.setattr(scrapy.utils.asyncio, "is_asyncio_available", lambda: True)
     with pytest.raises(ConfigurationError, match="needs CaptchaTasksCookiesMiddleware"):
         CaptchaTasksChallengeMiddleware.from_crawler(make_crawler())  # type: ignore[arg-type]
-    crawler = make_crawler(DOWNLOADER_MIDDLEWARES={
-        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
-        "captcha_tasks.contrib.scrapy.CaptchaTasksCookiesMiddleware": 700,
-    })  # fmt: skip
+    crawler = make_crawler(
+        DOWNLOADER_MIDDLEWARES={
+            "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+            "captcha_tasks.contrib.scrapy.CaptchaTasksCookiesMiddleware": 700,
+        }
+    )
     middleware = CaptchaTasksChallengeMiddleware.from_crawler(crawler)  # type: ignore[arg-type]
     assert middleware.options == Options()
     assert [receiver for receiver, _ in crawler.signals.connected] == [middleware.spider_closed]

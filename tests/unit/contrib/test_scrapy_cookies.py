@@ -58,21 +58,31 @@ def _cookie_header(request: Request) -> str:
 
 
 def _response(request: Request, *set_cookies: str) -> HtmlResponse:
-    return HtmlResponse(request.url, body=CONTENT.encode(), encoding="utf-8", request=request,
-                        headers={"Set-Cookie": list(set_cookies)})  # fmt: skip
+    return HtmlResponse(
+        request.url,
+        body=CONTENT.encode(),
+        encoding="utf-8",
+        request=request,
+        headers={"Set-Cookie": list(set_cookies)},
+    )
 
 
 def test_an_allowlisted_request_carries_the_shared_jar(
     middleware: CaptchaTasksCookiesMiddleware, store: CookieStore
 ) -> None:
-    store.import_browser("shop.example", [
-        {"name": "qa_validation_cookie", "value": VALUE, "domain": "shop.example", "path": "/"},
-        {"name": "cart", "value": "3", "domain": ".shop.example", "path": "/cart"},
-    ])  # fmt: skip
+    store.import_browser(
+        "shop.example",
+        [
+            {"name": "qa_validation_cookie", "value": VALUE, "domain": "shop.example", "path": "/"},
+            {"name": "cart", "value": "3", "domain": ".shop.example", "path": "/cart"},
+        ],
+    )
     page = Request("https://shop.example/page/1", headers={"Cookie": "stale=1"})
     cart = Request("https://shop.example/cart/x")
-    _run(middleware, lambda: asyncio.gather(middleware.process_request(page),
-                                            middleware.process_request(cart)))  # fmt: skip
+    _run(
+        middleware,
+        lambda: asyncio.gather(middleware.process_request(page), middleware.process_request(cart)),
+    )
     assert _cookie_header(page) == f"qa_validation_cookie={VALUE}"  # host-only, path /
     # Each cookie on its path (one jar per host name, as for workers: www.shop.example has
     # a jar of its own).
@@ -87,16 +97,22 @@ def test_set_cookie_is_merged_into_the_shared_jar_and_deletions_delete(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    store.import_browser("shop.example", [
-        {"name": "old", "value": "Old-Value-0001", "domain": "shop.example", "path": "/"},
-        {"name": "kept", "value": "Kept-Value-001", "domain": "shop.example", "path": "/"},
-    ])  # fmt: skip
+    store.import_browser(
+        "shop.example",
+        [
+            {"name": "old", "value": "Old-Value-0001", "domain": "shop.example", "path": "/"},
+            {"name": "kept", "value": "Kept-Value-001", "domain": "shop.example", "path": "/"},
+        ],
+    )
     request = Request("https://shop.example/verify")
 
     async def respond() -> None:
         await middleware.process_request(request)
-        response = _response(request, f"qa_validation_cookie={VALUE}; Path=/; Max-Age=90; HttpOnly",
-                             "old=; Path=/; Max-Age=0")  # fmt: skip
+        response = _response(
+            request,
+            f"qa_validation_cookie={VALUE}; Path=/; Max-Age=90; HttpOnly",
+            "old=; Path=/; Max-Age=0",
+        )
         assert await middleware.process_response(request, response) is response
 
     _run(middleware, respond)

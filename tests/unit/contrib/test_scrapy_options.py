@@ -24,10 +24,20 @@ def test_defaults_with_scrapys_own_settings() -> None:
 
 
 def test_values_as_python_or_as_text_from_the_command_line() -> None:
-    typed = ScrapySettings({"CAPTCHA_TASKS_SOLVE_TIMEOUT": 45, "CAPTCHA_TASKS_MAX_REISSUES": 0,
-                            "CAPTCHA_TASKS_ENABLED": False})  # fmt: skip
-    texts = ScrapySettings({"CAPTCHA_TASKS_SOLVE_TIMEOUT": "45", "CAPTCHA_TASKS_MAX_REISSUES": "0",
-                            "CAPTCHA_TASKS_ENABLED": "false"})  # fmt: skip
+    typed = ScrapySettings(
+        {
+            "CAPTCHA_TASKS_SOLVE_TIMEOUT": 45,
+            "CAPTCHA_TASKS_MAX_REISSUES": 0,
+            "CAPTCHA_TASKS_ENABLED": False,
+        }
+    )
+    texts = ScrapySettings(
+        {
+            "CAPTCHA_TASKS_SOLVE_TIMEOUT": "45",
+            "CAPTCHA_TASKS_MAX_REISSUES": "0",
+            "CAPTCHA_TASKS_ENABLED": "false",
+        }
+    )
     assert Options.from_settings(typed) == Options.from_settings(texts) == Options(False, 45.0, 0)
 
 
@@ -87,10 +97,16 @@ def test_a_reactor_other_than_asyncio_fails_naming_the_setting(
 
 def test_enabled_middlewares_compose_the_base_and_drop_the_disabled() -> None:
     assert CookiesMiddleware in enabled_middlewares(ScrapySettings())
-    ours = enabled_middlewares(ScrapySettings({"DOWNLOADER_MIDDLEWARES": {
-        "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
-        CaptchaTasksCookiesMiddleware: 700,
-    }}))  # fmt: skip
+    ours = enabled_middlewares(
+        ScrapySettings(
+            {
+                "DOWNLOADER_MIDDLEWARES": {
+                    "scrapy.downloadermiddlewares.cookies.CookiesMiddleware": None,
+                    CaptchaTasksCookiesMiddleware: 700,
+                }
+            }
+        )
+    )
     assert CaptchaTasksCookiesMiddleware in ours and CookiesMiddleware not in ours
 
 

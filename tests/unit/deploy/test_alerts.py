@@ -45,8 +45,9 @@ def _rules() -> dict[str, dict[str, Any]]:
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
     assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120,
-                          cwd=DEPLOY)  # fmt: skip
+    return subprocess.run(
+        [PROMTOOL, *args], capture_output=True, text=True, timeout=120, cwd=DEPLOY
+    )
 
 
 def test_the_alerts_are_there_with_a_severity_and_words_for_the_operator() -> None:

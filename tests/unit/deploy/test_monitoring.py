@@ -19,8 +19,14 @@ DEPLOY = ROOT / "deploy"
 GRAFANA = DEPLOY / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "captcha-tasks.json"
 #: The issue's panels.
-PANELS = {"Throughput", "In flight vs budget", "Queue wait", "Latency by type",
-          "Errors by code", "Spend"}  # fmt: skip
+PANELS = {
+    "Throughput",
+    "In flight vs budget",
+    "Queue wait",
+    "Latency by type",
+    "Errors by code",
+    "Spend",
+}
 
 
 def _compose() -> dict[str, Any]:
@@ -43,7 +49,10 @@ def test_the_dashboard_has_the_panels_on_one_datasource_variable() -> None:
     assert len({p["id"] for p in panels}) == len(panels)
     (variable,) = dashboard["templating"]["list"]
     assert (variable["name"], variable["type"], variable["query"]) == (
-        "datasource", "datasource", "prometheus")  # fmt: skip
+        "datasource",
+        "datasource",
+        "prometheus",
+    )
     for panel in panels:
         assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
         assert panel["targets"], panel["title"]

@@ -83,15 +83,28 @@ def test_the_report_shows_the_cost_rows_and_the_no_batch_line() -> None:
         "http_requests_per_solve": 1.2,
     }
     report = {
-        "parameters": {"threads": 200, "latency": 2.0, "jitter": 0.3, "solves": 2400,
-                       "baseline_solves": 0, "time_scale": 0.133333, "workers": 2,
-                       "baseline_concurrency": 4, "baseline_first_wait": 5.0, "warmup": 10,
-                       "provider": "captchaai", "protocol": "classic",
-                       "target_solves_per_second": 100.0, "cpus": 2, "environment": {},
-                       "no_batch": True, "noop": 1000},
+        "parameters": {
+            "threads": 200,
+            "latency": 2.0,
+            "jitter": 0.3,
+            "solves": 2400,
+            "baseline_solves": 0,
+            "time_scale": 0.133333,
+            "workers": 2,
+            "baseline_concurrency": 4,
+            "baseline_first_wait": 5.0,
+            "warmup": 10,
+            "provider": "captchaai",
+            "protocol": "classic",
+            "target_solves_per_second": 100.0,
+            "cpus": 2,
+            "environment": {},
+            "no_batch": True,
+            "noop": 1000,
+        },
         "wall_seconds": 60.0,
         "designs": {"ours": base},
-    }  # fmt: skip
+    }
     text = format_report(report)
     assert "CAPTCHA_TASKS_BATCH_POLL=off" in text
     row = next(line for line in text.splitlines() if line.startswith("solve CPU / no-op"))

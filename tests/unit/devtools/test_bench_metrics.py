@@ -185,8 +185,12 @@ def test_solve_metrics_without_results_or_captchas() -> None:
 
 def page(status: int = 200, solved: bool = False, source: str | None = None) -> dict[str, Any]:
     """A fetch_page result."""
-    return {"status": status, "url": "http://127.0.0.1:1/page/x", "solved": solved,
-            "source": source}  # fmt: skip
+    return {
+        "status": status,
+        "url": "http://127.0.0.1:1/page/x",
+        "solved": solved,
+        "source": source,
+    }
 
 
 def test_failure_reason_of_each_kind_of_outcome() -> None:
@@ -259,8 +263,14 @@ def test_page_metrics_without_results() -> None:
 
 
 def test_cpu_figures_round_each_and_divide_the_workers_by_what_they_did() -> None:
-    cpu = {"workers": 1.23456, "redis": 0.12345, "sandbox": 2.0, "harness": 0.5,
-           "machine_busy": 3.0, "machine_total": 8.0}  # fmt: skip
+    cpu = {
+        "workers": 1.23456,
+        "redis": 0.12345,
+        "sandbox": 2.0,
+        "harness": 0.5,
+        "machine_busy": 3.0,
+        "machine_total": 8.0,
+    }
     assert cpu_figures(cpu, "page", 4) == {
         "worker_cpu_seconds": 1.235,
         "worker_cpu_per_page": 0.30864,
@@ -283,9 +293,15 @@ def test_report_table_lays_out_columns_sections_and_missing_values() -> None:
     ]
     columns = [
         {"label": "first", "done": 3, "total": 4, "share": 0.75, "mean": 1.5, "max": 2},
-        {"label": "a longer label", "done": 0, "total": 4, "share": None, "mean": None,
-         "max": None},
-    ]  # fmt: skip
+        {
+            "label": "a longer label",
+            "done": 0,
+            "total": 4,
+            "share": None,
+            "mean": None,
+            "max": None,
+        },
+    ]
     lines = render_report(["intro"], {"CAPTCHA_TASKS_X": "1"}, rows, columns)
     # Labels 12 wide + 2; each column as wide as its widest cell or header + 2.
     assert lines == [

@@ -24,5 +24,4 @@ def test_every_received_fetch_page_message_counts_once() -> None:
         "page_retries_logged": 1,
         "page_parks": 1,
     }
-    assert execution_counts("") == {"page_executions": 0, "page_retries_logged": 0,
-                                    "page_parks": 0}  # fmt: skip
+    assert execution_counts("") == {"page_executions": 0, "page_retries_logged": 0, "page_parks": 0}

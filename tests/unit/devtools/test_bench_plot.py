@@ -16,11 +16,14 @@ def test_the_plot_is_a_png_of_every_design(tmp_path: Path) -> None:
     report = {
         "parameters": {"threads": 10, "latency": 2.0, "solves": 8, "provider": "captchaai"},
         "designs": {
-            "ours": {"label": "captcha_tasks", "series_seconds": 1.0,
-                     "completions_series": [0, 4, 5, 4]},
+            "ours": {
+                "label": "captcha_tasks",
+                "series_seconds": 1.0,
+                "completions_series": [0, 4, 5, 4],
+            },
             "seeds": {"label": "seeds", "series_seconds": 1.0, "completions_series": [0, 1]},
         },
-    }  # fmt: skip
+    }
     out = tmp_path / "plots" / "throughput.png"
     write_plot(report, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -74,17 +74,38 @@ def test_an_operators_api_key_is_not_passed_to_the_workers_nor_printed() -> None
 
 def _report(provider: Provider, *, baseline: bool) -> dict[str, Any]:
     parameters = {
-        "threads": 5, "latency": 1.0, "jitter": 0.0, "target_solves_per_second": 5.0,
-        "time_scale": 0.066667, "solves": 10, "workers": 1, "baseline_solves": 4,
-        "baseline_concurrency": 4, "baseline_first_wait": 5.0, "warmup": 0, "cpus": 2,
-        "environment": {}, "provider": provider, "protocol": PROTOCOLS[provider],
-    }  # fmt: skip
+        "threads": 5,
+        "latency": 1.0,
+        "jitter": 0.0,
+        "target_solves_per_second": 5.0,
+        "time_scale": 0.066667,
+        "solves": 10,
+        "workers": 1,
+        "baseline_solves": 4,
+        "baseline_concurrency": 4,
+        "baseline_first_wait": 5.0,
+        "warmup": 0,
+        "cpus": 2,
+        "environment": {},
+        "provider": provider,
+        "protocol": PROTOCOLS[provider],
+    }
     column = {"workers": 1, "concurrency": [2], "polls_per_solve": 1.5}
-    designs = {"ours": {"label": "captcha_tasks", **column, "provider": provider,
-                        "protocol": PROTOCOLS[provider]}}  # fmt: skip
+    designs = {
+        "ours": {
+            "label": "captcha_tasks",
+            **column,
+            "provider": provider,
+            "protocol": PROTOCOLS[provider],
+        }
+    }
     if baseline:
-        designs["seeds"] = {"label": "seeds' design", **column, "provider": "captchaai",
-                            "protocol": "classic"}  # fmt: skip
+        designs["seeds"] = {
+            "label": "seeds' design",
+            **column,
+            "provider": "captchaai",
+            "protocol": "classic",
+        }
     return {"parameters": parameters, "wall_seconds": 1.0, "designs": designs}
 
 
@@ -120,10 +141,16 @@ def test_admin_captchas_name_the_id_a_json_client_was_given(
     # The benchmark finds each result's captcha (submit/ready/answered times) by the id
     # the result carries: CapSolver's UUID task id is not the captcha's number.
     server = sandbox_factory(protocol="json", dialect=dialect, time_scale=0.01)
-    document = {"clientKey": dev_api_key(dialect), "task": {
-        "type": "ReCaptchaV2TaskProxyLess" if dialect == "capsolver" else
-        "RecaptchaV2TaskProxyless", "websiteURL": "https://example.com/a",
-        "websiteKey": SITEKEY}}  # fmt: skip
+    document = {
+        "clientKey": dev_api_key(dialect),
+        "task": {
+            "type": "ReCaptchaV2TaskProxyLess"
+            if dialect == "capsolver"
+            else "RecaptchaV2TaskProxyless",
+            "websiteURL": "https://example.com/a",
+            "websiteKey": SITEKEY,
+        },
+    }
     task_id = requests.post(f"{server.url}/createTask", json=document, timeout=5).json()["taskId"]
     captchas = requests.get(f"{server.url}/admin/captchas", timeout=5).json()["captchas"]
     [captcha] = [c for c in captchas if str(c.get("task_id", c["id"])) == str(task_id)]

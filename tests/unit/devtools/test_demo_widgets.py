@@ -32,8 +32,13 @@ def demo(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[tuple[Sandbo
 
 
 def _solve(server: SandboxServer, method: str, key_name: str, sitekey: str, pageurl: str) -> str:
-    submit = {"key": DEV_API_KEY, "method": method, key_name: sitekey, "pageurl": pageurl,
-              "json": "1"}  # fmt: skip
+    submit = {
+        "key": DEV_API_KEY,
+        "method": method,
+        key_name: sitekey,
+        "pageurl": pageurl,
+        "json": "1",
+    }
     with requests.Session() as api:
         reply = api.post(f"{server.url}/in.php", data=submit, timeout=5).json()
         assert reply["status"] == 1, reply
@@ -62,9 +67,11 @@ def test_the_default_markup_is_unchanged() -> None:
 
 @pytest.mark.parametrize(
     "name,kind,sitekey",
-    [("turnstile", "turnstile", DEMO_TURNSTILE_SITEKEY),
-     ("hcaptcha", "hcaptcha", DEMO_HCAPTCHA_SITEKEY)],
-)  # fmt: skip
+    [
+        ("turnstile", "turnstile", DEMO_TURNSTILE_SITEKEY),
+        ("hcaptcha", "hcaptcha", DEMO_HCAPTCHA_SITEKEY),
+    ],
+)
 def test_a_widget_variant_is_what_find_challenge_reads(
     demo: tuple[SandboxServer, str], name: str, kind: str, sitekey: str
 ) -> None:
@@ -91,9 +98,11 @@ def test_a_variant_token_in_its_own_field_opens_pages(
     token = _solve(server, method, key_name, widget.sitekey, f"{url}/page/1")
     with requests.Session() as browser:
         passed = browser.post(
-            f"{url}/verify", data={widget.field: token, "next": f"/page/1?widget={name}"},
-            timeout=5, allow_redirects=False,
-        )  # fmt: skip
+            f"{url}/verify",
+            data={widget.field: token, "next": f"/page/1?widget={name}"},
+            timeout=5,
+            allow_redirects=False,
+        )
         assert passed.status_code == 302, passed.text
         assert passed.headers["Location"] == f"/page/1?widget={name}"
         assert "<h1>page 1</h1>" in browser.get(f"{url}/page/1?widget={name}", timeout=5).text
@@ -105,9 +114,11 @@ def test_a_token_for_another_widgets_sitekey_is_refused(demo: tuple[SandboxServe
         server, "userrecaptcha", "googlekey", server.config.demo_sitekey, f"{url}/page/1"
     )
     refused = requests.post(
-        f"{url}/verify", data={"cf-turnstile-response": recaptcha_token, "next": "/page/1"},
-        timeout=5, allow_redirects=False,
-    )  # fmt: skip
+        f"{url}/verify",
+        data={"cf-turnstile-response": recaptcha_token, "next": "/page/1"},
+        timeout=5,
+        allow_redirects=False,
+    )
     assert refused.status_code == 403
     assert "sitekey-secret-mismatch" in refused.text
 

@@ -60,8 +60,14 @@ def receiver() -> Iterator[tuple[str, Received]]:
 
 
 def _submit(sandbox: SandboxServer, pingback: str) -> str:
-    params = {"key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": GOOGLEKEY,
-              "pageurl": "https://example.com/", "pingback": pingback, "json": "1"}  # fmt: skip
+    params = {
+        "key": DEV_API_KEY,
+        "method": "userrecaptcha",
+        "googlekey": GOOGLEKEY,
+        "pageurl": "https://example.com/",
+        "pingback": pingback,
+        "json": "1",
+    }
     return str(requests.post(f"{sandbox.url}/in.php", data=params, timeout=5).json()["request"])
 
 
@@ -78,9 +84,11 @@ def test_a_pingback_carries_id_and_code_at_the_ready_time(
     wait_until(lambda: len(got) == 1, timeout=5, what="the pingback")
     verb, path, fields, _, _ = got.calls[0]
     assert (verb, path, fields["id"]) == (method, "/cb/tok/task/1", captcha_id)
-    answer = requests.get(f"{sandbox.url}/res.php",
-                          params={"key": DEV_API_KEY, "action": "get", "id": captcha_id},
-                          timeout=5).text  # fmt: skip
+    answer = requests.get(
+        f"{sandbox.url}/res.php",
+        params={"key": DEV_API_KEY, "action": "get", "id": captcha_id},
+        timeout=5,
+    ).text
     assert answer == f"OK|{fields['code']}"
     stats = requests.get(f"{sandbox.url}/stats", timeout=5).json()
     assert (stats["callbacks_delivered"], stats["polls"]) == (1, 1)
@@ -91,8 +99,11 @@ def test_a_callback_url_gets_the_get_task_result_body(
 ) -> None:
     url, got = receiver
     sandbox = sandbox_factory(time_scale=SCALE, protocol="json", dialect="capmonster")
-    task = {"type": "RecaptchaV2TaskProxyless", "websiteURL": "https://example.com/",
-            "websiteKey": GOOGLEKEY}  # fmt: skip
+    task = {
+        "type": "RecaptchaV2TaskProxyless",
+        "websiteURL": "https://example.com/",
+        "websiteKey": GOOGLEKEY,
+    }
     body = {"clientKey": DEV_API_KEY, "task": task, "callbackUrl": url}
     assert requests.post(f"{sandbox.url}/createTask", json=body, timeout=5).json()["errorId"] == 0
     wait_until(lambda: len(got) == 1, timeout=5, what="the callback")

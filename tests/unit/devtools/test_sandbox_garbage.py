@@ -26,10 +26,18 @@ from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.provider.transport import MAX_RESPONSE_BYTES
 
 SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
-CLASSIC_SUBMIT = {"key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": SITEKEY,
-                  "pageurl": "https://a.example.com/login", "json": "1"}  # fmt: skip
-JSON_TASK = {"type": "ReCaptchaV2TaskProxyLess", "websiteURL": "https://a.example.com/login",
-             "websiteKey": SITEKEY}  # fmt: skip
+CLASSIC_SUBMIT = {
+    "key": DEV_API_KEY,
+    "method": "userrecaptcha",
+    "googlekey": SITEKEY,
+    "pageurl": "https://a.example.com/login",
+    "json": "1",
+}
+JSON_TASK = {
+    "type": "ReCaptchaV2TaskProxyLess",
+    "websiteURL": "https://a.example.com/login",
+    "websiteKey": SITEKEY,
+}
 WRONG_TYPES = ("application/octet-stream", "image/png")
 
 Make = Callable[..., SandboxServer]
@@ -78,8 +86,9 @@ def _check_shape(kind: str, reply: requests.Response, real: dict[str, Any]) -> N
     else:
         shape = json.loads(body)
         assert content_type == "application/json"
-        assert shape != real and (isinstance(shape, list) or None in _leaves(shape)
-                                  or shape == {"status": "banana"})  # fmt: skip
+        assert shape != real and (
+            isinstance(shape, list) or None in _leaves(shape) or shape == {"status": "banana"}
+        )
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -105,8 +114,14 @@ def test_each_kind_replaces_a_classic_answer_after_the_submit_took_effect(
 def test_each_kind_replaces_a_json_answer_and_a_clean_read_finds_the_task(
     sandbox_factory: Make, kind: str
 ) -> None:
-    server = sandbox_factory(time_scale=0.01, protocol="json", dialect="capsolver", seed=5,
-                             garbage_rate=1.0, garbage_kinds=(kind,))  # fmt: skip
+    server = sandbox_factory(
+        time_scale=0.01,
+        protocol="json",
+        dialect="capsolver",
+        seed=5,
+        garbage_rate=1.0,
+        garbage_kinds=(kind,),
+    )
     _check_shape(kind, _json_create(server.url), {"errorId": 0, "taskId": 1, "status": 1})
     assert server.stats()["submitted"] == 1
     # Polls only: a create goes through, its first read is garbage, the next is not.
@@ -143,8 +158,10 @@ def test_kinds_are_mixed_counted_reset_and_reproducible(sandbox_factory: Make) -
         kinds = ("html", "noise", "wrong_shape", "empty")
         server = sandbox_factory(time_scale=0.01, garbage_rate=0.5, seed=11, garbage_kinds=kinds)
         params = {"key": DEV_API_KEY, "action": "getbalance", "json": "1"}
-        bodies = [requests.get(f"{server.url}/res.php", params=params, timeout=5).content
-                  for _ in range(60)]  # fmt: skip
+        bodies = [
+            requests.get(f"{server.url}/res.php", params=params, timeout=5).content
+            for _ in range(60)
+        ]
         counted = server.stats().items()
         return bodies, {k: v for k, v in counted if k.startswith("garbage") or k == "requests"}
 
@@ -164,8 +181,9 @@ def test_kinds_are_mixed_counted_reset_and_reproducible(sandbox_factory: Make) -
 
 
 def test_garbage_follows_fault_paths_and_spares_the_admin_api(sandbox_factory: Make) -> None:
-    server = sandbox_factory(time_scale=0.01, garbage_rate=1.0, garbage_kinds=("html",),
-                             fault_paths=("res.php",))  # fmt: skip
+    server = sandbox_factory(
+        time_scale=0.01, garbage_rate=1.0, garbage_kinds=("html",), fault_paths=("res.php",)
+    )
     assert _classic_submit(server.url).json()["status"] == 1  # in.php spared
     assert requests.get(f"{server.url}/stats", timeout=5).json()["garbage_injected"] == 0
     assert requests.get(f"{server.url}/healthz", timeout=5).json() == {"ok": True}
@@ -176,8 +194,12 @@ def test_configuration_of_garbage() -> None:
     config = SandboxConfig().updated({"garbage_kinds": "html, empty", "garbage_rate": 0.2})
     assert (config.garbage_kinds, config.garbage_rate) == (("html", "empty"), 0.2)
     assert config.describe()["garbage_kinds"] == ("html", "empty")
-    for bad in ({"garbage_rate": 1.5}, {"garbage_kinds": ("html", "gibberish")},
-                {"garbage_kinds": ()}, {"garbage_kinds": 3}):  # fmt: skip
+    for bad in (
+        {"garbage_rate": 1.5},
+        {"garbage_kinds": ("html", "gibberish")},
+        {"garbage_kinds": ()},
+        {"garbage_kinds": 3},
+    ):
         with pytest.raises(ConfigurationError, match="garbage"):
             SandboxConfig(**bad)  # type: ignore[arg-type]
         with pytest.raises(ConfigurationError, match="garbage"):
@@ -188,12 +210,22 @@ def test_command_line_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[SandboxConfig] = []
     monkeypatch.setattr(sandbox_cli, "_serve", served.append)
     runner = CliRunner()
-    args = ["--time-scale", "1", "--garbage-rate", "0.2", "--garbage-kind", "html",
-            "--garbage-kind", "huge"]  # fmt: skip
+    args = [
+        "--time-scale",
+        "1",
+        "--garbage-rate",
+        "0.2",
+        "--garbage-kind",
+        "html",
+        "--garbage-kind",
+        "huge",
+    ]
     assert runner.invoke(sandbox_command, args).exit_code == 0
     assert runner.invoke(sandbox_command, ["--time-scale", "1"]).exit_code == 0
     assert [(c.garbage_rate, c.garbage_kinds) for c in served] == [
-        (0.2, ("huge", "html")), (0.0, GARBAGE_KINDS)]  # fmt: skip
+        (0.2, ("huge", "html")),
+        (0.0, GARBAGE_KINDS),
+    ]
     wrong = runner.invoke(sandbox_command, ["--garbage-kind", "spam", "--time-scale", "1"])
     assert wrong.exit_code == 2
     assert "--garbage-rate" in runner.invoke(sandbox_command, ["--help"]).output

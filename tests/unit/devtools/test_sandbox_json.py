@@ -66,13 +66,17 @@ TYPES: dict[str, dict[str, str | None]] = {
 }
 FIELDS: dict[str, dict[str, Any]] = {
     "recaptcha_v2": {"websiteURL": URL, "websiteKey": SITEKEY},
-    "recaptcha_v3": {"websiteURL": URL, "websiteKey": SITEKEY, "minScore": 0.7,
-                     "pageAction": "login"},
+    "recaptcha_v3": {
+        "websiteURL": URL,
+        "websiteKey": SITEKEY,
+        "minScore": 0.7,
+        "pageAction": "login",
+    },
     "turnstile": {"websiteURL": URL, "websiteKey": "0x4AAAAAAAC3DHQFLr1GavRN", "action": "go"},
     "hcaptcha": {"websiteURL": URL, "websiteKey": "10000000-ffff-ffff-ffff-000000000001"},
     "geetest": {"websiteURL": URL, "gt": GT, "challenge": CHALLENGE},
     "image": {"body": base64.b64encode(PNG).decode()},
-}  # fmt: skip
+}
 
 
 def task_of(dialect: str, kind: str, **extra: Any) -> dict[str, Any]:
@@ -208,8 +212,11 @@ def test_capmonster_processing_carries_null_error_fields(make_api: Callable[...,
     api = make_api("capmonster", latency={"recaptcha_v2": 100.0})
     task_id = api.create(task_of("capmonster", "recaptcha_v2"))["taskId"]
     assert api.result(task_id) == {
-        "errorId": 0, "status": "processing", "errorCode": None, "errorDescription": None,
-    }  # fmt: skip
+        "errorId": 0,
+        "status": "processing",
+        "errorCode": None,
+        "errorDescription": None,
+    }
 
 
 # -- type names and errors ----------------------------------------------------------
@@ -253,16 +260,32 @@ def test_capmonster_accepts_the_proxyless_and_legacy_names(
 @pytest.mark.parametrize(
     ("dialect", "bad_key", "missing", "bad_params"),
     [
-        ("2captcha-v2", (200, 1, "ERROR_KEY_DOES_NOT_EXIST"), (200, 16, "ERROR_NO_SUCH_CAPCHA_ID"),
-         (200, 24, "ERROR_INCORRECT_SESSION_DATA")),
-        ("anticaptcha", (200, 1, "ERROR_KEY_DOES_NOT_EXIST"), (200, 16, "ERROR_NO_SUCH_CAPCHA_ID"),
-         (200, 24, "ERROR_INCORRECT_SESSION_DATA")),
-        ("capsolver", (401, 1, "ERROR_KEY_DENIED_ACCESS"), (400, 1, "ERROR_TASKID_INVALID"),
-         (400, 1, "ERROR_INVALID_TASK_DATA")),
-        ("capmonster", (200, 1, "ERROR_KEY_DOES_NOT_EXIST"), (200, 1, "ERROR_NO_SUCH_CAPCHA_ID"),
-         (200, 1, "ERROR_INCORRECT_SESSION_DATA")),
+        (
+            "2captcha-v2",
+            (200, 1, "ERROR_KEY_DOES_NOT_EXIST"),
+            (200, 16, "ERROR_NO_SUCH_CAPCHA_ID"),
+            (200, 24, "ERROR_INCORRECT_SESSION_DATA"),
+        ),
+        (
+            "anticaptcha",
+            (200, 1, "ERROR_KEY_DOES_NOT_EXIST"),
+            (200, 16, "ERROR_NO_SUCH_CAPCHA_ID"),
+            (200, 24, "ERROR_INCORRECT_SESSION_DATA"),
+        ),
+        (
+            "capsolver",
+            (401, 1, "ERROR_KEY_DENIED_ACCESS"),
+            (400, 1, "ERROR_TASKID_INVALID"),
+            (400, 1, "ERROR_INVALID_TASK_DATA"),
+        ),
+        (
+            "capmonster",
+            (200, 1, "ERROR_KEY_DOES_NOT_EXIST"),
+            (200, 1, "ERROR_NO_SUCH_CAPCHA_ID"),
+            (200, 1, "ERROR_INCORRECT_SESSION_DATA"),
+        ),
     ],
-)  # fmt: skip
+)
 def test_error_conventions_per_dialect(
     make_api: Callable[..., JApi],
     dialect: str,
@@ -313,7 +336,10 @@ def test_capmonster_refuses_a_second_read_within_two_scaled_seconds(
     task_id = api.create(task_of("capmonster", "recaptcha_v2"))["taskId"]
     assert api.result(task_id)["status"] == "processing"
     assert api.error(api.call("getTaskResult", taskId=task_id)) == (
-        200, 1, "ERROR_TOO_MUCH_REQUESTS")  # fmt: skip
+        200,
+        1,
+        "ERROR_TOO_MUCH_REQUESTS",
+    )
     time.sleep(0.22)
     assert api.result(task_id)["status"] == "processing"
 
@@ -360,8 +386,13 @@ def test_results_are_kept_five_scaled_minutes_anticaptcha_60_s_after_solving(
 
 # -- proxies --------------------------------------------------------------------------
 
-PROXY = {"proxyType": "http", "proxyAddress": "203.0.113.7", "proxyPort": 3128,
-         "proxyLogin": "user", "proxyPassword": PASSWORD}  # fmt: skip
+PROXY = {
+    "proxyType": "http",
+    "proxyAddress": "203.0.113.7",
+    "proxyPort": 3128,
+    "proxyLogin": "user",
+    "proxyPassword": PASSWORD,
+}
 
 
 @pytest.mark.parametrize(
@@ -405,14 +436,24 @@ def test_proxy_fields_per_dialect_never_echoed(
     ("dialect", "good", "bad", "wrong_kind", "foreign"),
     [
         ("2captcha-v2", "reportCorrect", "reportIncorrect", None, "feedbackTask"),
-        ("anticaptcha", "reportCorrectRecaptcha", "reportIncorrectRecaptcha",
-         "reportIncorrectImageCaptcha", "reportIncorrectTokenCaptcha"),
-        ("capmonster", None, "reportIncorrectTokenCaptcha", "reportIncorrectImageCaptcha",
-         "reportCorrect"),
+        (
+            "anticaptcha",
+            "reportCorrectRecaptcha",
+            "reportIncorrectRecaptcha",
+            "reportIncorrectImageCaptcha",
+            "reportIncorrectTokenCaptcha",
+        ),
+        (
+            "capmonster",
+            None,
+            "reportIncorrectTokenCaptcha",
+            "reportIncorrectImageCaptcha",
+            "reportCorrect",
+        ),
         ("capmonster", None, "reportIncorrectRecaptcha", None, "reportIncorrectHcaptcha"),
         ("capsolver", "feedbackTask", "feedbackTask", None, "reportIncorrectRecaptcha"),
     ],
-)  # fmt: skip
+)
 def test_reports_per_dialect(
     make_api: Callable[..., JApi],
     dialect: str,
@@ -458,10 +499,12 @@ def test_capsolver_feedback_needs_its_result_object(make_api: Callable[..., JApi
 
 @pytest.mark.parametrize(
     ("dialect", "expected"),
-    [("anticaptcha", (200, 2, "ERROR_NO_SLOT_AVAILABLE")),
-     ("capsolver", (400, 1, "ERROR_SERVICE_UNAVALIABLE")),
-     ("capmonster", (200, 1, "ERROR_NO_SLOT_AVAILABLE"))],
-)  # fmt: skip
+    [
+        ("anticaptcha", (200, 2, "ERROR_NO_SLOT_AVAILABLE")),
+        ("capsolver", (400, 1, "ERROR_SERVICE_UNAVALIABLE")),
+        ("capmonster", (200, 1, "ERROR_NO_SLOT_AVAILABLE")),
+    ],
+)
 def test_thread_limit(
     make_api: Callable[..., JApi], dialect: str, expected: tuple[int, int, str]
 ) -> None:
@@ -521,8 +564,11 @@ def test_fail_rate_and_fault_paths(make_api: Callable[..., JApi]) -> None:
 def test_slow_answers_take_effect(make_api: Callable[..., JApi]) -> None:
     api = make_api("anticaptcha", slow_rate=1.0, slow_seconds=1.0)
     with pytest.raises(requests.exceptions.ReadTimeout):
-        api.session.post(f"{api.url}/createTask", timeout=0.3, json={
-            "clientKey": api.key, "task": task_of("anticaptcha", "image")})  # fmt: skip
+        api.session.post(
+            f"{api.url}/createTask",
+            timeout=0.3,
+            json={"clientKey": api.key, "task": task_of("anticaptcha", "image")},
+        )
     stats = api.stats()
     assert (stats["submitted"], stats["slow_injected"]) == (1, 1)
 
@@ -559,16 +605,18 @@ def test_counters_and_siteverify_for_json_tokens(make_api: Callable[..., JApi]) 
 
 
 def test_both_protocols_share_one_port_and_one_state(make_api: Callable[..., JApi]) -> None:
-    api = make_api("2captcha-v2", protocol="both", threads=2, latency={"image": 30.0},
-                   balance=1.0, price=0.25)  # fmt: skip
+    api = make_api(
+        "2captcha-v2", protocol="both", threads=2, latency={"image": 30.0}, balance=1.0, price=0.25
+    )
     api.create(task_of("2captcha-v2", "image"))
     submit = {"key": DEV_API_KEY, "method": "base64", "body": FIELDS["image"]["body"], "json": 1}
     classic = api.session.post(f"{api.url}/in.php", data=submit, timeout=5).json()
     assert classic["status"] == 1
     error = api.call("createTask", task=task_of("2captcha-v2", "image")).json()["errorCode"]
     assert error == "ERROR_NO_SLOT_AVAILABLE"  # the classic submit holds the second thread
-    balance = api.session.get(f"{api.url}/res.php", timeout=5, params={
-        "key": DEV_API_KEY, "action": "getbalance"}).text  # fmt: skip
+    balance = api.session.get(
+        f"{api.url}/res.php", timeout=5, params={"key": DEV_API_KEY, "action": "getbalance"}
+    ).text
     assert balance == "0.5000"  # classic follows 2captcha: both solves billed
     stats = api.stats()
     assert (stats["submitted"], stats["max_in_flight"], stats["no_slot"]) == (2, 2, 1)
@@ -587,13 +635,15 @@ def test_each_protocol_alone_serves_only_its_endpoints(make_api: Callable[..., J
 @pytest.mark.parametrize(
     ("dialect", "extras"),
     [
-        ("2captcha-v2", {"softId": 4580, "callbackUrl": "https://cb.example.com/x",
-                         "languagePool": "en"}),
+        (
+            "2captcha-v2",
+            {"softId": 4580, "callbackUrl": "https://cb.example.com/x", "languagePool": "en"},
+        ),
         ("anticaptcha", {"softId": 0, "languagePool": "rn"}),
         ("capsolver", {"appId": "D5C9A1B2-0000-4000-8000-000000000000"}),
         ("capmonster", {"softId": 55, "callbackUrl": "https://cb.example.com/x"}),
     ],
-)  # fmt: skip
+)
 def test_create_task_extras_are_accepted(
     make_api: Callable[..., JApi], dialect: str, extras: dict[str, Any]
 ) -> None:
@@ -634,7 +684,10 @@ def test_cli_protocol_and_dialect(monkeypatch: pytest.MonkeyPatch) -> None:
         result = runner.invoke(sandbox_command, ["--time-scale", "1", *args])
         assert result.exit_code == 0, result.output
     assert [(c.protocol, c.dialect) for c in served] == [
-        ("classic", "captchaai"), ("json", "2captcha-v2"), ("both", "capsolver")]  # fmt: skip
+        ("classic", "captchaai"),
+        ("json", "2captcha-v2"),
+        ("both", "capsolver"),
+    ]
     wrong = runner.invoke(sandbox_command, ["--protocol", "json", "--dialect", "captchaai"])
     assert wrong.exit_code == 2 and "dialect must be one of" in wrong.output
     wrong = runner.invoke(sandbox_command, ["--dialect", "capmonster"])

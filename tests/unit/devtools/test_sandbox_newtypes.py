@@ -23,9 +23,10 @@ NEW_KINDS = ("funcaptcha", "geetest_v4", "aws_waf", "coordinates")
 PUBLICKEY = SUBMITS["funcaptcha"]["publickey"]
 ARKOSE = "https%3A%2F%2Fclient-api.arkoselabs.com"
 FUNCAPTCHA_TOKEN = re.compile(
-    r"[0-9a-f]{17}\.\d{10}\|r=eu-west-1\|meta=3\|pk=" + PUBLICKEY
+    r"[0-9a-f]{17}\.\d{10}\|r=eu-west-1\|meta=3\|pk="
+    + PUBLICKEY
     + rf"\|at=40\|ag=101\|cdn_url={ARKOSE}%2Fcdn%2Ffc\|surl={ARKOSE}"
-)  # fmt: skip
+)
 GEETEST_V4_KEYS = {"captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output"}
 UA = "Mozilla/5.0 (X11; Linux x86_64) Firefox/126.0"
 CHALLENGE = {
@@ -179,13 +180,15 @@ def test_turnstile_challenge_mode_takes_2captcha_pythons_useragent_spelling(api:
         ({**AWS, "captcha_script": "//no-scheme.example.com/c.js"}, "ERROR_BAD_PARAMETERS"),
         ({**COORD, "body": ""}, "ERROR_ZERO_CAPTCHA_FILESIZE"),
         ({**COORD, "body": "!!not base64!!"}, "ERROR_UPLOAD"),
-        ({**COORD, "body": base64.b64encode(b"BM" + bytes(500)).decode()},
-         "ERROR_IMAGE_TYPE_NOT_SUPPORTED"),
+        (
+            {**COORD, "body": base64.b64encode(b"BM" + bytes(500)).decode()},
+            "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+        ),
         ({**COORD, "textinstructions": "x" * 141}, "ERROR_BAD_PARAMETERS"),
         ({k: v for k, v in CHALLENGE.items() if k != "action"}, "ERROR_BAD_PARAMETERS"),
         ({k: v for k, v in CHALLENGE.items() if k != "data"}, "ERROR_BAD_PARAMETERS"),
     ],
-)  # fmt: skip
+)
 def test_malformed_submits_get_the_providers_code(
     api: Api, params: dict[str, str], code: str
 ) -> None:
@@ -227,8 +230,13 @@ def test_batch_reads_answer_each_kind_in_its_plain_form(api: Api) -> None:
 
 
 def test_duplicates_billing_and_threads_cover_the_new_kinds(make_api: Callable[..., Api]) -> None:
-    api = make_api(dialect="2captcha", balance=1.0, price=0.1, threads=4,
-                   latency=dict.fromkeys(NEW_KINDS, 300.0))  # fmt: skip
+    api = make_api(
+        dialect="2captcha",
+        balance=1.0,
+        price=0.1,
+        threads=4,
+        latency=dict.fromkeys(NEW_KINDS, 300.0),
+    )
     for kind in NEW_KINDS:
         api.submit_ok(**SUBMITS[kind])
     assert api.submit(**SUBMITS["funcaptcha"]).text == "ERROR_NO_SLOT_AVAILABLE"

@@ -20,8 +20,11 @@ from .test_sandbox_newtypes import FUNCAPTCHA_TOKEN, GEETEST_V4_KEYS, PUBLICKEY,
 CAPTCHA_ID = "e392e1d7fd421dc63325744d5a2b9c73"
 UA = "Mozilla/5.0 (X11; Linux x86_64) Firefox/126.0"
 TURNSTILE_KEY = "0x4AAAAAAAC3DHQFLr1GavRN"
-AWS = {"key": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9mmBQG==", "iv": "CgAHbCe2GgAAAAAj",
-       "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbuFxm3gy=="}  # fmt: skip
+AWS = {
+    "key": "AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9mmBQG==",
+    "iv": "CgAHbCe2GgAAAAAj",
+    "context": "9BUgmlm48F92WUoqv97a49ZuEJJ50TCk9MVr3C7WMtQ0X6flVbuFxm3gy==",
+}
 BODY = base64.b64encode(PNG).decode()
 FUN = {
     "websiteURL": URL,
@@ -29,12 +32,22 @@ FUN = {
     "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com",
     "data": '{"blob":"abc+/="}',
 }
-AMAZON = {"websiteURL": URL, "websiteKey": AWS["key"], "iv": AWS["iv"], "context": AWS["context"],
-          "challengeScript": "https://x.token.awswaf.com/x/challenge.js",
-          "captchaScript": "https://x.captcha.awswaf.com/x/captcha.js"}  # fmt: skip
-CAPSOLVER_AWS = {"websiteURL": URL, "awsKey": AWS["key"], "awsIv": AWS["iv"],
-                 "awsContext": AWS["context"], "awsChallengeJS": AMAZON["challengeScript"],
-                 "awsApiJs": AMAZON["captchaScript"]}  # fmt: skip
+AMAZON = {
+    "websiteURL": URL,
+    "websiteKey": AWS["key"],
+    "iv": AWS["iv"],
+    "context": AWS["context"],
+    "challengeScript": "https://x.token.awswaf.com/x/challenge.js",
+    "captchaScript": "https://x.captcha.awswaf.com/x/captcha.js",
+}
+CAPSOLVER_AWS = {
+    "websiteURL": URL,
+    "awsKey": AWS["key"],
+    "awsIv": AWS["iv"],
+    "awsContext": AWS["context"],
+    "awsChallengeJS": AMAZON["challengeScript"],
+    "awsApiJs": AMAZON["captchaScript"],
+}
 V4 = {"websiteURL": URL, "version": 4, "gt": CAPTCHA_ID}
 TURNSTILE = {"websiteURL": URL, "websiteKey": TURNSTILE_KEY}
 
@@ -43,30 +56,59 @@ TASKS: dict[tuple[str, str], dict[str, Any]] = {
     ("2captcha-v2", "funcaptcha"): {"type": "FunCaptchaTaskProxyless", **FUN},
     ("anticaptcha", "funcaptcha"): {"type": "FunCaptchaTaskProxyless", **FUN},
     ("capmonster", "funcaptcha"): {"type": "FunCaptchaTask", **FUN, "userAgent": UA},
-    ("2captcha-v2", "geetest_v4"): {"type": "GeeTestTaskProxyless", **V4,
-                                    "initParameters": {"captcha_id": CAPTCHA_ID}},
+    ("2captcha-v2", "geetest_v4"): {
+        "type": "GeeTestTaskProxyless",
+        **V4,
+        "initParameters": {"captcha_id": CAPTCHA_ID},
+    },
     ("anticaptcha", "geetest_v4"): {"type": "GeeTestTaskProxyless", **V4},
-    ("capsolver", "geetest_v4"): {"type": "GeeTestTaskProxyLess", "websiteURL": URL,
-                                  "captchaId": CAPTCHA_ID},
+    ("capsolver", "geetest_v4"): {
+        "type": "GeeTestTaskProxyLess",
+        "websiteURL": URL,
+        "captchaId": CAPTCHA_ID,
+    },
     ("capmonster", "geetest_v4"): {"type": "GeeTestTask", **V4},
     ("2captcha-v2", "aws_waf"): {"type": "AmazonTaskProxyless", **AMAZON},
     ("anticaptcha", "aws_waf"): {"type": "AmazonTaskProxyless", **AMAZON},
     ("capsolver", "aws_waf"): {"type": "AntiAwsWafTaskProxyLess", **CAPSOLVER_AWS},
     ("capmonster", "aws_waf"): {"type": "AmazonTask", **AMAZON},
-    ("2captcha-v2", "coordinates"): {"type": "CoordinatesTask", "body": BODY,
-                                     "comment": "click the cats"},
-    ("anticaptcha", "coordinates"): {"type": "ImageToCoordinatesTask", "body": BODY,
-                                     "comment": "click the cats", "mode": "points"},
-    ("2captcha-v2", "challenge"): {"type": "TurnstileTaskProxyless", **TURNSTILE,
-                                   "action": "signup", "data": "cd-1", "pagedata": "pd-1",
-                                   "userAgent": UA},
-    ("anticaptcha", "challenge"): {"type": "TurnstileTaskProxyless", **TURNSTILE,
-                                   "action": "signup", "cData": "cd-1", "chlPageData": "pd-1",
-                                   "userAgent": UA},
-    ("capmonster", "challenge"): {"type": "TurnstileTask", **TURNSTILE,
-                                  "cloudflareTaskType": "token", "pageAction": "signup",
-                                  "data": "cd-1", "pageData": "pd-1", "userAgent": UA},
-}  # fmt: skip
+    ("2captcha-v2", "coordinates"): {
+        "type": "CoordinatesTask",
+        "body": BODY,
+        "comment": "click the cats",
+    },
+    ("anticaptcha", "coordinates"): {
+        "type": "ImageToCoordinatesTask",
+        "body": BODY,
+        "comment": "click the cats",
+        "mode": "points",
+    },
+    ("2captcha-v2", "challenge"): {
+        "type": "TurnstileTaskProxyless",
+        **TURNSTILE,
+        "action": "signup",
+        "data": "cd-1",
+        "pagedata": "pd-1",
+        "userAgent": UA,
+    },
+    ("anticaptcha", "challenge"): {
+        "type": "TurnstileTaskProxyless",
+        **TURNSTILE,
+        "action": "signup",
+        "cData": "cd-1",
+        "chlPageData": "pd-1",
+        "userAgent": UA,
+    },
+    ("capmonster", "challenge"): {
+        "type": "TurnstileTask",
+        **TURNSTILE,
+        "cloudflareTaskType": "token",
+        "pageAction": "signup",
+        "data": "cd-1",
+        "pageData": "pd-1",
+        "userAgent": UA,
+    },
+}
 
 
 @pytest.fixture
@@ -87,8 +129,11 @@ def make_api(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[Callable
 def check_solution(dialect: str, kind: str, sol: dict[str, Any]) -> None:
     if kind == "funcaptcha":
         assert FUNCAPTCHA_TOKEN.fullmatch(sol["token"])
-        assert sol == ({"token": sol["token"], "userAgent": UA} if dialect == "capmonster"
-                       else {"token": sol["token"]})  # fmt: skip
+        assert sol == (
+            {"token": sol["token"], "userAgent": UA}
+            if dialect == "capmonster"
+            else {"token": sol["token"]}
+        )
     elif kind == "geetest_v4":
         assert set(sol) == GEETEST_V4_KEYS and sol["captcha_id"] == CAPTCHA_ID
         assert all(isinstance(value, str) for value in sol.values())
@@ -161,7 +206,7 @@ def test_challenge_mode_without_a_user_agent_answers_the_default_one(
         ("anticaptcha", "geetest_v4", {"initParameters": {"riskType": "slide"}}),
         ("capmonster", "geetest_v4", {"initParameters": {"riskType": "slide"}}),
     ],
-)  # fmt: skip
+)
 def test_what_the_official_sdks_send_by_default_is_accepted(
     make_api: Callable[..., JApi], dialect: str, kind: str, change: dict[str, Any]
 ) -> None:
@@ -190,17 +235,28 @@ NOT_OFFERED = "ERROR_TASK_NOT_SUPPORTED"
         ("2captcha-v2", {"type": "CoordinatesTaskProxyless", "body": BODY}, NOT_OFFERED),
         ("2captcha-v2", {"type": "AntiAwsWafTaskProxyLess", **CAPSOLVER_AWS}, NOT_OFFERED),
         ("capsolver", {"type": "AmazonTaskProxyless", **AMAZON}, NOT_OFFERED),
-        ("anticaptcha", {**TASKS["anticaptcha", "coordinates"], "mode": "rectangles"},
-         NOT_OFFERED),
-        ("capmonster", {**TASKS["capmonster", "challenge"], "cloudflareTaskType": "cf_clearance"},
-         NOT_OFFERED),
-        ("capsolver", {"type": "AntiTurnstileTaskProxyLess", **TURNSTILE, "pageData": "pd"},
-         "ERROR_INVALID_TASK_DATA"),
-        ("capsolver", {"type": "AntiTurnstileTaskProxyLess", **TURNSTILE,
-                       "metadata": {"action": "a", "cdata": "c", "pagedata": "pd"}},
-         "ERROR_INVALID_TASK_DATA"),
+        ("anticaptcha", {**TASKS["anticaptcha", "coordinates"], "mode": "rectangles"}, NOT_OFFERED),
+        (
+            "capmonster",
+            {**TASKS["capmonster", "challenge"], "cloudflareTaskType": "cf_clearance"},
+            NOT_OFFERED,
+        ),
+        (
+            "capsolver",
+            {"type": "AntiTurnstileTaskProxyLess", **TURNSTILE, "pageData": "pd"},
+            "ERROR_INVALID_TASK_DATA",
+        ),
+        (
+            "capsolver",
+            {
+                "type": "AntiTurnstileTaskProxyLess",
+                **TURNSTILE,
+                "metadata": {"action": "a", "cdata": "c", "pagedata": "pd"},
+            },
+            "ERROR_INVALID_TASK_DATA",
+        ),
     ],
-)  # fmt: skip
+)
 def test_what_a_dialect_does_not_offer_is_refused(
     make_api: Callable[..., JApi], dialect: str, task: dict[str, Any], code: str
 ) -> None:
@@ -234,15 +290,19 @@ BAD = "ERROR_INCORRECT_SESSION_DATA"
         ("anticaptcha", "aws_waf", {"websiteKey": "short"}, BAD),
         ("capmonster", "aws_waf", {"challengeScript": "ftp://x.example.com/c.js"}, BAD),
         ("capsolver", "aws_waf", {"awsContext": None}, "ERROR_INVALID_TASK_DATA"),
-        ("2captcha-v2", "coordinates", {"body": base64.b64encode(b"BM" + bytes(300)).decode()},
-         "ERROR_IMAGE_TYPE_NOT_SUPPORTED"),
+        (
+            "2captcha-v2",
+            "coordinates",
+            {"body": base64.b64encode(b"BM" + bytes(300)).decode()},
+            "ERROR_IMAGE_TYPE_NOT_SUPPORTED",
+        ),
         ("anticaptcha", "coordinates", {"comment": "x" * 141}, BAD),
         ("2captcha-v2", "challenge", {"data": None}, BAD),
         ("anticaptcha", "challenge", {"action": None}, BAD),
         ("capmonster", "challenge", {"cloudflareTaskType": None}, BAD),
         ("capmonster", "challenge", {"pageData": None}, BAD),
     ],
-)  # fmt: skip
+)
 def test_malformed_new_tasks_get_the_dialects_code(
     make_api: Callable[..., JApi], dialect: str, key: str, change: dict[str, Any], code: str
 ) -> None:
@@ -257,16 +317,26 @@ def test_malformed_new_tasks_get_the_dialects_code(
     ("dialect", "task", "ok"),
     [
         ("2captcha-v2", {**TASKS["2captcha-v2", "funcaptcha"], "type": "FunCaptchaTask"}, False),
-        ("2captcha-v2", {**TASKS["2captcha-v2", "funcaptcha"], "type": "FunCaptchaTask",
-                         **PROXY}, True),
+        (
+            "2captcha-v2",
+            {**TASKS["2captcha-v2", "funcaptcha"], "type": "FunCaptchaTask", **PROXY},
+            True,
+        ),
         ("anticaptcha", {**TASKS["anticaptcha", "aws_waf"], "type": "AmazonTask", **PROXY}, True),
         ("capmonster", {**TASKS["capmonster", "aws_waf"], **PROXY}, True),
         ("capsolver", {**TASKS["capsolver", "aws_waf"], "type": "AntiAwsWafTask"}, False),
-        ("capsolver", {**TASKS["capsolver", "aws_waf"], "type": "AntiAwsWafTask",
-                       "proxy": f"203.0.113.7:3128:user:{PASSWORD}"}, True),
+        (
+            "capsolver",
+            {
+                **TASKS["capsolver", "aws_waf"],
+                "type": "AntiAwsWafTask",
+                "proxy": f"203.0.113.7:3128:user:{PASSWORD}",
+            },
+            True,
+        ),
         ("capmonster", {**TASKS["capmonster", "geetest_v4"], **PROXY}, True),
     ],
-)  # fmt: skip
+)
 def test_proxy_variants_of_the_new_types(
     make_api: Callable[..., JApi], dialect: str, task: dict[str, Any], ok: bool
 ) -> None:
@@ -346,12 +416,26 @@ def test_recaptcha_v2_enterprise_with_s(
     make_api: Callable[..., JApi], dialect: str, type_name: str
 ) -> None:
     api = make_api(dialect, protocol="both")
-    task = {"type": type_name, "websiteURL": URL, "websiteKey": SITEKEY,
-            "enterprisePayload": {"s": "SOME_S_VALUE-0123"}}  # fmt: skip
+    task = {
+        "type": type_name,
+        "websiteURL": URL,
+        "websiteKey": SITEKEY,
+        "enterprisePayload": {"s": "SOME_S_VALUE-0123"},
+    }
     done = api.wait(api.create(task)["taskId"])
     assert done["solution"]["gRecaptchaResponse"].startswith("03AFcWeA")
-    classic = api.session.post(f"{api.url}/in.php", timeout=5, data={
-        "key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": SITEKEY, "pageurl": URL,
-        "enterprise": "1", "data-s": "SOME_S_VALUE-0123", "json": "1"})  # fmt: skip
+    classic = api.session.post(
+        f"{api.url}/in.php",
+        timeout=5,
+        data={
+            "key": DEV_API_KEY,
+            "method": "userrecaptcha",
+            "googlekey": SITEKEY,
+            "pageurl": URL,
+            "enterprise": "1",
+            "data-s": "SOME_S_VALUE-0123",
+            "json": "1",
+        },
+    )
     assert classic.json()["status"] == 1
     assert api.stats()["by_type"]["recaptcha_v2"] == 2

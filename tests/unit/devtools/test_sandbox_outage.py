@@ -17,8 +17,13 @@ GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 
 
 def _submit_classic(url: str, page: str) -> int:
-    params = {"key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": GOOGLEKEY,
-              "pageurl": page, "json": "1"}  # fmt: skip
+    params = {
+        "key": DEV_API_KEY,
+        "method": "userrecaptcha",
+        "googlekey": GOOGLEKEY,
+        "pageurl": page,
+        "json": "1",
+    }
     document = requests.post(f"{url}/in.php", data=params, timeout=5).json()
     assert document["status"] == 1, document
     return int(document["request"])
@@ -48,9 +53,16 @@ def test_a_successor_serves_the_same_port_and_memory_after_an_outage(
         assert answer["status"] == 1, answer  # the captcha in flight survived
         stats = second.stats()
         assert stats["submitted"] == 1 and stats["balance"] == 0.0  # so did the rest
-        refused = requests.post(f"{url}/in.php", timeout=5, data={
-            "key": DEV_API_KEY, "method": "userrecaptcha", "googlekey": GOOGLEKEY,
-            "pageurl": "https://b.example.com/"})  # fmt: skip
+        refused = requests.post(
+            f"{url}/in.php",
+            timeout=5,
+            data={
+                "key": DEV_API_KEY,
+                "method": "userrecaptcha",
+                "googlekey": GOOGLEKEY,
+                "pageurl": "https://b.example.com/",
+            },
+        )
         assert refused.text == "ERROR_ZERO_BALANCE"
     finally:
         second.stop()
@@ -62,8 +74,11 @@ def test_captchas_name_their_page_host_over_both_wire_formats(
     classic = sandbox_factory(time_scale=0.01)
     _submit_classic(classic.url, "https://job7.example.com/login?x=1")
     json_api = sandbox_factory(time_scale=0.01, protocol="json", dialect="capsolver")
-    task = {"type": "ReCaptchaV2TaskProxyLess", "websiteURL": "https://job7.example.com/login",
-            "websiteKey": GOOGLEKEY}  # fmt: skip
+    task = {
+        "type": "ReCaptchaV2TaskProxyLess",
+        "websiteURL": "https://job7.example.com/login",
+        "websiteKey": GOOGLEKEY,
+    }
     body = {"clientKey": dev_api_key("capsolver"), "task": task}
     document = requests.post(f"{json_api.url}/createTask", json=body, timeout=5).json()
     assert document["errorId"] == 0, document

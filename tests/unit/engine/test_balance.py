@@ -135,8 +135,11 @@ def test_the_watch_thread_checks_at_once_and_stops(
     account = _Account()
     watch = BalanceWatch(client, floored, account).start()
     try:
-        wait_until(lambda: read_balance(client, keys, "default") is not None, timeout=5,
-                   what="the first check")  # fmt: skip
+        wait_until(
+            lambda: read_balance(client, keys, "default") is not None,
+            timeout=5,
+            what="the first check",
+        )
     finally:
         watch.stop()
     assert account.calls == 1

@@ -46,8 +46,9 @@ def test_the_threads_a_batch_poll_frees_take_the_next_jobs_before_results_are_st
 ) -> None:
     outcomes = WaitingAtEachEnd(client, keys)
     # Budget 2, four jobs: the first answers free the threads the last two wait for.
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine = Engine(
+        settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"], name="unit"
+    )
     admit_jobs(4)
     engine.start()
     try:
@@ -65,8 +66,9 @@ def test_the_threads_a_batch_poll_frees_take_the_next_jobs_before_results_are_st
 def _unstarted(client: redis.Redis, settings: Settings) -> tuple[Engine, Outcomes]:
     """An engine whose loop is not running: the test drives its parts."""
     outcomes = Outcomes()
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine = Engine(
+        settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"], name="unit"
+    )
     return engine, outcomes
 
 

@@ -67,16 +67,18 @@ class Rig:
 
 @pytest.fixture
 def cb_settings(settings: Settings) -> Settings:
-    return dataclasses.replace(settings, callback_url="https://cb.example.com/hook",
-                               callback_token=TOKEN, callback_port=0)  # fmt: skip
+    return dataclasses.replace(
+        settings, callback_url="https://cb.example.com/hook", callback_token=TOKEN, callback_port=0
+    )
 
 
 @pytest.fixture
 def rig(cb_settings: Settings, client: redis.Redis) -> Iterator[Rig]:
     provider = PushedProvider()
     outcomes = Outcomes()
-    engine = Engine(cb_settings, client, provider, outcomes, live_workers=lambda: ["w"],
-                    name="unit").start()  # fmt: skip
+    engine = Engine(
+        cb_settings, client, provider, outcomes, live_workers=lambda: ["w"], name="unit"
+    ).start()
     receiver = Receiver(cb_settings, client, {engine.provider_name: engine})
     server = CallbackServer(receiver, "127.0.0.1", 0).start()
     yield Rig(engine, outcomes, provider, server, f"http://127.0.0.1:{server.port}/hook")
@@ -270,8 +272,9 @@ def test_a_lost_callback_s_fallback_read_teaches_nothing_a_callback_its_exact_ti
     answers_at_once = PushedProvider()  # whose callbacks are all lost; a read answers
     answers_at_once.outcome = lambda captcha_id, poll: Answer(captcha_id, ANSWER)
     outcomes = Outcomes()
-    engine = Engine(cb_settings, client, answers_at_once, outcomes, live_workers=lambda: ["w"],
-                    name="unit")  # fmt: skip
+    engine = Engine(
+        cb_settings, client, answers_at_once, outcomes, live_workers=lambda: ["w"], name="unit"
+    )
     key = Keys(cb_settings.key_prefix).timing("recaptcha_v2", engine.provider_name)
     for _ in range(LEARN_MIN_SAMPLES):  # callbacks taught them: 0.1 s from submit
         engine.learner.observe("recaptcha_v2", not_ready_at=None, ready_at=0.1, exact=True)

@@ -38,9 +38,12 @@ class Race(NamedTuple):
 @pytest.fixture
 def race(client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]) -> Race:
     (task_id,) = admit_jobs(1)
-    return Race(SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@a"),
-                SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@b"),
-                task_id, time.time())  # fmt: skip
+    return Race(
+        SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@a"),
+        SolveQueue(client, settings, claim_s=CLAIM_S, claimer="engine@b"),
+        task_id,
+        time.time(),
+    )
 
 
 @pytest.fixture
@@ -54,9 +57,15 @@ def finisher(
 
     def make(queue: SolveQueue) -> tuple[Finisher, _Outcomes]:
         outcomes = _Outcomes()
-        return Finisher(queue, outcomes, TokenPool(client, settings),
-                        FirstPollLearner(settings, client), EngineStats(),
-                        name=queue.claimer, clock=time.time), outcomes  # fmt: skip
+        return Finisher(
+            queue,
+            outcomes,
+            TokenPool(client, settings),
+            FirstPollLearner(settings, client),
+            EngineStats(),
+            name=queue.claimer,
+            clock=time.time,
+        ), outcomes
 
     return make
 

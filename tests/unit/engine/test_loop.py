@@ -28,8 +28,9 @@ def make_engine(client: redis.Redis, settings: Settings) -> Iterator[MakeEngine]
         provider: FakeProvider, *, workers: tuple[str, ...] = ("w",)
     ) -> tuple[Engine, Outcomes]:
         outcomes = Outcomes()
-        engine = Engine(settings, client, provider, outcomes,
-                        live_workers=lambda: list(workers), name="unit")  # fmt: skip
+        engine = Engine(
+            settings, client, provider, outcomes, live_workers=lambda: list(workers), name="unit"
+        )
         engines.append(engine.start())
         return engine, outcomes
 
@@ -81,8 +82,13 @@ def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a
     arkose = FunCaptcha("69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", "https://example.com/fc")
     assert admit(client, settings, str(uuid.uuid4()), arkose)
     # Its token is bound to the userAgent that only a single read carries.
-    challenge = Turnstile("0x4AAAAAAABkMYinukE8nzY", "https://example.com/cf",
-                          action="managed", cdata="7d2a", pagedata="3gAF")  # fmt: skip
+    challenge = Turnstile(
+        "0x4AAAAAAABkMYinukE8nzY",
+        "https://example.com/cf",
+        action="managed",
+        cdata="7d2a",
+        pagedata="3gAF",
+    )
     assert admit(client, settings, str(uuid.uuid4()), challenge)
     wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
     assert len(outcomes.results) == 5, outcomes.errors

@@ -26,12 +26,18 @@ BACKUP_KEY = "CAP-" + "ab" * 16
 
 
 def named(redis_url: str, **extra: str) -> Settings:
-    return Settings.from_env({
-        "CAPTCHA_TASKS_REDIS_URL": redis_url, "CAPTCHA_TASKS_TIME_SCALE": "0.05",
-        "CAPTCHA_TASKS_HTTP_TIMEOUT": "2", "CAPTCHA_TASKS_PROVIDERS": "main",
-        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai", "CAPTCHA_TASKS_MAIN_API_KEY": KEY,
-        "CAPTCHA_TASKS_MAIN_THREADS": "2", **extra,
-    })  # fmt: skip
+    return Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+            "CAPTCHA_TASKS_HTTP_TIMEOUT": "2",
+            "CAPTCHA_TASKS_PROVIDERS": "main",
+            "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai",
+            "CAPTCHA_TASKS_MAIN_API_KEY": KEY,
+            "CAPTCHA_TASKS_MAIN_THREADS": "2",
+            **extra,
+        }
+    )
 
 
 class _Recorder:
@@ -57,13 +63,18 @@ def test_one_named_provider_solves_under_its_name_and_its_own_budget(redis_url: 
             held["default"] = max(held["default"], int(client.zcard(keys.budget)))
 
     sampler = threading.Thread(target=sample, daemon=True)
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit").start()  # fmt: skip
+    engine = Engine(
+        settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"], name="unit"
+    ).start()
     sampler.start()
     try:
         for i in range(6):
-            assert admit(client, settings, str(uuid.uuid4()),
-                         RecaptchaV2(SITEKEY, f"https://example.com/named/{i}"))  # fmt: skip
+            assert admit(
+                client,
+                settings,
+                str(uuid.uuid4()),
+                RecaptchaV2(SITEKEY, f"https://example.com/named/{i}"),
+            )
         wait_until(lambda: outcomes.ended() == 6, timeout=20, what="6 solves")
     finally:
         done.set()

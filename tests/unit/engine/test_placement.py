@@ -249,8 +249,7 @@ def test_batch_reads_and_grid_placement_ignore_what_was_learned() -> None:
 def learner_for(client: redis.Redis, settings: Settings):  # type: ignore[no-untyped-def]
     def make(provider: str = "captchaai", **changes: object) -> FirstPollLearner:
         tuned = dataclasses.replace(settings, time_scale=SCALE, **changes)
-        return FirstPollLearner(tuned, client, refresh=0, provider=provider,
-                                rng=random.Random(1))  # fmt: skip
+        return FirstPollLearner(tuned, client, refresh=0, provider=provider, rng=random.Random(1))
 
     return make
 

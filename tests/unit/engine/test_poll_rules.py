@@ -166,8 +166,7 @@ def run_engine(client: redis.Redis, settings: Settings) -> Iterator[Callable[...
         outcomes = Outcomes()
         # An aggressive configured interval: only the provider's rules space the reads.
         tuned = dataclasses.replace(settings, poll_interval=0.001, **changes)
-        engine = Engine(tuned, client, provider, outcomes, live_workers=lambda: ["w"],
-                        name="rules")  # fmt: skip
+        engine = Engine(tuned, client, provider, outcomes, live_workers=lambda: ["w"], name="rules")
         engines.append(engine.start())
         return outcomes
 

@@ -46,8 +46,9 @@ def make_refusal(
         name: str = "engine@a", workers: tuple[str, ...] = ("a",)
     ) -> tuple[KeyRefusal, EngineStats]:
         stats = EngineStats()
-        refusal = KeyRefusal(client, settings, name, live_workers=lambda: list(workers),
-                             observer=stats, clock=clock)  # fmt: skip
+        refusal = KeyRefusal(
+            client, settings, name, live_workers=lambda: list(workers), observer=stats, clock=clock
+        )
         return refusal, stats
 
     return make
@@ -95,9 +96,15 @@ def _finisher(
     queue: SolveQueue, client: redis.Redis, settings: Settings
 ) -> tuple[Finisher, Outcomes]:
     outcomes = Outcomes()
-    finisher = Finisher(queue, outcomes, TokenPool(client, settings),
-                        FirstPollLearner(settings, client), EngineStats(), name="t",
-                        clock=time.time)  # fmt: skip
+    finisher = Finisher(
+        queue,
+        outcomes,
+        TokenPool(client, settings),
+        FirstPollLearner(settings, client),
+        EngineStats(),
+        name="t",
+        clock=time.time,
+    )
     return finisher, outcomes
 
 

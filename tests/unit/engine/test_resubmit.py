@@ -40,8 +40,9 @@ def run_engine(client: redis.Redis, settings: Settings) -> Iterator[RunEngine]:
 
     def run(provider: FakeProvider) -> Outcomes:
         outcomes = Outcomes()
-        engine = Engine(settings, client, provider, outcomes, live_workers=lambda: ["w"],
-                        name="resubmit")  # fmt: skip
+        engine = Engine(
+            settings, client, provider, outcomes, live_workers=lambda: ["w"], name="resubmit"
+        )
         engines.append(engine.start())
         return outcomes
 
@@ -50,8 +51,9 @@ def run_engine(client: redis.Redis, settings: Settings) -> Iterator[RunEngine]:
         engine.stop(timeout=10)
 
 
-def _solve_once(run_engine: RunEngine, admit_jobs: Callable[..., list[str]],
-                provider: FakeProvider) -> tuple[str, dict[str, object]]:  # fmt: skip
+def _solve_once(
+    run_engine: RunEngine, admit_jobs: Callable[..., list[str]], provider: FakeProvider
+) -> tuple[str, dict[str, object]]:
     outcomes = run_engine(provider)
     (task_id,) = admit_jobs(1)
     wait_until(lambda: outcomes.ended() == 1, timeout=20, what="the solve")

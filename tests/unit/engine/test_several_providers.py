@@ -29,14 +29,21 @@ BACKUP_KEY = "CAP-" + "ab" * 16
 
 
 def two(redis_url: str, **extra: str) -> Settings:
-    return Settings.from_env({
-        "CAPTCHA_TASKS_REDIS_URL": redis_url, "CAPTCHA_TASKS_TIME_SCALE": "0.05",
-        "CAPTCHA_TASKS_HTTP_TIMEOUT": "2", "CAPTCHA_TASKS_PROVIDERS": "main,backup",
-        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai", "CAPTCHA_TASKS_MAIN_API_KEY": MAIN_KEY,
-        "CAPTCHA_TASKS_MAIN_THREADS": "2",
-        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver", "CAPTCHA_TASKS_BACKUP_API_KEY": BACKUP_KEY,
-        "CAPTCHA_TASKS_BACKUP_THREADS": "3", **extra,
-    })  # fmt: skip
+    return Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+            "CAPTCHA_TASKS_HTTP_TIMEOUT": "2",
+            "CAPTCHA_TASKS_PROVIDERS": "main,backup",
+            "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai",
+            "CAPTCHA_TASKS_MAIN_API_KEY": MAIN_KEY,
+            "CAPTCHA_TASKS_MAIN_THREADS": "2",
+            "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver",
+            "CAPTCHA_TASKS_BACKUP_API_KEY": BACKUP_KEY,
+            "CAPTCHA_TASKS_BACKUP_THREADS": "3",
+            **extra,
+        }
+    )
 
 
 @pytest.fixture
@@ -50,8 +57,10 @@ def client(settings: Settings) -> redis.Redis:
 
 
 def queues(client: redis.Redis, settings: Settings) -> dict[str, SolveQueue]:
-    return {c.name: SolveQueue(client, settings, claim_s=30, provider=c.name)
-            for c in settings.providers()}  # fmt: skip
+    return {
+        c.name: SolveQueue(client, settings, claim_s=30, provider=c.name)
+        for c in settings.providers()
+    }
 
 
 def admit_n(
@@ -222,9 +231,17 @@ def engines(client: redis.Redis, settings: Settings) -> Iterator[dict[str, objec
     def start(providers: dict[str, FakeProvider], outcomes: Outcomes) -> list[Engine]:
         for config in settings.providers():
             own = settings.for_provider(config)
-            made.append(Engine(own, client, providers[config.name], outcomes,
-                               live_workers=lambda: ["w"], name=f"unit/{config.name}",
-                               provider_name=config.name).start())  # fmt: skip
+            made.append(
+                Engine(
+                    own,
+                    client,
+                    providers[config.name],
+                    outcomes,
+                    live_workers=lambda: ["w"],
+                    name=f"unit/{config.name}",
+                    provider_name=config.name,
+                ).start()
+            )
         return made
 
     yield {"start": start}
@@ -235,8 +252,13 @@ def engines(client: redis.Redis, settings: Settings) -> Iterator[dict[str, objec
 def run_jobs(client: redis.Redis, settings: Settings, n: int, outcomes: Outcomes) -> list[str]:
     ids = [str(uuid.uuid4()) for _ in range(n)]
     for i, task_id in enumerate(ids):
-        assert admit(client, settings, task_id, RecaptchaV2(SITEKEY, f"https://example.com/{i}"),
-                     route=("main", "backup"))  # fmt: skip
+        assert admit(
+            client,
+            settings,
+            task_id,
+            RecaptchaV2(SITEKEY, f"https://example.com/{i}"),
+            route=("main", "backup"),
+        )
     wait_until(lambda: outcomes.ended() == n, timeout=30, what=f"{n} jobs ended")
     return ids
 

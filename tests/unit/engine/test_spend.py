@@ -63,9 +63,14 @@ def test_buckets_per_minute_sum_to_the_last_hour_with_a_fake_clock(
     ledger = SpendLedger(client, keys)
     now = 1_800_000_000.0  # a minute boundary: bucket 30_000_000
     # (seconds before now, type, cost): two buckets fall outside the last 60 minutes.
-    solves = [(0, "image", "0.0007"), (30, "image", "0.0007"), (59 * 60, "recaptcha_v2",
-              "0.00299"), (60 * 60, "image", "0.5"), (3 * 3600, "image", "7"),
-              (120, "turnstile", None)]  # fmt: skip
+    solves = [
+        (0, "image", "0.0007"),
+        (30, "image", "0.0007"),
+        (59 * 60, "recaptcha_v2", "0.00299"),
+        (60 * 60, "image", "0.5"),
+        (3 * 3600, "image", "7"),
+        (120, "turnstile", None),
+    ]
     for ago, captcha_type, cost in solves:
         job = _job(client, settings)
         spend = Spend(DEFAULT_PROVIDER, captcha_type, now - ago, None if cost is None else D(cost))
@@ -126,8 +131,12 @@ def test_results_carry_the_cost_and_its_source_and_the_spend_is_their_sum(
     engine.start()
     try:
         for i in range(4):
-            assert admit(client, priced, str(uuid.uuid4()),
-                         RecaptchaV2(SITEKEY, f"https://example.com/spend/{i}"))  # fmt: skip
+            assert admit(
+                client,
+                priced,
+                str(uuid.uuid4()),
+                RecaptchaV2(SITEKEY, f"https://example.com/spend/{i}"),
+            )
         wait_until(lambda: outcomes.ended() == 4, timeout=20, what="4 solves")
     finally:
         engine.stop(timeout=10)
@@ -141,18 +150,22 @@ def test_results_carry_the_cost_and_its_source_and_the_spend_is_their_sum(
     assert ledger.total_last_hour(DEFAULT_PROVIDER, engine.clock()) == total == D("0.00818")
     assert sorted(recorder.calls, key=str) == sorted(
         [("default", "recaptcha_v2", D("0.0011"), "provider")] * 2
-        + [("default", "recaptcha_v2", D("0.00299"), "configured")] * 2, key=str)  # fmt: skip
+        + [("default", "recaptcha_v2", D("0.00299"), "configured")] * 2,
+        key=str,
+    )
 
 
 def test_without_a_price_the_cost_and_its_source_are_null(
     client: redis.Redis, settings: Settings, recorder: _Recorder
 ) -> None:
     outcomes = Outcomes()
-    engine = Engine(settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"],
-                    name="unit").start()  # fmt: skip
+    engine = Engine(
+        settings, client, FakeProvider(), outcomes, live_workers=lambda: ["w"], name="unit"
+    ).start()
     try:
-        assert admit(client, settings, str(uuid.uuid4()),
-                     RecaptchaV2(SITEKEY, "https://example.com/free"))  # fmt: skip
+        assert admit(
+            client, settings, str(uuid.uuid4()), RecaptchaV2(SITEKEY, "https://example.com/free")
+        )
         wait_until(lambda: outcomes.ended() == 1, timeout=20, what="a solve")
     finally:
         engine.stop(timeout=10)

@@ -110,8 +110,13 @@ def test_updates_one_at_a_time_drained_then_resumed() -> None:
     # Per worker: cancel, restart, cancel again (fresh), health, add; one worker at a time.
     kinds = [(c[0], c[1]) for c in fleet.calls]
     first = kinds[:5]
-    assert first == [("cancel", WORKERS[0]), ("restart", WORKERS[0]), ("cancel", WORKERS[0]),
-                     ("health", WORKERS[0]), ("add", WORKERS[0])]  # fmt: skip
+    assert first == [
+        ("cancel", WORKERS[0]),
+        ("restart", WORKERS[0]),
+        ("cancel", WORKERS[0]),
+        ("health", WORKERS[0]),
+        ("add", WORKERS[0]),
+    ]
     assert any(line.startswith("[2/4] celery@w2 drained in") for line in lines)
 
 
@@ -208,8 +213,9 @@ def test_restart_failure_counts_as_a_failed_gate() -> None:
 
     lines: list[str] = []
     clock = Clock()
-    rollout = Rollout(fleet, restart, RolloutOptions("2.0"),
-                      echo=lines.append, clock=clock, sleep=clock.sleep)  # fmt: skip
+    rollout = Rollout(
+        fleet, restart, RolloutOptions("2.0"), echo=lines.append, clock=clock, sleep=clock.sleep
+    )
     summary = rollout.run()
     assert summary["status"] == "rolled_back"
     assert "no such unit" in summary["details"][0]["error"]
@@ -244,8 +250,15 @@ def test_summary_is_json() -> None:
     decoded = json.loads(summary_json(summary))
     assert decoded["status"] == "completed"
     assert {d["result"] for d in decoded["details"]} == {"updated"}
-    assert set(decoded) >= {"updated", "failed", "rolled_back", "failures", "drain_timeout",
-                            "seconds", "details"}  # fmt: skip
+    assert set(decoded) >= {
+        "updated",
+        "failed",
+        "rolled_back",
+        "failures",
+        "drain_timeout",
+        "seconds",
+        "details",
+    }
 
 
 def test_auto_drain_timeout() -> None:

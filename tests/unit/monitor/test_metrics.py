@@ -222,8 +222,7 @@ def test_the_collector_reads_budget_queue_pools_and_proxies(settings: Settings) 
     pool_id = pool_id_for(pooled)
     assert pool_id
     for n, life in enumerate((100, 50, -1)):  # the last one has expired
-        pools.put(pool_id, captcha_id=str(n), token=f"t{n}", expires_at=now + life,
-                  task_id=f"f{n}")  # fmt: skip
+        pools.put(pool_id, captcha_id=str(n), token=f"t{n}", expires_at=now + life, task_id=f"f{n}")
     client.zadd(keys.pool_filling(pool_id), {"fill-1": now + 60})
     proxies = ProxyPool(client, settings)
     for n in range(4):

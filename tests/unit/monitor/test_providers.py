@@ -28,8 +28,13 @@ API_KEY = "k3y" + "Z" * 29
 
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
-    base = Settings.from_env({"CAPTCHA_TASKS_REDIS_URL": redis_url, "CAPTCHA_TASKS_THREADS": "7",
-                              "CAPTCHA_TASKS_BALANCE_FLOOR": "5"})  # fmt: skip
+    base = Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_THREADS": "7",
+            "CAPTCHA_TASKS_BALANCE_FLOOR": "5",
+        }
+    )
     return dataclasses.replace(base, api_key=API_KEY)
 
 
@@ -47,8 +52,7 @@ def test_the_observer_counts_spend_by_source_and_solves_by_provider() -> None:
     image = {"provider": "default", "type": "image"}
     assert value("spend_usd_total", **image, source="configured") == pytest.approx(0.0014)
     assert value("spend_usd_total", **image, source="provider") == pytest.approx(0.001)
-    assert value("spend_usd_total", provider="default", type="turnstile", source="provider") \
-        is None  # fmt: skip
+    assert value("spend_usd_total", provider="default", type="turnstile", source="provider") is None
     assert value("provider_solves_total", **image) == 3
     assert value("provider_solves_total", provider="default", type="turnstile") == 1
 
@@ -80,7 +84,8 @@ def test_the_collector_reads_balance_floor_and_last_hours_spend(settings: Settin
     assert registry.get_sample_value("captcha_tasks_provider_balance_usd", labels) == 4.5
     assert registry.get_sample_value("captcha_tasks_provider_balance_low", labels) == 1
     assert registry.get_sample_value(
-        "captcha_tasks_provider_spend_last_hour_usd", labels) == pytest.approx(0.00708)  # fmt: skip
+        "captcha_tasks_provider_spend_last_hour_usd", labels
+    ) == pytest.approx(0.00708)
     _balance(settings, "5")
     registry = CollectorRegistry()
     registry.register(StateCollector(state_redis(settings), settings))
@@ -113,18 +118,33 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
     report = _status(settings)
     (provider,) = report["providers"]  # type: ignore[misc]
     assert provider == {
-        "name": "default", "protocol": "captchaai", "threads_in_use": 2,
+        "name": "default",
+        "protocol": "captchaai",
+        "threads_in_use": 2,
         "threads": {"limit": 7, "learned_limit": None, "in_use": 2},
         "breaker": {"state": "closed", "until": None, "reason": None, "opened_at": None},
-        "balance": "4.5", "balance_checked_at": 1.0, "balance_stale": True,
-        "balance_floor": "5", "below_floor": True, "spend_last_hour": "0.00409",
-        "spend_last_hour_by_type": {"recaptcha_v2": "0.00409"}, "solves_last_hour": 2,
-    }  # fmt: skip
+        "balance": "4.5",
+        "balance_checked_at": 1.0,
+        "balance_stale": True,
+        "balance_floor": "5",
+        "below_floor": True,
+        "spend_last_hour": "0.00409",
+        "spend_last_hour_by_type": {"recaptcha_v2": "0.00409"},
+        "solves_last_hour": 2,
+    }
     page = render(report)
     lines = page.splitlines()
     at = lines.index("providers")
-    assert lines[at + 1].split() == ["provider", "protocol", "threads", "breaker", "balance",
-                                     "spend", "last", "hour"]  # fmt: skip
+    assert lines[at + 1].split() == [
+        "provider",
+        "protocol",
+        "threads",
+        "breaker",
+        "balance",
+        "spend",
+        "last",
+        "hour",
+    ]
     row = lines[at + 2]
     assert row.split()[:6] == ["default", "captchaai", "2", "/", "7", "closed"]
     assert "4.5 USD (stale) below floor 5" in row and "0.00409 USD (2 solves)" in row

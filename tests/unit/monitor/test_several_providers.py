@@ -26,15 +26,22 @@ _APP = types.SimpleNamespace(conf=types.SimpleNamespace(task_default_queue="cele
 @pytest.fixture
 def settings(redis_url: str) -> Settings:
     # Nothing listens on port 9: the live balance calls fail at once.
-    return Settings.from_env({
-        "CAPTCHA_TASKS_REDIS_URL": redis_url, "CAPTCHA_TASKS_HTTP_TIMEOUT": "0.5",
-        "CAPTCHA_TASKS_PROVIDERS": "main,backup",
-        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai", "CAPTCHA_TASKS_MAIN_API_KEY": MAIN_KEY,
-        "CAPTCHA_TASKS_MAIN_URL": "http://127.0.0.1:9", "CAPTCHA_TASKS_MAIN_THREADS": "3",
-        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver", "CAPTCHA_TASKS_BACKUP_API_KEY": BACKUP_KEY,
-        "CAPTCHA_TASKS_BACKUP_URL": "http://127.0.0.1:9", "CAPTCHA_TASKS_BACKUP_THREADS": "2",
-        "CAPTCHA_TASKS_BACKUP_BALANCE_FLOOR": "10",
-    })  # fmt: skip
+    return Settings.from_env(
+        {
+            "CAPTCHA_TASKS_REDIS_URL": redis_url,
+            "CAPTCHA_TASKS_HTTP_TIMEOUT": "0.5",
+            "CAPTCHA_TASKS_PROVIDERS": "main,backup",
+            "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai",
+            "CAPTCHA_TASKS_MAIN_API_KEY": MAIN_KEY,
+            "CAPTCHA_TASKS_MAIN_URL": "http://127.0.0.1:9",
+            "CAPTCHA_TASKS_MAIN_THREADS": "3",
+            "CAPTCHA_TASKS_BACKUP_PROTOCOL": "capsolver",
+            "CAPTCHA_TASKS_BACKUP_API_KEY": BACKUP_KEY,
+            "CAPTCHA_TASKS_BACKUP_URL": "http://127.0.0.1:9",
+            "CAPTCHA_TASKS_BACKUP_THREADS": "2",
+            "CAPTCHA_TASKS_BACKUP_BALANCE_FLOOR": "10",
+        }
+    )
 
 
 def _cluster(settings: Settings, now: float, main_breaker: dict[str, Any]) -> redis.Redis:
@@ -56,8 +63,14 @@ def _cluster(settings: Settings, now: float, main_breaker: dict[str, Any]) -> re
 
 
 def _open(now: float) -> dict[str, Any]:
-    return {"state": "open", "until": now + 42, "reason": "zero balance",
-            "opened_at": now - 18, "failures": 0, "cooldown": 60}  # fmt: skip
+    return {
+        "state": "open",
+        "until": now + 42,
+        "reason": "zero balance",
+        "opened_at": now - 18,
+        "failures": 0,
+        "cooldown": 60,
+    }
 
 
 def _scrape(settings: Settings, client: redis.Redis, now: float) -> CollectorRegistry:
@@ -79,8 +92,12 @@ def test_each_provider_has_its_threads_breaker_and_floor(settings: Settings) -> 
         "reason": "zero balance",
         "opened_at": pytest.approx(now - 18),
     }
-    assert backup["breaker"] == {"state": "closed", "until": None, "reason": None,
-                                 "opened_at": None}  # fmt: skip
+    assert backup["breaker"] == {
+        "state": "closed",
+        "until": None,
+        "reason": None,
+        "opened_at": None,
+    }
     # Each provider's own floor: backup's is 10, main has none.
     assert backup["below_floor"] is True and backup["balance_floor"] == "10"
     assert main["below_floor"] is False and main["balance_floor"] is None
@@ -118,8 +135,7 @@ def test_a_breaker_hash_the_engine_did_not_write_reads_as_unknown_not_a_crash(
     now = time.time()
     client = _cluster(settings, now, {"until": "soon", "opened_at": ""})
     main = provider_states(client, settings, now)[0]
-    assert main["breaker"] == {"state": "closed", "until": None, "reason": None,
-                               "opened_at": None}  # fmt: skip
+    assert main["breaker"] == {"state": "closed", "until": None, "reason": None, "opened_at": None}
     client.set(Keys(settings.key_prefix).provider_limit_of("main"), "many")
     assert provider_states(client, settings, now)[0]["threads"]["learned_limit"] is None
 
@@ -132,11 +148,23 @@ def test_status_sums_the_budget_and_shows_a_row_and_breaker_per_provider(
     report = collect(settings, _APP, workers_timeout=0, balance_timeout=0.5)
     budget = report["budget"]
     assert budget["providers"] == [
-        {"name": "main", "limit": 3, "in_use": 2, "expired_leases": 1, "in_flight": 2,
-         "due_now": 1},
-        {"name": "backup", "limit": 2, "in_use": 1, "expired_leases": 0, "in_flight": 1,
-         "due_now": 0},
-    ]  # fmt: skip
+        {
+            "name": "main",
+            "limit": 3,
+            "in_use": 2,
+            "expired_leases": 1,
+            "in_flight": 2,
+            "due_now": 1,
+        },
+        {
+            "name": "backup",
+            "limit": 2,
+            "in_use": 1,
+            "expired_leases": 0,
+            "in_flight": 1,
+            "due_now": 0,
+        },
+    ]
     assert {k: v for k, v in budget.items() if k != "providers"} == {
         "in_use": 3,
         "limit": 5,
@@ -147,7 +175,9 @@ def test_status_sums_the_budget_and_shows_a_row_and_breaker_per_provider(
     }
     # A live balance per provider; ``balance`` stays the first one's.
     assert [(b["name"], b["provider"]) for b in report["balances"]] == [
-        ("main", "captchaai"), ("backup", "capsolver")]  # fmt: skip
+        ("main", "captchaai"),
+        ("backup", "capsolver"),
+    ]
     assert all("error" in b for b in report["balances"])
     assert report["balance"] == report["balances"][0]
 

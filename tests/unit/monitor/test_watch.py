@@ -22,8 +22,16 @@ class Clock:
 
 
 def received(task_id: str, name: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "task-received", "uuid": task_id, "name": name, "hostname": "w1@h",
-            "args": f"('{TOKEN}',)", "kwargs": "{}", "timestamp": 999.0, **extra}  # fmt: skip
+    return {
+        "type": "task-received",
+        "uuid": task_id,
+        "name": name,
+        "hostname": "w1@h",
+        "args": f"('{TOKEN}',)",
+        "kwargs": "{}",
+        "timestamp": 999.0,
+        **extra,
+    }
 
 
 def succeeded(task_id: str, result: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -32,14 +40,28 @@ def succeeded(task_id: str, result: dict[str, Any] | None = None, **extra: Any) 
         if result is None
         else result
     )
-    return {"type": "task-succeeded", "uuid": task_id, "result": repr(shown), "runtime": 1.5,
-            "hostname": "w1@h", "timestamp": 1_000.25, **extra}  # fmt: skip
+    return {
+        "type": "task-succeeded",
+        "uuid": task_id,
+        "result": repr(shown),
+        "runtime": 1.5,
+        "hostname": "w1@h",
+        "timestamp": 1_000.25,
+        **extra,
+    }
 
 
 def failed(task_id: str, exc: BaseException | str, **extra: Any) -> dict[str, Any]:
     text = exc if isinstance(exc, str) else repr(exc)
-    return {"type": "task-failed", "uuid": task_id, "exception": text, "traceback": "",
-            "hostname": "w1@h", "timestamp": 1_000.5, **extra}  # fmt: skip
+    return {
+        "type": "task-failed",
+        "uuid": task_id,
+        "exception": text,
+        "traceback": "",
+        "hostname": "w1@h",
+        "timestamp": 1_000.5,
+        **extra,
+    }
 
 
 def test_task_types_come_from_task_names() -> None:
@@ -97,8 +119,15 @@ def test_counts_by_type_code_and_source() -> None:
 
 def test_json_line_shape_and_no_secret_in_it() -> None:
     c = ResultsCollector(clock=Clock())
-    c.feed({"type": "task-sent", "uuid": "t1", "name": "captcha_tasks.solve_recaptcha_v2",
-            "args": f"('{TOKEN}',)", "hostname": "client@h"})  # fmt: skip
+    c.feed(
+        {
+            "type": "task-sent",
+            "uuid": "t1",
+            "name": "captcha_tasks.solve_recaptcha_v2",
+            "args": f"('{TOKEN}',)",
+            "hostname": "client@h",
+        }
+    )
     c.feed({"type": "task-started", "uuid": "t1", "hostname": "w1@h"})
     result = c.feed(succeeded("t1", {"solution": TOKEN, "source": "pool", "type": "recaptcha_v2"}))
     assert result is not None
@@ -122,10 +151,16 @@ def test_json_line_shape_and_no_secret_in_it() -> None:
     bad = c.feed(failed("t2", CaptchaUnsolvable(f"ERROR_CAPTCHA_UNSOLVABLE: {TOKEN}")))
     assert bad is not None
     assert json.loads(bad.to_json()) == {
-        "task_id": "t2", "name": None, "type": "unknown", "state": "FAILURE",
-        "code": "ERROR_CAPTCHA_UNSOLVABLE", "runtime": None, "timestamp": 1_000.5, "source": None,
+        "task_id": "t2",
+        "name": None,
+        "type": "unknown",
+        "state": "FAILURE",
+        "code": "ERROR_CAPTCHA_UNSOLVABLE",
+        "runtime": None,
+        "timestamp": 1_000.5,
+        "source": None,
         "provider_name": None,
-    }  # fmt: skip
+    }
     assert TOKEN not in render(c, title="t")
 
 

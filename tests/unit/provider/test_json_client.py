@@ -126,8 +126,13 @@ EXPECTED_TASKS: dict[str, dict[str, dict[str, Any] | None]] = {
     },
 }
 CAPTCHAS: dict[str, Captcha] = {
-    "v2": V2, "v3": V3, "turnstile": TS, "hcaptcha": HC, "image": IMG, "geetest": GEE,
-}  # fmt: skip
+    "v2": V2,
+    "v3": V3,
+    "turnstile": TS,
+    "hcaptcha": HC,
+    "image": IMG,
+    "geetest": GEE,
+}
 
 
 @pytest.fixture
@@ -195,14 +200,20 @@ def test_recaptcha_v2_options(double: JsonDouble) -> None:
     )
     anti, capsolver, enterprise = (body["task"] for body in double.sent("/createTask"))
     assert anti == {
-        "type": "RecaptchaV2TaskProxyless", **SITE, "isInvisible": True,
-        "recaptchaDataSValue": "abc", "cookies": "a=1; b:2", "userAgent": "UA",
-    }  # fmt: skip
+        "type": "RecaptchaV2TaskProxyless",
+        **SITE,
+        "isInvisible": True,
+        "recaptchaDataSValue": "abc",
+        "cookies": "a=1; b:2",
+        "userAgent": "UA",
+    }
     assert capsolver["cookies"] == [{"name": "a", "value": "1"}, {"name": "b", "value": "2"}]
     assert "userAgent" not in capsolver
     assert enterprise == {
-        "type": "RecaptchaV2EnterpriseTaskProxyless", **SITE, "enterprisePayload": {"s": "s1"},
-    }  # fmt: skip
+        "type": "RecaptchaV2EnterpriseTaskProxyless",
+        **SITE,
+        "enterprisePayload": {"s": "s1"},
+    }
 
 
 def test_recaptcha_v3_enterprise(double: JsonDouble) -> None:
@@ -273,10 +284,12 @@ def test_processing_then_ready(double: JsonDouble, provider: str) -> None:
         "/getTaskResult",
         {"errorId": 0, "status": "processing", "errorCode": None, "errorDescription": None},
         {
-            "errorId": 0, "status": "ready", "cost": "0.00299",
+            "errorId": 0,
+            "status": "ready",
+            "cost": "0.00299",
             "solution": {"gRecaptchaResponse": "03AGdBq2", "token": "other", "userAgent": "UA/1"},
         },
-    )  # fmt: skip
+    )
     client = client_for(double, provider)
     assert client.get("42") is None
     answer = client.get("42")

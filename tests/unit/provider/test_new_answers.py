@@ -51,8 +51,9 @@ def classic_get(classic: tuple[ProviderDouble, SolverClient], body: Any) -> Answ
 
 
 def json_get(double: JsonDouble, provider: str, solution: dict[str, Any]) -> Answer:
-    double.script("/getTaskResult", JsonReply({"errorId": 0, "status": "ready",
-                                               "solution": solution}))  # fmt: skip
+    double.script(
+        "/getTaskResult", JsonReply({"errorId": 0, "status": "ready", "solution": solution})
+    )
     key = CAPSOLVER_KEY if provider == "capsolver" else KEY
     client = JsonTaskClient(double.base_url, key, provider=provider)  # type: ignore[arg-type]
     answer = client.get("74372499131")
@@ -114,8 +115,9 @@ def test_classic_malformed_answers_are_refused_typed(classic: Any, body: Any) ->
 
 def test_classic_batch_reads_normalize_each_slot(classic: Any) -> None:
     double, client = classic
-    double.script(Scripted(body="OK|coordinates:x=38,y=90;x=120,y=44|" + json.dumps(V4)
-                           + "|coordinates:x=1"))  # fmt: skip
+    double.script(
+        Scripted(body="OK|coordinates:x=38,y=90;x=120,y=44|" + json.dumps(V4) + "|coordinates:x=1")
+    )
     got = client.get_many(["1", "2", "3"])
     assert isinstance(got["1"], Answer) and got["1"].solution == POINTS
     assert isinstance(got["2"], Answer) and got["2"].solution == V4
@@ -135,15 +137,24 @@ def test_json_geetest_v4_is_the_five_strings(double: JsonDouble, provider: str) 
 @pytest.mark.parametrize(
     ("provider", "solution", "expected"),
     [
-        ("2captcha-v2", {"captcha_voucher": "v1", "existing_token": "t1"},
-         {"captcha_voucher": "v1", "existing_token": "t1"}),
-        ("capmonster", {"captcha_voucher": "v1", "existing_token": "t1"},
-         {"captcha_voucher": "v1", "existing_token": "t1"}),
+        (
+            "2captcha-v2",
+            {"captcha_voucher": "v1", "existing_token": "t1"},
+            {"captcha_voucher": "v1", "existing_token": "t1"},
+        ),
+        (
+            "capmonster",
+            {"captcha_voucher": "v1", "existing_token": "t1"},
+            {"captcha_voucher": "v1", "existing_token": "t1"},
+        ),
         ("capsolver", {"cookie": "aws-tok"}, {"aws_waf_token": "aws-tok"}),
-        ("capmonster", {"cookies": {"aws-waf-token": "aws-tok"}, "userAgent": UA},
-         {"aws_waf_token": "aws-tok"}),
+        (
+            "capmonster",
+            {"cookies": {"aws-waf-token": "aws-tok"}, "userAgent": UA},
+            {"aws_waf_token": "aws-tok"},
+        ),
     ],
-)  # fmt: skip
+)
 def test_json_aws_waf_in_the_spec_shapes(
     double: JsonDouble, provider: str, solution: dict[str, Any], expected: dict[str, str]
 ) -> None:

@@ -99,23 +99,31 @@ def test_good_values_build_and_validate() -> None:
         ("AwsWaf.context", lambda: AwsWaf(AWS_KEY, AWS_IV, "c" * 8193, PAGE)),
         ("AwsWaf.context", lambda: AwsWaf(AWS_KEY, AWS_IV, "short", PAGE)),
         ("AwsWaf.pageurl", lambda: AwsWaf(AWS_KEY, AWS_IV, AWS_CONTEXT, "nope")),
-        ("AwsWaf.challenge_script",
-         lambda: AwsWaf(AWS_KEY, AWS_IV, AWS_CONTEXT, PAGE, challenge_script="javascript:x")),
-        ("AwsWaf.captcha_script",
-         lambda: AwsWaf(AWS_KEY, AWS_IV, AWS_CONTEXT, PAGE, captcha_script="/captcha.js")),
+        (
+            "AwsWaf.challenge_script",
+            lambda: AwsWaf(AWS_KEY, AWS_IV, AWS_CONTEXT, PAGE, challenge_script="javascript:x"),
+        ),
+        (
+            "AwsWaf.captcha_script",
+            lambda: AwsWaf(AWS_KEY, AWS_IV, AWS_CONTEXT, PAGE, captcha_script="/captcha.js"),
+        ),
         ("Coordinates.body", lambda: Coordinates.from_base64("not base64!")),
         ("Coordinates.body", lambda: Coordinates.from_base64(base64.b64encode(b"GIF89a").decode())),
         ("Coordinates.body", lambda: Coordinates(b"x" * 200)),
         ("Coordinates.body", lambda: Coordinates("text")),  # type: ignore[arg-type]
-        ("Coordinates.textinstructions",
-         lambda: Coordinates.from_base64(PNG_B64, textinstructions="x" * 141)),
-        ("Turnstile.pagedata", lambda: Turnstile(TURNSTILE_KEY, PAGE, action="a", cdata="c",
-                                                 pagedata="p" * 4097)),
+        (
+            "Coordinates.textinstructions",
+            lambda: Coordinates.from_base64(PNG_B64, textinstructions="x" * 141),
+        ),
+        (
+            "Turnstile.pagedata",
+            lambda: Turnstile(TURNSTILE_KEY, PAGE, action="a", cdata="c", pagedata="p" * 4097),
+        ),
         ("Turnstile.action", lambda: Turnstile(TURNSTILE_KEY, PAGE, cdata="c", pagedata="p")),
         ("Turnstile.cdata", lambda: Turnstile(TURNSTILE_KEY, PAGE, action="a", pagedata="p")),
         ("Turnstile.user_agent", lambda: Turnstile(TURNSTILE_KEY, PAGE, user_agent="")),
     ],
-)  # fmt: skip
+)
 def test_bad_values_are_refused_by_field(field: str, build: Any) -> None:
     assert refused(build).message.startswith(f"{field}:")
 
@@ -135,29 +143,50 @@ def test_coordinates_share_the_image_checks() -> None:
 
 def test_in_php_params_of_each_new_kind() -> None:
     assert submit_params(FUN) == {
-        "method": "funcaptcha", "publickey": PUBKEY, "pageurl": PAGE,
-        "surl": "https://client-api.arkoselabs.com", "data[blob]": "abc+/=", "userAgent": UA,
-    }  # fmt: skip
+        "method": "funcaptcha",
+        "publickey": PUBKEY,
+        "pageurl": PAGE,
+        "surl": "https://client-api.arkoselabs.com",
+        "data[blob]": "abc+/=",
+        "userAgent": UA,
+    }
     assert submit_params(FunCaptcha(PUBKEY, PAGE, surl="api.example.com")) == {
-        "method": "funcaptcha", "publickey": PUBKEY, "pageurl": PAGE,
+        "method": "funcaptcha",
+        "publickey": PUBKEY,
+        "pageurl": PAGE,
         "surl": "https://api.example.com",
-    }  # fmt: skip
+    }
     assert submit_params(V4) == {
-        "method": "geetest_v4", "captcha_id": CAPTCHA_ID, "pageurl": PAGE,
+        "method": "geetest_v4",
+        "captcha_id": CAPTCHA_ID,
+        "pageurl": PAGE,
         "api_server": "gcaptcha4.geetest.com",
-    }  # fmt: skip
+    }
     assert submit_params(AWS) == {
-        "method": "amazon_waf", "sitekey": AWS_KEY, "iv": AWS_IV, "context": AWS_CONTEXT,
-        "pageurl": PAGE, "challenge_script": CHALLENGE_JS, "captcha_script": CAPTCHA_JS,
-    }  # fmt: skip
-    assert submit_params(COORDS) == {"method": "base64", "body": PNG_B64,
-                                     "coordinatescaptcha": "1",
-                                     "textinstructions": "click the cats"}  # fmt: skip
+        "method": "amazon_waf",
+        "sitekey": AWS_KEY,
+        "iv": AWS_IV,
+        "context": AWS_CONTEXT,
+        "pageurl": PAGE,
+        "challenge_script": CHALLENGE_JS,
+        "captcha_script": CAPTCHA_JS,
+    }
+    assert submit_params(COORDS) == {
+        "method": "base64",
+        "body": PNG_B64,
+        "coordinatescaptcha": "1",
+        "textinstructions": "click the cats",
+    }
     assert submit_files(COORDS) is None
     assert submit_params(CHALLENGE) == {
-        "method": "turnstile", "sitekey": TURNSTILE_KEY, "pageurl": PAGE, "action": "managed",
-        "data": "c0ffee", "pagedata": "3gAFo2...", "userAgent": UA,
-    }  # fmt: skip
+        "method": "turnstile",
+        "sitekey": TURNSTILE_KEY,
+        "pageurl": PAGE,
+        "action": "managed",
+        "data": "c0ffee",
+        "pagedata": "3gAFo2...",
+        "userAgent": UA,
+    }
 
 
 def test_coordinates_from_a_file_upload_as_multipart(tmp_path: Any) -> None:
@@ -171,49 +200,153 @@ def test_coordinates_from_a_file_upload_as_multipart(tmp_path: Any) -> None:
 # -- JSON task bodies ----------------------------------------------------------------------
 
 BLOB = json.dumps({"blob": "abc+/="}, separators=(",", ":"))
-AWS_COMMON = {"websiteURL": PAGE, "websiteKey": AWS_KEY, "iv": AWS_IV, "context": AWS_CONTEXT,
-              "challengeScript": CHALLENGE_JS, "captchaScript": CAPTCHA_JS}  # fmt: skip
+AWS_COMMON = {
+    "websiteURL": PAGE,
+    "websiteKey": AWS_KEY,
+    "iv": AWS_IV,
+    "context": AWS_CONTEXT,
+    "challengeScript": CHALLENGE_JS,
+    "captchaScript": CAPTCHA_JS,
+}
 COORDS_BODY = {"body": PNG_B64, "comment": "click the cats"}
 
 TASKS: list[tuple[str, Captcha, dict[str, Any]]] = [
-    ("2captcha-v2", FUN, {"type": "FunCaptchaTaskProxyless", "websiteURL": PAGE,
-                          "websitePublicKey": PUBKEY,
-                          "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": BLOB}),
-    ("anticaptcha", FUN, {"type": "FunCaptchaTaskProxyless", "websiteURL": PAGE,
-                          "websitePublicKey": PUBKEY,
-                          "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": BLOB}),
-    ("capmonster", FUN, {"type": "FunCaptchaTask", "websiteURL": PAGE, "websitePublicKey": PUBKEY,
-                         "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com", "data": BLOB,
-                         "userAgent": UA}),
-    ("2captcha-v2", V4, {"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": CAPTCHA_ID,
-                         "version": 4, "initParameters": {"captcha_id": CAPTCHA_ID},
-                         "geetestApiServerSubdomain": "gcaptcha4.geetest.com"}),
-    ("anticaptcha", V4, {"type": "GeeTestTaskProxyless", "websiteURL": PAGE, "gt": CAPTCHA_ID,
-                         "version": 4, "geetestApiServerSubdomain": "gcaptcha4.geetest.com"}),
-    ("capmonster", V4, {"type": "GeeTestTask", "websiteURL": PAGE, "gt": CAPTCHA_ID,
-                        "version": 4, "geetestApiServerSubdomain": "gcaptcha4.geetest.com"}),
-    ("capsolver", V4, {"type": "GeeTestTaskProxyLess", "websiteURL": PAGE,
-                       "captchaId": CAPTCHA_ID,
-                       "geetestApiServerSubdomain": "gcaptcha4.geetest.com"}),
+    (
+        "2captcha-v2",
+        FUN,
+        {
+            "type": "FunCaptchaTaskProxyless",
+            "websiteURL": PAGE,
+            "websitePublicKey": PUBKEY,
+            "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com",
+            "data": BLOB,
+        },
+    ),
+    (
+        "anticaptcha",
+        FUN,
+        {
+            "type": "FunCaptchaTaskProxyless",
+            "websiteURL": PAGE,
+            "websitePublicKey": PUBKEY,
+            "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com",
+            "data": BLOB,
+        },
+    ),
+    (
+        "capmonster",
+        FUN,
+        {
+            "type": "FunCaptchaTask",
+            "websiteURL": PAGE,
+            "websitePublicKey": PUBKEY,
+            "funcaptchaApiJSSubdomain": "client-api.arkoselabs.com",
+            "data": BLOB,
+            "userAgent": UA,
+        },
+    ),
+    (
+        "2captcha-v2",
+        V4,
+        {
+            "type": "GeeTestTaskProxyless",
+            "websiteURL": PAGE,
+            "gt": CAPTCHA_ID,
+            "version": 4,
+            "initParameters": {"captcha_id": CAPTCHA_ID},
+            "geetestApiServerSubdomain": "gcaptcha4.geetest.com",
+        },
+    ),
+    (
+        "anticaptcha",
+        V4,
+        {
+            "type": "GeeTestTaskProxyless",
+            "websiteURL": PAGE,
+            "gt": CAPTCHA_ID,
+            "version": 4,
+            "geetestApiServerSubdomain": "gcaptcha4.geetest.com",
+        },
+    ),
+    (
+        "capmonster",
+        V4,
+        {
+            "type": "GeeTestTask",
+            "websiteURL": PAGE,
+            "gt": CAPTCHA_ID,
+            "version": 4,
+            "geetestApiServerSubdomain": "gcaptcha4.geetest.com",
+        },
+    ),
+    (
+        "capsolver",
+        V4,
+        {
+            "type": "GeeTestTaskProxyLess",
+            "websiteURL": PAGE,
+            "captchaId": CAPTCHA_ID,
+            "geetestApiServerSubdomain": "gcaptcha4.geetest.com",
+        },
+    ),
     ("2captcha-v2", AWS, {"type": "AmazonTaskProxyless", **AWS_COMMON}),
     ("anticaptcha", AWS, {"type": "AmazonTaskProxyless", **AWS_COMMON}),
     ("capmonster", AWS, {"type": "AmazonTask", **AWS_COMMON, "cookieSolution": True}),
-    ("capsolver", AWS, {"type": "AntiAwsWafTaskProxyLess", "websiteURL": PAGE, "awsKey": AWS_KEY,
-                        "awsIv": AWS_IV, "awsContext": AWS_CONTEXT,
-                        "awsChallengeJS": CHALLENGE_JS, "awsApiJs": CAPTCHA_JS}),
+    (
+        "capsolver",
+        AWS,
+        {
+            "type": "AntiAwsWafTaskProxyLess",
+            "websiteURL": PAGE,
+            "awsKey": AWS_KEY,
+            "awsIv": AWS_IV,
+            "awsContext": AWS_CONTEXT,
+            "awsChallengeJS": CHALLENGE_JS,
+            "awsApiJs": CAPTCHA_JS,
+        },
+    ),
     ("2captcha-v2", COORDS, {"type": "CoordinatesTask", **COORDS_BODY}),
     ("anticaptcha", COORDS, {"type": "ImageToCoordinatesTask", **COORDS_BODY, "mode": "points"}),
-    ("2captcha-v2", CHALLENGE, {"type": "TurnstileTaskProxyless", "websiteURL": PAGE,
-                                "websiteKey": TURNSTILE_KEY, "action": "managed",
-                                "data": "c0ffee", "pagedata": "3gAFo2...", "userAgent": UA}),
-    ("anticaptcha", CHALLENGE, {"type": "TurnstileTaskProxyless", "websiteURL": PAGE,
-                                "websiteKey": TURNSTILE_KEY, "action": "managed",
-                                "cData": "c0ffee", "chlPageData": "3gAFo2..."}),
-    ("capmonster", CHALLENGE, {"type": "TurnstileTask", "websiteURL": PAGE,
-                               "websiteKey": TURNSTILE_KEY, "cloudflareTaskType": "token",
-                               "pageAction": "managed", "data": "c0ffee",
-                               "pageData": "3gAFo2...", "userAgent": UA}),
-]  # fmt: skip
+    (
+        "2captcha-v2",
+        CHALLENGE,
+        {
+            "type": "TurnstileTaskProxyless",
+            "websiteURL": PAGE,
+            "websiteKey": TURNSTILE_KEY,
+            "action": "managed",
+            "data": "c0ffee",
+            "pagedata": "3gAFo2...",
+            "userAgent": UA,
+        },
+    ),
+    (
+        "anticaptcha",
+        CHALLENGE,
+        {
+            "type": "TurnstileTaskProxyless",
+            "websiteURL": PAGE,
+            "websiteKey": TURNSTILE_KEY,
+            "action": "managed",
+            "cData": "c0ffee",
+            "chlPageData": "3gAFo2...",
+        },
+    ),
+    (
+        "capmonster",
+        CHALLENGE,
+        {
+            "type": "TurnstileTask",
+            "websiteURL": PAGE,
+            "websiteKey": TURNSTILE_KEY,
+            "cloudflareTaskType": "token",
+            "pageAction": "managed",
+            "data": "c0ffee",
+            "pageData": "3gAFo2...",
+            "userAgent": UA,
+        },
+    ),
+]
 
 
 @pytest.mark.parametrize(("dialect", "captcha", "task"), TASKS)
@@ -225,8 +358,13 @@ def test_json_task_of_each_new_kind_per_dialect(
 
 def test_proxied_variants_take_the_proxy_names_and_fields() -> None:
     proxy = Proxy("10.1.2.3", 8080, "HTTP", "user", "secret")
-    fields = {"proxyType": "http", "proxyAddress": "10.1.2.3", "proxyPort": 8080,
-              "proxyLogin": "user", "proxyPassword": "secret"}  # fmt: skip
+    fields = {
+        "proxyType": "http",
+        "proxyAddress": "10.1.2.3",
+        "proxyPort": 8080,
+        "proxyLogin": "user",
+        "proxyPassword": "secret",
+    }
     assert task_for(dialect_for("2captcha-v2"), FUN, proxy)["type"] == "FunCaptchaTask"
     assert task_for(dialect_for("anticaptcha"), AWS, proxy) == {
         "type": "AmazonTask",
@@ -306,8 +444,13 @@ def test_the_matrix_is_derived_from_the_dialects() -> None:
     assert matrix["anticaptcha"]["aws_waf"] == "AmazonTaskProxyless / AmazonTask"
     assert all(value == "offered" for value in matrix["2captcha"].values())
     assert [k for k, v in matrix["captchaai"].items() if v == "offered"] == [
-        "recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha",
-    ]  # fmt: skip
+        "recaptcha_v2",
+        "recaptcha_v3",
+        "turnstile",
+        "image",
+        "geetest",
+        "hcaptcha",
+    ]
 
 
 def test_reports_cover_the_new_kinds_where_documented() -> None:

@@ -177,21 +177,41 @@ def _image_body(magic: bytes) -> st.SearchStrategy[bytes]:
 
 
 VALID_CAPTCHAS: st.SearchStrategy[Captcha] = st.one_of(
-    st.builds(RecaptchaV2, RECAPTCHA_KEYS, PAGE_URLS, invisible=st.booleans(),
-              enterprise=st.booleans(), data_s=st.none() | WORDS, cookies=st.none() | PHRASES,
-              user_agent=st.none() | PHRASES),
-    st.builds(RecaptchaV3, RECAPTCHA_KEYS, PAGE_URLS, action=WORDS, min_score=SCORES,
-              enterprise=st.booleans()),
-    st.builds(Turnstile, TURNSTILE_KEYS, PAGE_URLS, action=st.none() | WORDS,
-              cdata=st.none() | WORDS),
+    st.builds(
+        RecaptchaV2,
+        RECAPTCHA_KEYS,
+        PAGE_URLS,
+        invisible=st.booleans(),
+        enterprise=st.booleans(),
+        data_s=st.none() | WORDS,
+        cookies=st.none() | PHRASES,
+        user_agent=st.none() | PHRASES,
+    ),
+    st.builds(
+        RecaptchaV3,
+        RECAPTCHA_KEYS,
+        PAGE_URLS,
+        action=WORDS,
+        min_score=SCORES,
+        enterprise=st.booleans(),
+    ),
+    st.builds(
+        Turnstile, TURNSTILE_KEYS, PAGE_URLS, action=st.none() | WORDS, cdata=st.none() | WORDS
+    ),
     st.builds(GeeTest, GTS, CHALLENGES, PAGE_URLS, api_server=st.none() | HOSTS),
     st.builds(HCaptcha, HCAPTCHA_KEYS, PAGE_URLS),
-    st.builds(Image, st.sampled_from([b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF89a"])
-              .flatmap(_image_body), numeric=st.none() | st.integers(0, 4),
-              min_len=st.none() | st.integers(0, 5), max_len=st.none() | st.integers(5, 20),
-              phrase=st.none() | st.booleans(), lang=st.none() | st.sampled_from(["en", "RU"]),
-              textinstructions=st.none() | PHRASES, multipart=st.booleans()),
-)  # fmt: skip
+    st.builds(
+        Image,
+        st.sampled_from([b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF89a"]).flatmap(_image_body),
+        numeric=st.none() | st.integers(0, 4),
+        min_len=st.none() | st.integers(0, 5),
+        max_len=st.none() | st.integers(5, 20),
+        phrase=st.none() | st.booleans(),
+        lang=st.none() | st.sampled_from(["en", "RU"]),
+        textinstructions=st.none() | PHRASES,
+        multipart=st.booleans(),
+    ),
+)
 
 #: A valid instance of each type, and the fields a caller sets.
 BASE: dict[type[Captcha], dict[str, Any]] = {
@@ -264,13 +284,36 @@ def test_any_field_of_any_type_is_accepted_or_refused_by_name(
 
 
 @PROPS
-@given(image_b64=st.one_of(PY_JUNK, st.just(PNG_B64), st.builds(
-    lambda a, b: PNG_B64[:a] + b + PNG_B64[a:], st.integers(0, len(PNG_B64)), NASTY_TEXT,
-)), hints=st.dictionaries(
-    st.sampled_from(["numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang",
-                     "textinstructions", "colour", "body", "multipart"]),
-    PY_JUNK, max_size=3,
-))  # fmt: skip
+@given(
+    image_b64=st.one_of(
+        PY_JUNK,
+        st.just(PNG_B64),
+        st.builds(
+            lambda a, b: PNG_B64[:a] + b + PNG_B64[a:],
+            st.integers(0, len(PNG_B64)),
+            NASTY_TEXT,
+        ),
+    ),
+    hints=st.dictionaries(
+        st.sampled_from(
+            [
+                "numeric",
+                "min_len",
+                "max_len",
+                "phrase",
+                "regsense",
+                "calc",
+                "lang",
+                "textinstructions",
+                "colour",
+                "body",
+                "multipart",
+            ]
+        ),
+        PY_JUNK,
+        max_size=3,
+    ),
+)
 def test_images_from_base64_are_accepted_or_refused_by_name(image_b64: Any, hints: Any) -> None:
     try:
         image = Image.from_base64(image_b64, **hints)
@@ -344,17 +387,33 @@ def run_task(task: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
 
 #: (task, positional parameter names, keyword parameter names, valid arguments)
 SOLVE_CALLS: list[tuple[Any, list[str], list[str], list[Any]]] = [
-    (solve_recaptcha_v2, ["sitekey", "pageurl"],
-     ["invisible", "enterprise", "data_s", "cookies", "user_agent", "proxy_id"], [V2_KEY, PAGE]),
-    (solve_recaptcha_v3, ["sitekey", "pageurl"], ["action", "min_score", "enterprise", "proxy_id"],
-     [V2_KEY, PAGE]),
-    (solve_turnstile, ["sitekey", "pageurl"], ["action", "cdata", "proxy_id"],
-     [TURNSTILE_KEY, PAGE]),
-    (solve_image, ["image_b64"], ["numeric", "min_len", "max_len", "phrase", "regsense", "calc",
-                                  "lang", "textinstructions"], [PNG_B64]),
+    (
+        solve_recaptcha_v2,
+        ["sitekey", "pageurl"],
+        ["invisible", "enterprise", "data_s", "cookies", "user_agent", "proxy_id"],
+        [V2_KEY, PAGE],
+    ),
+    (
+        solve_recaptcha_v3,
+        ["sitekey", "pageurl"],
+        ["action", "min_score", "enterprise", "proxy_id"],
+        [V2_KEY, PAGE],
+    ),
+    (
+        solve_turnstile,
+        ["sitekey", "pageurl"],
+        ["action", "cdata", "proxy_id"],
+        [TURNSTILE_KEY, PAGE],
+    ),
+    (
+        solve_image,
+        ["image_b64"],
+        ["numeric", "min_len", "max_len", "phrase", "regsense", "calc", "lang", "textinstructions"],
+        [PNG_B64],
+    ),
     (solve_geetest, ["gt", "challenge", "pageurl"], ["api_server"], [GT, CHALLENGE, PAGE]),
     (solve_hcaptcha, ["sitekey", "pageurl"], ["proxy_id"], [HCAPTCHA_KEY, PAGE]),
-]  # fmt: skip
+]
 #: The word a refusal of each argument names (the image is checked as ``Image.body``).
 SHOWN_AS = {"image_b64": "image"}
 
@@ -407,9 +466,10 @@ ALL_TASKS = [call[0] for call in SOLVE_CALLS] + [
 @given(
     task=st.sampled_from(ALL_TASKS),
     args=st.lists(JSON_SCALARS, max_size=5),
-    kwargs=st.dictionaries(st.sampled_from(["url", "form", "target", "correct", "x"]),
-                           JSON_SCALARS, max_size=2),
-)  # fmt: skip
+    kwargs=st.dictionaries(
+        st.sampled_from(["url", "form", "target", "correct", "x"]), JSON_SCALARS, max_size=2
+    ),
+)
 def test_calls_that_do_not_fit_the_signature_fail_typed(
     tasks_env: None, task: Any, args: list[Any], kwargs: dict[str, Any]
 ) -> None:
@@ -429,12 +489,17 @@ def test_calls_that_do_not_fit_the_signature_fail_typed(
 
 @TASK_PROPS
 @given(
-    captcha_type=st.one_of(st.sampled_from(["recaptcha_v2", "recaptcha_v3", "turnstile",
-                                            "hcaptcha", "image", "geetest"]), JSON_JUNK),
-    name=st.sampled_from(["captcha_type", "sitekey", "pageurl", "action", "min_score", "target",
-                          "adaptive"]),
+    captcha_type=st.one_of(
+        st.sampled_from(
+            ["recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha", "image", "geetest"]
+        ),
+        JSON_JUNK,
+    ),
+    name=st.sampled_from(
+        ["captcha_type", "sitekey", "pageurl", "action", "min_score", "target", "adaptive"]
+    ),
     value=JSON_JUNK,
-)  # fmt: skip
+)
 @example(captcha_type="recaptcha_v2", name="captcha_type", value=[])  # TypeError: unhashable
 @example(captcha_type="recaptcha_v2", name="target", value=math.nan)  # ValueError in int()
 def test_fill_token_pool_accepts_or_refuses_by_name(
@@ -442,8 +507,13 @@ def test_fill_token_pool_accepts_or_refuses_by_name(
 ) -> None:
     sitekey = TURNSTILE_KEY if captcha_type == "turnstile" else V2_KEY
     sitekey = HCAPTCHA_KEY if captcha_type == "hcaptcha" else sitekey
-    call: dict[str, Any] = {"captcha_type": captcha_type, "sitekey": sitekey, "pageurl": PAGE,
-                            "target": 0, name: value}  # fmt: skip
+    call: dict[str, Any] = {
+        "captcha_type": captcha_type,
+        "sitekey": sitekey,
+        "pageurl": PAGE,
+        "target": 0,
+        name: value,
+    }
     outcome = run_task(fill_token_pool, [], call)
     if isinstance(outcome, CaptchaTasksError):
         assert isinstance(outcome, InvalidTaskInput), repr(outcome)
@@ -520,8 +590,17 @@ def test_fetch_page_accepts_every_allowed_public_url(
         assert outcome == {"status": 200, "url": url, "solved": False, "source": None}
 
 
-SUBMIT_ARGUMENTS = ["solved", "url", "action", "fields", "token_field", "challenge_type", "form",
-                    "host", "lock_token"]  # fmt: skip
+SUBMIT_ARGUMENTS = [
+    "solved",
+    "url",
+    "action",
+    "fields",
+    "token_field",
+    "challenge_type",
+    "form",
+    "host",
+    "lock_token",
+]
 
 
 @TASK_PROPS
@@ -533,10 +612,15 @@ def test_submit_challenge_refuses_junk_with_typed_errors(
     tasks_env: None, name: str, value: Any
 ) -> None:
     call: dict[str, Any] = {
-        "url": "https://example.com/page", "action": "https://example.com/verify",
-        "fields": {"next": "/"}, "token_field": "g-recaptcha-response",
-        "challenge_type": "recaptcha_v2", "form": {}, "host": "", "lock_token": "",
-    }  # fmt: skip
+        "url": "https://example.com/page",
+        "action": "https://example.com/verify",
+        "fields": {"next": "/"},
+        "token_field": "g-recaptcha-response",
+        "challenge_type": "recaptcha_v2",
+        "form": {},
+        "host": "",
+        "lock_token": "",
+    }
     solved: Any = {"solution": "token", "source": "api"}
     if name == "solved":
         solved = value
@@ -559,8 +643,14 @@ def test_submit_challenge_refuses_junk_with_typed_errors(
 @example(url=" https://example.com/")  # accepted (urlsplit strips the space)
 def test_check_url_accepts_or_refuses_with_target_not_allowed(url: Any) -> None:
     try:
-        assert check_url(url, Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": "example.com"}),
-                          resolve=False) == url  # fmt: skip
+        assert (
+            check_url(
+                url,
+                Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": "example.com"}),
+                resolve=False,
+            )
+            == url
+        )
     except TargetNotAllowed:
         return
     # Accepted: a plain http(s) URL on the allowlist, nothing a browser would rewrite.
@@ -707,9 +797,19 @@ def _assert_key_only_in_body(key: str, client: SolverClient, sent: dict[str, Any
 
 
 @PROPS
-@given(key=API_KEYS, captcha=VALID_CAPTCHAS, proxy=st.none() | st.builds(
-    Proxy, HOSTS, st.integers(1, 65535), st.sampled_from(["HTTP", "SOCKS5"]), USERS, PASSWORDS,
-))  # fmt: skip
+@given(
+    key=API_KEYS,
+    captcha=VALID_CAPTCHAS,
+    proxy=st.none()
+    | st.builds(
+        Proxy,
+        HOSTS,
+        st.integers(1, 65535),
+        st.sampled_from(["HTTP", "SOCKS5"]),
+        USERS,
+        PASSWORDS,
+    ),
+)
 def test_the_api_key_travels_only_in_the_post_body(
     key: str, captcha: Captcha, proxy: Proxy | None
 ) -> None:
@@ -735,12 +835,19 @@ def test_the_api_key_travels_only_in_the_post_body(
     body=st.one_of(
         st.binary(max_size=300),
         st.text(max_size=300).map(str.encode),
-        st.sampled_from(["OK|{k}", "ERROR_WRONG_USER_KEY {k}", "<html><title>{k}</title></html>",
-                         '{{"status":0,"request":"ERROR_X","error_text":"' + "z" * 110 + '{k}"}}',
-                         "garbage " + "y" * 60 + "{k}", '{{"status":1,"request":"{k}"}}',
-                         "<html>" + "x" * 100 + "{k}</html>"]).map(str.encode),
+        st.sampled_from(
+            [
+                "OK|{k}",
+                "ERROR_WRONG_USER_KEY {k}",
+                "<html><title>{k}</title></html>",
+                '{{"status":0,"request":"ERROR_X","error_text":"' + "z" * 110 + '{k}"}}',
+                "garbage " + "y" * 60 + "{k}",
+                '{{"status":1,"request":"{k}"}}',
+                "<html>" + "x" * 100 + "{k}</html>",
+            ]
+        ).map(str.encode),
     ),
-)  # fmt: skip
+)
 @example(  # the first 11 characters of the key were left in a cut-off snippet
     key="Kq7" + "a" * 24 + "Zx9Wv",
     status=200,
@@ -753,8 +860,12 @@ def test_any_provider_answer_is_a_value_or_a_solver_error_without_the_key(
     body = body.replace(b"{k}", key.encode())
     session = RecordingSession(status, content_type, body)
     client = SolverClient("http://solver.test", key, session=session)
-    calls = [client.balance, lambda: client.get("77"), lambda: client.get_many(["77", "78"]),
-             lambda: client.submit(HCaptcha(HCAPTCHA_KEY, PAGE))]  # fmt: skip
+    calls = [
+        client.balance,
+        lambda: client.get("77"),
+        lambda: client.get_many(["77", "78"]),
+        lambda: client.submit(HCaptcha(HCAPTCHA_KEY, PAGE)),
+    ]
     for call in calls:
         try:
             call()
@@ -824,8 +935,10 @@ def test_a_captcha_spoiled_after_construction_is_never_sent(captcha: Captcha, da
 def test_the_protocol_parser_only_raises_solver_errors(
     status: int, content_type: str, body: bytes | str, count: int
 ) -> None:
-    for parse in (lambda: parse_response(status, content_type, body),
-                  lambda: parse_many(status, content_type, body, count)):  # fmt: skip
+    for parse in (
+        lambda: parse_response(status, content_type, body),
+        lambda: parse_many(status, content_type, body, count),
+    ):
         try:
             parse()
         except SolverError as exc:

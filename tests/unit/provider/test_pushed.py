@@ -15,16 +15,23 @@ def test_a_pingback_answer_and_its_errors() -> None:
     unsolvable = read_pushed("captchaai", "77", {"code": "ERROR_CAPTCHA_UNSOLVABLE"}, None)
     assert isinstance(unsolvable, CaptchaUnsolvable)
     geetest = read_pushed(
-        "2captcha", "7", {"code": '{"geetest_challenge":"c","geetest_validate":"v",'
-                          '"geetest_seccode":"s"}'}, None)  # fmt: skip
+        "2captcha",
+        "7",
+        {"code": '{"geetest_challenge":"c","geetest_validate":"v","geetest_seccode":"s"}'},
+        None,
+    )
     assert isinstance(geetest, Answer) and isinstance(geetest.solution, dict)
     with pytest.raises(ValueError):
         read_pushed("2captcha", "77", {"id": "77"}, None)
 
 
 def test_a_json_callback_body_is_a_get_task_result_answer() -> None:
-    ready = {"errorId": 0, "status": "ready", "solution": {"gRecaptchaResponse": "tok"},
-             "cost": "0.00299"}  # fmt: skip
+    ready = {
+        "errorId": 0,
+        "status": "ready",
+        "solution": {"gRecaptchaResponse": "tok"},
+        "cost": "0.00299",
+    }
     answer = read_pushed("anticaptcha", "5", {}, ready)
     assert isinstance(answer, Answer) and answer.solution == "tok" and answer.cost is not None
     assert read_pushed("capmonster", "5", {}, {"errorId": 0, "status": "processing"}) is None

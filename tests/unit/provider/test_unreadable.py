@@ -89,8 +89,9 @@ def _assert_says_what_came(error: SolverError, kind: str) -> None:
 def test_a_garbled_submit_is_uncertain_and_sent_once(
     sandbox_factory: Callable[..., SandboxServer], protocol: str, kind: str
 ) -> None:
-    server = _sandbox(sandbox_factory, protocol, garbage_rate=1.0, garbage_kinds=(kind,),
-                      fault_paths=("in.php",))  # fmt: skip
+    server = _sandbox(
+        sandbox_factory, protocol, garbage_rate=1.0, garbage_kinds=(kind,), fault_paths=("in.php",)
+    )
     client = _client(server.url, protocol)
     if kind == "content_type":  # a sound answer under a wrong label is the answer
         assert client.submit(V2)
@@ -136,8 +137,13 @@ def test_a_garbled_read_is_transient_and_the_next_one_answers(
 def test_a_huge_answer_is_not_read_to_its_end(
     sandbox_factory: Callable[..., SandboxServer], protocol: str
 ) -> None:
-    server = _sandbox(sandbox_factory, protocol, garbage_rate=1.0, garbage_kinds=("huge",),
-                      fault_paths=("res.php",))  # fmt: skip
+    server = _sandbox(
+        sandbox_factory,
+        protocol,
+        garbage_rate=1.0,
+        garbage_kinds=("huge",),
+        fault_paths=("res.php",),
+    )
     client = _client(server.url, protocol)
     started = time.monotonic()
     for _ in range(5):
@@ -210,9 +216,14 @@ def test_a_json_read_with_null_fields_is_no_solve(solution: dict[str, Any]) -> N
 
 @pytest.mark.parametrize(
     "body",
-    ['{"status":1,"request":"not an id!"}', "CAPCHA_NOT_READY", '{"status":1,"request":{"a":"b"}}',
-     '{"status":1,"request":12.5}', "OK|" + "9" * 80],
-)  # fmt: skip
+    [
+        '{"status":1,"request":"not an id!"}',
+        "CAPCHA_NOT_READY",
+        '{"status":1,"request":{"a":"b"}}',
+        '{"status":1,"request":12.5}',
+        "OK|" + "9" * 80,
+    ],
+)
 def test_a_classic_submit_answered_without_a_captcha_id_is_uncertain(body: str) -> None:
     session = _canned(200, "text/html", body)
     with pytest.raises(SubmitUncertain, match="no captcha id"):
@@ -237,9 +248,16 @@ def test_an_error_id_that_is_no_number_is_garbage_not_an_error(body: str) -> Non
 
 @pytest.mark.parametrize("protocol", ["classic", "json"])
 def test_a_valid_answer_padded_past_the_cap_is_refused(protocol: str) -> None:
-    document = {"status": 1, "request": "3397637370"} if protocol == "classic" else {
-        "errorId": 0, "taskId": 3397637370, "status": "ready",
-        "solution": {"gRecaptchaResponse": "token-x" * 10}}  # fmt: skip
+    document = (
+        {"status": 1, "request": "3397637370"}
+        if protocol == "classic"
+        else {
+            "errorId": 0,
+            "taskId": 3397637370,
+            "status": "ready",
+            "solution": {"gRecaptchaResponse": "token-x" * 10},
+        }
+    )
     padded = json.dumps(document).encode() + b" " * (MAX_RESPONSE_BYTES + 10)
     session = _canned(200, "application/json", padded)
     client = _classic(session) if protocol == "classic" else _json(session)
@@ -291,21 +309,41 @@ BODIES = st.one_of(
     st.text(max_size=300).map(str.encode),
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-        lambda inner: st.lists(inner, max_size=4)
-        | st.dictionaries(st.sampled_from(["status", "request", "errorId", "errorCode", "taskId",
-                                           "solution", "gRecaptchaResponse", "token", "x"]),
-                          inner, max_size=5),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.dictionaries(
+                st.sampled_from(
+                    [
+                        "status",
+                        "request",
+                        "errorId",
+                        "errorCode",
+                        "taskId",
+                        "solution",
+                        "gRecaptchaResponse",
+                        "token",
+                        "x",
+                    ]
+                ),
+                inner,
+                max_size=5,
+            )
+        ),
         max_leaves=12,
     ).map(lambda value: json.dumps(value).encode()),
-)  # fmt: skip
+)
 CONTENT_TYPES = st.sampled_from(
     ["", "application/json", "text/html", "application/octet-stream", "image/png", "text/plain"]
 )
 
 
 @PROPS
-@given(protocol=st.sampled_from(["classic", "json"]), status=st.sampled_from([200, 201, 204]),
-       content_type=CONTENT_TYPES, body=BODIES)  # fmt: skip
+@given(
+    protocol=st.sampled_from(["classic", "json"]),
+    status=st.sampled_from([200, 201, 204]),
+    content_type=CONTENT_TYPES,
+    body=BODIES,
+)
 def test_a_submit_answered_under_2xx_is_never_resent(
     protocol: str, status: int, content_type: str, body: bytes
 ) -> None:
@@ -326,16 +364,23 @@ def test_a_submit_answered_under_2xx_is_never_resent(
 
 
 @PROPS
-@given(protocol=st.sampled_from(["classic", "json"]), status=st.integers(100, 599),
-       content_type=CONTENT_TYPES, body=BODIES,
-       call=st.sampled_from(["get", "many", "balance"]))  # fmt: skip
+@given(
+    protocol=st.sampled_from(["classic", "json"]),
+    status=st.integers(100, 599),
+    content_type=CONTENT_TYPES,
+    body=BODIES,
+    call=st.sampled_from(["get", "many", "balance"]),
+)
 def test_any_read_answer_is_a_value_or_a_typed_error(
     protocol: str, status: int, content_type: str, body: bytes, call: str
 ) -> None:
     session = _canned(status, content_type, body.replace(b"x", KEY.encode()))
     client = _classic(session) if protocol == "classic" else _json(session)
-    calls = {"get": lambda: client.get("3397637370"), "balance": client.balance,
-             "many": lambda: client.get_many(["3397637370", "3397637371"])}  # fmt: skip
+    calls = {
+        "get": lambda: client.get("3397637370"),
+        "balance": client.balance,
+        "many": lambda: client.get_many(["3397637370", "3397637371"]),
+    }
     try:
         calls[call]()
     except SolverError as exc:

@@ -79,9 +79,14 @@ def test_mask_value_never_shows_short_values_and_keeps_a_prefix_of_long_ones() -
 
 def test_stored_cookie_json_round_trip_keeps_every_attribute() -> None:
     original = cookie(
-        domain=".example.com", path="/app", expires=int(NOW) + 60, secure=True,
-        http_only=True, same_site="Strict", set_at=NOW + 0.123456,
-    )  # fmt: skip
+        domain=".example.com",
+        path="/app",
+        expires=int(NOW) + 60,
+        secure=True,
+        http_only=True,
+        same_site="Strict",
+        set_at=NOW + 0.123456,
+    )
     assert StoredCookie.from_json(original.to_json()) == original
     assert json.loads(original.to_json())["set_at"] == NOW + 0.123456
     assert original.identity == "sid;.example.com;/app"
@@ -89,9 +94,13 @@ def test_stored_cookie_json_round_trip_keeps_every_attribute() -> None:
 
 def test_jar_round_trip_keeps_attributes_and_is_sent_like_the_original() -> None:
     original = cookie(
-        domain=".example.com", path="/app", expires=int(NOW) + 10**8, secure=True,
-        http_only=True, same_site="Lax",
-    )  # fmt: skip
+        domain=".example.com",
+        path="/app",
+        expires=int(NOW) + 10**8,
+        secure=True,
+        http_only=True,
+        same_site="Lax",
+    )
     jar_cookie = original.to_jar()
     assert jar_cookie.domain_specified and jar_cookie.has_nonstandard_attr("HttpOnly")
     assert StoredCookie.from_jar(jar_cookie, set_at=NOW) == original
@@ -144,15 +153,32 @@ def test_diff_jar_treats_an_attribute_change_and_an_expiry_as_changes() -> None:
 
 def test_parse_browser_cookies_accepts_playwright_and_puppeteer_shapes() -> None:
     entries: list[dict[str, Any]] = [
-        {"name": "a", "value": "1", "domain": ".Example.com", "path": "/", "expires": -1,
-         "httpOnly": True, "secure": True, "sameSite": "Lax"},
+        {
+            "name": "a",
+            "value": "1",
+            "domain": ".Example.com",
+            "path": "/",
+            "expires": -1,
+            "httpOnly": True,
+            "secure": True,
+            "sameSite": "Lax",
+        },
         # Puppeteer: extra keys, fractional expiry, no sameSite
-        {"name": "b", "value": "2", "domain": "www.example.com", "path": "/x",
-         "expires": NOW + 60.7, "size": 2, "httpOnly": False, "secure": False,
-         "session": False, "priority": "Medium"},
+        {
+            "name": "b",
+            "value": "2",
+            "domain": "www.example.com",
+            "path": "/x",
+            "expires": NOW + 60.7,
+            "size": 2,
+            "httpOnly": False,
+            "secure": False,
+            "session": False,
+            "priority": "Medium",
+        },
         {"name": "c", "value": "3", "url": "https://www.example.com/"},
         {"name": "old", "value": "4", "domain": "www.example.com", "expires": NOW - 1},
-    ]  # fmt: skip
+    ]
     parsed, expired = parse_browser_cookies("www.example.com", entries, NOW)
     assert expired == 1
     assert parsed == [

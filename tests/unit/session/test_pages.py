@@ -23,8 +23,12 @@ def _settings(allowed: str) -> Settings:
 @pytest.fixture
 def public_dns(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """Name resolution without a network: a table of host -> address."""
-    table = {"example.com": "93.184.215.14", "www.example.com": "93.184.215.14",
-             "internal.example.com": "10.0.0.7", "rebind.example.com": "127.0.0.1"}  # fmt: skip
+    table = {
+        "example.com": "93.184.215.14",
+        "www.example.com": "93.184.215.14",
+        "internal.example.com": "10.0.0.7",
+        "rebind.example.com": "127.0.0.1",
+    }
 
     def fake(host: str, port: Any, *args: Any, **kwargs: Any) -> list[Any]:
         if host not in table:

@@ -16,8 +16,9 @@ from tests.support.tcp_proxy import TcpProxy
 
 def _client(proxy: TcpProxy, timeout: float = 2.0) -> redis.Redis:
     # No retries: the test sees what one command met.
-    return redis.Redis(port=proxy.port, socket_timeout=timeout, retry=Retry(NoBackoff(), 0),
-                       decode_responses=True)  # fmt: skip
+    return redis.Redis(
+        port=proxy.port, socket_timeout=timeout, retry=Retry(NoBackoff(), 0), decode_responses=True
+    )
 
 
 @pytest.fixture

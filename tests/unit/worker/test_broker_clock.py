@@ -20,16 +20,22 @@ VISIBILITY = 20
 
 @pytest.fixture
 def channel(redis_url: str) -> Iterator[Channel]:
-    with Connection(redis_url, transport="captcha_tasks.worker.broker:Transport",
-                    transport_options={"visibility_timeout": VISIBILITY}) as conn:  # fmt: skip
+    with Connection(
+        redis_url,
+        transport="captcha_tasks.worker.broker:Transport",
+        transport_options={"visibility_timeout": VISIBILITY},
+    ) as conn:
         chan = conn.default_channel
         assert isinstance(chan, Channel)
         yield chan
 
 
 def _unacked(client: redis.Redis, chan: Channel, tag: str, at: float) -> None:
-    message = {"body": "{}", "headers": {"task": "t"}, "properties": {"delivery_tag": tag,
-               "delivery_info": {}}}  # fmt: skip
+    message = {
+        "body": "{}",
+        "headers": {"task": "t"},
+        "properties": {"delivery_tag": tag, "delivery_info": {}},
+    }
     client.zadd(chan.unacked_index_key, {tag: at})
     client.hset(chan.unacked_key, tag, json.dumps([message, "", "celery"]))
 

@@ -63,10 +63,17 @@ def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
     celery_app: Any, events: EventTap
 ) -> None:
     # A task of the caller's own app, which computes no redacted reprs of its own.
-    chained = {"task": "myapp.record_token", "args": [], "kwargs": {},
-               "options": {"queue": "myapp-chain"}, "subtask_type": None}  # fmt: skip
-    job = Job.from_fields("chained-1", {"state": "done", "type": "turnstile",
-                                        "request": json.dumps({"chain": [chained]})})  # fmt: skip
+    chained = {
+        "task": "myapp.record_token",
+        "args": [],
+        "kwargs": {},
+        "options": {"queue": "myapp-chain"},
+        "subtask_type": None,
+    }
+    job = Job.from_fields(
+        "chained-1",
+        {"state": "done", "type": "turnstile", "request": json.dumps({"chain": [chained]})},
+    )
     CeleryCompleter(celery_app, "engine-test@h").succeed(
         job, {"solution": "tok-123456", "type": "turnstile", "solve_seconds": 1.0}
     )

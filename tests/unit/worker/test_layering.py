@@ -18,9 +18,9 @@ PLAIN = sorted(
         ".__init__"
     )
     for path in PACKAGE.rglob("*.py")
-    if path.relative_to(PACKAGE).parts[0] not in ("worker", "cli", "devtools", "__init__.py",
-                                                  "celeryconfig.py", "aio.py", "contrib")
-)  # fmt: skip
+    if path.relative_to(PACKAGE).parts[0]
+    not in ("worker", "cli", "devtools", "__init__.py", "celeryconfig.py", "aio.py", "contrib")
+)
 
 
 def test_the_plain_modules_import_without_celery() -> None:
@@ -36,7 +36,13 @@ def test_the_plain_modules_import_without_celery() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('captcha_tasks.worker')))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"  # and nothing of the worker came along

@@ -23,8 +23,12 @@ URL = "https://login.example.com/page?sid=s3ss10n-value"
 
 def _parked_page(task_id: str) -> str:
     """The parked member of a ``fetch_page`` run as a worker would park it."""
-    fetch_page.push_request(id=task_id, args=[URL], kwargs={"form": {"password": PASSWORD}},
-                            delivery_info={"exchange": "", "routing_key": "celery"})  # fmt: skip
+    fetch_page.push_request(
+        id=task_id,
+        args=[URL],
+        kwargs={"form": {"password": PASSWORD}},
+        delivery_info={"exchange": "", "routing_key": "celery"},
+    )
     try:
         deadline = time.time() + 30
         return parking.entry(resend_message(fetch_page, deadline), deadline)

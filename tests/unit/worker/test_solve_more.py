@@ -95,8 +95,9 @@ def test_valid_calls_are_queued_with_their_type(
     kind = queued(redis_server, result)[b"type"].decode()
     assert kind in _CAPTCHA_TYPES  # report_solution knows it
     expected = task.name.removeprefix("captcha_tasks.solve_")
-    expected = {"recaptcha_v2_enterprise": "recaptcha_v2",
-                "turnstile_challenge": "turnstile"}.get(expected, expected)  # fmt: skip
+    expected = {"recaptcha_v2_enterprise": "recaptcha_v2", "turnstile_challenge": "turnstile"}.get(
+        expected, expected
+    )
     assert kind == expected
 
 
@@ -120,14 +121,26 @@ def test_unknown_options_are_refused_by_name(
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
         (solve_recaptcha_v2_enterprise, [V2_KEY, PAGE], {"s": "a b"}, "RecaptchaV2.data_s"),
-        (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], {**CHALLENGE, "cdata": None},
-         "Turnstile.cdata"),
-        (solve_turnstile, [TURNSTILE_KEY, PAGE], {"pagedata": "p", "action": "a"},
-         "Turnstile.cdata"),
-        (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], {"action": "a"},
-         "solve_turnstile_challenge"),
+        (
+            solve_turnstile_challenge,
+            [TURNSTILE_KEY, PAGE],
+            {**CHALLENGE, "cdata": None},
+            "Turnstile.cdata",
+        ),
+        (
+            solve_turnstile,
+            [TURNSTILE_KEY, PAGE],
+            {"pagedata": "p", "action": "a"},
+            "Turnstile.cdata",
+        ),
+        (
+            solve_turnstile_challenge,
+            [TURNSTILE_KEY, PAGE],
+            {"action": "a"},
+            "solve_turnstile_challenge",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_are_refused_by_name(
     configure: Any, task: Any, args: list[Any], kwargs: dict[str, Any], field: str
 ) -> None:
@@ -154,9 +167,13 @@ def test_bad_arguments_are_refused_by_name(
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
-    configure: Any, redis_server: Any, provider: str, task: Any, args: list[Any],
+    configure: Any,
+    redis_server: Any,
+    provider: str,
+    task: Any,
+    args: list[Any],
     kwargs: dict[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     configure(provider)
     outcome = run(task, args, dict(kwargs))
     assert isinstance(outcome, InvalidTaskInput), repr(outcome)
