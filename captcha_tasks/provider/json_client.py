@@ -256,8 +256,11 @@ class JsonTaskClient:
         return payload
 
     def _result(self, captcha_id: str, payload: dict[str, Any]) -> Answer | None:
-        status = payload.get("status")
-        if status in self.dialect.working or payload.get("errorCode") in NOT_READY_CODES:
+        status, code = payload.get("status"), payload.get("errorCode")
+        if not isinstance(status, str | None) or not isinstance(code, str | None):
+            # A list or an object where a word belongs: not a status this client reads.
+            raise self._unexpected("getTaskResult", payload)
+        if status in self.dialect.working or code in NOT_READY_CODES:
             return None
         if status == "ready":
             try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import requests
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from captcha_tasks.devtools.sandbox import (
@@ -371,6 +371,9 @@ def test_a_submit_answered_under_2xx_is_never_resent(
     body=BODIES,
     call=st.sampled_from(["get", "many", "balance"]),
 )
+# A status that is not a word (unhashable, so no set of statuses can hold it).
+@example(protocol="json", status=200, content_type="", body=b'{"status":[]}', call="get")
+@example(protocol="json", status=200, content_type="", body=b'{"errorCode":{}}', call="get")
 def test_any_read_answer_is_a_value_or_a_typed_error(
     protocol: str, status: int, content_type: str, body: bytes, call: str
 ) -> None:
