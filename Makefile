@@ -6,6 +6,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist processes per tier. The tiers wait on sockets and sleeping solvers far more
+# than they compute, so they take more processes than the machine has cores. The
+# integration tier hands out its tests two at a time (--maxschedchunk 2), so that the
+# tests marked `long`, collected first, start on different processes.
+UNIT_JOBS ?= 3
+INTEGRATION_JOBS ?= 5
+FAULT_JOBS ?= 4
 # The provider `make run` plays (captcha-tasks dev --provider).
 PROVIDER ?= captchaai
 
@@ -26,7 +33,8 @@ venv: $(STAMP)  ## Create the virtualenv and install the package with its dev to
 run: $(STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
 	$(BIN)/captcha-tasks dev --provider $(PROVIDER)
 
-test: lint types unit integration faults  ## Lint, types and the whole test suite (faults at quick scale)
+test: $(STAMP)  ## Lint, types and every test tier side by side, then a summary (tests/suite.py)
+	$(BIN)/python -m tests.suite
 
 lint: $(STAMP)  ## ruff
 	$(BIN)/ruff check .
@@ -36,15 +44,15 @@ types: $(STAMP)  ## mypy (strict for the package)
 	$(BIN)/mypy
 
 unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
-	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit -n $(UNIT_JOBS) $(PYTEST_ARGS)
 
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
-	$(BIN)/pytest tests/integration --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration -n $(INTEGRATION_JOBS) --maxschedchunk 2 --durations=25 $(PYTEST_ARGS)
 
 faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints its table
 	@rm -f .run/chaos/quick.jsonl
 	CAPTCHA_TASKS_CHAOS=quick CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl \
-		$(BIN)/pytest tests/chaos --durations=10 $(PYTEST_ARGS); status=$$?; \
+		$(BIN)/pytest tests/chaos -n $(FAULT_JOBS) --durations=10 $(PYTEST_ARGS); status=$$?; \
 		CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl $(BIN)/python -m tests.chaos.report; \
 		exit $$status
 

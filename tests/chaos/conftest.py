@@ -62,6 +62,8 @@ def cluster(
             json_config = {"protocol": "json", "dialect": "capsolver", **backup}
             second = sandbox_factory(api_keys=(backup_key,), time_scale=scale, **json_config)
             made = TwoProviders(tmp, server, key or accepted, second, backup_key, **options)
+        path, line, name = request.node.location
+        made.test = (path, line or 0, name)
         made.tmp.mkdir(parents=True, exist_ok=True)
         started.append(made)
         return made.start()

@@ -108,6 +108,9 @@ class Row:
     leaked: int = 0
     seconds: float = 0.0
     notes: str = ""
+    #: The row's test: its file, line and name (rows recorded side by side by several
+    #: pytest workers are put back in the suite's order by this).
+    test: tuple[str, int, str] = ("", 0, "")
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -179,6 +182,8 @@ class Cluster:
         self.api_key = api_key
         self.proxy_password = _secret("Px", 20)
         self.n_workers = workers
+        #: The test that started this cluster (its rows carry it: :attr:`Row.test`).
+        self.test: tuple[str, int, str] = ("", 0, "")
         self.concurrency = concurrency
         self.threads = threads
         self.time_scale = time_scale
@@ -475,6 +480,7 @@ class Cluster:
         self.snapshot()
         row.leaked = self.leaks(metas, self.flower_pages(ids) if self.flower else "")
         self.annotate(row, load)
+        row.test = self.test
         record(row)
         return row
 

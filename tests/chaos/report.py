@@ -36,11 +36,13 @@ COLUMNS = (
 
 
 def load(path: Path) -> list[dict[str, Any]]:
+    """The recorded rows in the suite's order (by their test's file and line), whatever
+    order the tests that recorded them ended in."""
     rows = []
     for line in path.read_text().splitlines():
         if line.strip():
             rows.append(json.loads(line))
-    return rows
+    return sorted(rows, key=lambda row: tuple(row.get("test") or ("", 0, "")))
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -183,6 +183,7 @@ def _stack_pids(run: _DevRun) -> dict[str, int]:
 
 
 @pytest.mark.timeout(300)  # four processes and three round trips on a busy 2-core machine
+@pytest.mark.long
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.Signals) -> None:
     with dev_under_make(tmp_path) as run:

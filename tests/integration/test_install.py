@@ -236,6 +236,7 @@ def check_wheel_contents(wheel: Path, source: Path) -> None:
 # -- the test ----------------------------------------------------------------------------
 
 
+@pytest.mark.long
 def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path) -> None:
     assert not tmp_path.resolve().is_relative_to(ROOT)
     wheel, source = build_wheel(tmp_path)

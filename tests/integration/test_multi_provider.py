@@ -295,6 +295,7 @@ def _secrets_nowhere(pair: Pair) -> None:
     assert not leaks(sources, needles)
 
 
+@pytest.mark.long
 def test_two_providers_share_the_load_fail_over_and_recover(pair: Pair) -> None:
     _healthy_phase(pair)
     at_switch = _zero_balance_phase(pair)

@@ -55,6 +55,7 @@ def _polls_per_solve(placement: str, sandbox_factory: Any, worker_factory: Any) 
     return int(stats["polls"]) / SOLVES
 
 
+@pytest.mark.long
 def test_quantile_placement_reads_few_times_without_batch_reads(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:

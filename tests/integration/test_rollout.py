@@ -166,6 +166,7 @@ def _rollout(fleet: Fleet, version: str, *extra: str) -> tuple[int, dict[str, An
     return done.returncode, summary, done.stderr
 
 
+@pytest.mark.long
 def test_rollout_under_load_loses_nothing(make_fleet: Callable[..., Fleet]) -> None:
     fleet = make_fleet()
     assert fleet.versions() == dict.fromkeys(WORKERS, OLD)
@@ -201,6 +202,7 @@ def test_rollout_under_load_loses_nothing(make_fleet: Callable[..., Fleet]) -> N
     assert stats["submitted"] == sent
 
 
+@pytest.mark.long
 def test_failed_health_check_rolls_every_updated_worker_back(
     make_fleet: Callable[..., Fleet],
 ) -> None:

@@ -184,6 +184,7 @@ def test_a_worker_killed_mid_solve_loses_nothing_and_submits_nothing_twice(
     assert stats["submitted"] == 30
 
 
+@pytest.mark.long
 def test_a_deployed_stop_lets_the_engine_finish_its_calls(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
