@@ -88,7 +88,7 @@ MAX_POLLS_PER_CAPTCHA: int = CLASSIC_RULES.calls_per_captcha or 20
 LOAD_FULL = 25
 #: The least share of the configured interval that many captchas in flight bring it to.
 #: Every captcha due is claimed and rescheduled at each tick: at a quarter (T=200,
-#: ~17 reads per captcha) the engine spent 1.2 ms more CPU per solve than at a half
+#: ~17 reads per captcha) the engine spends 1.2 ms more CPU per solve than at a half
 #: (~9) for 0.02 s less collection delay (docs/design/cost-per-solve.md).
 MIN_INTERVAL_FRACTION = 0.5
 #: The first poll aims at this quantile of recent ready times: early enough that a
@@ -208,9 +208,9 @@ class FirstPollLearner:
 
         With callbacks on, only exact solves are learned: a read that found the answer
         is a lost callback's fallback, made once nearly every answer has been ready a
-        while, and tells only that it was ready by then. Stored as a sample it pulled
-        the learned ready times later, the next fallbacks later with them, and so on
-        (20 % of callbacks dropped: fallbacks 3-6 s after 2 s solves)."""
+        while, and tells only that it was ready by then. Stored as a sample it would
+        pull the learned ready times later, the next fallbacks later with them, and so
+        on (20 % of callbacks dropped: fallbacks 3-6 s after 2 s solves)."""
         if exact:
             not_ready_at = ready_at
         elif self.settings.callback_url:

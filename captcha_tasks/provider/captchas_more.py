@@ -1,5 +1,5 @@
-"""The captcha types of the second wave (FunCaptcha, GeeTest v4, AWS WAF, image to
-coordinates), and the registry of every type by its ``type`` string.
+"""More captcha types (FunCaptcha, GeeTest v4, AWS WAF, image to coordinates), and the
+registry of every type by its ``type`` string.
 
 Same rules as :mod:`.captchas`: plain frozen dataclasses, every field checked when built
 and again in :meth:`~.captchas.Captcha.validate`, refusals naming the field.
