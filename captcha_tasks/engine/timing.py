@@ -29,7 +29,6 @@ from .placement import ReadyTimes, poll_quantiles
 __all__ = [
     "DEADLINE",
     "FIRST_POLL",
-    "MAX_POLLS_PER_CAPTCHA",
     "POLL_INTERVAL",
     "READ_MARGIN",
     "TOKEN_TTL",
@@ -78,11 +77,6 @@ TOKEN_TTL: dict[str, float] = {
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,
 #: so a short interval costs few requests; one by one, the interval is tripled.
 POLL_INTERVAL = 1.0
-#: 2Captcha bans accounts above 20 res.php calls per captcha (plus 1200): one-by-one
-#: polling stretches its interval past this many polls of the same captcha (now the
-#: classic :class:`PollRules`' ``calls_per_captcha``; kept for compatibility).
-MAX_POLLS_PER_CAPTCHA: int = CLASSIC_RULES.calls_per_captcha or 20
-
 #: Batched, captchas in flight up to which the poll interval stays the configured one;
 #: past twice as many it halves, and again at each doubling (:meth:`PollGrid.note_load`).
 LOAD_FULL = 25
