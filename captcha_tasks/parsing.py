@@ -284,6 +284,6 @@ def default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Prov
 
 
 def legacy_api_key(earlier: Mapping[str, Any], env: Mapping[str, str]) -> str:
-    """``CAPTCHA_TASKS_API_KEY``'s default: the old ``CAPTCHAAI_API_KEY``."""
+    """``CAPTCHA_TASKS_API_KEY``'s default: ``CAPTCHAAI_API_KEY``, the same key's other name."""
     raw = env.get("CAPTCHAAI_API_KEY", "").strip()
     return api_key("CAPTCHAAI_API_KEY", raw) if raw else ""

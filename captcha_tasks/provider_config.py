@@ -50,8 +50,8 @@ __all__ = [
     "read_providers",
 ]
 
-#: The name of the one provider the single-provider variables configure. Its budget
-#: and provider-limit keys are the ones every release before issue 15 used.
+#: The name of the one provider the single-provider variables configure. Its Redis
+#: keys carry no provider name (:mod:`captcha_tasks.state.keys`).
 DEFAULT_PROVIDER: Final = "default"
 #: A provider's thread budget when ``CAPTCHA_TASKS_N_THREADS`` is unset (the default
 #: of ``CAPTCHA_TASKS_THREADS``).

@@ -110,7 +110,7 @@ def known_secrets() -> tuple[str, ...]:
         return ()
     if _secrets_of[0] is settings:
         return _secrets_of[1]
-    providers = settings.providers()  # every named provider's key and URL (issue 15)
+    providers = settings.providers()  # every configured provider's key and URL
     found = {settings.api_key, settings.redis_sentinel_password, *(p.api_key for p in providers)}
     redis = (settings.redis_url, settings.broker_url, settings.result_backend, settings.state_url)
     # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.

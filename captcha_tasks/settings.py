@@ -89,7 +89,7 @@ def _domains(name: str, raw: str) -> tuple[str, ...]:
 class Settings:
     """Everything configurable, with defaults. Build it with :meth:`from_env`."""
 
-    #: ``CAPTCHA_TASKS_API_KEY`` (or, as before, ``CAPTCHAAI_API_KEY``): the provider
+    #: ``CAPTCHA_TASKS_API_KEY`` (or ``CAPTCHAAI_API_KEY``, its other name): the provider
     #: key, checked against the provider's key format. Never logged.
     api_key: str = dataclasses.field(default="", repr=False)
     #: ``CAPTCHA_TASKS_PROVIDER``: one of :data:`PROVIDERS` (its protocol:
@@ -148,7 +148,7 @@ class Settings:
     poll_interval: float = 1.0
     #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (batched ones keep the
     #: grid): ``quantiles`` of the ready times learned per provider and type
-    #: (engine.placement), ``grid`` every three poll intervals (the old way).
+    #: (engine.placement), ``grid`` every three poll intervals, whatever was learned.
     poll_placement: Literal["grid", "quantiles"] = "quantiles"
     #: ``CAPTCHA_TASKS_POLL_READS``: the reads per solve (1.5-10) those quantiles aim at
     #: on average: more collect sooner; the provider's own limits hold regardless.
@@ -229,7 +229,7 @@ class Settings:
             "callback_token"
         ]:
             raise ConfigurationError("callbacks need CAPTCHA_TASKS_CALLBACK_TOKEN (or _FILE)")
-        if named:  # code that knows one provider (today's engine) sees the preferred one
+        if named:  # code that knows one provider sees the preferred one
             first = named[0]
             values.update(
                 api_key=first.api_key,

@@ -327,7 +327,7 @@ def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -
     ``celery_task_id`` is what ``report_solution`` takes. ``user_agent`` comes too where
     the token is bound to a browser (a challenge-mode Turnstile): it is useless without.
     ``provider_name`` (the configured provider that solved it: ``main``, ``default``)
-    comes when the result has one (not a token served from a pool, nor an older worker's)."""
+    comes when the result has one (a token served from a pool has none)."""
     message = {
         "task_id": task_id,
         "solution": result.get("solution"),

@@ -18,7 +18,7 @@ __all__ = ["pool_group"]
 
 #: Types whose tokens can be solved ahead for anyone on the page (engine/pool.py
 #: ``pool_scope``). Not GeeTest (v3, v4), AWS WAF or coordinates: their answers belong to
-#: one challenge the page served. Not FunCaptcha yet, though its tokens are single-use
+#: one challenge the page served. Not FunCaptcha, though its tokens are single-use
 #: and could be: pools are keyed by ``sitekey`` (FunCaptcha has a ``publickey``) and the
 #: worker's ``fill_token_pool`` builds none.
 _TYPES = ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha")

@@ -71,7 +71,7 @@ def dies_with_us(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     crashed) before stopping it, so no redis-server or worker outlives its owner.
 
     SIGTERM suits a redis-server (it writes its AOF and exits). :func:`spawn`'s children
-    get SIGKILL: a Celery worker whose owner died was seen in its warm shutdown for
+    get SIGKILL: a Celery worker whose owner died may stay in its warm shutdown for
     good, its Redis gone at the same moment, with no owner left to escalate; workers,
     the sandbox and Flower are built to survive a SIGKILL.
 

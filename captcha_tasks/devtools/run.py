@@ -363,13 +363,13 @@ class DevStack:
         """Stop the children in reverse order, then Redis, each by PID: SIGTERM, then
         SIGKILL once its deadline passed or a second signal asked to hurry. Raises nothing,
         so that one child that will not die does not leave the others running."""
-        # Every AsyncResult subscribed to its result's pub/sub channel when it was sent and
+        # Every AsyncResult subscribes to its result's pub/sub channel when it is sent and
         # unsubscribes in __del__; it sits in a reference cycle, so that runs whenever the
-        # garbage collector next does. For the smoke round trip's results that was at exit,
-        # after Redis had been stopped, and each spent ~19 s in Celery's reconnect retries
-        # ("Retry limit exceeded while trying to reconnect to the Celery result store
-        # backend"): the supervisor outlived its children by a minute. Collect them now,
-        # while Redis still answers.
+        # garbage collector next does. Left to it, the smoke round trip's results would
+        # unsubscribe at exit, after Redis has stopped, each spending ~19 s in Celery's
+        # reconnect retries ("Retry limit exceeded while trying to reconnect to the Celery
+        # result store backend"): the supervisor would outlive its children by a minute.
+        # Collect them now, while Redis still answers.
         gc.collect()
         with contextlib.suppress(OSError):
             self.env_file.unlink(missing_ok=True)

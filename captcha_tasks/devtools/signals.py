@@ -20,11 +20,11 @@ class StopSignals:
     """SIGINT and SIGTERM as they arrive: the handler only records them.
 
     A handler that raises does so in whatever the main thread is doing: a second signal
-    (``make`` passes SIGTERM on; people press Ctrl-C twice) landed in the stop sequence,
-    in ``proc.wait()`` while Flower was stopping, and the supervisor died with the worker,
-    the sandbox and Redis still running. So the supervisor looks at :attr:`first` between
-    steps and in its wait loops, and the stop sequence asks :attr:`hurry`, which a later
-    signal sets, whether to kill what is left at once.
+    (``make`` passes SIGTERM on; people press Ctrl-C twice) would land in the stop
+    sequence, say in ``proc.wait()`` while Flower stops, and the supervisor would die with
+    the worker, the sandbox and Redis still running. So the supervisor looks at
+    :attr:`first` between steps and in its wait loops, and the stop sequence asks
+    :attr:`hurry`, which a later signal sets, whether to kill what is left at once.
     """
 
     def __init__(self) -> None:

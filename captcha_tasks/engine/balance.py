@@ -1,7 +1,7 @@
 """The provider's balance, checked at most once a minute across the whole cluster.
 
-With ``CAPTCHA_TASKS_BALANCE_FLOOR`` set (it turns the watch on: without it, no call
-is made that was not made before), every worker runs a :class:`BalanceWatch` thread
+With ``CAPTCHA_TASKS_BALANCE_FLOOR`` set (it turns the watch on: without it, no worker
+checks the balance by itself), every worker runs a :class:`BalanceWatch` thread
 beside its engine (the balance is an HTTP call of up to ``CAPTCHA_TASKS_HTTP_TIMEOUT``,
 which must hold neither the engine's provider calls nor the consumer's event loop).
 Each turn it tries to take the provider's check key (``Keys.balance_check``, ``SET NX``

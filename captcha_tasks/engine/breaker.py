@@ -1,4 +1,4 @@
-"""A provider's circuit breaker, shared by every engine of the cluster (issue 15).
+"""A provider's circuit breaker, shared by every engine of the cluster.
 
 With several providers configured, one that runs dry, refuses its key or stops
 answering is taken out of the routes for a cool-down, so waiting requests go to the

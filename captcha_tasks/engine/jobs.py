@@ -83,7 +83,8 @@ class Job:
     sending_at: float | None = None
     sender: str = ""
     #: The providers that may take it, by name, most preferred first ("" for every
-    #: configured one: a job from before issue 15), and the one holding it now.
+    #: configured one: a job admitted without a route, e.g. a token pool's fill), and
+    #: the one holding it now.
     route: str = ""
     provider: str = ""
     #: The fencing token of the claim this copy was read under (``claim.lua``: one up

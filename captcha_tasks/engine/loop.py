@@ -70,8 +70,9 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
-#: Least seconds between two of an engine's looks at Redis (each of its calls that ended
-#: used to cost one): for what other engines and expired claims make due.
+#: Least seconds between two of an engine's looks at Redis (not one per call that ends:
+#: :mod:`.own_due` knows what its own calls scheduled): for what other engines and
+#: expired claims make due.
 LOOK_EVERY = 0.1
 
 

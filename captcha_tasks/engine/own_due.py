@@ -1,9 +1,9 @@
 """The polls an engine's own calls scheduled, kept in memory beside Redis's schedule.
 
-Each call that ends (a submit, a poll) moved what is due in Redis; the engine's loop
-used to look at Redis after every one of them to learn when its next poll comes due.
-What its own calls scheduled it can know without asking: :class:`OwnSchedule` holds
-those times (one per call: a batch's unanswered captchas share their time). An entry
+Each call that ends (a submit, a poll) moves what is due in Redis. Rather than look at
+Redis after every one of them to learn when its next poll comes due, the engine's loop
+keeps what its own calls scheduled, which it knows without asking: :class:`OwnSchedule`
+holds those times (one per call: a batch's unanswered captchas share their time). An entry
 may be stale (another engine polled that captcha, or it ended): it costs one claim that
 finds nothing. What only Redis knows (other engines' polls, claims that ran out) the
 loop still looks for, at most every :data:`~captcha_tasks.engine.loop.LOOK_EVERY` s.

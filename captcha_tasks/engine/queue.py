@@ -80,7 +80,7 @@ class SolveQueue:
         self.providers = settings.providers()
         names = [config.name for config in self.providers]
         #: The provider this queue's engine drives (its "lane"): ``default``'s keys
-        #: are the ones every earlier release used.
+        #: carry no provider name (:class:`~captcha_tasks.state.keys.Keys`).
         self.provider_name = provider or names[0]
         if self.provider_name not in names:
             raise ValueError(f"no configured provider is named {self.provider_name}")

@@ -38,7 +38,6 @@ __all__ = [
     "minute_of",
     "price_of",
     "set_spend_observer",
-    "spend_observer",
     "tell_spent",
     "to_nano",
     "total",
@@ -161,11 +160,6 @@ class _Nobody:
 
 
 _observer: SpendObserver = _Nobody()
-
-
-def spend_observer() -> SpendObserver:
-    """This process's spend observer (a no-op until metrics install one)."""
-    return _observer
 
 
 def set_spend_observer(observer: SpendObserver | None) -> SpendObserver:

@@ -6,7 +6,7 @@ recorded for polling; a submit that surely never reached the provider is queued
 again; one whose outcome is unknown fails with
 :class:`~captcha_tasks.errors.SubmitUncertain`, never sent again; a provider that
 refuses it for reasons of its own (balance, key) hands it to the next provider of its
-route (issue 15), which is then its first submit anywhere.
+route, which is then its first submit anywhere.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ from .placement import ReadyTimes, poll_quantiles
 __all__ = [
     "DEADLINE",
     "FIRST_POLL",
-    "MAX_POLLS_PER_CAPTCHA",
     "POLL_INTERVAL",
     "READ_MARGIN",
     "TOKEN_TTL",
@@ -78,17 +77,12 @@ TOKEN_TTL: dict[str, float] = {
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,
 #: so a short interval costs few requests; one by one, the interval is tripled.
 POLL_INTERVAL = 1.0
-#: 2Captcha bans accounts above 20 res.php calls per captcha (plus 1200): one-by-one
-#: polling stretches its interval past this many polls of the same captcha (now the
-#: classic :class:`PollRules`' ``calls_per_captcha``; kept for compatibility).
-MAX_POLLS_PER_CAPTCHA: int = CLASSIC_RULES.calls_per_captcha or 20
-
 #: Batched, captchas in flight up to which the poll interval stays the configured one;
 #: past twice as many it halves, and again at each doubling (:meth:`PollGrid.note_load`).
 LOAD_FULL = 25
 #: The least share of the configured interval that many captchas in flight bring it to.
 #: Every captcha due is claimed and rescheduled at each tick: at a quarter (T=200,
-#: ~17 reads per captcha) the engine spent 1.2 ms more CPU per solve than at a half
+#: ~17 reads per captcha) the engine spends 1.2 ms more CPU per solve than at a half
 #: (~9) for 0.02 s less collection delay (docs/design/cost-per-solve.md).
 MIN_INTERVAL_FRACTION = 0.5
 #: The first poll aims at this quantile of recent ready times: early enough that a
@@ -208,9 +202,9 @@ class FirstPollLearner:
 
         With callbacks on, only exact solves are learned: a read that found the answer
         is a lost callback's fallback, made once nearly every answer has been ready a
-        while, and tells only that it was ready by then. Stored as a sample it pulled
-        the learned ready times later, the next fallbacks later with them, and so on
-        (20 % of callbacks dropped: fallbacks 3-6 s after 2 s solves)."""
+        while, and tells only that it was ready by then. Stored as a sample it would
+        pull the learned ready times later, the next fallbacks later with them, and so
+        on (20 % of callbacks dropped: fallbacks 3-6 s after 2 s solves)."""
         if exact:
             not_ready_at = ready_at
         elif self.settings.callback_url:

@@ -3,10 +3,10 @@ into kicks of an engine's loop.
 
 The loop sleeps by its own clock (an ``Event`` wait), never in a blocking Redis
 command's timeout: redis-server checks those at its ``hz`` tick (100 ms by default),
-so on an idle server a 10 ms ``BLPOP`` returned up to 100 ms late, and every timed
+so on an idle server a 10 ms ``BLPOP`` returns up to 100 ms late, and every timed
 poll with it. A listener thread blocks in Redis instead and kicks the loop when a
 wake-up comes; it pops them only while the loop sleeps with no call of its own in
-flight (a busy loop looks at Redis after every call anyway, and the wake-ups it
+flight (a busy loop looks at Redis every ``LOOK_EVERY`` or so anyway, and the wake-ups it
 leaves go to an idle engine).
 """
 

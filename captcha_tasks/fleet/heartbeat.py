@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,8 @@ from ..state import Keys, redis_client, state_redis
 from ..state.clock import clock_of, local_time
 
 __all__ = [
-    "HEARTBEAT_FILE_ENV",
-    "HEARTBEAT_INTERVAL_ENV",
     "Beat",
     "ProbeResult",
-    "heartbeat_interval",
     "live_workers",
     "probe",
     "read_beats",
@@ -45,16 +41,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_INTERVAL_ENV = "CAPTCHA_TASKS_HEARTBEAT_INTERVAL"
-HEARTBEAT_FILE_ENV = "CAPTCHA_TASKS_HEARTBEAT_FILE"
-DEFAULT_INTERVAL = 5.0
 #: A beat's key outlives this many intervals (a late beat is not a dead worker).
 TTL_INTERVALS = 3
-
-
-def heartbeat_interval(environ: Mapping[str, str] | None = None) -> float:
-    """``CAPTCHA_TASKS_HEARTBEAT_INTERVAL`` (read through :class:`Settings`)."""
-    return Settings.from_env(environ).heartbeat_interval
 
 
 @dataclass(frozen=True)

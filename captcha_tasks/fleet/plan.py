@@ -29,7 +29,7 @@ DRAIN_CEILINGS: dict[str, float] = {
     "geetest": 12.0,
     "recaptcha_v2": 60.0,
     "hcaptcha": 60.0,
-    # No published ceilings for these (issue 14): estimates from the sandbox's typical
+    # No published ceilings for these: estimates from the sandbox's typical
     # solve (devtools/sandbox/config.py DEFAULT_LATENCY) scaled like a published
     # neighbour, each well inside the engine's DEADLINE (when a solve is given up).
     # GeeTest v4: v3's (same 10 s typical solve, same deadline).

@@ -51,7 +51,7 @@ from .plan import (
 )
 from .plane import ControlPlane, Pending, Restarter, RestartOutcome, shell_restarter
 
-# The names of .plan and .plane stay importable from here, where they were first.
+# What a caller of a rollout needs of .plan and .plane is importable from here too.
 __all__ = [
     "DRAIN_CAP",
     "DRAIN_CEILINGS",

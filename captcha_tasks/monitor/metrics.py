@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.core import GaugeMetricFamily
 
-# SolveObserver, NullObserver, solve_observer and set_solve_observer live in
-# engine.observer now; re-exported so this module's old import path keeps working.
+# SolveObserver, NullObserver, solve_observer and set_solve_observer are
+# engine.observer's, importable from here too: beside PrometheusObserver, the observer
+# set_solve_observer installs.
 __all__ = [
     "POLL_BUCKETS",
     "SCRAPE_REDIS_TIMEOUT",

@@ -3,7 +3,7 @@ metrics report at scrape.
 
 Per provider (by its configured name): its protocol, its thread budget (configured
 threads, the limit learned from "no free slot" answers, leases in use), its circuit
-breaker (issue 15; ``closed`` while its hash is absent), its last known balance (and
+breaker (``closed`` while its hash is absent), its last known balance (and
 whether it is below its balance floor) and its spend over the last hour
 (:class:`~captcha_tasks.engine.spend.SpendLedger`). Nothing here is secret: names,
 protocols, amounts and the breaker's reason (written without secrets by the engine).
@@ -85,7 +85,7 @@ def provider_states(client: redis.Redis, settings: Settings, now: float) -> list
                 "name": spec.name,
                 "protocol": spec.protocol,
                 "threads": {"limit": spec.threads, "learned_limit": learned, "in_use": in_use},
-                "threads_in_use": in_use,  # as before ``threads`` (kept for scripts reading it)
+                "threads_in_use": in_use,  # the same as threads["in_use"], one level up
                 "breaker": breaker,
                 "balance": None if balance is None or balance.usd is None else str(balance.usd),
                 "balance_checked_at": None if balance is None else balance.checked_at,

@@ -201,8 +201,9 @@ def collect(
 
     The slow parts (a worker ping waits ``workers_timeout``, each provider's balance is
     an HTTP call) run beside the Redis reads. ``workers_timeout=0`` skips the ping.
-    ``balances`` has one entry per provider; ``balance`` is the first one's (as before
-    several providers). Raises ``redis.RedisError`` if Redis cannot be read."""
+    ``balances`` has one entry per provider; ``balance`` is the first one's (what a
+    reader that knows one provider looks at). Raises ``redis.RedisError`` if Redis
+    cannot be read."""
     client = state_redis(settings)
     keys = Keys(settings.key_prefix)
     names = list(dict.fromkeys(queues or [app.conf.task_default_queue or "celery"]))

@@ -53,7 +53,7 @@ _CODE_KWARG = re.compile(r"\bcode=['\"]([A-Za-z][A-Za-z0-9_]{1,63})['\"]")
 _CODE_LEADING = re.compile(r"^[A-Za-z_][\w.]*\(\s*['\"]([A-Z][A-Z0-9_]{2,63})(?::|['\"])")
 _EXC_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w{0,63})(?:\(|$)")
 _SOURCE = re.compile(r"['\"]source['\"]:\s*['\"]([a-z][a-z0-9_]{0,15})['\"]")
-# The configured provider's name (issue 15): ``main``, ``backup``, ``default``.
+# The configured provider's name: ``main``, ``backup``, ``default``.
 _PROVIDER_NAME = re.compile(r"['\"]provider_name['\"]:\s*['\"]([a-z0-9_]{1,32})['\"]")
 _RESULT_TYPE = re.compile(r"['\"]type['\"]:\s*['\"]([a-z][a-z0-9_]{0,31})['\"]")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

@@ -23,7 +23,7 @@ from .captchas import (
     RecaptchaV3,
     Turnstile,
 )
-from .captchas_more import CAPTCHA_CLASSES, AnyCaptcha, AwsWaf, Coordinates, FunCaptcha, GeeTestV4
+from .captchas_more import CAPTCHA_CLASSES, AwsWaf, Coordinates, FunCaptcha, GeeTestV4
 from .classic import SolverClient
 from .factory import make_provider
 from .json_client import JsonTaskClient
@@ -45,7 +45,6 @@ __all__ = [
     "ERROR_TABLE",
     "NOT_READY",
     "Answer",
-    "AnyCaptcha",
     "AwsWaf",
     "Captcha",
     "CaptchaType",

@@ -1,9 +1,10 @@
 """The seam between the solve engine and a captcha provider: :class:`Provider`.
 
 The engine (and the ``report_solution`` / ``get_balance`` tasks) talk to a provider
-through these members and nothing else, so a provider speaking another protocol
-(a JSON ``createTask`` API, several accounts at once) plugs in behind it.
-:class:`~captcha_tasks.provider.classic.SolverClient` (in.php / res.php) is the first.
+through these members and nothing else, so every protocol plugs in behind it:
+:class:`~captcha_tasks.provider.classic.SolverClient` (in.php / res.php) and
+:class:`~captcha_tasks.provider.json_client.JsonTaskClient` (``createTask`` /
+``getTaskResult``).
 
 Types are the provider's business only as far as they show here: a captcha id is an
 opaque string, an answer is an :class:`Answer`, and every failure is a

@@ -1,5 +1,5 @@
-"""The captcha types of the second wave (FunCaptcha, GeeTest v4, AWS WAF, image to
-coordinates), and the registry of every type by its ``type`` string.
+"""More captcha types (FunCaptcha, GeeTest v4, AWS WAF, image to coordinates), and the
+registry of every type by its ``type`` string.
 
 Same rules as :mod:`.captchas`: plain frozen dataclasses, every field checked when built
 and again in :meth:`~.captchas.Captcha.validate`, refusals naming the field.
@@ -41,7 +41,6 @@ from .captchas import (
 
 __all__ = [
     "CAPTCHA_CLASSES",
-    "AnyCaptcha",
     "AwsWaf",
     "Coordinates",
     "FunCaptcha",
@@ -159,19 +158,6 @@ class Coordinates(Captcha):
         hint = "" if self.textinstructions is None else f", {self.textinstructions!r}"
         return f"Coordinates(<{len(self.body)} bytes>{hint})"
 
-
-AnyCaptcha = (
-    RecaptchaV2
-    | RecaptchaV3
-    | Turnstile
-    | Image
-    | GeeTest
-    | HCaptcha
-    | FunCaptcha
-    | GeeTestV4
-    | AwsWaf
-    | Coordinates
-)
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {

@@ -1,6 +1,6 @@
 """The classic in.php / res.php provider: one call per method, no retries, no Celery.
 
-:class:`SolverClient` is the first :class:`~captcha_tasks.provider.base.Provider`.
+:class:`SolverClient` is a :class:`~captcha_tasks.provider.base.Provider`.
 Retry policy belongs to the caller, which reads the class (transient or permanent)
 and ``retry_after`` of the :mod:`captcha_tasks.errors` this raises. Every call has a timeout and an
 overall deadline; the API key travels only in POST bodies, never in a URL (urllib3
@@ -11,7 +11,7 @@ is not (each accepted in.php call is a captcha billed): one that may have been
 processed (:mod:`.transport` says when) fails with
 :class:`~captcha_tasks.errors.SubmitUncertain` (permanent), one that surely was not
 (no connection, a refusing answer, a provider error code such as NO_SLOT) is
-transient as before. When in doubt the submit counts as maybe processed: a wrong
+transient. When in doubt the submit counts as maybe processed: a wrong
 guess fails one task, the other way round pays a captcha twice. So does a submit
 answered under HTTP 2xx by something that is not the protocol (:mod:`.unreadable`: an
 HTML page, cut or wrong-shaped JSON, binary noise, no body, a body past the cap), or

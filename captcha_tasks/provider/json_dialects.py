@@ -201,9 +201,6 @@ class JsonDialect:
     #: Whether Turnstile's challenge mode (``pagedata``) is offered by the Turnstile types.
     turnstile_challenge: bool = True
 
-    def offers(self, captcha_type: CaptchaType) -> bool:
-        return captcha_type in self.task_types
-
     def rule(self, code: str) -> ErrorRule:
         """The rule for ``errorCode`` ``code`` (unknown codes: :data:`UNKNOWN_RULE`)."""
         return self.error_overrides.get(code) or JSON_ERRORS.get(code) or UNKNOWN_RULE

@@ -91,7 +91,7 @@ POLL_RULES: Mapping[str, PollRules] = MappingProxyType(
     {
         "captchaai": dataclasses.replace(CLASSIC_RULES, provider="captchaai"),
         "2captcha": dataclasses.replace(CLASSIC_RULES, provider="2captcha"),
-        # The same accounts as the classic API: its ban threshold kept (unverified for v2).
+        # The same accounts as the classic API: its ban threshold applies (unverified for v2).
         "2captcha-v2": PollRules(
             "2captcha-v2",
             min_interval=5.0,

@@ -1,4 +1,4 @@
-"""Which configured providers may take a captcha, in order of preference (issue 15).
+"""Which configured providers may take a captcha, in order of preference.
 
 A captcha's route is ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's
 ``_TYPES`` and by what its protocol solves (:func:`~.offers.refusal`, proxied or not);
@@ -53,7 +53,7 @@ def route(
     if names:
         return names
     if len(left_out) == 1 and left_out[0][1].startswith(f"provider {left_out[0][0].protocol} "):
-        # One candidate refused by its protocol: the message check_offered always gave.
+        # One candidate refused by its protocol: the same message as check_offered's.
         raise InvalidTaskInput(f"{left_out[0][1]}; nothing was sent", "TYPE_NOT_OFFERED")
     why_not = "; ".join(f"{config.name} ({config.protocol}): {why}" for config, why in left_out)
     raise InvalidTaskInput(

@@ -9,7 +9,7 @@ then removes them (:func:`forget`): a crash in between re-sends a page twice rat
 than losing it. A holder that crashes never releases; for it, the first waiter to park
 schedules the host's sweeper (one at a time, named by its due time), which at the
 lock's expiry re-sends everyone (:func:`sweep`), and at a waiter's deadline re-sends
-that waiter, which then fails with ``SessionLockTimeout`` as before.
+that waiter, which then fails with ``SessionLockTimeout`` as a retrying waiter does.
 
 This module knows Redis and JSON only; re-sending is the worker's business
 (:mod:`captcha_tasks.worker.session_bases`).

@@ -18,14 +18,14 @@ key                           type    what
                                       is the lower of this and the configured
                                       threads. TTL: ``PROVIDER_LIMIT_TTL`` (scaled),
                                       then the full budget is tried again.
-``{p}solve:budget:{name}``     zset    a named provider's thread budget (issue 15), as
+``{p}solve:budget:{name}``     zset    a named provider's thread budget, as
                                       ``solve:budget``; the provider ``default`` uses
                                       ``solve:budget`` itself (:meth:`Keys.provider_budget`).
 ``{p}solve:provider_limit:{name}`` string  a named provider's learned limit, as above
                                       (``default``: ``solve:provider_limit``).
 ``{p}solve:due:{name}``        zset    a named provider's poll schedule, as
                                       ``solve:due`` (``default``: ``solve:due`` itself).
-``{p}provider:{name}:breaker`` hash   a provider's circuit breaker (issue 15): state,
+``{p}provider:{name}:breaker`` hash   a provider's circuit breaker: state,
                                       open until, failures in a row, the probe's
                                       holder. TTL: ``BREAKER_TTL``, renewed by writes.
 ``{p}timing:{type}``          list    recent ready times of a captcha type (learning);
@@ -85,8 +85,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The provider whose budget keys are the ones every release before issue 15 used, so a
-# rolling deploy mixing versions shares one budget.
+# The provider whose per-provider keys carry no name (``solve:budget``, ``solve:due``,
+# ``solve:provider_limit``, ``timing:{type}``, ``key_refused:{engine}``): the one the
+# single-provider variables configure. So a cluster with one provider keeps one budget,
+# one poll schedule and its learned timings across a rolling deploy, whatever version
+# each of its workers runs.
 from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
 
 __all__ = ["BREAKER_TTL", "PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
@@ -135,7 +138,7 @@ class Keys:
     def provider_limit(self) -> str:
         return f"{self.prefix}solve:provider_limit"
 
-    # -- per provider (issue 15): its configured name, never its key ---------------------
+    # -- per provider: its configured name, never its key ---------------------------------
 
     def provider_budget(self, name: str) -> str:
         """A provider's thread budget; ``default``'s is :attr:`budget` itself."""
@@ -155,13 +158,13 @@ class Keys:
         return f"{self.prefix}provider:{name}:breaker"
 
     def timing(self, captcha_type: str, provider: str = _DEFAULT_PROVIDER) -> str:
-        """Recent ready times of a type at a provider (``default``: today's key)."""
+        """Recent ready times of a type at a provider (``default``'s: ``timing:{type}``)."""
         if provider == _DEFAULT_PROVIDER:
             return f"{self.prefix}timing:{captcha_type}"
         return f"{self.prefix}timing:{provider}:{captcha_type}"
 
     def key_refused_prefix_of(self, provider: str) -> str:
-        """``key_refused`` marks of one provider's engines (``default``: today's)."""
+        """``key_refused`` marks of one provider's engines (``default``'s: unnamed)."""
         if provider == _DEFAULT_PROVIDER:
             return self.key_refused_prefix
         return f"{self.key_refused_prefix}{provider}:"

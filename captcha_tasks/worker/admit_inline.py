@@ -11,11 +11,11 @@ own ``celery.worker.strategy.default`` fills) that is Celery's default one in ev
 respect (the request object, ``task-received`` with redacted arguments, revoked and
 expired tasks, ETAs, rate limits) but for its last step: a plain message (no ETA, no
 rate limit) is admitted right there, in the consumer, and acknowledged once its job is
-in Redis. Anything else goes to the pool exactly as before: a message with an ETA or
-under a rate limit, one in the old protocol, one that a token pool may serve, and any
-that raised (bad input, Redis unavailable): the pool runs it again and records what it
-raises as any task's failure. Admission is idempotent by task id, so that second run
-never queues a solve twice.
+in Redis. Anything else goes to the pool, as Celery's own strategy sends every message:
+a message with an ETA or under a rate limit, one in Celery's message protocol 1, one
+that a token pool may serve, and any that raised (bad input, Redis unavailable): the
+pool runs it again and records what it raises as any task's failure. Admission is
+idempotent by task id, so that second run never queues a solve twice.
 """
 
 from __future__ import annotations

@@ -144,10 +144,11 @@ class IgnoreInfo(ExceptionInfo):  # type: ignore[misc]
     """Celery's tracer records how every execution that raised ended, ``Ignore`` too,
     as billiard's ``ExceptionInfo``: the traceback formatted, each frame's code copied
     with all its positions (the tracer's own function is hundreds of lines), twice, then
-    pickled (~40 kB) to the main process, which only acknowledges the message. That was
-    most of a solve's admitting execution. ``Ignore`` is control flow, never logged
-    with a traceback: its record here keeps the exception and drops the frames. Every
-    other exception is recorded as before."""
+    pickled (~40 kB) to the main process, which only acknowledges the message: for a
+    solve's admitting execution, which ends in ``Ignore``, that would be most of its
+    cost. ``Ignore`` is control flow, never logged with a traceback: its record here
+    keeps the exception and drops the frames. Every other exception is recorded in
+    full, as billiard's ``ExceptionInfo`` records it."""
 
     def __init__(self, exc_info: Any = None, internal: bool = False) -> None:
         kind, exception, tb = exc_info or sys.exc_info()

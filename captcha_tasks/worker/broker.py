@@ -6,8 +6,8 @@ records it as unacknowledged (``unacked`` hash, ``unacked_index`` zset), from wh
 is restored after the visibility timeout if the worker dies. A worker SIGKILLed in
 between (``BRPOP`` served, the record not written yet: a few milliseconds, more on a
 loaded machine) loses the message for good: it is in no queue and in no record. The
-fault suite's SIGKILL row lost a solve that way (the task never appeared in any
-worker's log; celery/kombu#305, celery/celery#7950).
+fault suite's SIGKILL row can lose a solve that way on kombu's transport (the task then
+appears in no worker's log; celery/kombu#305, celery/celery#7950).
 
 Here a task message is recorded as unacknowledged *when it is published*, in the same
 ``MULTI`` as the ``LPUSH`` that queues it, under the delivery tag the worker will

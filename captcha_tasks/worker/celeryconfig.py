@@ -59,7 +59,7 @@ MAX_COUNTDOWN_SECONDS = min(300, VISIBILITY_TIMEOUT_SECONDS // 4)
 broker_url = _settings.broker_url
 # kombu's Redis transport, with task messages recorded as unacknowledged from the
 # moment they are published (captcha_tasks/worker/broker.py): a worker SIGKILLed between
-# taking a message off its queue and recording it can no longer lose it. Its sentinel
+# taking a message off its queue and recording it cannot lose it. Its sentinel
 # variant for sentinel:// URLs, which stays on the list's first URL (broker.py).
 broker_transport = transport_for(broker_url)
 broker_failover_strategy = failover_strategy_for(broker_url)
@@ -77,7 +77,7 @@ broker_use_ssl = _settings.redis_ssl_options(broker_url)
 redis_backend_use_ssl = _settings.redis_ssl_options(result_backend)
 #: Seconds between two sweeps that put unacknowledged messages older than the visibility
 #: timeout back on their queues. kombu sweeps every 10 s but scans Redis only every 10th
-#: time (about 100 s); a message of a dead worker then waited up to the visibility timeout
+#: time (about 100 s); a message of a dead worker would wait up to the visibility timeout
 #: plus 100 s. Here every sweep scans (one ZRANGE under a mutex), a tenth of the
 #: visibility timeout apart, between 1 and 10 s.
 RESTORE_INTERVAL_SECONDS = max(1, min(10, VISIBILITY_TIMEOUT_SECONDS // 10))
@@ -89,7 +89,7 @@ broker_transport_options = {
 }
 #: How long the result backend keeps reconnecting to a Redis that does not answer. A
 #: caller's ``.delay()`` gives up after about 3 s with ``RedisUnavailable``, where
-#: Celery's default made it wait 20 s; a worker (``captcha_tasks.app`` switches it when
+#: Celery's default makes it wait 20 s; a worker (``captcha_tasks.app`` switches it when
 #: a worker starts) rides out a Redis restart of up to ~20 s while it stores results.
 CLIENT_BACKEND_RETRY = {
     "max_retries": 4,

@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 __all__ = [
-    "METRICS_ADDRESS_ENV",
-    "METRICS_PORT_ENV",
     "MULTIPROC_DIR_ENV",
     "MetricsStep",
     "enable_multiprocess",
@@ -41,11 +39,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Port of a worker's ``/metrics`` endpoint; unset or empty: no endpoint, no metrics.
-#: ``0`` picks a free port (logged at start).
-METRICS_PORT_ENV = "CAPTCHA_TASKS_METRICS_PORT"
-#: Address the endpoint binds (default ``127.0.0.1``; ``0.0.0.0`` for a remote Prometheus).
-METRICS_ADDRESS_ENV = "CAPTCHA_TASKS_METRICS_ADDRESS"
 #: prometheus_client's directory of per-process value files.
 MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

@@ -21,10 +21,10 @@ whether the result it just read is final. That wait ends early only while the
 consumer's pub/sub connection has other messages coming; once the results it was
 subscribed to are all in (``delay()`` subscribes, the first ``get()`` drains and
 buffers the others' results and unsubscribes them), redis-py's ``get_message`` has no
-channel to read and sleeps the whole second. So ``[r.get() for r in results]`` started
-right after enqueueing took ~1 s per already finished task. And ``ResultSet.get()``
-(``group(...).get()``) read the states once, then slept ``interval`` (0.5 s) before
-noticing that once was all it was asked for.
+channel to read and sleeps the whole second. So with Celery's consumer
+``[r.get() for r in results]`` started right after enqueueing takes ~1 s per already
+finished task. And its ``ResultSet.get()`` (``group(...).get()``) reads the states once,
+then sleeps ``interval`` (0.5 s) before noticing that once was all it was asked for.
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
         client = state_redis(settings)
         try:
             member = parking.entry(resend_message(self, deadline), deadline)
-        except (TypeError, ValueError):  # options that JSON cannot carry: wait as before
+        except (TypeError, ValueError):  # options that JSON cannot carry: wait by retrying
             return self._retry_for(lock, settings)
         parked = parking.park(client, settings, lock.host, member, deadline)
         if not parked.parked:

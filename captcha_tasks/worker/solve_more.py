@@ -1,5 +1,5 @@
-"""The solve tasks of the second wave of captcha types: FunCaptcha, GeeTest v4, AWS WAF,
-image to coordinates, reCAPTCHA v2 Enterprise with ``s``, Turnstile challenge mode.
+"""More solve tasks: FunCaptcha, GeeTest v4, AWS WAF, image to coordinates,
+reCAPTCHA v2 Enterprise with ``s``, Turnstile challenge mode.
 
 As thin as :mod:`.solve_tasks` (whose :class:`~.solve_tasks.SolveTask` they share):
 unknown options are refused, the captcha type checks its fields, and a type the

@@ -56,7 +56,7 @@ __all__ = [
 _CAPTCHA_TYPES: dict[str, CaptchaType] = {kind: kind for kind in CAPTCHA_CLASSES}
 
 
-#: The routing options every solve task takes (issue 15), read by :class:`SolveTask`.
+#: The routing options every solve task takes, read by :class:`SolveTask`.
 ROUTE_OPTIONS = ("provider", "exclude")
 _route_options: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar(
     "route_options", default=()

@@ -1,6 +1,6 @@
-"""``captcha-tasks bench solve --callbacks``: the same solves collected by polls (today's
-design) and by callbacks the sandbox pushes, with and without dropped callbacks, each
-on a fresh Redis, sandbox and workers in one invocation.
+"""``captcha-tasks bench solve --callbacks``: the same solves collected by polls (the
+default, no callback URL) and by callbacks the sandbox pushes, with and without dropped
+callbacks, each on a fresh Redis, sandbox and workers in one invocation.
 
 What it shows: provider reads per solve, the collection delay (answer ready at the
 sandbox -> result stored, p50/p95) and solves lost. Every worker of a run listens on

@@ -143,7 +143,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
     ]
     designs = list(report["designs"].values())
-    # Reports from before --provider have no protocol: they ran the classic one.
+    # A design that names no protocol ran the classic one (captchaai, --provider's default).
     poll = " / ".join(dict.fromkeys(POLL_REQUEST[d.get("protocol", "classic")] for d in designs))
     rows = [dataclasses.replace(row, label=row.label.replace("{poll}", poll)) for row in _ROWS]
     if p.get("no_batch"):

@@ -6,7 +6,7 @@ page function (:data:`CALLBACK_NAME`) that, called with the token as a widget wo
 call it, keeps the token in ``sessionStorage`` (:data:`CALLBACK_STORAGE_KEY`, so a
 browser test can read what it was given) and submits the form. ``POST /verify``
 takes the token from whichever widget's field the form carries, checked against that
-widget's sitekey. Without a query the page is byte for byte what it always was.
+widget's sitekey. Without a query the page carries reCAPTCHA v2's widget, no callback.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@
 -- learned from "no free slot" answers, while that is known. Expired leases (their
 -- holder died and nobody finished the job) are dropped first.
 --
--- A job's `route` (names joined by ",", set at admission; absent on jobs from before
--- issue 15: every provider in order) lists the providers that may take it. It goes
--- to the first of them that is usable and has a free thread: this lane takes it only
--- when that one is the lane, so the engines of several providers never race for a
--- job. A provider is usable while its breaker is closed; open, it is skipped until
+-- A job's `route` (names joined by ",", set at admission; empty or absent: every
+-- provider in order, e.g. a token pool's fill) lists the providers that may take it.
+-- It goes to the first of them that is usable and has a free thread: this lane takes
+-- it only when that one is the lane, so the engines of several providers never race
+-- for a job. A provider is usable while its breaker is closed; open, it is skipped until
 -- its cool-down ends; then (half-open) exactly one job, its probe, may take it until
 -- the probe's claim runs out (breaker.lua closes it on the probe's accepted submit).
 --

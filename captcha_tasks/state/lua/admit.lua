@@ -8,8 +8,8 @@
 -- round trip for a request no pool serves.
 -- An idle engine is woken only if some provider's budget has a free thread: with every
 -- thread held, the engine whose thread frees takes the oldest waiting job itself, and
--- finish.lua wakes the others (a wake-up per admission at a full budget cost each idle
--- engine a look at Redis that could take nothing).
+-- finish.lua wakes the others (a wake-up per admission at a full budget would cost each
+-- idle engine a look at Redis that could take nothing).
 local n = tonumber(ARGV[6])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
