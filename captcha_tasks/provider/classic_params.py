@@ -57,30 +57,6 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
             return {"method": "hcaptcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
         case Image():
             return _image(captcha)
-        case FunCaptcha() | GeeTestV4() | AwsWaf() | Coordinates():
-            return _second_wave(captcha)
-    raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
-
-
-def submit_files(captcha: Captcha) -> Files | None:
-    """The multipart upload to send with :func:`submit_params`: only an :class:`Image`
-    or :class:`Coordinates` with ``multipart`` set (``method=post``) has one."""
-    if not isinstance(captcha, Image | Coordinates) or not captcha.multipart:
-        return None
-    extension, mime = captcha.kind
-    # A fixed name with the right extension: the provider checks it, and local
-    # file names have no business leaving the machine.
-    return {"file": (f"captcha.{extension}", captcha.body, mime)}
-
-
-def proxy_params(proxy: Proxy) -> dict[str, str]:
-    """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
-    auth = f"{proxy.username}:{proxy.password}@" if proxy.username is not None else ""
-    return {"proxy": f"{auth}{proxy.address}", "proxytype": proxy.type}
-
-
-def _second_wave(captcha: FunCaptcha | GeeTestV4 | AwsWaf | Coordinates) -> dict[str, str]:
-    match captcha:
         case FunCaptcha():
             return _compact(
                 {
@@ -121,7 +97,24 @@ def _second_wave(captcha: FunCaptcha | GeeTestV4 | AwsWaf | Coordinates) -> dict
                     "textinstructions": captcha.textinstructions,
                 }
             )
-    raise AssertionError(type(captcha).__name__)  # pragma: no cover - the match is exhaustive
+    raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
+
+
+def submit_files(captcha: Captcha) -> Files | None:
+    """The multipart upload to send with :func:`submit_params`: only an :class:`Image`
+    or :class:`Coordinates` with ``multipart`` set (``method=post``) has one."""
+    if not isinstance(captcha, Image | Coordinates) or not captcha.multipart:
+        return None
+    extension, mime = captcha.kind
+    # A fixed name with the right extension: the provider checks it, and local
+    # file names have no business leaving the machine.
+    return {"file": (f"captcha.{extension}", captcha.body, mime)}
+
+
+def proxy_params(proxy: Proxy) -> dict[str, str]:
+    """``proxy`` and ``proxytype`` for in.php (the only place the password goes)."""
+    auth = f"{proxy.username}:{proxy.password}@" if proxy.username is not None else ""
+    return {"proxy": f"{auth}{proxy.address}", "proxytype": proxy.type}
 
 
 def _recaptcha_v2(captcha: RecaptchaV2) -> dict[str, str]:
