@@ -37,6 +37,8 @@ IN_FLIGHT = ("submitting", "sending", "polling")
 #: A claim that ran out is taken at the next turn of another engine's loop (at most a
 #: second of sleep, more on two loaded cores).
 LOOP_SLACK = 3.0
+#: While the cut is looked for, every provider answer is held back this long (s).
+HUNT_DELAY = 0.25
 
 
 @dataclass
@@ -130,10 +132,15 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
 
         def fault() -> str:
             time.sleep(seconds / 4)
-            # Cut it off while its engine holds a claim, in a call. Its calls last
-            # milliseconds: a cut that finds none held once the link is down (the call
-            # ended in between) heals at once and is tried again (bounded).
-            give_up = time.monotonic() + 5
+            # Cut it off while its engine holds a claim, in a call. Against the sandbox
+            # its calls last milliseconds, too short to be seen from here on a loaded
+            # machine (the row then found none held): while the cut is looked for, every
+            # provider answer is held back a quarter of a second (well within the 2 s
+            # HTTP timeout), so that each call, and the claim it holds, lasts that long.
+            # A cut that finds none held once the link is down (the call ended in
+            # between) heals at once and is tried again (bounded).
+            c.configure_sandbox(slow_rate=1.0, slow_seconds=HUNT_DELAY)
+            give_up = time.monotonic() + 10
             while time.monotonic() < give_up:
                 if not _claimed_now(raw, keys, ENGINE):
                     time.sleep(0.002)
@@ -147,6 +154,7 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
             if not proxy.paused:  # none seen in time: the row fails on it, cut all the same
                 proxy.pause()
             cut_at = time.monotonic()
+            c.configure_sandbox(slow_rate=0.0)
             takeovers.held = _held_by(raw, keys, ENGINE)
             _watch(raw, keys, takeovers, cut_at, until=cut_at + pause)
             time.sleep(max(0.0, cut_at + pause - time.monotonic()))
