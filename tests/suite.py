@@ -39,7 +39,10 @@ PROGRESS_EVERY = 30.0
 
 _SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (passed|failed|error|errors|skipped).*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
-_PERCENT = re.compile(r"\[\s*(\d+)%\]")
+#: pytest-xdist's count of the tests it shares out, and pytest's ``-q`` progress lines
+#: (one mark a test: ``.`` passed, ``F`` failed, ``E`` error, ``s`` skipped, ...).
+_ITEMS = re.compile(r"^\d+ workers? \[(\d+) items?\]", re.MULTILINE)
+_MARKS = re.compile(r"^(?P<marks>[.FEsxX]+)[ ]*(?:\[\s*\d+%\])?$", re.MULTILINE)
 
 
 @dataclass
@@ -93,8 +96,15 @@ class Tier:
         seconds = (self.ended or time.monotonic()) - self.started
         if self.done:
             return f"{'ok' if self.ok else 'FAILED'} ({seconds:.0f} s)"
-        found = _PERCENT.findall(self.text()) if self.is_pytest else []
-        return f"{found[-1]}% ({seconds:.0f} s)" if found else f"running ({seconds:.0f} s)"
+        if self.is_pytest:
+            text = self.text()
+            total = _ITEMS.search(text)
+            marks = "".join(m["marks"] for m in _MARKS.finditer(text))
+            if total:
+                bad = sum(marks.count(c) for c in "FE")
+                trouble = f", {bad} failed" if bad else ""
+                return f"{len(marks)}/{total[1]}{trouble} ({seconds:.0f} s)"
+        return f"running ({seconds:.0f} s)"
 
     def read_counts(self) -> None:
         for line in reversed(self.text().splitlines()):
