@@ -1,4 +1,4 @@
-"""The fault suite's cluster with two providers (issue 15): ``main`` (the classic
+"""The fault suite's cluster with two providers: ``main`` (the classic
 sandbox the suite always starts, CaptchaAI's dialect) and ``backup`` (a second sandbox
 speaking the JSON task API, CapSolver's dialect), configured with
 ``CAPTCHA_TASKS_PROVIDERS=main,backup``.

@@ -1,4 +1,4 @@
-"""Bad input through a real ``celery worker`` (issue 7, "Bad input").
+"""Bad input through a real ``celery worker``: refused with a typed error, nothing lost.
 
 Hypothesis sends a bounded number of calls that are bad by construction (each breaks
 one argument of a public task, or the task's signature) through the broker to one

@@ -457,7 +457,7 @@ def test_bad_jobs_become_error_results_and_the_bridge_carries_on(
     assert DEV_API_KEY not in bridge.log()
 
 
-#: A job per in.php method of the second wave of types (issue 14), 2Captcha's names.
+#: A job per in.php method of FunCaptcha, GeeTest v4, AWS WAF and coordinates, 2Captcha's names.
 NEW_KIND_JOBS: list[dict[str, Any]] = [
     {
         "task_id": "funcaptcha",

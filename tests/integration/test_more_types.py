@@ -1,4 +1,4 @@
-"""The six captcha types of issue 14 end to end: FunCaptcha, GeeTest v4, AWS WAF, image to
+"""Six captcha types end to end: FunCaptcha, GeeTest v4, AWS WAF, image to
 coordinates, reCAPTCHA v2 Enterprise with ``s`` and Turnstile in challenge mode, through a
 real ``celery worker`` with ``.delay()``, for every provider that offers them (the four JSON
 dialects and classic 2Captcha, as the sandbox speaks them), and refused at once, with nothing

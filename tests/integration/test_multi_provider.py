@@ -1,4 +1,4 @@
-"""Two providers at once (issue 15): two sandboxes speaking different protocols, as
+"""Two providers at once: two sandboxes speaking different protocols, as
 ``main`` (classic in.php/res.php, 2Captcha's dialect) and ``backup`` (the JSON task API,
 CapSolver's), solved through real ``celery worker`` processes.
 
@@ -188,7 +188,7 @@ def _solved_by(outcomes: list[dict[str, Any] | str], *, once: bool = False) -> C
         assert isinstance(o, dict)
         name = o.get("provider_name")
         assert name in THREADS, o
-        assert o["provider"] == PROTOCOLS[name], o  # the protocol, as before issue 15
+        assert o["provider"] == PROTOCOLS[name], o  # ``provider`` is the protocol id
         assert not once or o["submits"] == 1, o
         by[name] += 1
     return by

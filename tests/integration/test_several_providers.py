@@ -1,4 +1,4 @@
-"""Several providers (issue 15) through a real worker: one engine per provider, a task's
+"""Several providers through a real worker: one engine per provider, a task's
 ``provider=`` / ``exclude=``, results naming the provider; one named provider solves as
 ``default`` did. (Budgets, failover and the breaker under load: test_multi_provider.)"""
 

@@ -1,4 +1,4 @@
-"""Per-provider keys (issue 15): the provider ``default`` keeps today's keys, so a rolling
+"""Per-provider keys: the provider ``default`` keeps keys without a name, so a rolling
 deploy mixing versions shares one budget and one learned limit; others get their own."""
 
 from __future__ import annotations

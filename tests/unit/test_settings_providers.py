@@ -1,5 +1,5 @@
-"""CAPTCHA_TASKS_PROVIDERS and each named provider's variables (issue 15's interface):
-read exactly, defaults, today's variables untouched when unset, every bad value refused
+"""CAPTCHA_TASKS_PROVIDERS and each named provider's variables:
+read exactly, defaults, the single-provider variables untouched when unset, every bad value refused
 in one line naming its variable, and no key ever shown."""
 
 from __future__ import annotations

@@ -502,7 +502,7 @@ def test_result_messages() -> None:
         "celery_task_id": "cid",
         "user_agent": "Mozilla/5.0 X",
     }
-    # Which configured provider solved it (issue 15); a pooled token's result names none.
+    # Which configured provider solved it; a pooled token's result names none.
     named = {
         "solution": "03AF",
         "type": "recaptcha_v2",

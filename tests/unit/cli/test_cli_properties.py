@@ -1,4 +1,4 @@
-"""Property-based checks of the ``captcha-tasks`` command line (issue 7, "Bad input").
+"""Property-based checks of the ``captcha-tasks`` command line against bad input.
 
 Whatever the arguments, the command ends with a usage error (exit 2) or one clear
 ``Error:`` line (exit 1), never a Python traceback. Everything runs through the

@@ -25,7 +25,7 @@ needs_promtool = pytest.mark.skipif(
     reason="promtool is not installed: `make ops-tools` installs Debian's prometheus package",
 )
 
-#: The issue's alerts (issue 12's breaker included), and one for Redis.
+#: The alerts deploy/prometheus/alerts.yml must have (the breaker's included), and one for Redis.
 REQUIRED = {
     "CaptchaTasksThreadBudgetSaturated": "10m",  # saturated with a backlog for 10 min
     "CaptchaTasksSolveErrors": "5m",

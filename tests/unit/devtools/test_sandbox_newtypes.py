@@ -1,4 +1,4 @@
-"""The sandbox's in.php/res.php for the newer types (issue 14): FunCaptcha, GeeTest v4,
+"""The sandbox's in.php/res.php for more types: FunCaptcha, GeeTest v4,
 Amazon WAF, image to coordinates and Turnstile challenge mode, over real HTTP."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The sandbox's JSON task API for the newer types (issue 14), per dialect: type names,
-fields, solution shapes, refusals of what a dialect does not offer, and the shared
-counters, reports and tokens."""
+"""The sandbox's JSON task API for FunCaptcha, GeeTest v4, AWS WAF and coordinates, per
+dialect: type names, fields, solution shapes, refusals of what a dialect does not offer,
+and the shared counters, reports and tokens."""
 
 from __future__ import annotations
 

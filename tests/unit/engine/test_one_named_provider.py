@@ -1,6 +1,5 @@
-"""CAPTCHA_TASKS_PROVIDERS naming one provider: solved like today's ``default``, but under
-its own name (spend, status, metrics) and its own budget key; more than one provider is
-refused at worker start until the engine drives several (issue 15)."""
+"""CAPTCHA_TASKS_PROVIDERS naming one provider: solved like the unnamed ``default``, but
+under its own name (spend, status, metrics) and its own budget key."""
 
 from __future__ import annotations
 

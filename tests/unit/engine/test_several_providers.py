@@ -1,4 +1,4 @@
-"""Several providers at once (issue 15): routing in acquire.lua, the breaker, and
+"""Several providers at once: routing in acquire.lua, the breaker, and
 failover between two engines (one per provider) against a real redis-server."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Property-based checks of every edge that takes outside input (issue 7, "Bad input").
+"""Property-based checks of every edge that takes outside input: bad input is refused with
+a typed error and loses nothing.
 
 For arbitrary arguments, each public task and each validator either accepts them or
 raises :class:`~captcha_tasks.errors.InvalidTaskInput` (or another error of the one
