@@ -357,14 +357,17 @@ def test_an_engine_whose_key_is_refused_steps_aside_for_the_others(
     sandbox: Any, make_engines: Any
 ) -> None:
     # Mid-rollout, one worker came up with a bad key: its refusals must not fail the
-    # fleet's requests; the healthy engine solves them.
-    (good,), outcomes = make_engines(sandbox.url)
-    (bad,), _ = make_engines(sandbox.url)
-    for worker in ("good@host", "bad@host"):  # both workers beat: the fleet has another
-        good.redis.set(Keys().heartbeat(worker), "{}", ex=60)
-    bad.completer = good.completer = outcomes
+    # fleet's requests; the healthy engine solves them. The bad engine meets the jobs
+    # alone first: beside a running healthy engine it might never claim one (on a
+    # loaded machine the healthy one took all twelve first, and the test showed nothing).
+    (bad,), outcomes = make_engines(sandbox.url)
     bad.provider = SolverClient(sandbox.url, "d" * 32, timeout=5)
-    ids = _admit(good, 12)
+    for worker in ("good@host", "bad@host"):  # both workers beat: the fleet has another
+        bad.redis.set(Keys().heartbeat(worker), "{}", ex=60)
+    ids = _admit(bad, 12)
+    wait_until(lambda: sandbox.stats()["bad_key"] >= 1, timeout=30, what="the bad key refused")
+    (good,), _ = make_engines(sandbox.url)
+    good.completer = outcomes
     wait_until(lambda: outcomes.ended() == 12, timeout=60, what="12 solves")
     assert set(outcomes.results) == set(ids), outcomes.errors
     assert sandbox.stats()["bad_key"] >= 1  # the bad engine did try, then stepped aside
