@@ -37,7 +37,9 @@ AFTER = {"faults": "unit"}
 #: A progress line at most this often (seconds).
 PROGRESS_EVERY = 30.0
 
-_SUMMARY = re.compile(r"^=+ (?P<body>.*\d+ (passed|failed|error|errors|skipped).*) in [\d.]+s")
+#: pytest's closing line ("==== 1 failed, 16 passed in 133.51s (0:02:13) ====", or the
+#: same without the rules under ``-q``).
+_SUMMARY = re.compile(r"^(?:=+ )?(?P<body>\d+ \w+(?:, \d+ \w+)*) in [\d.]+s")
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 #: pytest-xdist's count of the tests it shares out, and pytest's ``-q`` progress lines
 #: (one mark a test: ``.`` passed, ``F`` failed, ``E`` error, ``s`` skipped, ...).
@@ -179,11 +181,12 @@ def report(tiers: list[Tier], seconds: float) -> int:
         tier.read_counts()
     failed = [t for t in tiers if not t.ok]
     for tier in failed:
-        print(f"\n---- {tier.name} failed: the end of {tier.log.relative_to(ROOT)} ----")
+        shown = tier.log.relative_to(ROOT) if tier.log.is_relative_to(ROOT) else tier.log
+        print(f"\n---- {tier.name} failed: the end of {shown} ----")
         print("\n".join(tier.text().splitlines()[-60:]))
     skipped = [(t.name, line) for t in tiers for line in _lines(t, "SKIPPED")]
     if skipped:
-        print("\nSkipped (the reason names what installs a missing tool):")
+        print("\nSkipped (a missing tool's reason names the command that installs it):")
         for name, line in skipped:
             print(f"  {name}: {line.removeprefix('SKIPPED ')}")
     print("\ntier          result   passed  failed  skipped   wall")
@@ -202,9 +205,10 @@ def report(tiers: list[Tier], seconds: float) -> int:
         wall = tier.ended - tier.started
         print(f"{tier.name:<12}  {result:<6}  {cells}  {wall:5.0f} s")
     print(f"all tiers in {seconds:.0f} s of wall time")
-    bad_total = total.get("failed", 0) + total.get("errors", 0)
-    if failed and not bad_total:
-        bad_total = len(failed)  # a tier that failed outside pytest (lint, types)
+    # A tier that failed without a failed test to show (lint, types, a crash) counts one.
+    bad_total = sum(
+        max(1, tier.counts.get("failed", 0) + tier.counts.get("errors", 0)) for tier in failed
+    )
     line = f"{total.get('passed', 0)} passed, {bad_total} failed"
     if total.get("skipped"):
         line += f", {total['skipped']} skipped"
