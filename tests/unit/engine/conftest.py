@@ -23,8 +23,13 @@ from captcha_tasks.state import Keys, state_redis
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 
 
+def ready_on_poll(captcha_id: str, poll: int, first: int) -> Polled:
+    """The answer from the poll number ``first`` on (from 1), nothing before it."""
+    return Answer(captcha_id, f"token-{captcha_id}") if poll >= first else None
+
+
 def ready_on_second_poll(captcha_id: str, poll: int) -> Polled:
-    return Answer(captcha_id, f"token-{captcha_id}") if poll >= 2 else None
+    return ready_on_poll(captcha_id, poll, 2)
 
 
 class FakeProvider:
