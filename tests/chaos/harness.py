@@ -541,8 +541,10 @@ class Load:
         self.total = total
         self.seconds = seconds
         self.ids: list[str] = []
-        #: When each accepted send returned (``time.monotonic()``), by task id.
-        self.sent_at: dict[str, float] = {}
+        #: When each accepted send began and returned (``time.monotonic()``), by task id:
+        #: Redis took the message somewhere in between (on a loaded machine the return
+        #: can come well after).
+        self.sent_span: dict[str, tuple[float, float]] = {}
         self.refused: Counter[str] = Counter()
         self._thread = threading.Thread(target=self._run, name="chaos-load", daemon=True)
 
@@ -562,9 +564,10 @@ class Load:
         start = time.monotonic()
         for n in range(self.total):
             time.sleep(max(0.0, start + n * gap - time.monotonic()))
+            began = time.monotonic()
             try:
                 self.ids.append(self.cluster.send(n))
-                self.sent_at[self.ids[-1]] = time.monotonic()
+                self.sent_span[self.ids[-1]] = (began, time.monotonic())
             except Exception as exc:  # the caller's .delay() raised: refused, not lost
                 self.refused[type(exc).__name__] += 1
             if n == self.total // 2:

@@ -70,7 +70,7 @@ class SentinelCluster(Cluster):
         #: replica was cut off, or the last second before a kill that left the promoted
         #: node behind. Filled by :meth:`cut_replication` and :meth:`kill_master`.
         self.windows: list[tuple[float, float]] = []
-        #: Tasks whose send returned in a window (:meth:`annotate`).
+        #: Tasks whose send overlapped a window (:meth:`annotate`).
         self.in_window: set[str] = set()
 
     # -- the deployment ---------------------------------------------------------------
@@ -196,10 +196,13 @@ class SentinelCluster(Cluster):
         """The row's notes (what the workers' logs say of the failover, captchas billed
         and never read, tasks sent in a replication window) and its explained losses:
         lost tasks sent in a window, found nowhere in Redis."""
+        # A send is in a window when Redis may have taken it inside one: it began before
+        # the window closed and returned after it opened (its return alone can come well
+        # after the master took it on a loaded machine, and after the master died).
         self.in_window = {
             i
-            for i, at in load.sent_at.items()
-            if any(a - EDGE <= at <= b + EDGE for a, b in self.windows)
+            for i, (began, returned) in load.sent_span.items()
+            if any(began <= b + EDGE and returned >= a - EDGE for a, b in self.windows)
         }
         logs = "\n".join(w.log() for w in self.workers.values())
         counts = {what: len(re.findall(mark, logs)) for what, mark in LOG_MARKS.items()}
