@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ...errors import ConfigurationError
+from ...parsing import CAPTCHA_TYPES
 from .garbage import GARBAGE_KINDS, GarbageKind
 
 __all__ = [
@@ -62,19 +63,9 @@ def dev_api_key(dialect: str) -> str:
 #: The demo site's default reCAPTCHA sitekey (40 characters, accepted by in.php).
 DEMO_SITEKEY = "6LdSandboxDemoSiteKey0000000000000000000"
 
-#: Captcha kinds, as named by ``--latency KIND=SECONDS`` and ``/stats``' ``by_type``.
-KINDS = (
-    "recaptcha_v2",
-    "recaptcha_v3",
-    "turnstile",
-    "image",
-    "geetest",
-    "hcaptcha",
-    "funcaptcha",
-    "geetest_v4",
-    "aws_waf",
-    "coordinates",
-)
+#: Captcha kinds, as named by ``--latency KIND=SECONDS`` and ``/stats``' ``by_type``: the
+#: package's own list.
+KINDS = CAPTCHA_TYPES
 
 #: Unscaled seconds from submit to answer (before jitter and ``time_scale``).
 DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
