@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+from typing import NoReturn
 
 from ._checks import _BASE64, _DATA_URL, _MAGIC, _fail
 
@@ -31,13 +32,40 @@ MAX_IMAGE_BYTES_CEILING = 1_048_576
 MIN_IMAGE_BYTES = 100
 
 
-def decode_base64(where: str, data: object) -> bytes:
-    """Bytes from base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed)."""
+def _size(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f} MB"
+    if count >= 1_000:
+        return f"{count / 1_000:.0f} kB"
+    return f"{count} bytes"
+
+
+def _too_large(where: str, size: int, limit: int) -> NoReturn:
+    """Refuse an image of ``size`` bytes over ``limit``, naming the limit and its setting."""
+    if limit >= MAX_IMAGE_BYTES_CEILING:
+        _fail(
+            where,
+            f"image of {_size(size)} ({size} bytes) is over the {_size(MAX_IMAGE_BYTES_CEILING)} "
+            f"limit of any image ({MAX_IMAGE_BYTES_CEILING} bytes; "
+            "CAPTCHA_TASKS_MAX_IMAGE_BYTES can set a lower one)",
+        )
+    _fail(
+        where,
+        f"image of {_size(size)} ({size} bytes) is over the {_size(limit)} limit "
+        f"(CAPTCHA_TASKS_MAX_IMAGE_BYTES={limit})",
+    )
+
+
+def decode_base64(where: str, data: object, max_bytes: int = MAX_IMAGE_BYTES_CEILING) -> bytes:
+    """Bytes from base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed);
+    text that would decode to more than ``max_bytes`` (at most the ceiling) is refused
+    before it is decoded."""
     if not isinstance(data, str):
         _fail(where, f"base64 must be a string, got {type(data).__name__}")
     text = "".join(_DATA_URL.sub("", data.strip(), count=1).split())
-    if len(text) > (MAX_IMAGE_BYTES_CEILING * 4) // 3 + 4:
-        _fail(where, f"base64 text of {len(text)} characters is too large")
+    limit = min(max_bytes, MAX_IMAGE_BYTES_CEILING)
+    if len(text) > (limit * 4) // 3 + 4:
+        _too_large(where, len(text) * 3 // 4, limit)
     if not text or len(text) % 4 or not _BASE64.match(text):
         _fail(where, "is not valid base64")
     try:
@@ -74,6 +102,6 @@ def check_body(where: str, body: object, max_image_bytes: int) -> bytes:
     if len(body) < MIN_IMAGE_BYTES:
         _fail(where, f"is {len(body)} bytes; providers refuse images under 100 bytes")
     if len(body) > max_image_bytes:
-        _fail(where, f"is {len(body)} bytes, over the {max_image_bytes} byte limit")
+        _too_large(where, len(body), max_image_bytes)
     image_kind(where, body)
     return body

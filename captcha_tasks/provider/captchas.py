@@ -237,9 +237,13 @@ class Image(Captcha):
     multipart: bool = False
 
     @classmethod
-    def from_base64(cls, data: str, **hints: object) -> Image:
-        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed)."""
-        return cls._with_hints(decode_base64("Image.body", data), False, hints)
+    def from_base64(
+        cls, data: str, *, max_image_bytes: int = MAX_IMAGE_BYTES_CEILING, **hints: object
+    ) -> Image:
+        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed);
+        text of an image over ``max_image_bytes`` is refused before it is decoded."""
+        body = decode_base64("Image.body", data, max_image_bytes)
+        return cls._with_hints(body, False, hints)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **hints: object) -> Image:

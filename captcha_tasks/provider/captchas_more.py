@@ -27,7 +27,13 @@ from ._checks import (
     _page_url,
     _set,
 )
-from ._images import check_body, decode_base64, image_kind, read_image
+from ._images import (
+    MAX_IMAGE_BYTES_CEILING,
+    check_body,
+    decode_base64,
+    image_kind,
+    read_image,
+)
 from .captchas import (
     Captcha,
     CaptchaType,
@@ -130,9 +136,17 @@ class Coordinates(Captcha):
     multipart: bool = False
 
     @classmethod
-    def from_base64(cls, data: str, *, textinstructions: str | None = None) -> Coordinates:
-        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed)."""
-        return cls(decode_base64("Coordinates.body", data), textinstructions)
+    def from_base64(
+        cls,
+        data: str,
+        *,
+        textinstructions: str | None = None,
+        max_image_bytes: int = MAX_IMAGE_BYTES_CEILING,
+    ) -> Coordinates:
+        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed);
+        text of an image over ``max_image_bytes`` is refused before it is decoded."""
+        body = decode_base64("Coordinates.body", data, max_image_bytes)
+        return cls(body, textinstructions)
 
     @classmethod
     def from_file(

@@ -100,8 +100,12 @@ def _shown(url: str) -> str:
     return f"{mask_urls_in(url)!r:.80}"
 
 
-def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
-    """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`."""
+def check_url(url: str, settings: Settings, *, resolve: bool = True, allowlist: bool = True) -> str:
+    """``url`` if a page task may fetch it, else :class:`TargetNotAllowed`.
+
+    ``resolve=False`` trusts the host's name without looking it up; ``allowlist=False``
+    checks only the URL's form (scheme, host, port, no credentials), not
+    ``CAPTCHA_TASKS_ALLOWED_DOMAINS``."""
     if not isinstance(url, str) or not url or len(url) > MAX_URL_LENGTH:
         shown = _shown(url) if isinstance(url, str) else f"{url!r:.80}"
         raise TargetNotAllowed(f"not a page URL (1-{MAX_URL_LENGTH} characters): {shown}")
@@ -120,6 +124,8 @@ def check_url(url: str, settings: Settings, *, resolve: bool = True) -> str:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise TargetNotAllowed(f"bad port in {_shown(url)}") from None
+    if not allowlist:
+        return url
     entry = _allowed_entry(settings, host, port)
     if entry is None:
         allowed = ", ".join(settings.allowed_domains) or "none configured"

@@ -94,7 +94,7 @@ def _submit_token(task: PageTask, challenge: Challenge, token: str, form: dict[s
     return page
 
 
-@app.task(name="captcha_tasks.fetch_page", base=PageTask, bind=True)
+@app.task(name="captcha_tasks.fetch_page", base=PageTask, bind=True, check_in_caller=True)
 def fetch_page(
     self: PageTask, url: str, *, form: dict[str, str] | None = None, isolated: bool = False
 ) -> dict[str, Any]:
@@ -112,6 +112,12 @@ def fetch_page(
     if isolated not in (True, False):
         raise InvalidTaskInput("isolated must be true or false")
     settings = self.settings
+    if self.checking_call():
+        # The caller's check: the URL's form, and the caller's allowlist if it has one
+        # (a caller without CAPTCHA_TASKS_ALLOWED_DOMAINS leaves that to the worker).
+        # No DNS here: the worker resolves the host where it fetches it.
+        check_url(url, settings, resolve=False, allowlist=bool(settings.allowed_domains))
+        self.stop_if_checking()
     check_url(url, settings)
     if not isolated:
         # Someone is solving this host's challenge right now: wait for their cookies

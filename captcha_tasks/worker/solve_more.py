@@ -104,7 +104,12 @@ def solve_coordinates(
     refuse_unknown(self.name, unknown, "textinstructions")
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    return self.admit(lambda: Coordinates.from_base64(image_b64, textinstructions=textinstructions))
+    limit = self.settings.max_image_bytes
+    return self.admit(
+        lambda: Coordinates.from_base64(
+            image_b64, textinstructions=textinstructions, max_image_bytes=limit
+        )
+    )
 
 
 @app.task(name="captcha_tasks.solve_recaptcha_v2_enterprise", base=SolveTask, bind=True)

@@ -8,10 +8,12 @@ the same task id, so ``AsyncResult.get()`` works as for any task.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import difflib
 import functools
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from celery.exceptions import Ignore
@@ -63,6 +65,17 @@ _route_options: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvar
 )
 
 
+@contextlib.contextmanager
+def _routing_options(kwargs: dict[str, Any]) -> Iterator[None]:
+    """The routing options taken out of ``kwargs`` for the body's ``admit`` to read."""
+    options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
+    token = _route_options.set(options)
+    try:
+        yield
+    finally:
+        _route_options.reset(token)
+
+
 class SolveTask(CheckedTask):
     """Base of the solve tasks: validation at the edge, then admission.
 
@@ -84,16 +97,19 @@ class SolveTask(CheckedTask):
     #: Admitted by the worker's consumer, without the pool (:mod:`.admit_inline`).
     Strategy = "captcha_tasks.worker.admit_inline:solve_strategy"
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
-        token = _route_options.set(options)
-        try:
-            return super().__call__(*args, **kwargs)
-        finally:
-            _route_options.reset(token)
+    #: A solve's body runs in the caller too, as a check (``delay`` raises, sends nothing).
+    check_in_caller = True
 
-    def _route(self, captcha: Captcha, *, proxied: bool) -> tuple[list[str], bool]:
-        """The providers that may take ``captcha``, and whether the task narrowed them."""
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with _routing_options(kwargs):
+            return super().__call__(*args, **kwargs)
+
+    def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with _routing_options(kwargs):
+            return super().run_checked(args, kwargs)
+
+    def _route_options(self) -> tuple[str | None, Any, bool]:
+        """The task's ``provider=`` and ``exclude=``, checked, and whether either was given."""
         options = dict(_route_options.get())
         provider, exclude = options.get("provider"), options.get("exclude", ())
         if provider is not None and not isinstance(provider, str):
@@ -104,22 +120,37 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(
                 f"{self.name}: exclude must be a list of provider names", "BAD_ROUTE"
             )
+        return provider, exclude, bool(options)
+
+    def _route(self, captcha: Captcha, *, proxied: bool) -> tuple[list[str], bool]:
+        """The providers that may take ``captcha``, and whether the task narrowed them."""
+        provider, exclude, routed = self._route_options()
         names = route(
             self.settings.providers(), captcha, proxied=proxied, provider=provider, exclude=exclude
         )
-        return names, bool(options)
+        return names, routed
 
     def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
         """A pooled token at once if the pool has one, else queue a solve (the engine
-        ends this task later: this execution records nothing)."""
-        # A worker without a key runs no engine: fail now rather than queue forever.
-        self.settings.require_api_key()
+        ends this task later: this execution records nothing).
+
+        As the caller's check (:meth:`~.task_bases.CheckedTask.check_call`) it stops once
+        the captcha, ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are
+        checked: the caller needs no key, and which providers are configured (names,
+        the types each offers) is the worker's to check."""
+        checking = self.checking_call()
+        if not checking:
+            # A worker without a key runs no engine: fail now rather than queue forever.
+            self.settings.require_api_key()
         try:
             captcha = build().validate(max_image_bytes=self.settings.max_image_bytes)
         except TypeError as exc:  # wrong argument types or names reaching a constructor
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
         if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        if checking:
+            self._route_options()
+            self.stop_if_checking()
         # Before anything is queued: the configured providers that may take it (_TYPES,
         # what each protocol solves, the task's provider= / exclude=), stored with it.
         names, routed = self._route(captcha, proxied=bool(proxy_id))
@@ -180,9 +211,14 @@ def _routing(request: Any) -> dict[str, object]:
 
 
 def refuse_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
+    """Refuse options the task does not take, with the nearest known name of each."""
     if unknown:
-        names = ", ".join(sorted(unknown))
-        raise InvalidTaskInput(f"{task}: unknown option(s) {names}; allowed: {allowed}")
+        known = [*(n.strip() for n in allowed.split(",") if n.strip()), *ROUTE_OPTIONS]
+        shown = []
+        for name in sorted(unknown):
+            close = difflib.get_close_matches(str(name), known, n=1)
+            shown.append(f"{name} (did you mean {close[0]!r}?)" if close else str(name))
+        raise InvalidTaskInput(f"{task}: unknown option(s) {', '.join(shown)}; allowed: {allowed}")
 
 
 @app.task(name="captcha_tasks.solve_recaptcha_v2", base=SolveTask, bind=True)
@@ -284,7 +320,8 @@ def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]
     )
     if not isinstance(image_b64, str):
         raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    return self.admit(lambda: Image.from_base64(image_b64, **hints))
+    limit = self.settings.max_image_bytes
+    return self.admit(lambda: Image.from_base64(image_b64, max_image_bytes=limit, **hints))
 
 
 @app.task(name="captcha_tasks.solve_geetest", base=SolveTask, bind=True)

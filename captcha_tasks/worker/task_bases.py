@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from typing import Any
 
@@ -34,6 +35,7 @@ from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
 __all__ = [
+    "CallChecked",
     "CheckedTask",
     "PageTask",
     "PinnedProxyTask",
@@ -107,12 +109,97 @@ class SolverTask(RedactedTask):
         return result
 
 
+#: Set while a worker sends what it built itself (:meth:`PageTask.on_replace`): no
+#: caller's check, the worker that receives it checks it.
+_unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("unchecked", default=False)
+#: Whether the task body running in this context is the caller's check of its arguments.
+_checking_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "checking_call", default=False
+)
+
+
+class CallChecked(Exception):  # a signal from a task body to check_call: never escapes
+    """Raised by a task body run as the caller's check once its arguments are valid,
+    before it touches Redis, keys or routes."""
+
+
 class CheckedTask(SolverTask):
     """A solver task whose message must fit its signature: arguments that do not (a
     ``send_task`` from another client; ``delay`` checks on the caller's side) fail
-    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``."""
+    with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``.
+
+    With ``check_in_caller``, ``delay()``, ``apply_async()`` and complete signatures
+    (``.s()`` / ``.si()`` whose arguments fill the task's parameters) also run the task's
+    own body in the caller as a check (:meth:`check_call`): the validators the worker
+    runs, so a bad call raises there and sends nothing. The body calls
+    :meth:`stop_if_checking` once its arguments are checked, before anything else.
+    """
 
     abstract = True
+    #: Whether the caller runs the body as a check before sending (see above).
+    check_in_caller = False
+
+    @staticmethod
+    def checking_call() -> bool:
+        """Whether the body running now is the caller's check (:meth:`check_call`)."""
+        return _checking_call.get()
+
+    @staticmethod
+    def stop_if_checking() -> None:
+        """End the caller's check here: the arguments are valid (a no-op in the worker)."""
+        if _checking_call.get():
+            raise CallChecked
+
+    def check_call(self, args: Any, kwargs: Any) -> None:
+        """Raise what the worker would for these arguments (Celery's ``TypeError`` for a
+        call that does not fit the signature, else :class:`InvalidTaskInput`), reading
+        the caller's settings and nothing in Redis."""
+        args = tuple(args) if args else ()
+        kwargs = dict(kwargs) if kwargs else {}
+        self.__header__(*args, **kwargs)  # Celery's own signature check: its TypeError
+        token = _checking_call.set(True)
+        try:
+            self.run_checked(args, kwargs)
+        except CallChecked:
+            return
+        finally:
+            _checking_call.reset(token)
+        # A body that returns in a check did its work in the caller: a bug of the task.
+        raise RuntimeError(f"{self.name}: its body did not stop at stop_if_checking()")
+
+    def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The body, as the caller's check runs it (not ``__call__``: no scopes, no
+        request)."""
+        return self.run(*args, **kwargs)
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
+        # A step sent by a worker when its parent ended (Celery's chain and callbacks,
+        # the solve engine's; both pass parent_id) is not checked here: its arguments
+        # hold the parent's result, and the worker that receives it refuses it under
+        # its own id, where its caller waits, rather than failing the parent's ending.
+        if self.check_in_caller and not options.get("parent_id") and not _unchecked.get():
+            self.check_call(args, kwargs)
+        return super().apply_async(args, kwargs, *rest, **options)
+
+    def signature(self, args: Any = None, *starargs: Any, **starkwargs: Any) -> Any:
+        """Celery's signature, checked at once when it is complete: immutable (``.si()``),
+        or with arguments that fill the task's parameters. A partial ``.s()`` waits for
+        a chain's parent's result and is checked when it is sent."""
+        sig = super().signature(args, *starargs, **starkwargs)
+        if (
+            self.check_in_caller
+            and not _unchecked.get()
+            and (sig.immutable or self._binds(sig.args, sig.kwargs))
+        ):
+            self.check_call(sig.args, sig.kwargs)
+        return sig
+
+    def _binds(self, args: Any, kwargs: Any) -> bool:
+        try:
+            inspect.signature(self.run).bind(*(args or ()), **(kwargs or {}))
+        except TypeError:
+            return False
+        return True
 
     def before_start(self, task_id: str, args: Any, kwargs: Any) -> None:
         try:
@@ -134,6 +221,16 @@ class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask)
             return None  # an isolated visitor neither reads nor writes shared cookies
         host: str | None = super().cookie_host(args, kwargs)
         return host
+
+    def on_replace(self, sig: Any) -> Any:
+        # The replacement (a solve of the challenge found on the page, then its submit)
+        # is built from what the worker read: checked by the worker that receives it,
+        # which fails it under this task's id and releases the host's lock by errback.
+        token = _unchecked.set(True)
+        try:
+            return super().on_replace(sig)
+        finally:
+            _unchecked.reset(token)
 
     def browser(self) -> Any:
         """This execution's HTTP session: shared cookies in, the worker's proxy on."""
