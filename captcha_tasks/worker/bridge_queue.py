@@ -13,6 +13,7 @@ from celery.result import denied_join_result
 
 from ..bridge.jobs import TaskCall
 from ..bridge.queue import Outcome
+from .task_bases import unchecked_sends
 
 __all__ = ["ENQUEUE_RETRY", "CeleryTaskQueue"]
 
@@ -33,7 +34,9 @@ class CeleryTaskQueue:
         # the subscriptions would only pile up unread. Celery skips them where a join
         # would block, which is what this says. ``denied_join_result`` is Celery's own
         # (public name, undocumented): tests/unit/bridge notices if it stops working.
-        with denied_join_result():
+        # Unchecked here: a bad call is the worker's to refuse, and its failure is
+        # collected and published as any job's outcome.
+        with denied_join_result(), unchecked_sends():
             task.apply_async(
                 call.args, call.kwargs, task_id=task_id, retry=True, retry_policy=ENQUEUE_RETRY
             )

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
+from collections.abc import Iterator
 from typing import Any
 
 import kombu.exceptions
@@ -42,6 +44,7 @@ __all__ = [
     "SessionLockTask",
     "SharedCookiesTask",
     "SolverTask",
+    "unchecked_sends",
 ]
 
 #: The provider client of each process, by settings.
@@ -109,9 +112,22 @@ class SolverTask(RedactedTask):
         return result
 
 
-#: Set while a worker sends what it built itself (:meth:`PageTask.on_replace`): no
-#: caller's check, the worker that receives it checks it.
+#: Set while :func:`unchecked_sends` holds: no caller's check.
 _unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("unchecked", default=False)
+
+
+@contextlib.contextmanager
+def unchecked_sends() -> Iterator[None]:
+    """Send without the caller's check (:attr:`CheckedTask.check_in_caller`): for senders
+    that want a bad call refused by the worker, under its task id, as ``send_task``'s
+    are (a page task's replacement, the NATS bridge, which reads every outcome there)."""
+    token = _unchecked.set(True)
+    try:
+        yield
+    finally:
+        _unchecked.reset(token)
+
+
 #: Whether the task body running in this context is the caller's check of its arguments.
 _checking_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "checking_call", default=False
@@ -226,11 +242,8 @@ class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask)
         # The replacement (a solve of the challenge found on the page, then its submit)
         # is built from what the worker read: checked by the worker that receives it,
         # which fails it under this task's id and releases the host's lock by errback.
-        token = _unchecked.set(True)
-        try:
+        with unchecked_sends():
             return super().on_replace(sig)
-        finally:
-            _unchecked.reset(token)
 
     def browser(self) -> Any:
         """This execution's HTTP session: shared cookies in, the worker's proxy on."""

@@ -227,7 +227,7 @@ def test_invalid_input_never_produces_a_request(
     client: SolverClient, double: ProviderDouble
 ) -> None:
     too_big = Image(PNG + b"\0" * 200_000)  # within the 1 MB ceiling, over the 100 kB limit
-    with pytest.raises(InvalidTaskInput, match="byte limit"):
+    with pytest.raises(InvalidTaskInput, match="CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000"):
         client.submit(too_big)
     for bad_id in ("", "12 34", "1;DROP", "x" * 65, None):
         with pytest.raises(InvalidTaskInput):
@@ -326,7 +326,7 @@ def test_from_settings(double: ProviderDouble) -> None:
     )
     client = SolverClient.from_settings(settings)
     assert (client.base_url, client.provider, client.timeout) == (double.base_url, "2captcha", 0.5)
-    with pytest.raises(InvalidTaskInput, match="1000 byte limit"):
+    with pytest.raises(InvalidTaskInput, match="CAPTCHA_TASKS_MAX_IMAGE_BYTES=1000"):
         client.submit(Image(PNG + b"\0" * 1000))
     with pytest.raises(ConfigurationError):
         SolverClient.from_settings(Settings(solver_url=double.base_url))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -238,7 +239,7 @@ def test_image_from_file_asks_for_a_multipart_upload(tmp_path: Path) -> None:
         (b"hello world " * 20, "not a JPEG, PNG or GIF"),
         (b"<svg xmlns='http://www.w3.org/2000/svg'>" + b" " * 100 + b"</svg>", "not a JPEG"),
         ("not bytes", "must be bytes"),
-        (PNG + b"\0" * 1_048_576, "byte limit"),
+        (PNG + b"\0" * 1_048_576, "over the 1.0 MB limit of any image (1048576 bytes;"),
     ],
 )
 def test_bad_images(body: object, problem: str) -> None:
@@ -249,11 +250,33 @@ def test_bad_images(body: object, problem: str) -> None:
 def test_image_size_limit_is_configurable() -> None:
     big = PNG + b"\0" * 150_000
     image = Image(big)  # fits the 1 MB ceiling of the looser documented limit
-    with pytest.raises(InvalidTaskInput, match="100000 byte limit"):
+    with pytest.raises(
+        InvalidTaskInput,
+        match=re.escape(
+            "(150520 bytes) is over the 100 kB limit (CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000)"
+        ),
+    ):
         image.validate()
     assert image.validate(max_image_bytes=200_000) is image
-    with pytest.raises(InvalidTaskInput, match="1000 byte limit"):
+    with pytest.raises(InvalidTaskInput, match=re.escape("(CAPTCHA_TASKS_MAX_IMAGE_BYTES=1000)")):
         Image(PNG + b"\0" * 1000).validate(max_image_bytes=1000)
+
+
+def test_too_large_base64_names_the_limit_and_its_setting_before_decoding() -> None:
+    text = base64.b64encode(PNG + b"\0" * 5_242_880).decode()  # 6991200 characters
+    with pytest.raises(InvalidTaskInput) as caught:
+        Image.from_base64(text, max_image_bytes=100_000)
+    assert str(caught.value) == (
+        "INVALID_INPUT: Image.body: image of 5.2 MB (5243400 bytes) is over the 100 kB "
+        "limit (CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000)"
+    )
+    # No limit given, or one above the ceiling: the ceiling is the limit, and said so.
+    for limit in ({}, {"max_image_bytes": 10_000_000}):
+        with pytest.raises(InvalidTaskInput, match=re.escape("over the 1.0 MB limit of any image")):
+            Image.from_base64(text, **limit)
+    # Within the limit passed: decoded and kept.
+    small = base64.b64encode(PNG + b"\0" * 400).decode()
+    assert len(Image.from_base64(small, max_image_bytes=1000).body) == len(PNG) + 400
 
 
 @pytest.mark.parametrize(

@@ -132,7 +132,10 @@ def test_coordinates_share_the_image_checks() -> None:
     big = b"\x89PNG\r\n\x1a\n" + b"\0" * 200_000
     for cls in (Image, Coordinates):
         captcha = cls(big)
-        with pytest.raises(InvalidTaskInput, match=rf"{cls.__name__}.body: .*over the 100000"):
+        with pytest.raises(
+            InvalidTaskInput,
+            match=rf"{cls.__name__}.body: .*over the 100 kB limit \(CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000\)",
+        ):
             captcha.validate()
         assert captcha.validate(max_image_bytes=300_000) is captcha
     assert "image/png" not in repr(COORDS) and "bytes" in repr(COORDS)
