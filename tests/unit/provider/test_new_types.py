@@ -134,7 +134,8 @@ def test_coordinates_share_the_image_checks() -> None:
         captcha = cls(big)
         with pytest.raises(
             InvalidTaskInput,
-            match=rf"{cls.__name__}.body: .*over the 100 kB limit \(CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000\)",
+            match=rf"{cls.__name__}.body: .*over the 100 kB limit "
+            r"\(CAPTCHA_TASKS_MAX_IMAGE_BYTES=100000\)",
         ):
             captcha.validate()
         assert captcha.validate(max_image_bytes=300_000) is captcha
