@@ -2,10 +2,11 @@
 
 Hypothesis sends a bounded number of calls that are bad by construction (each breaks
 one argument of a public task, or the task's signature) through the broker to one
-worker. Each must fail at once with :class:`~captcha_tasks.errors.InvalidTaskInput`
-(rebuilt from the result backend) naming what was wrong; then the sandbox must have
-seen no provider request at all, and the worker must still answer ``ping`` and solve
-a valid captcha.
+worker, by name (past the checks ``.delay()`` runs in the caller, which must refuse
+the same calls with the same error). Each must fail at once with
+:class:`~captcha_tasks.errors.InvalidTaskInput` (rebuilt from the result backend)
+naming what was wrong; then the sandbox must have seen no provider request at all,
+and the worker must still answer ``ping`` and solve a valid captcha.
 """
 
 from __future__ import annotations
@@ -239,12 +240,25 @@ def test_bad_calls_fail_typed_reach_nothing_and_the_worker_keeps_serving(
     @example(call=_call(fill_token_pool, [[], V2_KEY, PAGE], {"target": 1}, "captcha_type"))
     @example(call=_call(report_solution, ["a-task-id"], {"correct": "false"}, "correct"))
     def bad_calls_are_refused(call: dict[str, Any]) -> None:
-        error = _refused(call["task"].delay(*call["args"], **call["kwargs"]))
-        if call["task"] is fetch_page:
+        task = call["task"]
+        # Sent past the caller's checks (as by another client): the worker refuses it.
+        error = _refused(celery_app.send_task(task.name, args=call["args"], kwargs=call["kwargs"]))
+        if task is fetch_page:
             assert isinstance(error, TargetNotAllowed), repr(error)
         else:
             assert call["names"].lower() in str(error).lower(), (call["names"], str(error))
         seen.append(type(error).__name__)
+        if not getattr(task, "check_in_caller", False):
+            return
+        # .delay() runs the same checks in the caller: the same refusal, nothing sent.
+        try:
+            sent = task.delay(*call["args"], **call["kwargs"])
+        except InvalidTaskInput as at_call:
+            assert (type(at_call), str(at_call)) == (type(error), str(error))
+        else:
+            # Only a well-formed page URL passes a caller that has no allowlist: the
+            # worker's allowlist refuses it.
+            assert task is fetch_page and type(_refused(sent)) is TargetNotAllowed
 
     @BAD_CALLS
     @given(misfit=MISFITS)

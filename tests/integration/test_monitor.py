@@ -114,8 +114,8 @@ def test_watch_prints_one_json_line_per_finished_task(
     with pytest.raises(CaptchaUnsolvable):
         unsolvable.get(timeout=60)
     requests.post(admin, json={"unsolvable_rate": 0.0}, timeout=5).raise_for_status()
-    # 2. Invalid input: the worker fails it at once.
-    invalid = solve_image.delay("")
+    # 2. Invalid input sent past the caller's checks: the worker fails it at once.
+    invalid = celery_app.send_task(solve_image.name, args=("",))
     with pytest.raises(InvalidTaskInput):
         invalid.get(timeout=30)
     # 3. A pooled token: the worker's own task-succeeded event carries it in `result`.

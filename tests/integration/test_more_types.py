@@ -153,15 +153,19 @@ def test_bad_arguments_to_the_new_tasks_fail_at_once_with_the_field_named(
     sandbox = sandbox_factory()
     worker_factory(_env(sandbox, "2captcha"))
     bad = {
-        "FunCaptcha.publickey": solve_funcaptcha.delay("not-a-key", PAGE),
-        "GeeTestV4.captcha_id": solve_geetest_v4.delay("xyz", PAGE),
-        "AwsWaf.iv": solve_aws_waf.delay(AWS_KEY, "!", AWS_CONTEXT, PAGE),
-        "Coordinates.body": solve_coordinates.delay(base64.b64encode(b"GIF89a").decode()),
-        "Turnstile.pagedata": solve_turnstile_challenge.delay(
-            TURNSTILE_KEY, PAGE, action="managed", cdata="x", pagedata=""
+        "FunCaptcha.publickey": (solve_funcaptcha, ("not-a-key", PAGE), {}),
+        "GeeTestV4.captcha_id": (solve_geetest_v4, ("xyz", PAGE), {}),
+        "AwsWaf.iv": (solve_aws_waf, (AWS_KEY, "!", AWS_CONTEXT, PAGE), {}),
+        "Coordinates.body": (solve_coordinates, (base64.b64encode(b"GIF89a").decode(),), {}),
+        "Turnstile.pagedata": (
+            solve_turnstile_challenge,
+            (TURNSTILE_KEY, PAGE),
+            {"action": "managed", "cdata": "x", "pagedata": ""},
         ),
     }
-    for field, result in bad.items():
+    for field, (task, args, kwargs) in bad.items():
         with pytest.raises(InvalidTaskInput, match=field):
-            result.get(timeout=30)
+            task.delay(*args, **kwargs)  # in the caller
+        with pytest.raises(InvalidTaskInput, match=field):  # by name: in the worker
+            celery_app.send_task(task.name, args=args, kwargs=kwargs).get(timeout=30)
     assert sandbox.stats()["submitted"] == 0

@@ -111,31 +111,42 @@ def test_every_type_solves_with_the_documented_result(
 
 
 @pytest.mark.parametrize(
-    ("call", "fragment"),
+    ("task", "args", "kwargs", "fragment"),
     [
-        (lambda: solve_recaptcha_v2.delay("short", "https://example.com"), "sitekey"),
-        (lambda: solve_recaptcha_v2.delay(V2_KEY, "ftp://example.com/x"), "pageurl"),
-        (lambda: solve_recaptcha_v2.delay(V2_KEY, "https://e.com/" + "a" * 3000), "pageurl"),
-        (lambda: solve_recaptcha_v2.delay(V2_KEY, "https://e.com", colour="red"), "colour"),
-        (lambda: solve_recaptcha_v3.delay(V2_KEY, "https://e.com", min_score=7), "min_score"),
-        (lambda: solve_image.delay(""), "image"),
-        (lambda: solve_image.delay(base64.b64encode(b"GIF89a" * 40_000).decode()), "image"),
-        (lambda: solve_image.delay(base64.b64encode(b"not an image" * 20).decode()), "image"),
-        (lambda: solve_image.delay("@@@not base64@@@"), "image"),
-        (lambda: solve_turnstile.delay("", "https://e.com"), "sitekey"),
-        (lambda: solve_geetest.delay("nothex", CHALLENGE, "https://e.com"), "gt"),
+        (solve_recaptcha_v2, ("short", "https://example.com"), {}, "sitekey"),
+        (solve_recaptcha_v2, (V2_KEY, "ftp://example.com/x"), {}, "pageurl"),
+        (solve_recaptcha_v2, (V2_KEY, "https://e.com/" + "a" * 3000), {}, "pageurl"),
+        (solve_recaptcha_v2, (V2_KEY, "https://e.com"), {"colour": "red"}, "colour"),
+        (solve_recaptcha_v3, (V2_KEY, "https://e.com"), {"min_score": 7}, "min_score"),
+        (solve_image, ("",), {}, "image"),
+        (solve_image, (base64.b64encode(b"GIF89a" * 40_000).decode(),), {}, "image"),
+        (solve_image, (base64.b64encode(b"not an image" * 20).decode(),), {}, "image"),
+        (solve_image, ("@@@not base64@@@",), {}, "image"),
+        (solve_turnstile, ("", "https://e.com"), {}, "sitekey"),
+        (solve_geetest, ("nothex", CHALLENGE, "https://e.com"), {}, "gt"),
     ],
 )
 def test_bad_input_fails_at_once_and_reaches_nothing(
-    celery_app: Any, sandbox: Any, worker_factory: Any, call: Any, fragment: str
+    celery_app: Any,
+    sandbox: Any,
+    worker_factory: Any,
+    task: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fragment: str,
 ) -> None:
     worker_factory(worker_env(sandbox.url))
-    result = call()
+    # In the caller: .delay() raises, and sends nothing.
+    with pytest.raises(InvalidTaskInput) as at_call:
+        task.delay(*args, **kwargs)
+    assert fragment.lower() in str(at_call.value).lower()
+    # Sent by name, past the caller's checks: the worker refuses it the same way.
+    result = celery_app.send_task(task.name, args=args, kwargs=kwargs)
     started = time.monotonic()
     with pytest.raises(InvalidTaskInput) as info:
         result.get(timeout=30)
     assert time.monotonic() - started < 10
-    assert fragment.lower() in str(info.value).lower()
+    assert str(info.value) == str(at_call.value)
     assert result.state == "FAILURE"
     assert sandbox.stats()["requests"] == 0
     # The worker keeps serving.
