@@ -16,8 +16,9 @@
     asyncio.run(main())
 
 Each ``aio.<task>(*args, timeout=DEFAULT_TIMEOUT, **kwargs)`` takes the Celery task's own
-arguments, sends it exactly as ``.delay()`` would (same validation on the caller's
-side, same routing) and returns what ``.get()`` would: the result, or the task's
+arguments, sends it exactly as ``.delay()`` would (same checks in the caller first:
+a bad call raises ``InvalidTaskInput`` at the ``await`` and sends nothing; same
+routing) and returns what ``.get()`` would: the result, or the task's
 exception raised. :func:`send` sends without waiting and gives the ``AsyncResult``;
 :func:`result` waits for one.
 

@@ -1,9 +1,10 @@
 """Thin Celery tasks: arguments, retries and serialization here; logic in plain modules.
 
 A solve task validates its arguments, records the request in Redis and returns
-without holding the worker: the worker's solve engine (:mod:`.engine_step`)
-submits it when the thread budget allows, polls it, and stores the result under
-the same task id, so ``AsyncResult.get()`` works as for any task.
+without holding the worker (the caller's ``delay()`` runs the same validation first,
+:class:`~.task_bases.CheckedTask`, and raises without sending): the worker's solve
+engine (:mod:`.engine_step`) submits it when the thread budget allows, polls it, and
+stores the result under the same task id, so ``AsyncResult.get()`` works as for any task.
 """
 
 from __future__ import annotations

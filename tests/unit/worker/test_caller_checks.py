@@ -1,0 +1,120 @@
+"""The caller's checks (``CheckedTask.check_call``): which tasks run them, that a valid
+call passes without a key and without Redis, and which sends skip them."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery import signature
+
+from captcha_tasks import app
+from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks.settings import get_settings
+from captcha_tasks.worker import page_tasks, solve_tasks
+from captcha_tasks.worker.solve_tasks import refuse_unknown
+from captcha_tasks.worker.task_bases import CheckedTask, SolverTask, unchecked_sends
+
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
+HCAPTCHA_KEY = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
+PAGE = "https://example.com/login"
+PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
+AWS = ("AQIDAHjcYu/GjX+QlghicBgQ/7bFaQZ+m5FKCMDnO+vTp9Ei=", "CgAHbCe2GgAAAAAj", "c" * 64)
+
+#: A valid call of every task whose caller runs its checks.
+VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
+    "captcha_tasks.solve_recaptcha_v2": ((V2_KEY, PAGE), {"invisible": True, "proxy_id": "p1"}),
+    "captcha_tasks.solve_recaptcha_v3": ((V2_KEY, PAGE), {"min_score": 0.7}),
+    "captcha_tasks.solve_turnstile": ((TURNSTILE_KEY, PAGE), {"action": "login"}),
+    "captcha_tasks.solve_hcaptcha": ((HCAPTCHA_KEY, PAGE), {"provider": "main"}),
+    "captcha_tasks.solve_image": ((PNG_B64,), {"numeric": 1}),
+    "captcha_tasks.solve_geetest": (
+        ("f1ab2cdefa3456789012345678901234", "12345678abc90123d45678ef90123a456b", PAGE),
+        {},
+    ),
+    "captcha_tasks.solve_funcaptcha": (("5f1b8c3a-2d4e-4f60-9a7b-0c1d2e3f4a5b", PAGE), {}),
+    "captcha_tasks.solve_geetest_v4": (("e392e1d7fd421dc63325744d5a2b9c73", PAGE), {}),
+    "captcha_tasks.solve_aws_waf": ((*AWS, PAGE), {"exclude": ["main"]}),
+    "captcha_tasks.solve_coordinates": ((PNG_B64,), {"textinstructions": "click the cats"}),
+    "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),
+    "captcha_tasks.solve_turnstile_challenge": (
+        (TURNSTILE_KEY, PAGE),
+        {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"},
+    ),
+    "captcha_tasks.fetch_page": ((PAGE,), {"form": {"q": "1"}, "isolated": True}),
+}
+
+
+@pytest.fixture
+def caller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A caller with no key and no allowlist, whose Redis must not be touched."""
+    for name in ("CAPTCHA_TASKS_API_KEY", "CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_ALLOWED_DOMAINS"):
+        monkeypatch.delenv(name, raising=False)
+    get_settings.cache_clear()
+
+    def no_redis(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the caller's check touched Redis")
+
+    for module in (solve_tasks, page_tasks):
+        monkeypatch.setattr(module, "state_redis", no_redis)
+    yield
+    get_settings.cache_clear()
+
+
+def test_every_solve_task_and_fetch_page_is_checked_in_the_caller() -> None:
+    checked = {name for name, task in app.tasks.items() if getattr(task, "check_in_caller", False)}
+    assert checked == set(VALID)
+    assert not app.tasks["captcha_tasks.submit_challenge"].check_in_caller
+
+
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_a_valid_call_passes_without_a_key_or_redis(caller: None, name: str) -> None:
+    args, kwargs = VALID[name]
+    kwargs = dict(kwargs)
+    app.tasks[name].check_call(args, kwargs)
+    assert kwargs == VALID[name][1]  # the caller's own dict is left as it was
+
+
+def test_an_unknown_option_names_the_closest_known_one() -> None:
+    with pytest.raises(InvalidTaskInput) as caught:
+        refuse_unknown("t", {"invisble": True, "zzz": 1, "exlude": []}, "invisible, proxy_id")
+    message = str(caught.value)
+    assert "exlude (did you mean 'exclude'?)" in message
+    assert "invisble (did you mean 'invisible'?)" in message
+    assert ", zzz;" in message  # nothing close: no guess
+    refuse_unknown("t", {}, "invisible")  # nothing unknown: nothing raised
+
+
+def test_sends_of_a_worker_skip_the_callers_check(caller: None, monkeypatch: Any) -> None:
+    """A chain step sent when its parent ended (parent_id given) and sends inside
+    unchecked_sends() go to the worker, which refuses them under their own ids."""
+    task = app.tasks["captcha_tasks.solve_recaptcha_v2"]
+    sent: list[tuple[Any, Any]] = []
+    # What CheckedTask.apply_async hands on to send (nothing reaches the broker here).
+    monkeypatch.setattr(
+        SolverTask, "apply_async", lambda self, a, k, *r, **o: sent.append((tuple(a), k or {}))
+    )
+    with pytest.raises(InvalidTaskInput):
+        task.apply_async(("", PAGE))
+    task.apply_async(("", PAGE), parent_id="parent")
+    with unchecked_sends():
+        task.apply_async(("", PAGE))
+        signature(task.name, args=("", PAGE), app=app).delay()
+        task.si("", PAGE)  # not checked when built either
+    assert sent == [(("", PAGE), {})] * 3
+
+
+def test_a_body_that_does_not_stop_at_its_check_is_a_bug() -> None:
+    @app.task(name="tests.returns_in_the_caller", base=CheckedTask, bind=True, shared=False)
+    def returns(self: Any, value: str) -> str:
+        return value
+
+    returns.check_in_caller = True
+    try:
+        with pytest.raises(RuntimeError, match="did not stop at stop_if_checking"):
+            returns.check_call(("x",), {})
+    finally:
+        app.tasks.pop("tests.returns_in_the_caller", None)
