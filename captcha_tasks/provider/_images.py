@@ -65,7 +65,7 @@ def decode_base64(where: str, data: object, max_bytes: int = MAX_IMAGE_BYTES_CEI
     text = "".join(_DATA_URL.sub("", data.strip(), count=1).split())
     limit = min(max_bytes, MAX_IMAGE_BYTES_CEILING)
     if len(text) > (limit * 4) // 3 + 4:
-        _too_large(where, len(text) * 3 // 4, limit)
+        _too_large(where, len(text) * 3 // 4 - text[-2:].count("="), limit)
     if not text or len(text) % 4 or not _BASE64.match(text):
         _fail(where, "is not valid base64")
     try:
