@@ -24,7 +24,6 @@ import contextvars
 import logging
 from typing import Any
 
-from celery.app.trace import LOG_IGNORED
 from celery.exceptions import Ignore
 from celery.worker.state import task_ready
 from celery.worker.strategy import default
@@ -32,8 +31,6 @@ from celery.worker.strategy import default
 __all__ = ["NotInline", "admitting_inline", "solve_strategy"]
 
 log = logging.getLogger(__name__)
-#: Celery's task tracer's logger: the lines a task's run logs, wherever it ran.
-_trace_log = logging.getLogger("celery.app.trace")
 
 _inline: contextvars.ContextVar[bool] = contextvars.ContextVar("admit_inline", default=False)
 
@@ -90,7 +87,7 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
         task.before_start(request.id, args, kwargs)
         task(*args, **kwargs)
     except Ignore:
-        pass  # admitted (or seen before): the engine ends the task
+        pass  # admitted (or seen before; the task logged which): the engine ends the task
     except NotInline:
         return False
     except Exception as exc:
@@ -105,8 +102,4 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
         _inline.reset(token)
     task_ready(request)
     request.acknowledge()
-    if _trace_log.isEnabledFor(logging.INFO):  # the line the pool's run logs for an Ignore
-        _trace_log.info(
-            LOG_IGNORED, {"id": request.id, "name": request.name, "description": "ignored"}
-        )
     return True

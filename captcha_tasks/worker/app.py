@@ -106,6 +106,11 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
     # A solve's admitting execution ends with Ignore every time (see _ignore_info).
     trace.ExceptionInfo = IgnoreInfo
+    # ... and logs what that meant itself, as a replaced or parked page does.
+    from .trace_log import quiet_ignored_for
+
+    tasks = sender.app.tasks
+    quiet_ignored_for(lambda name: bool(getattr(tasks.get(name), "logs_its_ignore", False)))
 
     _scrub_broker_stats()
 

@@ -1,8 +1,11 @@
 """Runs the solve engine inside every ``celery worker`` (a worker bootstep).
 
 The engine writes each finished solve to the result backend under its task id and
-sends ``task-succeeded`` / ``task-failed`` events, so ``AsyncResult.get()``, Flower
-and event consumers see solves end as if the admitting execution had returned.
+sends ``task-started`` (dated when it reached the provider) then ``task-succeeded`` /
+``task-failed`` events, so ``AsyncResult.get()``, Flower and event consumers see solves
+end as if the admitting execution had returned: received when admitted, started when
+submitted (the gap is the wait for a thread), runtime the solve's. It logs each
+outcome in one line, as Celery logs a task's.
 """
 
 from __future__ import annotations
@@ -114,6 +117,19 @@ class CeleryCompleter:
         fields.setdefault("delivery_info", {})  # read by Celery's old-style errbacks
         return Context(fields)
 
+    @staticmethod
+    def _name(job: Job, request: Context) -> str:
+        # The admitting request's name (jobs admitted by an older worker lack it).
+        return str(request.shadow or request.task or f"captcha_tasks.solve_{job.type}")
+
+    def _started(self, job: Job, at: float | None) -> None:
+        """``task-started`` dated ``at``, when the job reached the provider: sent with its
+        outcome's event (one round trip where batched), not at submit, so a solve costs
+        no extra publish; Flower shows the start time and state as they were once the
+        task has ended."""
+        if at is not None:
+            self._send("task-started", uuid=job.task_id, timestamp=at)
+
     def succeed(self, job: Job, result: dict[str, Any]) -> None:
         """What a worker does when a task returns: callbacks, the chain's next task,
         then the result (with chord bookkeeping) and the event."""
@@ -137,19 +153,43 @@ class CeleryCompleter:
                 signature(chain.pop(), app=self.app).apply_async((result,), chain=chain, **sent)
         self.app.backend.mark_as_done(job.task_id, result, request=request)
         shown = {k: v for k, v in result.items() if k != "solution"}
-        self._send(
-            "task-succeeded",
-            uuid=job.task_id,
-            result=repr(shown),
-            runtime=result.get("solve_seconds"),
-        )
+        solve_s, queued_s = result.get("solve_seconds"), result.get("queued_seconds")
+        now = time.time()
+        # The result's times are Redis's clock; the events', this host's: dated back
+        # from now by the solve's own duration, the runtime shows as started-to-end.
+        self._started(job, now - solve_s if isinstance(solve_s, int | float) else None)
+        self._send("task-succeeded", uuid=job.task_id, result=repr(shown), runtime=solve_s)
+        if log.isEnabledFor(logging.INFO) and isinstance(solve_s, int | float):
+            queued = queued_s if isinstance(queued_s, int | float) else 0.0
+            log.info(
+                "Task %s[%s] succeeded in %.1f s (queued %.1f s, solved in %.1f s)",
+                self._name(job, request),
+                job.task_id,
+                queued + solve_s,
+                queued,
+                solve_s,
+            )
         self._count(started)
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None:
         # mark_as_failure also calls the request's errbacks and ends its chord part.
         started = time.thread_time()
-        self.app.backend.mark_as_failure(job.task_id, error, request=self._request(job))
+        request = self._request(job)
+        self.app.backend.mark_as_failure(job.task_id, error, request=request)
+        now = time.time()  # this host's clock against the job's Redis times (skew warned)
+        self._started(job, job.submitted_at)
         self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")
+        if log.isEnabledFor(logging.INFO):
+            queued = (job.submitted_at or now) - job.enqueued_at if job.enqueued_at else 0.0
+            log.info(
+                "Task %s[%s] failed after %.1f s (queued %.1f s): %s: %s",
+                self._name(job, request),
+                job.task_id,
+                max(now - job.enqueued_at, 0.0) if job.enqueued_at else 0.0,
+                max(queued, 0.0),
+                error.code or type(error).__name__,
+                error.message,
+            )
         self._count(started)
 
 

@@ -20,8 +20,11 @@ errback if the solve fails.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from urllib.parse import urlsplit
+
+from celery.exceptions import Ignore
 
 from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
@@ -34,7 +37,7 @@ from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, s
 from ..state import state_redis
 from .app import app
 from .redacted import RedactedTask
-from .session_bases import release_and_wake, schedule_sweeper, wake
+from .session_bases import continues_later, release_and_wake, schedule_sweeper, wake
 from .task_bases import PageTask
 
 __all__ = [
@@ -44,6 +47,8 @@ __all__ = [
     "submit_challenge",
     "sweep_session_lock",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_FORM_FIELDS = 50
 MAX_FORM_VALUE = 4096
@@ -136,7 +141,7 @@ def fetch_page(
 
     if isolated:
         solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
-        raise self.replace(solve | _finish(challenge, page.url, fields, isolated=True))
+        raise _replace(self, solve, _finish(challenge, page.url, fields, isolated=True))
 
     captcha = _captcha(challenge, page.url)
     pooled = TokenPool(state_redis(settings), settings).take(captcha)
@@ -178,10 +183,32 @@ def _solve_under_lock(
     except BaseException:
         release_and_wake(task.app, lock)
         raise
-    raise task.replace(solve | finish)
+    raise _replace(task, solve, finish)
+
+
+def _replace(task: PageTask, solve: Any, finish: Any) -> Exception:
+    """End ``task``'s execution: it goes on as ``solve | finish``, ``finish`` under its
+    id. Logged and told to event consumers as that (not as Celery's "ignored")."""
+    try:
+        # Celery sends the chain and raises Ignore (it returns only for an eager task).
+        replaced: Exception = task.replace(solve | finish)
+    except Ignore as ignore:
+        log.info(
+            "Task %s[%s] challenged: solving with %s, then %s under the same id",
+            task.name,
+            task.request.id,
+            solve.task,
+            finish.task,
+        )
+        continues_later(task)
+        replaced = ignore
+    return replaced
 
 
 def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: Any) -> Any:
+    # The last step of a replaced fetch_page carries its id: under fetch_page's name (a
+    # shadow name: what its log lines and events, so Flower, show), the page's task to
+    # its end rather than a task the caller never called.
     return submit_challenge.s(
         url=page_url,
         action=challenge.action,
@@ -190,7 +217,7 @@ def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: 
         challenge_type=challenge.type,
         form=form,
         **extra,
-    )
+    ).set(shadow=fetch_page.name)
 
 
 @app.task(name="captcha_tasks.submit_challenge", base=PageTask, bind=True)

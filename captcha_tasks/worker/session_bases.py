@@ -195,6 +195,7 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
         log.info(
             "%s[%s] parked until the session lock of %s is free", self.name, request.id, lock.host
         )
+        continues_later(self)
         ignore: Exception = Ignore()
         return ignore
 
@@ -214,6 +215,16 @@ class SessionLockTask(Task):  # type: ignore[misc]  # celery ships no type hints
 
 
 # -- parking: the worker's half (the Redis half is captcha_tasks.session.parking) --------
+
+
+def continues_later(task: Task) -> None:
+    """Tell event consumers that this execution of ``task`` ended and the task goes on in
+    another message under the same id (parked and re-sent, or replaced by a chain whose
+    last step carries the id): ``task-retried``, Celery's event for exactly that. Without
+    it the ``Ignore`` that ends the execution sends no event, and Flower counts the
+    message as received but never ended."""
+    if task.app.conf.worker_send_task_events and task.request.hostname:
+        task.send_event("task-retried")
 
 
 def lock_deadline(request: Any, settings: Settings) -> float:

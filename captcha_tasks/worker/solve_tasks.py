@@ -13,13 +13,14 @@ import contextlib
 import contextvars
 import difflib
 import functools
+import logging
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from celery.exceptions import Ignore
 
-from ..engine.admission import POOLED, admit_unless_pooled
+from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
 from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool, pool_id_for
 from ..errors import ClientError, InvalidTaskInput, TransientSolverError
@@ -54,6 +55,8 @@ __all__ = [
     "solve_recaptcha_v3",
     "solve_turnstile",
 ]
+
+log = logging.getLogger(__name__)
 
 #: A stored job's ``type`` field, back to the captcha type it names.
 _CAPTCHA_TYPES: dict[str, CaptchaType] = {kind: kind for kind in CAPTCHA_CLASSES}
@@ -94,6 +97,9 @@ class SolveTask(CheckedTask):
     # a STARTED state (a read and a script per solve) would only say "admitted", and
     # the solve stays PENDING until the engine stores its outcome.
     track_started = False
+    #: The admission logs itself and the engine the outcome: Celery's "ignored" line for
+    #: the admitting execution goes to DEBUG (:mod:`.trace_log`).
+    logs_its_ignore = True
     Request = "captcha_tasks.worker.solve_tasks:SolveRequest"
     #: Admitted by the worker's consumer, without the pool (:mod:`.admit_inline`).
     Strategy = "captcha_tasks.worker.admit_inline:solve_strategy"
@@ -176,8 +182,16 @@ class SolveTask(CheckedTask):
             if pooled is not None:
                 solve_observer().solved(captcha.type, "pool")
                 return pooled
-            queue()
-        # The engine stores this task's result; this run records no state of its own.
+            outcome = queue()
+        # The engine stores this task's result and logs its outcome; this run records no
+        # state of its own (Celery's "ignored" line for it is not logged at INFO:
+        # worker.trace_log).
+        log.info(
+            "Task %s[%s] %s",
+            self.request.shadow or self.name,
+            self.request.id,
+            "admitted" if outcome == ADMITTED else "admitted before: not queued again",
+        )
         raise Ignore()
 
 
@@ -191,8 +205,10 @@ class SolveRequest(RedactedRequest):
             super().send_event(type, **fields)
 
 
-#: Request fields the engine needs to end a task as a worker would.
+#: Request fields the engine needs to end a task as a worker would (and name it).
 _ROUTING = (
+    "task",
+    "shadow",
     "chain",
     "callbacks",
     "errbacks",

@@ -204,6 +204,6 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
     met = re.search(r"Timeout reading from (socket|127\.0\.0\.1:\d+)", log)
     assert met, "the partitioned worker saw no partition"
     admitted_after = [
-        line for line in log.splitlines() if line.endswith(" ignored") and line[1:20] >= resumed[0]
+        line for line in log.splitlines() if line.endswith(" admitted") and line[1:20] >= resumed[0]
     ]
     assert admitted_after, "the partitioned worker admitted nothing once back"

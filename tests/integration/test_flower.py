@@ -10,6 +10,7 @@ import base64
 import html
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -28,6 +29,7 @@ import requests
 from captcha_tasks import get_balance, report_solution, solve_image, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
 from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
@@ -253,9 +255,9 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     assert tasks[img.id]["name"] == "captcha_tasks.solve_image"
     assert tasks[img.id]["args"] == f"(<image {len(png(6000))} B base64>,)"
     assert tasks[img.id]["kwargs"] == "{'numeric': 1}"
-    # fetch_page replaced itself with solve | submit_challenge under its own id: Flower
-    # shows the id under the name that ran last, the solve as its child.
-    assert tasks[login.id]["name"] == "captcha_tasks.submit_challenge"
+    # fetch_page replaced itself with solve | submit_challenge under its own id, the last
+    # step under fetch_page's name: Flower shows the page as a page, the solve its child.
+    assert tasks[login.id]["name"] == "captcha_tasks.fetch_page"
     assert "'form': {'username': '***', 'password': '***'}" in tasks[login.id]["kwargs"]
     assert "'lock_token': '***'" in tasks[login.id]["kwargs"]
     assert tasks[login.id]["args"].startswith("({'solution': '***', 'source': 'api'")
@@ -443,3 +445,103 @@ def test_flower_masks_the_redis_password_of_the_broker_url(
         stop_process(worker.proc, timeout=20, group=True)
         for text in (json.dumps(workers), page, flower.log(), worker.log(), dump):
             assert REDIS_PASSWORD not in text
+
+
+def _worker_counters(flower: FlowerProcess, name: str) -> dict[str, int]:
+    """The Workers page's figures for ``name`` (Flower counts events by hostname and type)."""
+    rows = flower.json("/workers", json=1)["data"]
+    (row,) = [r for r in rows if r.get("hostname") == name]
+    kinds = ("task-received", "task-succeeded", "task-failed", "task-retried", "active")
+    return {kind: int(row.get(kind) or 0) for kind in kinds}
+
+
+def _result_field(shown: str, field: str) -> float:
+    found = re.search(rf"'{field}': ([0-9.]+)", shown)
+    assert found, (field, shown)
+    return float(found.group(1))
+
+
+def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
+    celery_app: Any, demo_sandbox: Any, worker_factory: Any, flower_factory: Any
+) -> None:
+    """A mixed run (solves, images, a challenged page, one bad input), then Flower's API:
+    each task under its own name, ended, started when it reached the provider, its
+    runtime the solve's; the worker's counters add up; the log says the same."""
+    demo = demo_sandbox.demo_url
+    # Two threads for nine solves: most wait for one, and that wait must show.
+    env = worker_env(
+        demo_sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=_host(demo), CAPTCHA_TASKS_THREADS="2"
+    )
+    worker = worker_factory(env, concurrency=2)
+    flower = flower_factory(env)
+    _wait_for_events(flower)
+
+    image = base64.b64encode(png(100)).decode()
+    solves = [solve_recaptcha_v2.delay(V2_KEY, f"https://example.com/mixed/{i}") for i in range(5)]
+    solves += [solve_image.delay(image, numeric=1) for _ in range(2)]
+    page = fetch_page.delay(f"{demo}/page/mixed")
+    # By name, as another language's client would send it: nothing checks it on the way.
+    bad = celery_app.send_task("captcha_tasks.solve_recaptcha_v2", args=("", "https://e.com"))
+    results = {r.id: r.get(timeout=60) for r in solves}
+    assert page.get(timeout=60)["solved"] is True
+    with pytest.raises(InvalidTaskInput):
+        bad.get(timeout=60)
+
+    ids = [*results, page.id, bad.id]
+    tasks = _flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
+    for task_id, result in results.items():
+        shown = tasks[task_id]
+        assert shown["name"] in ("captcha_tasks.solve_recaptcha_v2", "captcha_tasks.solve_image")
+        assert shown["state"] == "SUCCESS" and shown["worker"] == worker.name
+        # Runtime: submit to answer, as the result says; started: when the provider got it,
+        # so received -> started is the wait for a thread, as the result says too.
+        assert shown["runtime"] == result["solve_seconds"]
+        assert _result_field(shown["result"], "queued_seconds") == result["queued_seconds"]
+        assert shown["started"] is not None
+        waited = shown["started"] - shown["received"]
+        assert waited == pytest.approx(result["queued_seconds"], abs=0.5), shown
+        ran = shown["succeeded"] - shown["started"]
+        assert ran == pytest.approx(result["solve_seconds"], abs=0.5), shown
+    assert max(r["queued_seconds"] for r in results.values()) > 1.0  # some did wait
+    # The page: under its own name to its end (its last step carries its id), its
+    # solve a child of its own name.
+    shown = tasks[page.id]
+    assert (shown["name"], shown["state"]) == ("captcha_tasks.fetch_page", "SUCCESS")
+    assert shown["started"] is not None and "'status': 200" in shown["result"]
+    (child,) = shown["children"]
+    assert flower.json(f"/api/task/info/{child}")["name"] == "captcha_tasks.solve_recaptcha_v2"
+    # Bad input: failed at admission, under the solve's name.
+    shown = tasks[bad.id]
+    assert (shown["name"], shown["state"]) == ("captcha_tasks.solve_recaptcha_v2", "FAILURE")
+    assert "INVALID_INPUT" in shown["exception"]
+
+    # Once quiet, every message the worker received ended: succeeded, failed, or went on
+    # under the same id (the page's, replaced by its solve and submit).
+    def add_up() -> bool:
+        c = _worker_counters(flower, worker.name)
+        done = c["task-succeeded"] + c["task-failed"] + c["task-retried"]
+        return c["active"] == 0 and c["task-received"] == done
+
+    try:
+        wait_until(add_up, timeout=15, interval=0.3, what="Flower's counters to add up")
+    except TimeoutError:
+        raise AssertionError(f"counters: {_worker_counters(flower, worker.name)}") from None
+    counters = _worker_counters(flower, worker.name)
+    assert counters["task-failed"] == 1 and counters["task-retried"] == 1
+
+    log = worker.log()
+    assert "] ignored" not in log
+    for task_id, result in results.items():
+        (line,) = [x for x in log.splitlines() if f"[{task_id}] succeeded in " in x]
+        assert f"(queued {result['queued_seconds']:.1f} s, " in line
+        assert line.endswith(f"solved in {result['solve_seconds']:.1f} s)")
+        assert log.count(f"[{task_id}] admitted") == 1
+    assert f"captcha_tasks.fetch_page[{page.id}] challenged: solving with" in log
+    assert f"captcha_tasks.fetch_page[{page.id}] succeeded in " in log
+
+    shots = os.environ.get("CAPTCHA_TASKS_FLOWER_SCREENSHOTS")
+    if shots:  # docs/flower-tasks.png and docs/flower-task.png (needs Debian's chromium)
+        from captcha_tasks.devtools.screenshot import shoot_flower
+
+        waited_most = max(results, key=lambda i: results[i]["queued_seconds"])
+        shoot_flower(flower.url, f"{AUTH[0]}:{AUTH[1]}", Path(shots), task_id=waited_most)

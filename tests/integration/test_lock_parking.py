@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from captcha_tasks.devtools.bench.pages import execution_counts
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.session.cookie_model import normalize_host
 from captcha_tasks.settings import get_settings
@@ -27,8 +28,9 @@ def _env(sandbox: Any, **extra: str) -> dict[str, str]:
 
 
 def _executions(logs: str) -> int:
-    """fetch_page executions: each one a message the worker received."""
-    return len(re.findall(r"captcha_tasks\.fetch_page\[[^\]]+\] received", logs))
+    """fetch_page executions: each one a message the worker received (a challenged
+    page's submit step, received under fetch_page's name, aside)."""
+    return execution_counts(logs)["page_executions"]
 
 
 def _retries(logs: str) -> int:

@@ -63,7 +63,7 @@ def test_a_message_redelivered_after_its_solve_ended_keeps_the_outcome(
 
     client.lpush(QUEUE, payloads[0])  # the redelivery (kombu's restore of an unacked message)
     wait_until(
-        lambda: worker.log().count(f"[{result.id}] ignored") >= 1,
+        lambda: worker.log().count(f"[{result.id}] admitted before") >= 1,
         timeout=30,
         interval=0.1,
         what="the redelivered copy to run",

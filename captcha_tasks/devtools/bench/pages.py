@@ -161,18 +161,37 @@ def caller_metrics(gets: dict[str, Any], outcomes: dict[str, Any]) -> dict[str, 
     }
 
 
-#: What a worker logs (at INFO) for each message of a task it receives, and for each
-#: page task parked waiting for a session lock (captcha_tasks.worker.session_bases).
-_RECEIVED = re.compile(r"Task captcha_tasks\.fetch_page\[[^\]]+\] received")
+#: What a worker logs (at INFO) for each message of a task it receives, for each page
+#: task parked waiting for a session lock (captcha_tasks.worker.session_bases), and for
+#: a challenged page that goes on as ``solve | submit_challenge`` under its id (the
+#: submit step is then received under fetch_page's name: it is not a page execution).
+_RECEIVED = re.compile(r"^\[([^\]]+?): .*Task captcha_tasks\.fetch_page\[([^\]]+)\] received")
+_CHALLENGED = re.compile(r"^\[([^\]]+?): .*Task captcha_tasks\.fetch_page\[([^\]]+)\] challenged")
 _RETRIED = re.compile(r"Task captcha_tasks\.fetch_page\[[^\]]+\] retry")
 _PARKED = "parked until the session lock"
 
 
 def execution_counts(logs: str) -> dict[str, int]:
-    """``fetch_page`` executions (messages received, so retries and re-sends count),
-    retries and parks, counted in the workers' logs."""
+    """``fetch_page`` executions (messages received, so retries and re-sends count, but
+    not a challenged page's submit step), retries and parks, counted in the workers'
+    logs (one or several, in any order: lines are taken in their timestamps' order)."""
+    marks = sorted(
+        (m.group(1), kind, m.group(2))
+        for line in logs.splitlines()
+        for kind, pattern in (("received", _RECEIVED), ("challenged", _CHALLENGED))
+        if (m := pattern.match(line))
+    )
+    challenged: set[str] = set()
+    executions = 0
+    for _, kind, task_id in marks:
+        if kind == "challenged":
+            challenged.add(task_id)
+        elif task_id in challenged:
+            challenged.discard(task_id)  # its submit step
+        else:
+            executions += 1
     return {
-        "page_executions": len(_RECEIVED.findall(logs)),
+        "page_executions": executions,
         "page_retries_logged": len(_RETRIED.findall(logs)),
         "page_parks": logs.count(_PARKED),
     }

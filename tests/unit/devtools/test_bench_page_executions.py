@@ -15,6 +15,13 @@ Retry in 0.2s: SessionLockBusy('held')
 [2026-12-02 09:18:13,160: INFO/MainProcess] Task captcha_tasks.submit_challenge[c-3] received
 [2026-12-02 09:18:13,194: INFO/MainProcess] Task captcha_tasks.sweep_session_lock[d-4] received
 [2026-12-02 09:18:17,654: INFO/MainProcess] Task captcha_tasks.fetch_page[a-1] received
+[2026-12-02 09:18:17,690: INFO/ForkPoolWorker-1] Task captcha_tasks.fetch_page[a-1] challenged: \
+solving with captcha_tasks.solve_recaptcha_v2, then captcha_tasks.submit_challenge under the same id
+"""
+#: Another worker's log: a-1's submit step, received under fetch_page's name.
+OTHER = """\
+[2026-12-02 09:18:18,512: INFO/MainProcess] Task captcha_tasks.fetch_page[a-1] received
+[2026-12-02 09:18:18,530: INFO/MainProcess] Task captcha_tasks.fetch_page[e-5] received
 """
 
 
@@ -24,4 +31,6 @@ def test_every_received_fetch_page_message_counts_once() -> None:
         "page_retries_logged": 1,
         "page_parks": 1,
     }
+    # The submit step of a challenged page is not a page execution; e-5 is.
+    assert execution_counts(OTHER + LOG)["page_executions"] == 4
     assert execution_counts("") == {"page_executions": 0, "page_retries_logged": 0, "page_parks": 0}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 import redis
 
 from captcha_tasks.engine import Job
+from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.worker.engine_step import CeleryCompleter
 from tests.support.events import EventTap, event_tap
 
@@ -37,7 +40,9 @@ def test_a_batch_stores_each_result_at_once_and_sends_the_events_at_its_end(
         assert all(celery_app.AsyncResult(i).state == "SUCCESS" for i in ids)
         assert events.read(wait=0.3) == []  # buffered until the batch ends
     got = events.read()
-    assert [(e["type"], e["uuid"]) for e in got] == [("task-succeeded", i) for i in ids]
+    assert [(e["type"], e["uuid"]) for e in got] == [
+        (kind, i) for i in ids for kind in ("task-started", "task-succeeded")
+    ]
     assert "tok" not in repr(got)  # the solution stays out of events
 
 
@@ -48,7 +53,7 @@ def test_a_batch_that_raises_still_sends_the_events_of_what_it_stored(
     with pytest.raises(RuntimeError), completer.batched():
         completer.succeed(_job("stored-1"), {"solution": "tok", "solve_seconds": 1.0})
         raise RuntimeError("a later job failed")
-    assert [e["uuid"] for e in events.read()] == ["stored-1"]
+    assert [e["uuid"] for e in events.read()] == ["stored-1", "stored-1"]  # started, succeeded
 
 
 def test_outside_a_batch_each_event_goes_at_once(celery_app: Any, events: EventTap) -> None:
@@ -56,7 +61,8 @@ def test_outside_a_batch_each_event_goes_at_once(celery_app: Any, events: EventT
     with completer.batched(), completer.batched():  # nested: the outer one sends
         completer.succeed(_job("nested-1"), {"solution": "tok", "solve_seconds": 1.0})
     completer.succeed(_job("alone-1"), {"solution": "tok", "solve_seconds": 1.0})
-    assert [e["uuid"] for e in events.read()] == ["nested-1", "alone-1"]
+    ended = [e["uuid"] for e in events.read() if e["type"] == "task-succeeded"]
+    assert ended == ["nested-1", "alone-1"]
 
 
 def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
@@ -85,3 +91,55 @@ def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
     assert [json.loads(base64.b64decode(json.loads(m)["body"]))[0] for m in raw] == [
         [{"solution": "tok-123456", "type": "turnstile", "solve_seconds": 1.0}]
     ]
+
+
+def test_a_solve_ends_started_when_submitted_with_the_solve_as_its_runtime_and_one_line(
+    celery_app: Any, events: EventTap, caplog: pytest.LogCaptureFixture
+) -> None:
+    request = json.dumps({"task": "captcha_tasks.solve_image"})
+    job = Job.from_fields("timed-1", {"state": "done", "type": "image", "request": request})
+    before = time.time()
+    with caplog.at_level(logging.INFO, logger="captcha_tasks.worker.engine_step"):
+        CeleryCompleter(celery_app, "engine-test@h").succeed(
+            job, {"solution": "tok", "solve_seconds": 4.5, "queued_seconds": 13.6}
+        )
+    started, succeeded = events.read()
+    assert (started["type"], succeeded["type"]) == ("task-started", "task-succeeded")
+    # Dated when the provider got it: the solve's duration before the end.
+    assert before - 4.5 <= started["timestamp"] <= time.time() - 4.5
+    assert succeeded["runtime"] == 4.5
+    assert succeeded["timestamp"] - started["timestamp"] == pytest.approx(4.5, abs=0.2)
+    assert [r.getMessage() for r in caplog.records] == [
+        "Task captcha_tasks.solve_image[timed-1] succeeded in 18.1 s "
+        "(queued 13.6 s, solved in 4.5 s)"
+    ]
+
+
+def test_a_failed_solve_is_logged_once_with_its_code_and_times(
+    celery_app: Any, events: EventTap, caplog: pytest.LogCaptureFixture
+) -> None:
+    now = time.time()
+    fields = {
+        "state": "failed",
+        "type": "recaptcha_v2",
+        "enqueued_at": str(now - 10.0),
+        "submitted_at": str(now - 4.0),
+        "request": json.dumps({"task": "captcha_tasks.solve_recaptcha_v2"}),
+    }
+    job = Job.from_fields("failed-1", fields)
+    with caplog.at_level(logging.INFO, logger="captcha_tasks.worker.engine_step"):
+        CeleryCompleter(celery_app, "engine-test@h").fail(
+            job, CaptchaUnsolvable("the workers could not read it", code="ERROR_CAPTCHA_UNSOLVABLE")
+        )
+    started, failed = events.read()
+    assert (started["type"], failed["type"]) == ("task-started", "task-failed")
+    assert started["timestamp"] == pytest.approx(now - 4.0)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("Task captcha_tasks.solve_recaptcha_v2[failed-1] failed after 10.0 s")
+    assert line.endswith("(queued 6.0 s): ERROR_CAPTCHA_UNSOLVABLE: the workers could not read it")
+
+
+def test_a_job_failed_before_its_submit_has_no_start(celery_app: Any, events: EventTap) -> None:
+    job = Job.from_fields("never-sent", {"state": "failed", "type": "image"})
+    CeleryCompleter(celery_app, "engine-test@h").fail(job, CaptchaUnsolvable("gone"))
+    assert [e["type"] for e in events.read()] == ["task-failed"]
