@@ -40,7 +40,13 @@ from .parsing import legacy_api_key as _legacy_api_key
 from .parsing import number as _number
 from .parsing import provider as _provider
 from .parsing import solver_url as _solver_url
-from .provider_config import DEFAULT_PROVIDER, PROVIDERS_VARIABLE, ProviderConfig, read_providers
+from .provider_config import (
+    DEFAULT_PROVIDER,
+    PROVIDERS_VARIABLE,
+    ProviderConfig,
+    read_providers,
+    variable,
+)
 from .redis_urls import check_sentinel_master, sentinel_master, ssl_options
 from .redis_urls import redis_url as _check_redis_url
 
@@ -316,6 +322,21 @@ class Settings:
         for name, value in out.items():
             if isinstance(value, str) and "://" in value:
                 out[name] = mask_url(value)
+        return out
+
+    def variables(self) -> dict[str, object]:
+        """:meth:`describe` keyed by the variable each value is read from
+        (``CAPTCHA_TASKS_POLL_READS``, not ``poll_reads``), secrets masked alike. With
+        ``CAPTCHA_TASKS_PROVIDERS`` set, each named provider's variables follow it."""
+        described = self.describe()
+        out = {source: described[name] for name, (source, _) in _SOURCES.items()}
+        if self.named_providers:
+            providers: Any = described["providers"]
+            out[PROVIDERS_VARIABLE] = [provider["name"] for provider in providers]
+            for provider in providers:
+                for key, value in provider.items():
+                    if key != "name":
+                        out[variable(provider["name"], key.upper())] = value
         return out
 
 

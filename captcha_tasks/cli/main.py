@@ -192,28 +192,25 @@ def main() -> None:
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings(as_json: bool) -> None:
-    """Show the settings read from the environment (secrets masked)."""
-    described = get_settings().describe()
+    """Show the settings read from the environment, by variable (secrets masked)."""
+    current = get_settings()
     if as_json:
-        click.echo(json.dumps(described, indent=2))
+        click.echo(json.dumps(current.describe(), indent=2))
         return
-    for name, value in described.items():
-        if name == "providers" and isinstance(value, list):
-            for provider in value:  # one line each, in order of preference, keys masked
-                shown = " ".join(f"{k}={_plain(v)}" for k, v in provider.items() if k != "name")
-                click.echo(f"{'provider ' + str(provider['name']):16} {shown}")
-            continue
-        click.echo(f"{name:16} {value}")
+    shown = current.variables()
+    width = max(map(len, shown))
+    for name, value in shown.items():
+        click.echo(f"{name:{width}}  {_plain(value, 'all' if name.endswith('_TYPES') else '-')}")
 
 
-def _plain(value: object) -> str:
-    """A provider's setting on one line: ``types=image,turnstile`` (none: ``all``),
-    ``prices=image:0.5``, ``balance_floor=-``."""
-    if isinstance(value, list):
-        return ",".join(map(str, value)) or "all"
+def _plain(value: object, empty: str = "-") -> str:
+    """A setting's value as its variable would spell it: ``image,turnstile``,
+    ``image:0.5``; ``empty`` when unset or empty (a provider's types: ``all``)."""
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value)) or empty
     if isinstance(value, dict):
-        return ",".join(f"{k}:{v}" for k, v in value.items()) or "-"
-    return "-" if value is None else str(value)
+        return ",".join(f"{k}:{v}" for k, v in value.items()) or empty
+    return empty if value is None or value == "" else str(value)
 
 
 class _FiniteFloat(click.types.FloatParamType):

@@ -4,7 +4,9 @@ Read-only: the thread budget and the solve queues (the sum over the providers, a
 a row per provider), Celery's broker queues, token pools, proxy leases, session locks,
 the workers that answer a ping (those with a heartbeat when the ping fails, as it does
 for the read-only ``monitor`` ACL user), each provider's balance (asked of it now) and its state
-in Redis (:mod:`.providers`: threads, breaker, last balance check, spend). Secrets stay
+in Redis (:mod:`.providers`: threads, breaker, last balance check, spend); a provider's
+row shows the balance just asked of it, and a worker's last check only when it did not
+answer (workers store one only under a balance floor). Secrets stay
 out: proxies are masked, a session lock shows its owner's name and not its token, API
 keys and Redis passwords are never printed.
 """
@@ -12,6 +14,7 @@ keys and Redis passwords are never printed.
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
 import time
 from collections.abc import Callable
@@ -230,7 +233,33 @@ def collect(
         report["workers"] = workers.result() if workers is not None else None
         report["balances"] = [balance.result() for balance in balances]
         report["balance"] = report["balances"][0]
+    report["providers"] = [
+        _with_balance_asked(state, asked, spec, now)
+        for state, asked, spec in zip(report["providers"], report["balances"], specs, strict=True)
+    ]
     return report
+
+
+def _with_balance_asked(
+    state: dict[str, Any], asked: dict[str, Any], spec: ProviderConfig, now: float
+) -> dict[str, Any]:
+    """A provider's state with the balance just asked of it, when it answered: the
+    stored one is only written by workers that watch a balance floor, so without
+    ``CAPTCHA_TASKS_BALANCE_FLOOR`` there is none. ``balance_source`` says which one the
+    row shows: ``asked now``, ``last check`` (a worker's), or None (neither)."""
+    if "balance" not in asked:
+        source = "last check" if state["balance"] is not None else None
+        return {**state, "balance_source": source}
+    usd = decimal.Decimal(asked["balance"])
+    floor = spec.balance_floor
+    return {
+        **state,
+        "balance": asked["balance"],
+        "balance_checked_at": round(now, 3),
+        "balance_stale": False,
+        "below_floor": floor is not None and usd < floor,
+        "balance_source": "asked now",
+    }
 
 
 def _table(headers: list[str], rows: list[list[str]], empty: str) -> list[str]:
@@ -323,7 +352,7 @@ def _balance_lines(balances: list[dict[str, Any]]) -> list[str]:
         name = f"{bal['name']}: " if len(balances) > 1 and bal.get("name") else ""
         where = f"{bal['provider']} at {bal['url']}"
         if "balance" in bal:
-            lines.append(f"{label:16}{name}{bal['balance']} ({where})")
+            lines.append(f"{label:16}{name}{bal['balance']} USD ({where})")
         else:
             lines.append(f"{label:16}{name}unavailable: {bal['error']} ({where})")
     return lines

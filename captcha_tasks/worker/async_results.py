@@ -180,6 +180,11 @@ class ResultWaiter:
                 logger.warning("result waits: subscribing failed (%s); retrying", exc)
                 await self._lost()
                 return
+            if _cancelling():
+                # Cancelled while (un)subscribing, and redis-py's pub/sub command absorbed
+                # the CancelledError: asyncio.run cancels what is left when its loop ends,
+                # and a reader started now would outlive that loop (destroyed pending).
+                raise asyncio.CancelledError
             if self._reader is None or self._reader.done():
                 self._reader = asyncio.get_running_loop().create_task(self._read())
 
@@ -297,6 +302,12 @@ class ResultWaiter:
         if not isinstance(meta, dict) or meta.get("status") not in states.READY_STATES:
             return
         _settle(self._futures.get(channel, ()), meta)
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop (``Task.cancelling``, Python 3.11+)."""
+    cancelling = getattr(asyncio.current_task(), "cancelling", None)
+    return bool(cancelling is not None and cancelling())
 
 
 def _settle(futures: Iterable[asyncio.Future[dict[str, Any]]], meta: dict[str, Any]) -> None:

@@ -25,12 +25,29 @@ channel to read and sleeps the whole second. So with Celery's consumer
 ``[r.get() for r in results]`` started right after enqueueing takes ~1 s per already
 finished task. And its ``ResultSet.get()`` (``group(...).get()``) reads the states once,
 then sleeps ``interval`` (0.5 s) before noticing that once was all it was asked for.
+
+Its consumer also keeps the pub/sub connection out of ``AsyncResult.__del__``. Celery's
+finalizer (``backend.remove_pending_result`` -> ``cancel_for``) sends ``UNSUBSCRIBE`` for
+its task whenever the result is collected, even when the consumer unsubscribed it
+already (when the final state came in: celery/celery#10477, where that second
+``UNSUBSCRIBE`` from the garbage collector deadlocks a send in progress) or never
+subscribed it (:func:`without_result_subscription`). Results a script still holds at
+exit are collected during interpreter finalization, after ``atexit`` and after
+``sys.meta_path`` is gone (celery/celery#6512): by then redis-py's ``PubSub`` may have
+been finalized first and dropped its connection, so the ``UNSUBSCRIBE`` opens a new
+one, whose parser imports ``hiredis`` and fails with ``ImportError: sys.meta_path is
+None``, printed as ``Exception ignored in: AsyncResult.__del__`` once per result. Here
+only a channel still subscribed is unsubscribed, and an ``atexit`` hook (which runs
+before finalization) closes the consumer's connection and forgets its channels, so the
+finalizers that come after have nothing to send.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,8 +84,34 @@ def without_result_subscription() -> Iterator[None]:
         _NO_SUBSCRIPTION.reset(token)
 
 
+#: Every consumer that opened a pub/sub connection in this process, for :func:`_stop_all`.
+_STARTED: weakref.WeakSet[ResultConsumer] = weakref.WeakSet()
+
+
 class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
-    """Celery's Redis result consumer that does not wait for a result it already has."""
+    """Celery's Redis result consumer that does not wait for a result it already has,
+    and whose connection is closed before the interpreter finalizes what is left."""
+
+    #: The pub/sub connection (redis-py's ``PubSub``), opened by the first subscription.
+    _pubsub: Any = None
+
+    def start(self, initial_task_id: str, **kwargs: Any) -> None:
+        _STARTED.add(self)
+        super().start(initial_task_id, **kwargs)
+
+    def stop(self) -> None:
+        """Close the pub/sub connection and forget its channels: a result collected
+        afterwards unsubscribes nothing, and a later send starts the consumer again."""
+        pubsub, self._pubsub = self._pubsub, None
+        self.subscribed_to.clear()
+        if pubsub is not None:
+            with contextlib.suppress(Exception):  # closing only drops the socket
+                pubsub.close()
+
+    def cancel_for(self, task_id: str) -> None:
+        # Only a channel still subscribed has anything to unsubscribe (module docstring).
+        if self._get_key_for_task(task_id) in self.subscribed_to:
+            super().cancel_for(task_id)
 
     def on_wait_for_pending(self, result: Any, **kwargs: Any) -> None:
         # One pass over a result set's stored states (``max_iterations=1``): Celery's
@@ -87,6 +130,14 @@ class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
             p, timeout=timeout, on_interval=on_interval
         )
         return result
+
+
+@atexit.register
+def _stop_all() -> None:
+    """Stop every started consumer (registered at import, so it runs after the ``atexit``
+    hooks of the code that uses results, and before interpreter finalization)."""
+    for consumer in list(_STARTED):
+        consumer.stop()
 
 
 class ResultBackend(RedisBackend):  # type: ignore[misc]

@@ -240,6 +240,55 @@ def test_status_while_solves_are_in_flight(
     lock.release()
 
 
+def _provider_row(text: str, name: str) -> str:
+    rows = text.split("\nproviders\n", 1)[1].splitlines()
+    [row] = [line for line in rows if line.split()[:1] == [name]]
+    return row
+
+
+def test_status_shows_the_same_balance_in_its_header_and_its_providers_table(
+    celery_app: Any, sandbox: Any
+) -> None:
+    # No worker watches a balance floor, so Redis holds no balance: the one status asks
+    # the provider for is the one both places show.
+    env = {"CAPTCHAAI_API_KEY": DEV_API_KEY, "CAPTCHA_TASKS_SOLVER_URL": sandbox.url}
+    code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], env)
+    assert code == 0, err
+    report = json.loads(out)
+    [provider] = report["providers"]
+    assert provider["balance"] == report["balance"]["balance"]
+    assert Decimal(provider["balance"]) == Decimal("100")
+    assert provider["balance_source"] == "asked now" and provider["balance_stale"] is False
+
+    code, text, err = run_cli(["status", "--workers-timeout", "0"], env)
+    assert code == 0, err
+    shown = f"{report['balance']['balance']} USD"
+    assert f"balance         {shown} (captchaai at {sandbox.url})" in text, text
+    assert shown in _provider_row(text, "default") and "unknown" not in text, text
+
+
+def test_status_shows_a_workers_last_check_when_the_provider_does_not_answer(
+    celery_app: Any,
+) -> None:
+    settings = get_settings()
+    client = state_redis(settings)
+    keys = Keys(settings.key_prefix)
+    client.hset(
+        keys.balance("default"),
+        mapping={"usd": "42.5", "checked_at": repr(time.time()), "stale": "0", "low": "0"},
+    )
+    env = {"CAPTCHAAI_API_KEY": DEV_API_KEY, "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:9"}
+    code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], env)
+    assert code == 0, err
+    report = json.loads(out)
+    [provider] = report["providers"]
+    assert "error" in report["balance"]
+    assert (provider["balance"], provider["balance_source"]) == ("42.5", "last check")
+    code, text, err = run_cli(["status", "--workers-timeout", "0"], env)
+    assert code == 0, err
+    assert "42.5 USD" in _provider_row(text, "default"), text
+
+
 def test_status_without_a_key_says_why_there_is_no_balance(celery_app: Any) -> None:
     code, out, err = run_cli(["status", "--json", "--workers-timeout", "0"], {})
     assert code == 0, err

@@ -139,10 +139,33 @@ def test_the_settings_command_masks_passwords_and_the_api_key(
         assert shown["state_url"] == "redis://state:***@127.0.0.1:6379/2"
         assert shown["api_key"] == "***"
     else:
-        lines = result.output.splitlines()
-        assert "solver_url       https://user:***@solver.example.com" in lines
-        assert "broker_url       redis://:***@127.0.0.1:6379/1" in lines
-        assert "api_key          ***" in lines
+        shown = dict(line.split(maxsplit=1) for line in result.output.splitlines())
+        assert shown["CAPTCHA_TASKS_SOLVER_URL"] == "https://user:***@solver.example.com"
+        assert shown["CAPTCHA_TASKS_BROKER_URL"] == "redis://:***@127.0.0.1:6379/1"
+        assert shown["CAPTCHA_TASKS_API_KEY"] == "***"
+
+
+def test_the_settings_command_prints_each_variable_by_its_name_aligned(
+    settings_env: Callable[..., None],
+) -> None:
+    from captcha_tasks.cli.main import main
+    from captcha_tasks.settings import _SOURCES
+
+    env = {"CAPTCHA_TASKS_POLL_READS": "3", "CAPTCHA_TASKS_ALLOWED_DOMAINS": "a.example,b.example"}
+    settings_env(**env)
+    result = CliRunner().invoke(main, ["settings"], env=env)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    names = [line.split()[0] for line in lines]
+    assert names == [variable for variable, _ in _SOURCES.values()]  # each, in order
+    # Every value starts in one column, two spaces after the longest name.
+    column = max(map(len, names)) + 2
+    for line, name in zip(lines, names, strict=True):
+        assert line[:column].rstrip() == name and line[column] != " ", line
+    shown = {line[:column].rstrip(): line[column:] for line in lines}
+    assert shown["CAPTCHA_TASKS_POLL_READS"] == "3.0"
+    assert shown["CAPTCHA_TASKS_ALLOWED_DOMAINS"] == "a.example,b.example"
+    assert shown["CAPTCHA_TASKS_METRICS_PORT"] == "-"  # unset
 
 
 def test_time_scale_multiplies_timings() -> None:

@@ -225,14 +225,13 @@ def test_the_settings_command_lists_the_providers_with_keys_masked(
         ]
         assert listed[1]["types"] == ["image", "turnstile"]
     else:
-        lines = [line for line in out.output.splitlines() if "protocol=" in line]
-        assert lines[0].split()[:4] == [
-            "provider",
-            "main",
-            "protocol=captchaai",
-            "url=https://ocr.captchaai.com",
-        ]
-        assert "types=image,turnstile" in lines[1] and "api_key=***" in lines[1]
+        shown = dict(line.split(maxsplit=1) for line in out.output.splitlines())
+        assert shown["CAPTCHA_TASKS_PROVIDERS"] == "main,backup"
+        assert shown["CAPTCHA_TASKS_MAIN_PROTOCOL"] == "captchaai"
+        assert shown["CAPTCHA_TASKS_MAIN_URL"] == "https://ocr.captchaai.com"
+        assert shown["CAPTCHA_TASKS_MAIN_TYPES"] == "all"
+        assert shown["CAPTCHA_TASKS_BACKUP_TYPES"] == "image,turnstile"
+        assert shown["CAPTCHA_TASKS_BACKUP_API_KEY"] == "***"
 
 
 def test_not_offered_matches_what_the_provider_layer_offers() -> None:

@@ -128,6 +128,7 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
         "balance_stale": True,
         "balance_floor": "5",
         "below_floor": True,
+        "balance_source": "last check",  # the provider did not answer status's own ask
         "spend_last_hour": "0.00409",
         "spend_last_hour_by_type": {"recaptcha_v2": "0.00409"},
         "solves_last_hour": 2,

@@ -4,6 +4,7 @@ the real result backend (its script sets the key and publishes it, as in a worke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 import uuid
@@ -17,6 +18,7 @@ from celery.result import AsyncResult
 
 from captcha_tasks import aio
 from captcha_tasks.errors import ChallengeRejected
+from captcha_tasks.settings import get_settings
 from captcha_tasks.worker import async_results
 
 
@@ -233,3 +235,39 @@ def test_the_awaitables_carry_their_tasks_names_and_docs() -> None:
     assert "timeout=" in (aio.fetch_page.__doc__ or "")
     shown = inspect.signature(aio.solve_recaptcha_v2).parameters
     assert list(shown)[:2] == ["sitekey", "pageurl"] and "timeout" in shown
+
+
+class _AbsorbingPubSub:
+    """A pub/sub whose UNSUBSCRIBE absorbs a cancellation that arrives while it is sent,
+    as redis-py's asyncio commands can: the flusher's task is cancelled, its await
+    returns normally."""
+
+    def __init__(self) -> None:
+        self.sending = asyncio.Event()
+
+    async def unsubscribe(self, *channels: str) -> None:
+        self.sending.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(5)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_flush_cancelled_inside_a_command_that_absorbs_it_starts_no_reader(
+    celery_app: Any,
+) -> None:
+    async def main() -> tuple[bool, Any]:
+        waiter = async_results.ResultWaiter(celery_app.backend, get_settings())
+        pubsub = _AbsorbingPubSub()
+        waiter._pubsub, waiter._subscribed = pubsub, {"celery-task-meta-x"}
+        waiter._unsubscribe("celery-task-meta-x")  # starts the flusher
+        flusher = waiter._flusher
+        assert flusher is not None
+        await asyncio.wait_for(pubsub.sending.wait(), 5)
+        flusher.cancel()  # as asyncio.run does with what is left when its loop ends
+        with contextlib.suppress(asyncio.CancelledError):
+            await flusher
+        return flusher.cancelled(), waiter._reader
+
+    assert _run(main) == (True, None)

@@ -1,0 +1,63 @@
+"""The result consumer's pub/sub connection and the finalizers of ``AsyncResult``s, against
+the session's real Redis (the exit itself, through real workers: tests/integration/
+test_clean_exit.py)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from celery.result import AsyncResult
+
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.worker import result_backend
+
+
+def _subscribers(client: redis.Redis, task_id: str) -> int:
+    ((_, count),) = client.pubsub_numsub(f"celery-task-meta-{task_id}")
+    return int(count)
+
+
+@pytest.fixture
+def consumer(celery_app: Any) -> Any:
+    found = celery_app.backend.result_consumer
+    yield found
+    found.stop()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Any:
+    with redis.Redis.from_url(redis_url) as conn:
+        yield conn
+
+
+def test_a_result_the_consumer_never_subscribed_unsubscribes_nothing(consumer: Any) -> None:
+    subscribed = str(uuid.uuid4())
+    consumer.consume_from(subscribed)
+    pubsub = consumer._pubsub
+    # The state interpreter finalization can leave: redis-py's PubSub finalized first.
+    pubsub.reset()
+    consumer.cancel_for(str(uuid.uuid4()))  # e.g. one sent by aio, or already cancelled
+    assert pubsub.connection is None  # no connection opened for nothing
+
+
+def test_after_the_exit_hook_a_collected_result_touches_no_connection(
+    celery_app: Any, consumer: Any, client: redis.Redis
+) -> None:
+    task_id = str(uuid.uuid4())
+    consumer.consume_from(task_id)
+    assert _subscribers(client, task_id) == 1
+    result = AsyncResult(task_id, app=celery_app)
+
+    result_backend._stop_all()
+
+    assert consumer._pubsub is None and not consumer.subscribed_to
+    # Closed: Redis drops the subscription once it reads the close.
+    wait_until(lambda: _subscribers(client, task_id) == 0, timeout=5, what="the close")
+    result.__del__()  # what the garbage collector does at exit: nothing to send
+    assert consumer._pubsub is None
+    # A send after it (another atexit hook, say) starts the consumer again.
+    consumer.consume_from(task_id)
+    assert _subscribers(client, task_id) == 1
