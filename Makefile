@@ -1,10 +1,16 @@
 # captcha_tasks: `make run` starts the product, `make test` proves it.
-# Both bootstrap the virtualenv in $(VENV) on first use (and after pyproject.toml changes).
+# Both bootstrap the virtualenv in $(VENV) on first use (and after pyproject.toml changes):
+# `make run` with what the stack needs (the [run] extra), every other target with the
+# whole [dev] set. Each stamp says its set is installed for this pyproject.toml; [dev]
+# holds [run], so installing it marks both, and a venv made by `make run` is completed,
+# not rebuilt, by the first target that needs more.
 
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 PYTEST_ARGS ?=
 # pytest-xdist processes per tier. The tiers wait on sockets and sleeping solvers far more
 # than they compute, so they take more processes than the machine has cores. The
@@ -17,20 +23,29 @@ FAULT_JOBS ?= 4
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test lint types unit integration faults chaos soak bench screenshot browser ops-tools format sandbox flower clean
+.PHONY: help venv venv-run run test lint types unit integration faults chaos soak bench screenshot browser ops-tools format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
-	@touch $(STAMP)
+	$(PIP) --upgrade pip
+	$(PIP) -e '.[dev]'
+	@touch $(STAMP) $(RUN_STAMP)
+
+# Nothing to install when the [dev] set already is, for this pyproject.toml.
+$(RUN_STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@if [ $(STAMP) -nt pyproject.toml ]; then :; else \
+		echo "$(PIP) -e '.[run]'"; $(PIP) --upgrade pip && $(PIP) -e '.[run]'; fi
+	@touch $(RUN_STAMP)
 
 venv: $(STAMP)  ## Create the virtualenv and install the package with its dev tools
 
-run: $(STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
+venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs ([run] extra)
+
+run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
 	$(BIN)/captcha-tasks dev --provider $(PROVIDER)
 
 test: $(STAMP)  ## Lint, types and every test tier side by side, then a summary (tests/suite.py)

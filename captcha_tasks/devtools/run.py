@@ -5,11 +5,18 @@ unreachable), the solver sandbox, a Celery worker and Flower; waits until each
 answers; prints where each listens; runs a smoke round trip; then waits. Ctrl-C
 or SIGTERM stops them in reverse order, by PID, and nothing is left behind; a second
 signal during that stop kills what is left instead of waiting for it.
+
+A Redis that already answers is used, never stopped: at a URL the environment names, as
+it is; at the default URL, in a database of this checkout's own (``shared_redis``). One
+stack runs per run directory: it holds ``flock`` on ``<run dir>/dev.lock`` while it
+lives (the kernel drops it when the process dies, however it dies), and a second one
+that cannot take it says so and exits 2 before it touches anything.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import os
 import secrets
@@ -27,8 +34,10 @@ from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from ..settings import Settings, mask_url
+from ..state.keys import Keys
 from .procs import Child, Supervisor, free_port, http_ok, port_is_free, stop_process, wait_ready
 from .redis_server import RedisServer
+from .shared_redis import checkout_mark, claim_database, with_database
 from .signals import StopSignals
 
 __all__ = ["DevOptions", "run_dev"]
@@ -37,6 +46,15 @@ __all__ = ["DevOptions", "run_dev"]
 DEV_TIME_SCALE = 0.2
 #: A well-formed reCAPTCHA v2 sitekey for the start-up round trip (the sandbox's).
 SMOKE_SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+#: The variables that name Redis URLs: set, they are used as they are.
+REDIS_URL_NAMES = (
+    "CAPTCHA_TASKS_REDIS_URL",
+    "CAPTCHA_TASKS_BROKER_URL",
+    "CAPTCHA_TASKS_RESULT_BACKEND",
+    "CAPTCHA_TASKS_STATE_URL",
+)
+#: Exit code of a stack that found another one running from its run directory.
+ALREADY_RUNNING = 2
 
 
 @dataclass
@@ -77,6 +95,37 @@ def _pick_port(preferred: int) -> int:
     return preferred if preferred and port_is_free(preferred) else free_port()
 
 
+class RunLock:
+    """``flock`` on ``<run dir>/dev.lock``, held for the supervisor's life; the file names
+    the holder's PID for the message of a stack refused."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "dev.lock"
+        self._fd: int | None = None
+
+    def acquire(self) -> int | None:
+        """None once held; else the holder's PID (0 if it has not written it yet)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            return int(holder) if holder.isdigit() else 0
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return None
+
+    def release(self) -> None:
+        """Closing the descriptor drops the lock; the file stays (removing it would let a
+        third stack lock a new file while a second one still waits on the old one)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 class DevStack:
     """The processes of one ``captcha-tasks dev`` run."""
 
@@ -90,6 +139,7 @@ class DevStack:
         self._hurry_said = False
         self.redis: RedisServer | None = None
         self.env = dict(os.environ)
+        self._wrote_env_file = False
         self.log_dir = options.run_dir / "logs"
         # Every child reads self.env as it is when it starts (each step adds to it).
         self.processes = Supervisor(self.log_dir, env=self.env)
@@ -128,7 +178,22 @@ class DevStack:
     def start_redis(self) -> str:
         url = self.settings.redis_url
         if _redis_reachable(url):
-            _say(f"redis   : using {mask_url(url)} (reachable)")
+            configured = [name for name in REDIS_URL_NAMES if self.env.get(name)]
+            if configured:
+                self.env.setdefault("CAPTCHA_TASKS_REDIS_URL", url)
+                _say(f"redis   : using {mask_url(url)} (reachable; {', '.join(configured)})")
+                return url
+            # The default URL answers: someone's Redis. This stack keeps to a database of
+            # its own there, and stops nothing of it.
+            keys = Keys(self.settings.key_prefix)
+            db = claim_database(url, checkout_mark(self.options.run_dir), keys)
+            url = with_database(url, db)
+            self.env["CAPTCHA_TASKS_REDIS_URL"] = url
+            _say(
+                f"redis   : using {mask_url(url)}: a Redis answers at "
+                f"{mask_url(self.settings.redis_url)}, so this checkout's stack keeps to its "
+                f"database {db} there and leaves the server running"
+            )
             return url
         parts = urlsplit(url)
         if parts.hostname not in ("localhost", "127.0.0.1", "::1") or parts.scheme != "redis":
@@ -143,12 +208,7 @@ class DevStack:
         self.redis = RedisServer(port, data_dir=self.options.run_dir / "redis", appendonly=True)
         self.redis.start()
         url = self.redis.url
-        for name in (
-            "CAPTCHA_TASKS_REDIS_URL",
-            "CAPTCHA_TASKS_BROKER_URL",
-            "CAPTCHA_TASKS_RESULT_BACKEND",
-            "CAPTCHA_TASKS_STATE_URL",
-        ):
+        for name in REDIS_URL_NAMES:
             self.env.pop(name, None)
         self.env["CAPTCHA_TASKS_REDIS_URL"] = url
         _say(
@@ -333,6 +393,7 @@ class DevStack:
         "CAPTCHA_TASKS_REDIS_URL",
         "CAPTCHA_TASKS_BROKER_URL",
         "CAPTCHA_TASKS_RESULT_BACKEND",
+        "CAPTCHA_TASKS_STATE_URL",
         "CAPTCHA_TASKS_SOLVER_URL",
         "CAPTCHA_TASKS_PROVIDER",
         "CAPTCHA_TASKS_API_KEY",
@@ -355,6 +416,7 @@ class DevStack:
                 lines.append(f"export {name}={shlex.quote(self.env[name])}")
         self.env_file.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.env_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._wrote_env_file = True
         with os.fdopen(fd, "w") as out:
             out.write("\n".join(lines) + "\n")
         return self.env_file
@@ -371,8 +433,9 @@ class DevStack:
         # result store backend"): the supervisor would outlive its children by a minute.
         # Collect them now, while Redis still answers.
         gc.collect()
-        with contextlib.suppress(OSError):
-            self.env_file.unlink(missing_ok=True)
+        if self._wrote_env_file:
+            with contextlib.suppress(OSError):
+                self.env_file.unlink(missing_ok=True)
 
         def said(child: Child, code: int | None, error: Exception | None) -> None:
             if error is None:
@@ -406,6 +469,22 @@ def run_dev(options: DevOptions, settings: Settings) -> int:
     if options.time_scale is None and not os.environ.get("CAPTCHA_TASKS_TIME_SCALE"):
         # Local solves in seconds rather than the provider's real 15-20 s.
         options.time_scale = DEV_TIME_SCALE
+    lock = RunLock(options.run_dir)
+    holder = lock.acquire()
+    if holder is not None:
+        pid = f"pid {holder}" if holder else "starting"
+        _say(
+            f"a stack already runs from {options.run_dir} ({pid}): use it (source "
+            f"{options.run_dir / 'env'}) or stop it first (Ctrl-C in its terminal)"
+        )
+        return ALREADY_RUNNING
+    try:
+        return _run_locked(options, settings)
+    finally:
+        lock.release()
+
+
+def _run_locked(options: DevOptions, settings: Settings) -> int:
     signals = StopSignals()
     stack = DevStack(options, settings, signals)
     code = 0

@@ -75,6 +75,10 @@ key                           type    what
                                       failed), ``low`` (below the floor). TTL: 1 h.
 ``{p}balance:{provider}:check`` string  taken (SET NX) by the one engine whose
                                       balance check is due. TTL: the check interval.
+``{p}dev:checkout``            string  ``captcha-tasks dev`` on a Redis it did not start:
+                                      the checkout (host and run directory) whose
+                                      stack this database is. TTL: ``DEV_CLAIM_TTL``,
+                                      renewed at every start.
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -92,7 +96,7 @@ from dataclasses import dataclass
 # each of its workers runs.
 from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
 
-__all__ = ["BREAKER_TTL", "PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
+__all__ = ["BREAKER_TTL", "DEV_CLAIM_TTL", "PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
 
 #: Seconds a shared structure lives after its last write.
 STRUCTURE_TTL = 86_400
@@ -105,6 +109,9 @@ SPEND_TTL = 7_200
 #: Seconds a provider's breaker lives after its last write: longer than any cool-down,
 #: short enough that a provider removed from the configuration leaves nothing behind.
 BREAKER_TTL = 86_400
+#: Seconds a ``captcha-tasks dev`` checkout keeps its database of a shared Redis after its
+#: last start: the next ``make run`` of that checkout finds its own database again.
+DEV_CLAIM_TTL = 30 * 86_400
 
 
 @dataclass(frozen=True)
@@ -258,3 +265,9 @@ class Keys:
 
     def balance_check(self, provider: str) -> str:
         return f"{self.prefix}balance:{provider}:check"
+
+    # -- captcha-tasks dev on a Redis it did not start -------------------------------------
+
+    @property
+    def dev_checkout(self) -> str:
+        return f"{self.prefix}dev:checkout"

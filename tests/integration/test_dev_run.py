@@ -6,7 +6,8 @@ The signal goes to that group (`os.killpg`): Ctrl-C's SIGINT reaches both; a SIG
 reaches both and `make` passes it on to the supervisor once more. Before the signal the
 test notes every process of the tree (psutil); afterwards none may be left, the
 supervisor included, and the ports must be free. Comes up with no API key and no Redis
-of its own: the supervisor starts a redis-server on a free port.
+of its own: the supervisor starts a redis-server on a free port; or beside a Redis that
+already runs on the default port, which it must use and leave as it found it.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from captcha_tasks.devtools.procs import free_port, port_is_free, stop_process, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks.devtools.run import SMOKE_SITEKEY
+from captcha_tasks.devtools.shared_redis import checkout_mark
 
 pytestmark = [
     pytest.mark.integration,
@@ -109,33 +114,45 @@ AS_A_TERMINAL_JOB = (
 )
 
 
+def _make_run(tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """The argv of `make run` for the test's Makefile (written on first use)."""
+    makefile = tmp_path / "Makefile"
+    if not makefile.exists():
+        argv = [
+            *(
+                sys.executable,
+                "-m",
+                "captcha_tasks.cli.main",
+                "dev",
+                "--run-dir",
+                str(tmp_path / "run"),
+            ),
+            *("--sandbox-port", env["TEST_SANDBOX_PORT"], "--flower-port", env["TEST_FLOWER_PORT"]),
+        ]
+        makefile.write_text(f"run:\n\t{shlex.join(argv)}\n")
+    return [*AS_A_TERMINAL_JOB, "make", "-s", "-f", str(makefile), "run"]
+
+
 @contextlib.contextmanager
-def dev_under_make(tmp_path: Path) -> Iterator[_DevRun]:
+def dev_under_make(tmp_path: Path, *, own_redis: bool = True) -> Iterator[_DevRun]:
     """Start the stack under `make` and yield once it printed "up."; on the way out,
-    SIGKILL by PID whatever of its tree is still running."""
-    ports = {"redis": free_port(), "sandbox": free_port(), "flower": free_port()}
+    SIGKILL by PID whatever of its tree is still running. ``own_redis``: point
+    CAPTCHA_TASKS_REDIS_URL at a free port, where the supervisor starts a redis-server;
+    else leave it unset, so that the stack looks at the default URL."""
+    ports = {"sandbox": free_port(), "flower": free_port()}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAPTCHA", "FLOWER"))}
-    # Nothing listens there yet: the supervisor starts a redis-server of its own on it.
+    if own_redis:
+        # Nothing listens there yet: the supervisor starts a redis-server of its own on it.
+        ports["redis"] = free_port()
+        env["CAPTCHA_TASKS_REDIS_URL"] = f"redis://127.0.0.1:{ports['redis']}/0"
     env.update(
-        CAPTCHA_TASKS_REDIS_URL=f"redis://127.0.0.1:{ports['redis']}/0",
         CAPTCHA_TASKS_TIME_SCALE="0.05",
         PYTHONUNBUFFERED="1",
+        TEST_SANDBOX_PORT=str(ports["sandbox"]),
+        TEST_FLOWER_PORT=str(ports["flower"]),
     )
-    argv = [
-        *(
-            sys.executable,
-            "-m",
-            "captcha_tasks.cli.main",
-            "dev",
-            "--run-dir",
-            str(tmp_path / "run"),
-        ),
-        *("--sandbox-port", str(ports["sandbox"]), "--flower-port", str(ports["flower"])),
-    ]
-    makefile = tmp_path / "Makefile"
-    makefile.write_text(f"run:\n\t{shlex.join(argv)}\n")
     make = subprocess.Popen(
-        [*AS_A_TERMINAL_JOB, "make", "-s", "-f", str(makefile), "run"],
+        _make_run(tmp_path, env),
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -171,11 +188,12 @@ def _stack_pids(run: _DevRun) -> dict[str, int]:
     """The PIDs the supervisor reported, by name, and its own."""
     out = run.out()
     pids = {
-        "redis": int(re.search(r"started redis-server pid (\d+)", out).group(1)),  # type: ignore[union-attr]
         "sandbox": int(re.search(r"sandbox : .*pid (\d+)\)", out).group(1)),  # type: ignore[union-attr]
         "worker": int(re.search(r"worker  : .*pid (\d+)\)", out).group(1)),  # type: ignore[union-attr]
         "flower": int(re.search(r"flower  : .*pid (\d+)\)", out).group(1)),  # type: ignore[union-attr]
     }
+    if redis := re.search(r"started redis-server pid (\d+)", out):
+        pids["redis"] = int(redis.group(1))
     (supervisor,) = [p for p in run.tree.values() if p.ppid() == run.make.pid]
     pids["supervisor"] = supervisor.pid
     assert set(pids.values()) <= set(run.tree), (pids, run.note_tree())
@@ -258,3 +276,129 @@ def test_second_signal_during_the_stop_kills_what_is_left(
         assert f"stopped flower (pid {pids['flower']}, exit -9)" in out, out
         assert f"stopped redis-server (pid {pids['redis']})" in out, out
         assert "make: ***" not in out and "Traceback" not in out, out
+
+
+def _in_another_terminal(
+    run: _DevRun, env_file: Path, code: str
+) -> subprocess.CompletedProcess[str]:
+    """``source <env file>`` and run ``code``, as a second terminal would."""
+    bare = {k: v for k, v in run.env.items() if not k.startswith("CAPTCHA")}
+    command = f"source {shlex.quote(str(env_file))} && exec {sys.executable} -c {shlex.quote(code)}"
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env=bare,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+
+def _stop_with_sigint(run: _DevRun) -> str:
+    os.killpg(run.pgid, signal.SIGINT)
+    left = run.wait_until_gone(GONE_WITHIN)
+    assert left == [], f"left {GONE_WITHIN:.0f} s after SIGINT: {left}\n{run.out()}"
+    assert run.make.wait(timeout=5) == -signal.SIGINT
+    out = run.out()
+    assert "make: ***" not in out and "Traceback" not in out, out
+    return out
+
+
+#: The port a Redis of the machine listens on, where `make run` looks first.
+DEFAULT_PORT = 6379
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.long
+def test_beside_a_redis_on_the_default_port(tmp_path: Path) -> None:
+    """A Redis of someone else's answers at the default URL, with data in database 0
+    (including a queue named `celery`, as another Celery app's), other data in database
+    1 and another checkout's stack in database 2: `make run` uses that server, in
+    database 3, solves through it, and leaves the server running with all of it."""
+    if not port_is_free(DEFAULT_PORT):
+        # That is someone's Redis (or something else): it is not this test's to write to or
+        # to stop, and no other port plays the default one.
+        pytest.skip(f"port {DEFAULT_PORT} is taken: this test starts its own Redis there")
+    with RedisServer(DEFAULT_PORT, data_dir=tmp_path / "theirs") as theirs:
+        assert theirs.proc is not None
+        theirs_pid = theirs.proc.pid
+        users = {db: redis.Redis(host="127.0.0.1", port=DEFAULT_PORT, db=db) for db in (0, 1, 2)}
+        users[0].set("their:data", "kept")
+        users[0].rpush("celery", "another app's message")
+        users[1].hset("someone:else", "field", "value")
+        other_stack = "elsewhere:/another/checkout/.run"
+        users[2].set("ct:dev:checkout", other_stack, ex=3600)
+        before = {db: sorted(client.keys()) for db, client in users.items()}
+
+        with dev_under_make(tmp_path, own_redis=False) as run:
+            out = run.out()
+            assert "started redis-server" not in out, out
+            assert (
+                "redis   : using redis://localhost:6379/3: a Redis answers at "
+                "redis://localhost:6379/0" in out
+            ), out
+            assert re.search(r"smoke   : solve_recaptcha_v2 -> captcha \d+", out), out
+            stack = redis.Redis(host="127.0.0.1", port=DEFAULT_PORT, db=3)
+            assert stack.get("ct:dev:checkout") == checkout_mark(tmp_path / "run").encode()
+            # A second terminal solves through the stack with what `.run/env` says.
+            env_file = tmp_path / "run" / "env"
+            assert "CAPTCHA_TASKS_REDIS_URL=redis://localhost:6379/3" in env_file.read_text()
+            solved = _in_another_terminal(
+                run,
+                env_file,
+                "from captcha_tasks import solve_recaptcha_v2\n"
+                f"r = solve_recaptcha_v2.delay({SMOKE_SITEKEY!r}, 'https://example.com/x')\n"
+                "print('solved', r.get(timeout=60)['captcha_id'])\n",
+            )
+            assert solved.returncode == 0, solved.stdout + solved.stderr
+            assert re.search(r"^solved \d+$", solved.stdout, re.MULTILINE), solved.stdout
+            out = _stop_with_sigint(run)
+            assert "stopped redis-server" not in out, out
+
+        # The server still runs, the same process, with everything it held.
+        assert theirs.proc.poll() is None and theirs.proc.pid == theirs_pid
+        assert users[0].ping()
+        assert {db: sorted(client.keys()) for db, client in users.items()} == before
+        assert users[0].get("their:data") == b"kept"
+        assert users[0].lrange("celery", 0, -1) == [b"another app's message"]
+        assert users[1].hgetall("someone:else") == {b"field": b"value"}
+        assert users[2].get("ct:dev:checkout") == other_stack.encode()
+        for client in (*users.values(), stack):
+            client.close()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.long
+def test_a_second_stack_in_the_same_run_directory_is_refused(tmp_path: Path) -> None:
+    with dev_under_make(tmp_path) as run:
+        pids = _stack_pids(run)
+        env_file = tmp_path / "run" / "env"
+        described = env_file.read_text()
+        second = subprocess.run(
+            _make_run(tmp_path, run.env),
+            cwd=ROOT,
+            env=run.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2, second.stdout + second.stderr
+        # One line of its own (make's "Error 2" report on stderr is make's).
+        assert second.stdout.splitlines() == [
+            f"[captcha-tasks dev] a stack already runs from {tmp_path / 'run'} "
+            f"(pid {pids['supervisor']}): use it (source {env_file}) or stop it first "
+            "(Ctrl-C in its terminal)"
+        ], second.stdout
+        assert [line for line in second.stderr.splitlines() if "make: ***" not in line] == []
+        # The first stack is untouched: its file, its processes, its answers.
+        assert env_file.read_text() == described
+        assert len(run.left()) == len(run.tree), (run.left(), run.tree)
+        ping = _in_another_terminal(
+            run,
+            env_file,
+            "from captcha_tasks import app\nprint(sorted(app.control.ping(timeout=5.0)[0]))\n",
+        )
+        assert ping.returncode == 0 and "dev1@" in ping.stdout, ping.stdout + ping.stderr
+        _stop_with_sigint(run)
+        assert not env_file.exists()  # removed by the stack that wrote it
