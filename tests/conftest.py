@@ -5,7 +5,6 @@ Every process a fixture starts is stopped by PID when the fixture ends.
 
 from __future__ import annotations
 
-import gc
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ import pytest
 from captcha_tasks.devtools.procs import stop_process
 from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
+from captcha_tasks.worker.result_backend import stop_result_consumers
 from tests.support.processes import SpawnPython, python_processes
 from tests.support.workers import TEST_TIME_SCALE, WorkerProcess, start_worker, wait_for_worker
 
@@ -45,9 +45,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    # AsyncResults left by tests unsubscribe from Redis when collected: let them do it
-    # while the server still answers, not in a warning after it stopped.
-    gc.collect()
+    # AsyncResults left by tests unsubscribe from Redis when collected: close the result
+    # consumers first, so that they have nothing to send to servers the tests stopped.
+    stop_result_consumers()
     if _SESSION_REDIS is not None:
         _SESSION_REDIS.stop()
 

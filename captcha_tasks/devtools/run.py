@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import os
 import secrets
 import shlex
@@ -35,6 +34,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from ..settings import Settings, mask_url
 from ..state.keys import Keys
+from ..worker.result_backend import BACKENDS
 from .procs import Child, Supervisor, free_port, http_ok, port_is_free, stop_process, wait_ready
 from .redis_server import RedisServer
 from .shared_redis import checkout_mark, claim_database, with_database
@@ -267,11 +267,20 @@ class DevStack:
         broker = self.env.get("CAPTCHA_TASKS_BROKER_URL") or self.env["CAPTCHA_TASKS_REDIS_URL"]
         backend = self.env.get("CAPTCHA_TASKS_RESULT_BACKEND") or broker
         app = Celery("captcha_tasks_dev", broker=broker, backend=backend, set_as_current=False)
-        # A result consumer that lost its Redis retries 20 times, a second apart, before it
-        # gives up (Celery's default): per AsyncResult, when one is collected after Redis was
-        # stopped. One attempt is enough for a client of a stack that is going away.
-        app.conf.result_backend_transport_options = {"retry_policy": {"max_retries": 0}}
+        # The package's result backend (Celery reads override_backends only from a
+        # configuration object): close_control() closes its consumer's connection, so
+        # results collected later, after Redis stopped, unsubscribe nothing.
+        app.config_from_object({"override_backends": BACKENDS})
         return app
+
+    @staticmethod
+    def close_control(app: Celery) -> None:
+        """Close the control client while Redis still answers: its result consumer's
+        pub/sub connection, then its broker connections."""
+        consumer = getattr(app.backend, "result_consumer", None)
+        if consumer is not None:
+            consumer.stop()
+        app.close()
 
     def _result(self, result: Any, *, timeout: float, what: str) -> Any:
         """``result.get()`` in short slices, so that a signal is seen within about a second."""
@@ -324,7 +333,7 @@ class DevStack:
                 what="the workers to answer ping",
             )
         finally:
-            control.close()
+            self.close_control(control)
         for name, child in zip(names, children, strict=True):
             _say(f"worker  : {name} (-c {self.options.concurrency}, pid {child.pid})")
         return names
@@ -386,7 +395,7 @@ class DevStack:
                 f"solved={page['solved']} ({time.monotonic() - started:.2f} s)"
             )
         finally:
-            control.close()
+            self.close_control(control)
 
     #: What a second terminal needs to talk to this stack (``source .run/env``).
     ENV_NAMES = (
@@ -425,14 +434,6 @@ class DevStack:
         """Stop the children in reverse order, then Redis, each by PID: SIGTERM, then
         SIGKILL once its deadline passed or a second signal asked to hurry. Raises nothing,
         so that one child that will not die does not leave the others running."""
-        # Every AsyncResult subscribes to its result's pub/sub channel when it is sent and
-        # unsubscribes in __del__; it sits in a reference cycle, so that runs whenever the
-        # garbage collector next does. Left to it, the smoke round trip's results would
-        # unsubscribe at exit, after Redis has stopped, each spending ~19 s in Celery's
-        # reconnect retries ("Retry limit exceeded while trying to reconnect to the Celery
-        # result store backend"): the supervisor would outlive its children by a minute.
-        # Collect them now, while Redis still answers.
-        gc.collect()
         if self._wrote_env_file:
             with contextlib.suppress(OSError):
                 self.env_file.unlink(missing_ok=True)

@@ -24,6 +24,7 @@ from captcha_tasks.worker.broker import (
     sentinel_transport_options,
     transport_for,
 )
+from captcha_tasks.worker.result_backend import BACKENDS as _RESULT_BACKENDS
 
 
 def _read_settings() -> Settings:
@@ -66,11 +67,7 @@ broker_failover_strategy = failover_strategy_for(broker_url)
 result_backend = _settings.result_backend
 # A final state stays final (captcha_tasks/worker/result_backend.py): a redelivered message's
 # STARTED never replaces the result the solve engine stored.
-override_backends = {
-    "redis": "captcha_tasks.worker.result_backend:ResultBackend",
-    "rediss": "captcha_tasks.worker.result_backend:ResultBackend",
-    "sentinel": "captcha_tasks.worker.result_backend:SentinelResultBackend",
-}
+override_backends = _RESULT_BACKENDS
 broker_connection_retry_on_startup = True
 # rediss:// URLs: certificates are verified (against CAPTCHA_TASKS_REDIS_CA_CERTS if set).
 broker_use_ssl = _settings.redis_ssl_options(broker_url)

@@ -60,9 +60,11 @@ from kombu.utils.encoding import bytes_to_str
 from ..state.scripts import run
 
 __all__ = [
+    "BACKENDS",
     "ResultBackend",
     "ResultConsumer",
     "SentinelResultBackend",
+    "stop_result_consumers",
     "without_result_subscription",
 ]
 
@@ -84,7 +86,7 @@ def without_result_subscription() -> Iterator[None]:
         _NO_SUBSCRIPTION.reset(token)
 
 
-#: Every consumer that opened a pub/sub connection in this process, for :func:`_stop_all`.
+#: Every consumer that opened a pub/sub connection in this process (stopped at exit).
 _STARTED: weakref.WeakSet[ResultConsumer] = weakref.WeakSet()
 
 
@@ -133,7 +135,7 @@ class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
 
 
 @atexit.register
-def _stop_all() -> None:
+def stop_result_consumers() -> None:
     """Stop every started consumer (registered at import, so it runs after the ``atexit``
     hooks of the code that uses results, and before interpreter finalization)."""
     for consumer in list(_STARTED):
@@ -188,3 +190,11 @@ class SentinelResultBackend(ResultBackend, SentinelBackend):  # type: ignore[mis
     """The same over Redis Sentinel (``sentinel://`` URLs): Celery's sentinel backend
     finds the master (``result_backend_transport_options["master_name"]``), this
     class stores every state with the same script."""
+
+
+#: Celery's ``override_backends``: these backends for the Redis URL schemes.
+BACKENDS = {
+    "redis": f"{__name__}:ResultBackend",
+    "rediss": f"{__name__}:ResultBackend",
+    "sentinel": f"{__name__}:SentinelResultBackend",
+}

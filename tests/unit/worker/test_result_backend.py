@@ -51,7 +51,7 @@ def test_after_the_exit_hook_a_collected_result_touches_no_connection(
     assert _subscribers(client, task_id) == 1
     result = AsyncResult(task_id, app=celery_app)
 
-    result_backend._stop_all()
+    result_backend.stop_result_consumers()
 
     assert consumer._pubsub is None and not consumer.subscribed_to
     # Closed: Redis drops the subscription once it reads the close.
