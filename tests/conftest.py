@@ -42,6 +42,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         os.environ.pop(name, None)
     os.environ["CAPTCHA_TASKS_TIME_SCALE"] = str(TEST_TIME_SCALE)
     get_settings.cache_clear()
+    # Celery reads the app's configuration once, on first use: read it now, so that a test
+    # that runs a command under another environment (CliRunner's env=) cannot be first.
+    from captcha_tasks import app
+
+    assert app.conf.broker_url == _SESSION_REDIS.url
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
