@@ -292,7 +292,7 @@ class Engine:
         # misconfigured worker never touches more than the calls it had in flight.
         if self.refusal.holds(self.provider):
             f = self.finisher
-            self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again)
+            self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again, self._hand_on)
             return False
         # What the last look at Redis said is due: a kick from one of our own calls
         # (most turns of the loop) claims and acquires only if something may be.
@@ -301,6 +301,12 @@ class Engine:
         if self._more_waiting or now >= self._waiting_at:
             worked = self._acquire_and_submit() or worked
         return worked
+
+    def _hand_on(self, job: Job) -> bool:
+        """A job taken for a submit while this engine's key is refused everywhere: to
+        the next provider of its route, if it has one."""
+        code = self.refusal.refusal.code if self.refusal.refusal is not None else "refused"
+        return self.submitter.hand_on(job, f"key refused ({code})", say=False)
 
     def _free_calls(self) -> int:
         if self.refusal.paused:
