@@ -11,8 +11,11 @@ provider exits non-zero (see also test_worker_startup).
 
 from __future__ import annotations
 
+import os
 import secrets
 import string
+import subprocess
+import sys
 import time
 from collections import Counter
 from typing import Any
@@ -119,6 +122,13 @@ def _lines_naming(worker: WorkerProcess, text: str) -> list[str]:
     return [line for line in worker.log().splitlines() if text in line]
 
 
+def _check(env: dict[str, str], worker: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "captcha_tasks.cli.main", "check", "--worker", worker]
+    return subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_a_key_refused_at_start_sends_every_request_to_the_next_provider(
     celery_app: Any, sandboxes: tuple[SandboxServer, SandboxServer], worker_factory: Any
 ) -> None:
@@ -137,6 +147,14 @@ def test_a_key_refused_at_start_sends_every_request_to_the_next_provider(
         assert "Traceback" not in worker.log()
         assert WRONG_MAIN_KEY not in worker.log()
         assert worker.proc.poll() is None  # backup is left: the worker runs on
+        # The probe fails while the key is refused, and says which variable to check.
+        checked = _check(env, worker.name)
+        assert checked.returncode == 1, checked
+        assert (
+            f"provider main refuses its key (ERROR_KEY_DOES_NOT_EXIST); check {MAIN_VARIABLE}"
+            in (checked.stderr)
+        )
+        assert WRONG_MAIN_KEY not in checked.stdout + checked.stderr
 
 
 def test_a_key_refused_mid_run_sends_every_request_to_the_next_provider(
@@ -166,7 +184,14 @@ def test_a_key_refused_mid_run_sends_every_request_to_the_next_provider(
     # Once main takes the key again, its engines resume (a balance call per pause).
     requests.post(f"{main.url}/admin/config", json={"refuse_keys": False}, timeout=10)
     wait_until(
-        lambda: any("accepts this worker's key again" in w.log() for w in workers),
+        lambda: all(
+            "accepts this worker's key again" in w.log()
+            or "refused this worker's key" not in w.log()
+            for w in workers
+        ),
         timeout=60,
         what="main's engines to resume",
     )
+    for worker in workers:
+        checked = _check(env, worker.name)
+        assert checked.returncode == 0, checked
