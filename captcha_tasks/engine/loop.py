@@ -51,6 +51,7 @@ from ..errors import (
 from ..provider import Provider
 from ..settings import Settings
 from ..state.clock import clock_of
+from ..state.outage import REDIS_OUTAGE
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -217,11 +218,16 @@ class Engine:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                if not self.step():
+                looked = self._looked_at
+                worked = self.step()
+                if not worked:
                     self._idle()
+                if worked or self._looked_at != looked:
+                    REDIS_OUTAGE.ok()  # this turn's calls to Redis were answered
                 backoff = 0.1
             except redis.RedisError as exc:
-                log.warning("engine %s: Redis unavailable (%s); retrying", self.name, exc)
+                # Said once per outage for the whole worker (the other parts meet it too).
+                REDIS_OUTAGE.failed(f"engine {self.name}", exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:
@@ -273,7 +279,7 @@ class Engine:
             try:
                 fn(*args)
             except redis.RedisError as exc:
-                log.warning("engine %s: Redis error in a call: %s", self.name, exc)
+                REDIS_OUTAGE.failed(f"engine {self.name}, a provider call's record", exc)
             except Exception:
                 log.exception("engine %s: unexpected error in a call", self.name)
             finally:

@@ -3,6 +3,8 @@
 An unreachable Redis, or a key the only provider refuses, stops it with a non-zero
 status after one line naming the variable to check; a provider that merely does not
 answer at start does not. (Two providers, one refusing its key: test_refused_key.)
+An outage of Redis after start is retried as before and said twice: when it begins
+and when it ends.
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import free_port
+from captcha_tasks.devtools.procs import free_port, wait_until
+from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.devtools.sandbox import DEV_API_KEY
+from captcha_tasks.settings import get_settings
+from captcha_tasks.state import Keys
 from tests.support.workers import WorkerProcess, wait_for_worker, worker_env
 
 pytestmark = pytest.mark.integration
@@ -85,3 +90,39 @@ def test_a_provider_that_does_not_answer_at_start_is_not_taken_out(
     assert "a balance call at start failed" in log
     assert "refuses the key" not in log
     assert worker.proc.poll() is None
+
+
+def test_a_redis_outage_after_start_is_reported_once_and_its_end_once(
+    sandbox: Any, worker_factory: Any
+) -> None:
+    # A Redis of its own, stopped and started again on the same port.
+    server = RedisServer().start()
+    port = server.port
+    again: RedisServer | None = None
+    try:
+        env = worker_env(
+            sandbox.url, CAPTCHA_TASKS_REDIS_URL=server.url, CAPTCHA_TASKS_HEARTBEAT_INTERVAL="1"
+        )
+        worker = worker_factory(env)
+        server.stop()
+        wait_until(lambda: "Redis unavailable" in worker.log(), timeout=30, what="the warning")
+        # The outage's length is this test's input: long enough for every part that
+        # retries (the consumer every 2-8 s, the engine up to 5 s, the proxy lease and
+        # the liveness beat every interval) to fail several times.
+        time.sleep(10)
+        again = RedisServer(port=port).start()
+        wait_until(lambda: "Redis is back" in worker.log(), timeout=60, what="the end")
+        # Retried as before: the consumer is back (its loop writes the liveness beat).
+        beat = Keys(get_settings().key_prefix).heartbeat(worker.name)
+        client = again.client()
+        wait_until(lambda: bool(client.exists(beat)), timeout=30, what="a beat after the outage")
+        log = worker.log()  # before this test's own stop makes another outage
+    finally:
+        for redis_server in (server, again):
+            if redis_server is not None:
+                redis_server.stop()
+    after = log[log.index(" ready.") :]
+    loud = [r for r in _records(after) if "WARNING/" in r or "ERROR/" in r]
+    assert len(loud) == 1 and "Redis unavailable" in loud[0], loud
+    assert len([r for r in _records(after) if "Redis is back" in r]) == 1
+    assert "Traceback" not in after
