@@ -182,8 +182,10 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             )
         several = len(settings.providers()) > 1
         # Refused at start (the startup step said so): the engine starts paused, as after a
-        # refusal met later, and resumes once the provider takes the key; its breaker
-        # sends the requests routed to it on to the next provider meanwhile.
+        # refusal met later, and resumes once the provider takes the key. Meanwhile other
+        # workers' engines take that provider's work; with none whose key it takes, the
+        # paused engine hands the requests routed to it to the next provider of their
+        # route (and opens its breaker: engine.refusal).
         refused: dict[str, InvalidApiKey] = getattr(worker, "refused_keys", {})
         # One engine per provider, each with its own client and thread budget; they
         # share the waiting queue, and acquire.lua routes each job to one of them.
@@ -202,7 +204,6 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             refusal = refused.get(config.name)
             if refusal is not None:
                 engine.refusal.pause(refusal, said=True)
-                engine.breaker.trip(f"key refused ({refusal.code})")
             self.engines.append(engine.start())
             if refusal is not None:
                 log.info("solve engine for provider %s paused: its key is refused", config.name)

@@ -8,8 +8,9 @@
 - **Keys**: one balance call per configured provider, side by side, within the same
   timeout. A refused key gives one line naming the key's variable and the provider's
   code; that provider is taken out of this worker (its engine starts paused, as after
-  a refusal met later, and its breaker opens so that requests go to the next provider
-  of their route). With no provider left the worker exits with ``EX_CONFIG`` (78).
+  a refusal met later: while no live worker has a key it takes, the requests routed to
+  it go to the next provider of their route). With no provider left the worker exits
+  with ``EX_CONFIG`` (78).
   A provider that does not answer, or answers anything but a refusal, is not taken
   out: that may pass, and the engine meets it like any other provider trouble.
 
