@@ -195,3 +195,20 @@ def test_a_key_refused_mid_run_sends_every_request_to_the_next_provider(
     for worker in workers:
         checked = _check(env, worker.name)
         assert checked.returncode == 0, checked
+
+
+def test_a_key_refused_on_one_worker_leaves_the_provider_to_the_others(
+    celery_app: Any, sandboxes: tuple[SandboxServer, SandboxServer], worker_factory: Any
+) -> None:
+    # A bad release on one host: main's key is refused there only. main stays in use
+    # (its breaker closed) through the other worker's engine; nothing fails.
+    main, backup = sandboxes
+    broken = worker_factory(_env(main, backup, WRONG_MAIN_KEY), name="broken@127.0.0.1")
+    worker_factory(_env(main, backup, MAIN_KEY), name="sound@127.0.0.1")
+    by = _by_provider(_outcomes(_send(REQUESTS, "one")))
+    assert sum(by.values()) == REQUESTS and by["main"] > 0, by
+    _no_request_submitted_twice(main, backup)
+    raw = celery_app.backend.client
+    breaker = raw.hgetall(Keys(get_settings().key_prefix).breaker("main"))
+    assert breaker.get(b"state") in (None, b"closed"), breaker
+    assert len(_lines_naming(broken, MAIN_VARIABLE)) == 1
