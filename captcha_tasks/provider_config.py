@@ -47,6 +47,7 @@ __all__ = [
     "PROVIDERS_VARIABLE",
     "SINGLE_PROVIDER_VARIABLES",
     "ProviderConfig",
+    "key_variable",
     "read_providers",
 ]
 
@@ -248,3 +249,17 @@ def _types(var: str, env: Mapping[str, str], protocol: Provider) -> tuple[str, .
             raise ConfigurationError(f"{var}: {kind} is named twice")
         kinds.append(kind)
     return tuple(kinds)
+
+
+def key_variable(name: str, environ: Mapping[str, str]) -> str:
+    """The variable provider ``name``'s key was read from (``environ``: the worker's
+    environment): what an operator whose key is refused must correct."""
+    if name == DEFAULT_PROVIDER:
+        if (
+            environ.get("CAPTCHAAI_API_KEY", "").strip()
+            and not environ.get("CAPTCHA_TASKS_API_KEY", "").strip()
+        ):
+            return "CAPTCHAAI_API_KEY"
+        return "CAPTCHA_TASKS_API_KEY"
+    variable = f"CAPTCHA_TASKS_{name.upper()}_API_KEY"
+    return f"{variable}_FILE" if environ.get(f"{variable}_FILE", "").strip() else variable

@@ -176,6 +176,10 @@ class Settings:
     proxy_lease_ttl: float = 30.0
     #: ``CAPTCHA_TASKS_PROXY_COOLDOWN``: seconds a proxy reported bad stays out.
     proxy_cooldown: float = 300.0
+    #: ``CAPTCHA_TASKS_STARTUP_TIMEOUT``: seconds a starting worker waits for its Redis
+    #: (broker, result backend, shared state) and for each provider's balance call
+    #: before it decides: a Redis that never answered stops it (not scaled).
+    startup_timeout: float = 20.0
     #: ``CAPTCHA_TASKS_HEARTBEAT_INTERVAL``: seconds between a worker's liveness beats.
     heartbeat_interval: float = 5.0
     #: ``CAPTCHA_TASKS_HEARTBEAT_FILE``: a file the worker also touches on each beat.
@@ -372,6 +376,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "lock_ttl": ("CAPTCHA_TASKS_LOCK_TTL", _number(float, 0.1)),
     "proxy_lease_ttl": ("CAPTCHA_TASKS_PROXY_LEASE_TTL", _number(float, 0.1)),
     "proxy_cooldown": ("CAPTCHA_TASKS_PROXY_COOLDOWN", _number(float, 0.0)),
+    "startup_timeout": ("CAPTCHA_TASKS_STARTUP_TIMEOUT", _between(float, 1, 600, "seconds")),
     "heartbeat_interval": (
         "CAPTCHA_TASKS_HEARTBEAT_INTERVAL",
         _between(float, 0.1, 300, "seconds"),

@@ -51,6 +51,7 @@ from ..errors import (
 from ..provider import Provider
 from ..settings import Settings
 from ..state.clock import clock_of
+from ..state.outage import REDIS_OUTAGE
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -217,11 +218,16 @@ class Engine:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                if not self.step():
+                looked = self._looked_at
+                worked = self.step()
+                if not worked:
                     self._idle()
+                if worked or self._looked_at != looked:
+                    REDIS_OUTAGE.ok()  # this turn's calls to Redis were answered
                 backoff = 0.1
             except redis.RedisError as exc:
-                log.warning("engine %s: Redis unavailable (%s); retrying", self.name, exc)
+                # Said once per outage for the whole worker (the other parts meet it too).
+                REDIS_OUTAGE.failed(f"engine {self.name}", exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
             except Exception:
@@ -273,7 +279,7 @@ class Engine:
             try:
                 fn(*args)
             except redis.RedisError as exc:
-                log.warning("engine %s: Redis error in a call: %s", self.name, exc)
+                REDIS_OUTAGE.failed(f"engine {self.name}, a provider call's record", exc)
             except Exception:
                 log.exception("engine %s: unexpected error in a call", self.name)
             finally:
@@ -292,7 +298,7 @@ class Engine:
         # misconfigured worker never touches more than the calls it had in flight.
         if self.refusal.holds(self.provider):
             f = self.finisher
-            self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again)
+            self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again, self._hand_on)
             return False
         # What the last look at Redis said is due: a kick from one of our own calls
         # (most turns of the loop) claims and acquires only if something may be.
@@ -301,6 +307,12 @@ class Engine:
         if self._more_waiting or now >= self._waiting_at:
             worked = self._acquire_and_submit() or worked
         return worked
+
+    def _hand_on(self, job: Job) -> bool:
+        """A job taken for a submit while this engine's key is refused everywhere: to
+        the next provider of its route, if it has one."""
+        code = self.refusal.refusal.code if self.refusal.refusal is not None else "refused"
+        return self.submitter.hand_on(job, f"key refused ({code})", say=False)
 
     def _free_calls(self) -> int:
         if self.refusal.paused:

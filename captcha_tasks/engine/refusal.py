@@ -78,15 +78,20 @@ class KeyRefusal:
         """Refused and not yet accepted again: take no new work."""
         return bool(self.paused_until)
 
-    def pause(self, exc: InvalidApiKey) -> None:
-        """The provider refused the key: step aside (again) for a pause."""
-        if self.clock() >= self.paused_until:
+    def pause(self, exc: InvalidApiKey, *, said: bool = False) -> None:
+        """The provider refused the key: step aside (again) for a pause. Said once per
+        refusal (``said``: the caller has said it), not once per pause: a key that stays
+        refused is asked about again every pause, quietly."""
+        if self.refusal is None and not said:
             log.error(
-                "engine %s: the provider refused this worker's key (%s); pausing %.1f s",
+                "engine %s: the provider refused this worker's key (%s); it takes no "
+                "new work until the provider accepts the key again (asked every %.1f s)",
                 self.name,
                 exc.code,
                 self.pause_s,
             )
+        elif self.clock() >= self.paused_until:
+            log.debug("engine %s: the key is still refused (%s)", self.name, exc.code)
         self.observer.noted("paused")
         self.paused_until = self.clock() + self.pause_s
         self.refusal = exc
@@ -126,14 +131,18 @@ class KeyRefusal:
         queue: SolveQueue,
         fail: Callable[[Job, CaptchaTasksError], bool],
         report_again: Callable[[Job, dict[str, str]], None],
+        hand_on: Callable[[Job], bool] | None = None,
     ) -> int:
-        """Paused, and no other live worker has a key the provider takes: end the
-        waiting and polling jobs now with the refusal (``fail``), and report the ended
-        ones a stopped engine left (``report_again``). Returns the jobs failed."""
+        """Paused, and no other live worker has a key the provider takes: nobody can
+        submit to this provider or poll it. A job not yet sent goes to the next
+        provider of its route (``hand_on``, True if it did); the others, and those
+        whose route has no other provider, end now with the refusal (``fail``); ended
+        ones a stopped engine left are reported (``report_again``). Returns the jobs
+        failed."""
         if self.refusal is None or self.others_alive():
             return 0
         error = self.refusal
-        ended = 0
+        ended = moved = 0
         for _ in range(FAIL_ROUNDS):
             now = self.clock()
             found = queue.acquire(now, FAIL_BATCH) + queue.claim(now, FAIL_BATCH)
@@ -142,8 +151,17 @@ class KeyRefusal:
             for job, fields in found:
                 if job.state in ("done", "failed"):
                     report_again(job, fields)
+                elif job.state == "submitting" and hand_on is not None and hand_on(job):
+                    moved += 1
                 elif fail(job, error):
                     ended += 1
+        if moved:
+            log.warning(
+                "engine %s: every live worker's key is refused; moved %d job(s) to the "
+                "next provider of their route",
+                self.name,
+                moved,
+            )
         if ended:
             self.observer.noted("failed_every_key_refused", ended)
             log.error(

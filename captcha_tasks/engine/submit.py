@@ -170,23 +170,34 @@ class Submitter:
 
     def _fail_over(self, job: Job, exc: CaptchaTasksError, reason: str) -> None:
         """The provider refused the submit for a reason of its own (its balance, its
-        key): with another provider on the job's route, the breaker opens and the
-        job goes to the next one at once (this provider never accepted it, so that
-        is its first submit anywhere); else it fails with the provider's error."""
+        key): the job goes to the next provider of its route (:meth:`hand_on`), else it
+        fails with the provider's error."""
+        if not self.hand_on(job, reason, expected="sending"):
+            self.finisher.fail(job, exc)
+
+    def hand_on(
+        self, job: Job, reason: str, *, expected: str = "submitting", say: bool = True
+    ) -> bool:
+        """Give ``job``, which this provider never accepted, to the next provider of its
+        route: the breaker opens and the job is queued for the rest of its route at once
+        (its first submit anywhere). False, changing nothing, when its route has no
+        other provider (or one provider is configured: no breaker). ``expected``: the
+        job's state under this engine's claim; ``say``: log it (the caller may count)."""
         rest = self.queue.route_without(job)
         if not (self.breaker.enabled and rest):
-            self.finisher.fail(job, exc)
-            return
+            return False
         self.breaker.trip(reason)
         self.observer.noted("failed_over")
-        log.warning(
-            "engine %s: %s: %s; moving it to %s",
-            self.name,
-            job.task_id,
-            exc.code,
-            rest.split(",")[0],
-        )
-        self.queue.requeue(job, "sending", self.clock(), route=rest)
+        if say:
+            log.warning(
+                "engine %s: %s: %s; moving it to %s",
+                self.name,
+                job.task_id,
+                reason,
+                rest.split(",")[0],
+            )
+        self.queue.requeue(job, expected, self.clock(), route=rest)
+        return True
 
     def _record_submitted(
         self, job: Job, captcha_id: str, at: float, first: float, claim_until: float

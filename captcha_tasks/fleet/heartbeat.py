@@ -26,6 +26,7 @@ from typing import Any
 
 import redis
 
+from ..provider_config import DEFAULT_PROVIDER, key_variable
 from ..settings import Settings
 from ..state import Keys, redis_client, state_redis
 from ..state.clock import clock_of, local_time
@@ -36,6 +37,7 @@ __all__ = [
     "live_workers",
     "probe",
     "read_beats",
+    "refused_keys",
     "write_beat_file",
 ]
 
@@ -112,6 +114,25 @@ def live_workers(client: redis.Redis, keys: Keys) -> list[str]:
     return sorted(name[len(prefix) :] for name in names)
 
 
+def refused_keys(client: redis.Redis, keys: Keys) -> list[tuple[str, str, str]]:
+    """``(worker, provider, code)`` of each engine whose key its provider refuses now,
+    as the engines' ``key_refused`` marks say (:mod:`captcha_tasks.engine.refusal`:
+    ``key_refused:[{provider}:]engine@{worker}[/{provider}]``, renewed while refused)."""
+    prefix = keys.key_refused_prefix
+    found = []
+    for raw in client.scan_iter(match=f"{prefix}*", count=500):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        rest = key[len(prefix) :]
+        provider, _, engine = rest.partition(":") if ":" in rest.split("@")[0] else ("", "", rest)
+        code = client.get(key)
+        if code is None:  # expired meanwhile: accepted again, or its engine stopped
+            continue
+        worker = engine.removeprefix("engine@").split("/")[0]
+        shown = code.decode() if isinstance(code, bytes) else str(code)
+        found.append((worker, provider or DEFAULT_PROVIDER, shown))
+    return sorted(found)
+
+
 @dataclass
 class ProbeResult:
     ok: bool
@@ -126,6 +147,18 @@ class ProbeResult:
             "beats": self.beats,
             "problems": self.problems,
         }
+
+
+def _refusals(client: redis.Redis, settings: Settings, workers: set[str]) -> list[str]:
+    """A problem per provider refusing the key of one of ``workers``, naming the
+    variable the key is read from (this process's environment: the worker's, when the
+    probe runs beside it)."""
+    return [
+        f"{worker}: provider {provider} refuses its key ({code}); check "
+        f"{key_variable(provider, os.environ)}"
+        for worker, provider, code in refused_keys(client, Keys(settings.key_prefix))
+        if worker in workers
+    ]
 
 
 def _broker_ok(settings: Settings, timeout: float) -> str | None:
@@ -158,6 +191,7 @@ def probe(
     if broker_problem:
         problems.append(broker_problem)
     beats: list[Beat] = []
+    refusals: list[str] = []
     now = local_time()
     if path is not None:
         try:
@@ -171,11 +205,13 @@ def probe(
             client = state_redis(settings)
             beats = read_beats(client, Keys(settings.key_prefix), worker)
             now = clock_of(client)()  # the beats in Redis are stamped by Redis's clock
+            refusals = _refusals(client, settings, {b.worker for b in beats})
         except (redis.RedisError, OSError) as exc:
             problems.append(f"state Redis unreachable: {type(exc).__name__}")
         else:
             if not beats:
                 problems.append(f"no heartbeat from {worker}" if worker else "no worker beats")
+            problems += refusals
     fresh = [b for b in beats if b.age(now) <= max_age]
     for beat in beats:
         if beat.age(now) > max_age:
@@ -190,4 +226,5 @@ def probe(
         for b in beats
     ]
     ok = broker_problem is None and bool(fresh) and (path is None or len(fresh) == len(beats))
+    ok = ok and not refusals
     return ProbeResult(ok, "ok" if broker_problem is None else "unreachable", shown, problems)

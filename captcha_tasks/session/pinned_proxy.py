@@ -41,6 +41,7 @@ import requests
 from ..provider.proxy import Proxy
 from ..settings import Settings, get_settings
 from ..state import state_redis
+from ..state.outage import REDIS_OUTAGE
 from .proxies import ProxyPool, UnknownProxy, masked, proxy_url
 
 __all__ = [
@@ -96,12 +97,15 @@ class ProxyKeeper:
             try:
                 held = self.proxy_id
                 if held is not None and self.pool.renew(self.worker, held):
+                    REDIS_OUTAGE.ok()
                     return held
                 if held is not None:
                     log.warning("proxy %s (%s) lease lost: leasing another", held, self._shown())
                 self._take(self.pool.lease(self.worker))
+                REDIS_OUTAGE.ok()
             except redis.RedisError as exc:
-                log.warning("proxy lease heartbeat of %s failed: %s", self.worker, exc)
+                # Said once per outage for the whole worker (the other parts meet it too).
+                REDIS_OUTAGE.failed(f"proxy lease heartbeat of {self.worker}", exc)
             return self.proxy_id
 
     def _take(self, ident: str | None) -> None:

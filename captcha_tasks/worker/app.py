@@ -79,7 +79,9 @@ def _install_steps() -> None:
     from .heartbeat_step import HeartbeatStep
     from .metrics_step import MetricsStep
     from .proxy_step import ProxyLeaseStep
+    from .startup_step import StartupCheckStep
 
+    app.steps["worker"].add(StartupCheckStep)
     app.steps["worker"].add(SolveEngineStep)
     app.steps["worker"].add(CallbackStep)
     app.steps["worker"].add(ProxyLeaseStep)

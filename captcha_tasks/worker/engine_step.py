@@ -26,7 +26,7 @@ from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
 from ..engine.balance import BalanceWatch
-from ..errors import CaptchaTasksError
+from ..errors import CaptchaTasksError, InvalidApiKey
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
 from ..provider_config import DEFAULT_PROVIDER
@@ -196,7 +196,10 @@ class CeleryCompleter:
 class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """Starts the engine once the worker's pool is up; stops it on shutdown."""
 
-    requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
+    requires: ClassVar[set[str]] = {
+        "celery.worker.components:Pool",
+        "captcha_tasks.worker.startup_step:StartupCheckStep",
+    }
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.engines: list[Engine] = []
@@ -218,22 +221,33 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
                 skew,
             )
         several = len(settings.providers()) > 1
+        # Refused at start (the startup step said so): the engine starts paused, as after a
+        # refusal met later, and resumes once the provider takes the key. Meanwhile other
+        # workers' engines take that provider's work; with none whose key it takes, the
+        # paused engine hands the requests routed to it to the next provider of their
+        # route (and opens its breaker: engine.refusal).
+        refused: dict[str, InvalidApiKey] = getattr(worker, "refused_keys", {})
         # One engine per provider, each with its own client and thread budget; they
         # share the waiting queue, and acquire.lua routes each job to one of them.
         for config in settings.providers():
             own = settings.for_provider(config)
             named = f"/{config.name}" if config.name != DEFAULT_PROVIDER else ""
-            self.engines.append(
-                Engine(
-                    own,
-                    client,
-                    make_provider(own),
-                    completer,
-                    live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
-                    name=f"engine@{worker.hostname}{named}",
-                    provider_name=config.name,
-                ).start()
+            engine = Engine(
+                own,
+                client,
+                make_provider(own),
+                completer,
+                live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
+                name=f"engine@{worker.hostname}{named}",
+                provider_name=config.name,
             )
+            refusal = refused.get(config.name)
+            if refusal is not None:
+                engine.refusal.pause(refusal, said=True)
+            self.engines.append(engine.start())
+            if refusal is not None:
+                log.info("solve engine for provider %s paused: its key is refused", config.name)
+                continue
             if own.balance_floor is not None:
                 # The floor turns the watch on (no extra provider calls for those who
                 # set none); its own client, called from its thread beside the engine's.

@@ -22,6 +22,7 @@ from ..fleet.heartbeat import TTL_INTERVALS, Beat, write_beat_file
 from ..settings import Settings, get_settings
 from ..state import Keys, state_redis
 from ..state.clock import clock_of, local_time
+from ..state.outage import REDIS_OUTAGE
 from ..version import worker_version
 
 __all__ = ["HeartbeatStep"]
@@ -76,7 +77,9 @@ class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
             shared = dataclasses.replace(beat, at=clock_of(client)())
             client.set(Keys(settings.key_prefix).heartbeat(beat.worker), shared.as_json(), ex=ttl)
         except (redis.RedisError, OSError) as exc:
-            log.warning("heartbeat: cannot write to Redis: %s", exc)
+            REDIS_OUTAGE.failed("the liveness heartbeat", exc)
+        else:
+            REDIS_OUTAGE.ok()
         if self.path is not None:
             try:
                 write_beat_file(self.path, beat)

@@ -100,7 +100,10 @@ def mark_process_dead(pid: int, directory: Path | str) -> None:
 class MetricsStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """``/metrics`` of this worker (see the module docstring)."""
 
-    requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
+    requires: ClassVar[set[str]] = {
+        "celery.worker.components:Pool",
+        "captcha_tasks.worker.startup_step:StartupCheckStep",
+    }
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         # Read here so a malformed value stops the worker before anything starts.

@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 class ProxyLeaseStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """Pins one proxy of the pool to this worker (see :mod:`captcha_tasks.session.pinned_proxy`)."""
 
-    requires: ClassVar[set[str]] = {"celery.worker.components:Pool"}
+    requires: ClassVar[set[str]] = {
+        "celery.worker.components:Pool",
+        "captcha_tasks.worker.startup_step:StartupCheckStep",
+    }
 
     def __init__(self, worker: Any, **kwargs: Any) -> None:
         self.keeper: ProxyKeeper | None = None

@@ -23,7 +23,7 @@ from celery.exceptions import Ignore
 from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
 from ..engine.observer import solve_observer
 from ..engine.pool import TokenPool, pool_id_for
-from ..errors import ClientError, InvalidTaskInput, TransientSolverError
+from ..errors import ClientError, InvalidApiKey, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
     Captcha,
@@ -448,7 +448,14 @@ def ping(self: Any) -> dict[str, Any]:
     }
 
 
-@app.task(name="captcha_tasks.get_balance", base=CheckedTask, bind=True, max_retries=3)
+@app.task(
+    name="captcha_tasks.get_balance",
+    base=CheckedTask,
+    bind=True,
+    max_retries=3,
+    # A refused key is an answer, not a crash: one line in the worker's log.
+    throws=(*CheckedTask.throws, InvalidApiKey),
+)
 def get_balance(self: CheckedTask, provider: str = "") -> dict[str, Any]:
     """The provider account's balance, as a string to keep its decimals exact;
     ``provider``: which configured provider's (default: the preferred one)."""

@@ -238,13 +238,15 @@ def test_unsolvable_captchas(cluster: Callable[..., Cluster]) -> None:
 
 
 def test_wrong_api_key(cluster: Callable[..., Cluster]) -> None:
-    c = cluster(workers=2, key="WrongKey" + "0" * 24)
-    load = steady(
-        c,
-        lambda: "every worker has a key the provider does not know",
-        sized(30, 100),
-        sized(5.0, 15.0),
-    )
+    # The key is refused once the workers run (revoked): a worker started with a key the
+    # provider refuses does not start at all (tests/integration/test_worker_startup.py).
+    c = cluster(workers=2)
+
+    def fault() -> str:
+        c.configure_sandbox(refuse_keys=True)
+        return "the provider refuses every worker's key (revoked after they started)"
+
+    load = steady(c, fault, sized(30, 100), sized(5.0, 15.0))
     row = c.finish(Row("Wrong API key", c.note), load, timeout=RESULT_TIMEOUT)
     check(row, allowed={"InvalidApiKey"}, requests_per_task=3, solved_at_least=0.0)
     assert row.typed_errors == {"InvalidApiKey": row.tasks}

@@ -224,7 +224,11 @@ def test_failed_health_check_rolls_every_updated_worker_back(
     # w1 passed its gate, then went back too: not only the failing worker.
     assert summary["rolled_back"] == WORKERS[:2]
     details = {d["worker"]: d for d in summary["details"]}
-    assert "ERROR_KEY_DOES_NOT_EXIST" in details[WORKERS[1]]["error"]
+    # The worker itself refuses to start with a key the provider refuses (exit status 78,
+    # EX_CONFIG): the release fails at its restart, before the worker takes any job.
+    assert "exited with 78" in details[WORKERS[1]]["error"]
+    log = Path(details[WORKERS[1]]["error"].rsplit("(log: ", 1)[1].rstrip(")")).read_text()
+    assert "refuses the key in CAPTCHAAI_API_KEY (ERROR_KEY_DOES_NOT_EXIST)" in log
     assert details[WORKERS[0]]["rollback"]["ok"] and details[WORKERS[1]]["rollback"]["ok"]
     assert [details[w]["result"] for w in WORKERS[2:]] == ["untouched", "untouched"]
     assert fleet.versions() == dict.fromkeys(WORKERS, OLD)

@@ -13,6 +13,7 @@ from celery import Celery
 from captcha_tasks import get_balance, ping
 from captcha_tasks.devtools.procs import stop_process, wait_until
 from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.errors import InvalidApiKey
 from tests.support.workers import worker_env
 
@@ -57,11 +58,18 @@ def test_transient_provider_errors_are_retried(
 def test_a_wrong_key_fails_with_a_typed_error_naming_the_code(
     celery_app: Any, sandbox: Any, worker_factory: Any
 ) -> None:
-    worker = worker_factory(worker_env(sandbox.url, CAPTCHAAI_API_KEY="b" * 32))
+    # The key is refused once the worker runs (revoked): a worker started with a refused
+    # key does not start at all (test_worker_startup).
+    worker = worker_factory(worker_env(sandbox.url))
+    requests.post(f"{sandbox.url}/admin/config", json={"refuse_keys": True}, timeout=10)
     with pytest.raises(InvalidApiKey, match="ERROR_KEY_DOES_NOT_EXIST") as info:
         get_balance.delay().get(timeout=30)
     assert info.value.code == "ERROR_KEY_DOES_NOT_EXIST"
-    assert "b" * 32 not in worker.log()
+    # An expected error: one line in the worker's log, no traceback.
+    said = [line for line in worker.log().splitlines() if "get_balance" in line]
+    assert any("raised expected: InvalidApiKey" in line for line in said), said
+    assert "Traceback" not in worker.log()
+    assert DEV_API_KEY not in worker.log()
 
 
 def test_password_protected_redis(sandbox: Any, worker_factory: Any) -> None:

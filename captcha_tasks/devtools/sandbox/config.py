@@ -124,6 +124,7 @@ ADMIN_FIELDS = frozenset(
         "callback_late_rate",
         "callback_duplicate_rate",
         "callback_late_seconds",
+        "refuse_keys",
     }
 )
 
@@ -214,6 +215,9 @@ class SandboxConfig:
     callback_late_rate: float = 0.0
     callback_duplicate_rate: float = 0.0
     callback_late_seconds: float = 2.0
+    #: Refuse every key, the always-accepted ones too (``ERROR_KEY_DOES_NOT_EXIST`` on
+    #: submits, polls and ``getbalance``), as a provider answers a revoked key.
+    refuse_keys: bool = False
 
     @property
     def classic_dialect(self) -> Dialect:
@@ -306,6 +310,10 @@ class SandboxConfig:
                 values[name] = _fault_paths(value)
             elif name == "garbage_kinds":
                 values[name] = _garbage_kinds(value)
+            elif name == "refuse_keys":
+                if not isinstance(value, bool):
+                    raise ConfigurationError("refuse_keys must be true or false")
+                values[name] = value
             elif name in ("dialect", "over_limit_code"):
                 if not isinstance(value, str):
                     raise ConfigurationError(f"{name} must be a string")

@@ -92,7 +92,7 @@ class JsonApi:
     def _check_key(self, dialect: str, key: object) -> None:
         """DEV_API_KEY and the 32-character extra keys; at CapSolver, DEV_CAPSOLVER_KEY and
         the ``CAP-`` ones. CapMonster keys may carry ``__options`` (``__nocache``)."""
-        if isinstance(key, str):
+        if isinstance(key, str) and not self._state.config.refuse_keys:
             if dialect == "capmonster":
                 key = key.partition("__")[0]
             capsolver = dialect == "capsolver"

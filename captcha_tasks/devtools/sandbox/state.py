@@ -116,7 +116,7 @@ class SandboxState:
 
     def check_key(self, key: str) -> None:
         """in.php/res.php's key check (the JSON API checks its own: ``json_api``)."""
-        if key in self._keys:
+        if key in self._keys and not self._config.refuse_keys:
             return
         with self._lock:
             self._counts["bad_key"] += 1

@@ -16,6 +16,7 @@ from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.errors import (
     CaptchaUnsolvable,
     InsufficientFunds,
+    InvalidApiKey,
     ProviderUnavailable,
 )
 from captcha_tasks.provider import Answer, Polled, RecaptchaV2
@@ -286,6 +287,30 @@ def test_zero_balance_fails_over_to_the_next_provider_without_a_second_accepted_
     assert main.count("submit") <= settings.providers()[0].threads  # refused, then skipped
     state = client.hgetall(Keys(settings.key_prefix).breaker("main"))
     assert state["state"] == "open" and state["reason"] == "zero balance"
+
+
+def test_a_key_refused_by_every_worker_moves_the_work_to_the_next_provider(
+    client: redis.Redis, settings: Settings, engines: dict[str, object]
+) -> None:
+    # One live worker ("w"), its key for main refused: no engine anywhere can submit to
+    # main, so nothing routed there may fail with the refusal while backup is on its
+    # route: neither the job that met it, nor those the paused engine takes, nor a probe.
+    refused = InvalidApiKey("ERROR_KEY_DOES_NOT_EXIST: refused", "ERROR_KEY_DOES_NOT_EXIST")
+    main = FakeProvider(submit_error=refused, key_refused=True)
+    backup, outcomes = FakeProvider(), Outcomes()
+    started = engines["start"]({"main": main, "backup": backup}, outcomes)  # type: ignore[operator]
+    run_jobs(client, settings, 12, outcomes)
+    assert started[0].refusal.paused
+    # The breaker's cool-down ends at once: the next job is main's half-open probe.
+    client.hset(Keys(settings.key_prefix).breaker("main"), "until", 0)
+    for i in range(4):
+        probe = RecaptchaV2(SITEKEY, f"https://example.com/probe{i}")
+        assert admit(client, settings, str(uuid.uuid4()), probe, route=("main", "backup"))
+    wait_until(lambda: outcomes.ended() == 16, timeout=30, what="16 jobs ended")
+    assert outcomes.errors == {}
+    assert {r["provider_name"] for r in outcomes.results.values()} == {"backup"}
+    assert main.submitted == []
+    assert set(submits_per_payload(backup).values()) == {1}
 
 
 def test_repeated_transient_failures_open_the_breaker_and_move_the_work(
