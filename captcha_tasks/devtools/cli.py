@@ -44,6 +44,13 @@ __all__ = ["dev_command", "screenshot_command"]
     help="Port for Flower (another free port if taken).",
 )
 @click.option(
+    "--demo-port",
+    default=8766,
+    show_default=True,
+    type=int,
+    help="Port for the demo site that fetch_page may fetch (another free port if taken).",
+)
+@click.option(
     "--sandbox-threads",
     default=5,
     show_default=True,
@@ -82,6 +89,7 @@ def dev_command(
     concurrency: int,
     sandbox_port: int,
     flower_port: int,
+    demo_port: int,
     sandbox_threads: int,
     time_scale: float | None,
     run_dir: Path,
@@ -99,6 +107,7 @@ def dev_command(
         concurrency=concurrency,
         sandbox_port=sandbox_port,
         flower_port=flower_port,
+        demo_port=demo_port,
         sandbox_threads=sandbox_threads,
         time_scale=time_scale,
         run_dir=run_dir,

@@ -207,6 +207,7 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
     "bridge_pending": "the NATS bridge's jobs",
     "bridge_published_prefix": "the NATS bridge's published results",
     "key_refused": "the engine's own pause marks",
+    "dev_checkout": "make run's mark of the database its stack keeps to",
     "key_refused_prefix": "as key_refused",
     "key_refused_prefix_of": "as key_refused",
     "balance_check": "the balance check's turn (inside balance:*, read-only anyway)",
