@@ -142,13 +142,15 @@ def flower_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], Flower
 
 def _wait_for_events(flower: Any) -> None:
     """Flower answers /healthcheck before its event receiver listens: a task sent in
-    between is seen without its name. Ping until Flower has seen one whole task."""
+    between is seen without its name. Ping until Flower has seen the last ping whole,
+    from its task-received to its task-succeeded."""
     from captcha_tasks import ping
 
     def seen() -> bool:
-        ping.delay().get(timeout=10)
-        listed = flower.json("/api/tasks")
-        return any(t.get("name") == "captcha_tasks.ping" for t in listed.values())
+        sent = ping.delay()
+        sent.get(timeout=10)
+        shown = flower.json("/api/tasks").get(sent.id) or {}
+        return (shown.get("name"), shown.get("state")) == ("captcha_tasks.ping", "SUCCESS")
 
     wait_until(seen, timeout=60, interval=0.5, what="Flower to receive task events")
 
@@ -475,6 +477,9 @@ def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
     worker = worker_factory(env, concurrency=2)
     flower = flower_factory(env)
     _wait_for_events(flower)
+    # The pings that waited for Flower's receiver count too, and the first may have been
+    # seen without its task-received: count from here.
+    before = _worker_counters(flower, worker.name)
 
     image = base64.b64encode(png(100)).decode()
     solves = [solve_recaptcha_v2.delay(V2_KEY, f"https://example.com/mixed/{i}") for i in range(5)]
@@ -517,16 +522,22 @@ def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
 
     # Once quiet, every message the worker received ended: succeeded, failed, or went on
     # under the same id (the page's, replaced by its solve and submit).
+    def since() -> dict[str, int]:
+        now = _worker_counters(flower, worker.name)
+        return {kind: now[kind] - before[kind] for kind in now}
+
     def add_up() -> bool:
-        c = _worker_counters(flower, worker.name)
+        c = since()
         done = c["task-succeeded"] + c["task-failed"] + c["task-retried"]
         return c["active"] == 0 and c["task-received"] == done
 
     try:
         wait_until(add_up, timeout=15, interval=0.3, what="Flower's counters to add up")
     except TimeoutError:
-        raise AssertionError(f"counters: {_worker_counters(flower, worker.name)}") from None
-    counters = _worker_counters(flower, worker.name)
+        raise AssertionError(f"counters since the mixed run began: {since()}") from None
+    counters = since()
+    # 7 solves, the page's first run, its solve and its last step, the bad input.
+    assert counters["task-received"] == 11, counters
     assert counters["task-failed"] == 1 and counters["task-retried"] == 1
 
     log = worker.log()
