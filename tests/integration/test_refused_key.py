@@ -179,8 +179,12 @@ def test_a_key_refused_mid_run_sends_every_request_to_the_next_provider(
     assert breaker.get(b"state") in (b"open", b"half_open")
     for worker in workers:
         assert "Traceback" not in worker.log()
-    said = [line for w in workers for line in w.log().splitlines() if "get_balance" in line]
-    assert any("raised expected: InvalidApiKey" in line for line in said), said
+    # The worker logs the failure after it stored it (which .get() returned): wait for it.
+    wait_until(
+        lambda: any("raised expected: InvalidApiKey" in w.log() for w in workers),
+        timeout=10,
+        what="a worker's line for get_balance's refused key",
+    )
     # Once main takes the key again, its engines resume (a balance call per pause).
     requests.post(f"{main.url}/admin/config", json={"refuse_keys": False}, timeout=10)
     wait_until(
