@@ -9,6 +9,11 @@ Plain code with no Celery inside::
     answer = client.get(captcha_id)  # None while not ready
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .base import Answer, Polled, Provider
 from .captchas import (
     DEFAULT_MAX_IMAGE_BYTES,
@@ -24,9 +29,6 @@ from .captchas import (
     Turnstile,
 )
 from .captchas_more import CAPTCHA_CLASSES, AwsWaf, Coordinates, FunCaptcha, GeeTestV4
-from .classic import SolverClient
-from .factory import make_provider
-from .json_client import JsonTaskClient
 from .offers import check_offered, offer_matrix, refusal
 from .protocol import (
     ERROR_TABLE,
@@ -37,7 +39,33 @@ from .protocol import (
     parse_response,
     rule_for,
 )
-from .transport import close_shared_session, make_session, shared_session
+
+if TYPE_CHECKING:
+    from .classic import SolverClient
+    from .factory import make_provider
+    from .json_client import JsonTaskClient
+    from .transport import close_shared_session, make_session, shared_session
+
+#: The HTTP clients and what builds them, imported on first use: code that only
+#: describes captchas (a caller checking a task's arguments) loads no HTTP stack.
+_LAZY = {
+    "SolverClient": "classic",
+    "make_provider": "factory",
+    "JsonTaskClient": "json_client",
+    "close_shared_session": "transport",
+    "make_session": "transport",
+    "shared_session": "transport",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CAPTCHA_CLASSES",

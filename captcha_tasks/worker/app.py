@@ -74,19 +74,17 @@ def _choose_config(sender: Celery, **_: Any) -> None:
 
 
 def _install_steps() -> None:
-    from .callback_step import CallbackStep
-    from .engine_step import SolveEngineStep
-    from .heartbeat_step import HeartbeatStep
-    from .metrics_step import MetricsStep
-    from .proxy_step import ProxyLeaseStep
-    from .startup_step import StartupCheckStep
-
-    app.steps["worker"].add(StartupCheckStep)
-    app.steps["worker"].add(SolveEngineStep)
-    app.steps["worker"].add(CallbackStep)
-    app.steps["worker"].add(ProxyLeaseStep)
-    app.steps["worker"].add(MetricsStep)
-    app.steps["consumer"].add(HeartbeatStep)
+    # By name, as Celery names its own: a worker's blueprint imports them when it starts,
+    # and a process that only sends tasks never loads the engine or the HTTP servers.
+    for step in (
+        "startup_step:StartupCheckStep",
+        "engine_step:SolveEngineStep",
+        "callback_step:CallbackStep",
+        "proxy_step:ProxyLeaseStep",
+        "metrics_step:MetricsStep",
+    ):
+        app.steps["worker"].add(f"{__package__}.{step}")
+    app.steps["consumer"].add(f"{__package__}.heartbeat_step:HeartbeatStep")
 
 
 _install_steps()

@@ -31,7 +31,7 @@ from ..errors import (
 )
 from ..forksafe import PerProcess
 from ..masking import mask_url
-from ..provider import Provider, make_provider
+from ..provider import Provider
 from ..settings import Settings, get_settings
 from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
@@ -84,6 +84,8 @@ class SolverTask(RedactedTask):
     def solver(self) -> Provider:
         """The provider client of this process and these settings (built on first use,
         so a prefork child never shares a connection its parent opened)."""
+        from ..provider import make_provider  # the HTTP clients: for workers, not callers
+
         settings = self.settings
         return _solvers.get(settings, lambda: make_provider(settings))
 
@@ -98,6 +100,8 @@ class SolverTask(RedactedTask):
                 f"{self.name}: no provider named {name!r} is configured ({known})",
                 "UNKNOWN_PROVIDER",
             )
+        from ..provider import make_provider
+
         own = self.settings.for_provider(config)
         return _solvers.get(own, lambda: make_provider(own))
 

@@ -88,3 +88,54 @@ def test_importing_the_package_reads_no_settings_and_patches_nothing(tmp_path: P
     # A bad setting does not break the import: settings are read when first needed.
     out = _python(code, tmp_path, CAPTCHA_TASKS_THREADS="abc")
     assert out.split() == ["False", "0", "True"]
+
+
+#: What a process that only sends tasks never needs: the solve engine and its steps, the
+#: callback and metrics HTTP servers, the providers' HTTP clients.
+WORKER_ONLY = (
+    "captcha_tasks.engine.loop",
+    "captcha_tasks.engine.poll",
+    "captcha_tasks.engine.submit",
+    "captcha_tasks.engine.callback_http",
+    "captcha_tasks.worker.engine_step",
+    "captcha_tasks.worker.callback_step",
+    "captcha_tasks.worker.metrics_step",
+    "captcha_tasks.provider.classic",
+    "captcha_tasks.provider.json_client",
+    "captcha_tasks.provider.factory",
+    "http.server",
+)
+
+
+def test_code_that_only_enqueues_loads_no_engine_server_or_provider_client(
+    tmp_path: Path,
+) -> None:
+    out = _python(
+        "import json, sys\n"
+        "from captcha_tasks import fetch_page, solve_image, solve_recaptcha_v2\n"
+        "from captcha_tasks import InvalidTaskInput\n"
+        "try:\n"
+        "    solve_recaptcha_v2.delay('', 'https://example.com')\n"  # checked in the caller
+        "except InvalidTaskInput:\n"
+        "    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n",
+        tmp_path,
+    )
+    loaded = set(json.loads(out))
+    assert "captcha_tasks.worker.solve_tasks" in loaded  # the tasks themselves are there
+    assert sorted(loaded & set(WORKER_ONLY)) == []
+
+
+def test_the_worker_only_parts_load_when_named(tmp_path: Path) -> None:
+    out = _python(
+        "import json, sys\n"
+        "from captcha_tasks.engine import Engine\n"
+        "from captcha_tasks.provider import make_provider, SolverClient\n"
+        "print(json.dumps([Engine.__module__, make_provider.__module__, SolverClient.__name__]))\n",
+        tmp_path,
+    )
+    assert json.loads(out) == [
+        "captcha_tasks.engine.loop",
+        "captcha_tasks.provider.factory",
+        "SolverClient",
+    ]
