@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+import celery.app.amqp
 from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[import-untyped]
 from celery import Celery, signals
 from celery.exceptions import Ignore
@@ -25,8 +26,26 @@ log = logging.getLogger(__name__)
 #: The app's own configuration.
 CONFIG_MODULE = "captcha_tasks.worker.celeryconfig"
 
+
+class AMQP(celery.app.amqp.AMQP):  # type: ignore[misc]
+    """Celery's message builder, with the ``task-sent`` event under the name the task
+    is sent as (``shadow``: Celery's "name in logs and monitoring"), as its
+    ``task-received`` is. Celery names it by the task's real name, and event consumers
+    (Flower) keep the name of whichever event of a task they read last: a challenged
+    ``fetch_page``'s last step, sent under the page's name, would show as
+    ``submit_challenge`` whenever its ``task-sent`` arrived after its ``task-received``."""
+
+    def as_task_v2(self, task_id: str, name: str, *args: Any, **kwargs: Any) -> Any:
+        message = super().as_task_v2(task_id, name, *args, **kwargs)
+        shadow = message.headers.get("shadow")
+        if shadow and message.sent_event is not None:
+            message.sent_event["name"] = shadow
+        return message
+
+
 app = Celery(
     "captcha_tasks",
+    amqp=AMQP,
     include=[
         "captcha_tasks.worker.solve_tasks",
         "captcha_tasks.worker.solve_more",
