@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -92,12 +93,38 @@ def dies_with_us(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
     return arm
 
 
+#: Ports handed out below the kernel's ephemeral range (see :func:`free_port`).
+PORTS_BELOW_EPHEMERAL = 12000
+#: Independent of ``random``'s seed (pytest-randomly seeds it alike in every process).
+_ports = random.SystemRandom()
+
+
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int | None:
+    try:
+        with open(path) as ranges:
+            return int(ranges.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that nothing listens on right now."""
+    """A TCP port that nothing listens on right now, for a server started next.
+
+    Taken below the kernel's ephemeral range where there is room: a port from that
+    range (``bind(("", 0))``'s) is also what the kernel gives the next outgoing
+    connection of any process as its own end, and a server bound to it a moment later
+    fails with "Address already in use". Several processes choosing at once pick at
+    random among thousands, and each choice is checked free."""
+    low = _ephemeral_low()
+    if low is not None and low - PORTS_BELOW_EPHEMERAL >= 1024:
+        for _ in range(50):
+            port = _ports.randrange(low - PORTS_BELOW_EPHEMERAL, low)
+            if port_is_free(port, host):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+        found: int = sock.getsockname()[1]
+        return found
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
