@@ -161,6 +161,20 @@ def client_app(url: str, settings: Settings | None = None) -> Celery:
     return app
 
 
+#: A job's states while an engine holds it.
+IN_FLIGHT = ("submitting", "sending", "polling")
+
+
+def held_by(raw: redis.Redis, keys: Keys, engine: str) -> dict[str, str]:
+    """Jobs in flight whose last claim is ``engine``'s: task id -> state."""
+    held = {}
+    for key in raw.scan_iter(match=keys.job("*"), count=500):
+        state, claimer = raw.hmget(key, "state", "claimed_by")
+        if claimer and claimer.decode() == engine and state and state.decode() in IN_FLIGHT:
+            held[key.decode().removeprefix(keys.job(""))] = state.decode()
+    return held
+
+
 class Cluster:
     """A private Redis (AOF on), ``workers`` celery workers and the given sandbox."""
 
@@ -406,6 +420,13 @@ class Cluster:
         # Redis may be down for this fault: the next snapshot covers it.
         with contextlib.suppress(redis.RedisError):
             self.snapshots.append(self._redis_dump())
+
+    def held_by(self, engine: str) -> dict[str, str]:
+        """Jobs in flight whose last claim is ``engine``'s: task id -> state. Read just
+        after that engine's worker died (or was cut off), before its claims run out: a
+        job in ``sending`` was in an ``in.php`` call that may have reached the provider,
+        so the engine that takes it over fails it ``SubmitUncertain`` (never sent twice)."""
+        return held_by(self._raw(), Keys(self.settings.key_prefix), engine)
 
     def _raw(self) -> redis.Redis:
         return redis.Redis(host=self.redis.host, port=self.redis.port, socket_timeout=5)

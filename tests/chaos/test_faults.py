@@ -99,6 +99,8 @@ def test_sigkill_workers_at_random_points_under_load(cluster: Callable[..., Clus
     c = cluster(workers=3, concurrency=2, flower=True)
     n_rounds, seconds = sized(3, 8), sized(10.0, 40.0)
     kills: list[str] = []
+    # Jobs a killed worker's engine was sending (in an in.php call) when it died.
+    mid_send: set[str] = set()
 
     def fault() -> str:
         for i in rounds(n_rounds, seconds):
@@ -106,6 +108,8 @@ def test_sigkill_workers_at_random_points_under_load(cluster: Callable[..., Clus
             child = i % 2 == 1
             kills.append(c.kill_worker(name, child_only=child))
             if not child:
+                held = c.held_by(f"engine@{name}")
+                mid_send.update(job for job, state in held.items() if state == "sending")
                 time.sleep(0.5)
                 c.start_worker(name, wait=False)  # a supervisor restarts it
         return "; ".join(kills)
@@ -116,7 +120,15 @@ def test_sigkill_workers_at_random_points_under_load(cluster: Callable[..., Clus
         load,
         timeout=RESULT_TIMEOUT,
     )
-    check(row, allowed={"SubmitUncertain"}, requests_per_task=6)
+    # Every task solved but those whose submit a kill cut off: their in.php call may have
+    # reached the provider, so they fail SubmitUncertain instead of being sent again.
+    check(
+        row,
+        allowed={"SubmitUncertain"},
+        requests_per_task=6,
+        solved_at_least=(row.tasks - len(mid_send)) / row.tasks,
+    )
+    assert row.typed_errors.get("SubmitUncertain", 0) <= len(mid_send), (row, mid_send)
 
 
 def test_redis_restart_with_aof_mid_run(cluster: Callable[..., Cluster]) -> None:

@@ -25,7 +25,7 @@ import redis
 from captcha_tasks.engine.loop import claim_seconds
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
-from tests.chaos.harness import Cluster, Row, sized
+from tests.chaos.harness import IN_FLIGHT, Cluster, Row, held_by, sized
 from tests.chaos.test_faults import RESULT_TIMEOUT, check, steady
 from tests.support.tcp_proxy import TcpProxy
 
@@ -33,7 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.timeout(si
 
 PARTITIONED = "chaos3@127.0.0.1"
 ENGINE = f"engine@{PARTITIONED}"
-IN_FLIGHT = ("submitting", "sending", "polling")
 #: A claim that ran out is taken at the next turn of another engine's loop (at most a
 #: second of sleep, more on two loaded cores).
 LOOP_SLACK = 3.0
@@ -66,16 +65,6 @@ class Takeovers:
             f"others within {self.worst():.1f} s (those claimed: "
             f"{self.worst(self.claimed):.1f} s)"
         )
-
-
-def _held_by(raw: redis.Redis, keys: Keys, engine: str) -> dict[str, str]:
-    """Jobs in flight whose last claim is ``engine``'s: task id -> state."""
-    held = {}
-    for key in raw.scan_iter(match=keys.job("*"), count=500):
-        state, claimer = raw.hmget(key, "state", "claimed_by")
-        if claimer and claimer.decode() == engine and state and state.decode() in IN_FLIGHT:
-            held[key.decode().removeprefix(keys.job(""))] = state.decode()
-    return held
 
 
 def _claimed_now(raw: redis.Redis, keys: Keys, engine: str) -> set[str]:
@@ -155,7 +144,7 @@ def test_worker_partitioned_from_redis(cluster: Callable[..., Cluster]) -> None:
                 proxy.pause()
             cut_at = time.monotonic()
             c.configure_sandbox(slow_rate=0.0)
-            takeovers.held = _held_by(raw, keys, ENGINE)
+            takeovers.held = held_by(raw, keys, ENGINE)
             _watch(raw, keys, takeovers, cut_at, until=cut_at + pause)
             time.sleep(max(0.0, cut_at + pause - time.monotonic()))
             proxy.resume()
