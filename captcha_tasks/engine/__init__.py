@@ -3,9 +3,9 @@ of Lua calls, the key-refusal pause, the observers), timings, job records."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .admission import admit
 from .jobs import Job
 
@@ -17,14 +17,7 @@ if TYPE_CHECKING:
 #: module that only names a job load no loop, poller or HTTP server.
 _LAZY = {"Completer": "finish", "Engine": "loop"}
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = ["Completer", "Engine", "Job", "admit"]

@@ -11,9 +11,9 @@ Plain code with no Celery inside::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..lazy import lazy_exports
 from .base import Answer, Polled, Provider
 from .captchas import (
     DEFAULT_MAX_IMAGE_BYTES,
@@ -57,14 +57,7 @@ _LAZY = {
     "shared_session": "transport",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [

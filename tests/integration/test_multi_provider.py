@@ -37,7 +37,7 @@ from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys
 from tests.support.secret_scan import leaks, redis_dump, scan_needles
-from tests.support.workers import WorkerProcess, worker_env
+from tests.support.workers import WorkerProcess, outcomes, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -164,18 +164,7 @@ class InFlight:
 
 def _wait(results: list[Any], timeout: float = RESULT_TIMEOUT) -> list[dict[str, Any] | str]:
     """Each task's result dict, or its error's type name; ``"LOST"`` without a final state."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not all(r.ready() for r in results):
-        time.sleep(0.1)
-    out: list[dict[str, Any] | str] = []
-    for r in results:
-        if not r.ready():
-            out.append("LOST")
-        elif r.successful():
-            out.append(r.result)
-        else:
-            out.append(type(r.result).__name__)
-    return out
+    return outcomes(results, timeout)
 
 
 def _solved_by(outcomes: list[dict[str, Any] | str], *, once: bool = False) -> Counter[str]:

@@ -16,7 +16,6 @@ import secrets
 import string
 import subprocess
 import sys
-import time
 from collections import Counter
 from typing import Any
 
@@ -29,7 +28,7 @@ from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.errors import InvalidApiKey
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys
-from tests.support.workers import WorkerProcess, worker_env
+from tests.support.workers import WorkerProcess, outcomes, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -84,18 +83,7 @@ def _send(n: int, tag: str, **options: Any) -> list[Any]:
 
 def _outcomes(results: list[Any]) -> list[dict[str, Any] | str]:
     """Each request's result, or its error's type and code; ``LOST`` without an end."""
-    deadline = time.monotonic() + RESULT_TIMEOUT
-    while time.monotonic() < deadline and not all(r.ready() for r in results):
-        time.sleep(0.1)
-    out: list[dict[str, Any] | str] = []
-    for r in results:
-        if not r.ready():
-            out.append("LOST")
-        elif r.successful():
-            out.append(r.result)
-        else:
-            out.append(f"{type(r.result).__name__}({getattr(r.result, 'code', '')})")
-    return out
+    return outcomes(results, RESULT_TIMEOUT, codes=True)
 
 
 def _by_provider(outcomes: list[dict[str, Any] | str]) -> Counter[str]:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from captcha_tasks.devtools.procs import Child, ChildExited, logged, spawn, wait_ready
 
@@ -93,3 +95,25 @@ def wait_for_worker(worker: WorkerProcess, timeout: float = 60.0) -> None:
         raise AssertionError(str(exc)) from None
     except TimeoutError as exc:
         raise AssertionError(f"{exc}\n{worker.log()}") from None
+
+
+def outcomes(
+    results: list[Any], timeout: float, *, codes: bool = False
+) -> list[dict[str, Any] | str]:
+    """Each task's result dict once all are ready (within ``timeout``), else its error's
+    type name (``codes``: with its code, ``InvalidApiKey(ERROR_...)``); ``"LOST"`` for a
+    task without a final state by then."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not all(r.ready() for r in results):
+        time.sleep(0.1)
+    out: list[dict[str, Any] | str] = []
+    for r in results:
+        if not r.ready():
+            out.append("LOST")
+        elif r.successful():
+            out.append(r.result)
+        elif codes:
+            out.append(f"{type(r.result).__name__}({getattr(r.result, 'code', '')})")
+        else:
+            out.append(type(r.result).__name__)
+    return out
