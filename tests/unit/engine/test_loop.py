@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -25,11 +28,21 @@ def make_engine(client: redis.Redis, settings: Settings) -> Iterator[MakeEngine]
     engines: list[Engine] = []
 
     def make(
-        provider: FakeProvider, *, workers: tuple[str, ...] = ("w",)
+        provider: FakeProvider,
+        *,
+        workers: tuple[str, ...] = ("w",),
+        threads: int | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> tuple[Engine, Outcomes]:
         outcomes = Outcomes()
         engine = Engine(
-            settings, client, provider, outcomes, live_workers=lambda: list(workers), name="unit"
+            settings if threads is None else dataclasses.replace(settings, threads=threads),
+            client,
+            provider,
+            outcomes,
+            live_workers=lambda: list(workers),
+            name="unit",
+            clock=clock,
         )
         engines.append(engine.start())
         return engine, outcomes
@@ -69,21 +82,41 @@ def test_without_batch_reads_every_poll_is_one_captcha(
     assert provider.count("get") == engine.stats.snapshot()["poll_requests"] >= 6
 
 
+class HeldClock:
+    """Time standing still at its start until :meth:`release`, then running on."""
+
+    def __init__(self) -> None:
+        self.start = time.time() + 0.5  # past every admission's "now"
+        self._released: float | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            if self._released is None:
+                return self.start
+            return self.start + time.monotonic() - self._released
+
+    def release(self) -> None:
+        with self._lock:
+            self._released = time.monotonic()
+
+
 def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a_batch(
     make_engine: MakeEngine,
     admit_jobs: Callable[..., list[str]],
     client: redis.Redis,
     settings: Settings,
+    keys: Keys,
 ) -> None:
     # res.php joins a batch's answers with "|", which a FunCaptcha token contains. The
-    # three reCAPTCHAs must meet in a batch read for the test to show anything: admitted
-    # before the engine starts, they are submitted together, and answered on their fourth
-    # poll they are read several times (on a loaded machine, two reads each, submitted
-    # one by one, fell on different ticks and were all read singly).
+    # three reCAPTCHAs must meet in a batch read for the test to show anything: the
+    # engine's clock stands still until all five are submitted, so they share one
+    # submit time and, answered on their fourth poll, the same ticks after it.
     provider = FakeProvider(lambda captcha_id, poll: ready_on_poll(captcha_id, poll, 4))
-    admit_jobs(3)
+    task_ids = admit_jobs(3)
     arkose = FunCaptcha("69A21A01-CC7B-B9C6-0F9A-E7FA06677FFC", "https://example.com/fc")
-    assert admit(client, settings, str(uuid.uuid4()), arkose)
+    task_ids.append(str(uuid.uuid4()))
+    assert admit(client, settings, task_ids[-1], arkose)
     # Its token is bound to the userAgent that only a single read carries.
     challenge = Turnstile(
         "0x4AAAAAAABkMYinukE8nzY",
@@ -92,16 +125,26 @@ def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a
         cdata="7d2a",
         pagedata="3gAF",
     )
-    assert admit(client, settings, str(uuid.uuid4()), challenge)
-    _, outcomes = make_engine(provider)
+    task_ids.append(str(uuid.uuid4()))
+    assert admit(client, settings, task_ids[-1], challenge)
+    clock = HeldClock()
+    _, outcomes = make_engine(provider, threads=5, clock=clock)
+    wait_until(
+        lambda: all(client.hget(keys.job(t), "state") == "polling" for t in task_ids),
+        timeout=20,
+        what="5 submits",
+    )
+    assert provider.count("get") == provider.count("get_many") == 0
+    clock.release()
     wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
     assert len(outcomes.results) == 5, outcomes.errors
     lonely = {c for c, captcha in provider.submitted if captcha.type != "recaptcha_v2"}
-    assert len(lonely) == 2
+    recaptchas = sorted(c for c, captcha in provider.submitted if captcha.type == "recaptcha_v2")
+    assert len(lonely) == 2 and len(recaptchas) == 3
     batches = [ids for kind, ids in provider.requests if kind == "get_many"]
     singles = [ids for kind, ids in provider.requests if kind == "get"]
-    assert batches and all(lonely.isdisjoint(ids) for ids in batches)
-    assert all([captcha_id] in singles for captcha_id in lonely)
+    assert len(batches) == 4 and all(sorted(ids) == recaptchas for ids in batches)
+    assert all(singles.count([captcha_id]) == 4 for captcha_id in lonely)
 
 
 def test_an_unsolvable_captcha_is_resubmitted_once_then_fails(
