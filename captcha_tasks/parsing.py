@@ -32,7 +32,6 @@ __all__ = [
     "callback_url",
     "check_api_key",
     "default_provider",
-    "legacy_api_key",
     "number",
     "prices",
     "provider",
@@ -276,14 +275,8 @@ _HOST_HINTS: tuple[tuple[str, Provider], ...] = (
 )
 
 
-def default_provider(earlier: Mapping[str, Any], env: Mapping[str, str]) -> Provider:
+def default_provider(env: Mapping[str, str]) -> Provider:
     """``CAPTCHA_TASKS_PROVIDER``'s default: guessed from the solver URL's host."""
     raw = env.get("CAPTCHA_TASKS_SOLVER_URL", "").strip()
     host = (urlsplit(solver_url("CAPTCHA_TASKS_SOLVER_URL", raw)).hostname or "") if raw else ""
     return next((provider for hint, provider in _HOST_HINTS if hint in host), "captchaai")
-
-
-def legacy_api_key(earlier: Mapping[str, Any], env: Mapping[str, str]) -> str:
-    """``CAPTCHA_TASKS_API_KEY``'s default: ``CAPTCHAAI_API_KEY``, the same key's other name."""
-    raw = env.get("CAPTCHAAI_API_KEY", "").strip()
-    return api_key("CAPTCHAAI_API_KEY", raw) if raw else ""

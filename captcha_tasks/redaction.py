@@ -111,12 +111,11 @@ def known_secrets() -> tuple[str, ...]:
     if _secrets_of[0] is settings:
         return _secrets_of[1]
     providers = settings.providers()  # every configured provider's key and URL
-    found = {settings.api_key, settings.redis_sentinel_password, *(p.api_key for p in providers)}
+    found = {settings.redis_sentinel_password, *(p.api_key for p in providers)}
     redis = (settings.redis_url, settings.broker_url, settings.result_backend, settings.state_url)
     # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.
     for url in (
         *(part for r in redis for part in split_urls(r)),
-        settings.solver_url,
         *(p.url for p in providers),
     ):
         try:

@@ -9,8 +9,8 @@ same :class:`Settings`. The one exception is ``CAPTCHA_TASKS_VERSION``
 from __future__ import annotations
 
 import dataclasses
-import decimal
 import functools
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -25,27 +25,21 @@ from .parsing import (
     PROVIDERS,
     Parse,
     Provider,
-    prices,
-    usd,
 )
-from .parsing import api_key as _api_key
 from .parsing import between as _between
 from .parsing import callback_token as _callback_token
 from .parsing import callback_token_file as _callback_token_file
 from .parsing import callback_url as _callback_url
-from .parsing import check_api_key as _check_api_key
 from .parsing import choice as _choice
-from .parsing import default_provider as _default_provider
-from .parsing import legacy_api_key as _legacy_api_key
 from .parsing import number as _number
-from .parsing import provider as _provider
-from .parsing import solver_url as _solver_url
 from .provider_config import (
     DEFAULT_PROVIDER,
+    OTHER_KEY_VARIABLE,
     PROVIDERS_VARIABLE,
+    SINGLE_PROVIDER_VARIABLES,
     ProviderConfig,
+    provider_variables,
     read_providers,
-    variable,
 )
 from .redis_urls import check_sentinel_master, sentinel_master, ssl_options
 from .redis_urls import redis_url as _check_redis_url
@@ -55,11 +49,15 @@ __all__ = [
     "DEFAULT_URLS",
     "PROTOCOLS",
     "PROVIDERS",
+    "REMOVED_VARIABLES",
+    "SANDBOX_AND_TESTING",
     "Provider",
     "Settings",
     "get_settings",
     "mask_url",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
@@ -95,17 +93,14 @@ def _domains(name: str, raw: str) -> tuple[str, ...]:
 class Settings:
     """Everything configurable, with defaults. Build it with :meth:`from_env`."""
 
-    #: ``CAPTCHA_TASKS_API_KEY`` (or ``CAPTCHAAI_API_KEY``, its other name): the provider
-    #: key, checked against the provider's key format. Never logged.
-    api_key: str = dataclasses.field(default="", repr=False)
-    #: ``CAPTCHA_TASKS_PROVIDER``: one of :data:`PROVIDERS` (its protocol:
-    #: :data:`PROTOCOLS`); for the classic ones it also decides what
-    #: ``ERROR_ZERO_BALANCE`` means. Default: read from ``CAPTCHA_TASKS_SOLVER_URL``'s
-    #: host (``2captcha``, ``anti-captcha``, ``capsolver``, ``capmonster``), else ``captchaai``.
-    provider: Provider = "captchaai"
-    #: ``CAPTCHA_TASKS_SOLVER_URL``: the provider's API base URL (the sandbox, a proxy).
-    #: Default: the provider's own (:data:`DEFAULT_URLS`).
-    solver_url: str = DEFAULT_SOLVER_URL
+    #: ``CAPTCHA_TASKS_PROVIDERS``: the providers to solve with, in order of preference,
+    #: each a :class:`~captcha_tasks.provider_config.ProviderConfig` read from its own
+    #: variables (``CAPTCHA_TASKS_<NAME>_PROTOCOL``, ``..._API_KEY``, ...). Unset: one
+    #: provider named ``default``, read from the single-provider variables
+    #: (``CAPTCHA_TASKS_PROVIDER``, ``CAPTCHA_TASKS_SOLVER_URL``, ``CAPTCHA_TASKS_API_KEY``,
+    #: ``CAPTCHA_TASKS_THREADS``, ``CAPTCHA_TASKS_PRICES``, ``CAPTCHA_TASKS_BALANCE_FLOOR``),
+    #: which are refused when it is set. Never empty; keys never logged.
+    provider_configs: tuple[ProviderConfig, ...] = (ProviderConfig(),)
     #: ``CAPTCHA_TASKS_REDIS_URL``: default for the three Redis URLs below.
     redis_url: str = DEFAULT_REDIS_URL
     #: ``CAPTCHA_TASKS_BROKER_URL``
@@ -128,9 +123,10 @@ class Settings:
     #: ``CAPTCHA_TASKS_REDIS_SENTINEL_WAIT``: seconds a submit's ``sending`` mark waits for
     #: a replica to have it before the provider is called (0: no wait; sentinel only).
     redis_sentinel_wait: float = 1.0
-    #: ``CAPTCHA_TASKS_THREADS``: the plan's thread budget (captchas in flight at once).
-    threads: int = 5
-    #: ``CAPTCHA_TASKS_TIME_SCALE``: multiplies every solver timing default.
+    #: ``CAPTCHA_TASKS_TIME_SCALE``: sandbox and testing only (:data:`SANDBOX_AND_TESTING`):
+    #: multiplies every solver timing default (waits, intervals, deadlines, lifetimes),
+    #: so that ``make run`` and the tests run against a sandbox whose clock is fast.
+    #: Against a real provider leave it at 1.
     time_scale: float = 1.0
     #: ``CAPTCHA_TASKS_HTTP_TIMEOUT``: seconds for one HTTP call to the provider.
     http_timeout: float = 30.0
@@ -152,12 +148,10 @@ class Settings:
     #: ``CAPTCHA_TASKS_POLL_INTERVAL``: seconds between batched polls (scaled; one by one,
     #: three times it). Never below the provider's own limits (engine.timing.PollGrid).
     poll_interval: float = 1.0
-    #: ``CAPTCHA_TASKS_POLL_PLACEMENT``: where one-by-one polls go (batched ones keep the
-    #: grid): ``quantiles`` of the ready times learned per provider and type
-    #: (engine.placement), ``grid`` every three poll intervals, whatever was learned.
-    poll_placement: Literal["grid", "quantiles"] = "quantiles"
-    #: ``CAPTCHA_TASKS_POLL_READS``: the reads per solve (1.5-10) those quantiles aim at
-    #: on average: more collect sooner; the provider's own limits hold regardless.
+    #: ``CAPTCHA_TASKS_POLL_READS``: the reads per solve (1.5-10) one-by-one polls aim at
+    #: on average, placed at quantiles of the ready times learned per provider and type
+    #: (engine.placement; batched polls keep the grid): more collect sooner; the
+    #: provider's own limits hold regardless.
     poll_reads: float = 2.0
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
@@ -194,15 +188,6 @@ class Settings:
     #: message nobody acknowledged (a SIGKILLed worker's reserved ones come back then).
     #: Countdowns are capped at a quarter of it, so nothing is redelivered while waiting.
     visibility_timeout: int = 3600
-    #: ``CAPTCHA_TASKS_PRICES``: ``type=usd_per_1000,...``, the cost a result carries
-    #: when the provider sends none (sorted ``(type, price)`` pairs).
-    prices: tuple[tuple[str, decimal.Decimal], ...] = ()
-    #: ``CAPTCHA_TASKS_BALANCE_FLOOR``: USD; a balance below it is warned about once.
-    balance_floor: decimal.Decimal | None = None
-    #: ``CAPTCHA_TASKS_PROVIDERS`` and each named provider's variables
-    #: (:mod:`captcha_tasks.provider_config`); empty when unset. When set, the
-    #: single-provider fields above hold the first (preferred) provider's values.
-    named_providers: tuple[ProviderConfig, ...] = ()
     #: ``CAPTCHA_TASKS_CALLBACK_URL``: the public base URL providers push answers to
     #: (docs/CALLBACKS.md); None: no callbacks, polls only.
     callback_url: str | None = None
@@ -218,11 +203,14 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read the settings from ``environ`` (default: ``os.environ``).
 
-        Raises :class:`ConfigurationError` naming the variable at fault.
+        Raises :class:`ConfigurationError` naming the variable at fault. A variable
+        that is no longer read (:data:`REMOVED_VARIABLES`) is warned about and ignored.
         """
         env = os.environ if environ is None else environ
-        named = read_providers(env, _RESERVED)
-        values: dict[str, Any] = {"named_providers": named}
+        for removed, why in REMOVED_VARIABLES.items():
+            if env.get(removed, "").strip():
+                log.warning("%s is no longer read and is ignored: %s", removed, why)
+        values: dict[str, Any] = {"provider_configs": read_providers(env, _RESERVED)}
         # In field order, so a derived default can read the settings before it.
         for field in dataclasses.fields(cls):
             if field.name not in _SOURCES:
@@ -239,55 +227,31 @@ class Settings:
             "callback_token"
         ]:
             raise ConfigurationError("callbacks need CAPTCHA_TASKS_CALLBACK_TOKEN (or _FILE)")
-        if named:  # code that knows one provider sees the preferred one
-            first = named[0]
-            values.update(
-                api_key=first.api_key,
-                provider=first.protocol,
-                solver_url=first.url,
-                threads=first.threads,
-                prices=first.prices,
-                balance_floor=first.balance_floor,
-            )
-            return cls(**values)
-        key_variable = (
-            "CAPTCHA_TASKS_API_KEY"
-            if env.get("CAPTCHA_TASKS_API_KEY", "").strip()
-            else "CAPTCHAAI_API_KEY"
-        )
-        _check_api_key(key_variable, values["api_key"], values["provider"])
         return cls(**values)
 
     def providers(self) -> tuple[ProviderConfig, ...]:
         """The providers to solve with, in order of preference: the named ones, else
-        one named ``default`` from the single-provider settings."""
-        if self.named_providers:
-            return self.named_providers
-        return (
-            ProviderConfig(
-                name=DEFAULT_PROVIDER,
-                protocol=self.provider,
-                url=self.solver_url,
-                api_key=self.api_key,
-                threads=self.threads,
-                prices=self.prices,
-                balance_floor=self.balance_floor,
-            ),
-        )
+        the one named ``default`` of the single-provider variables."""
+        return self.provider_configs
 
-    def for_provider(self, config: ProviderConfig) -> Settings:
-        """These settings as the engine of ``config`` sees them: the single-provider
-        fields (key, protocol, URL, threads, prices, floor) hold that provider's values;
-        everything else, :meth:`providers` included, is shared."""
-        return dataclasses.replace(
-            self,
-            api_key=config.api_key,
-            provider=config.protocol,
-            solver_url=config.url,
-            threads=config.threads,
-            prices=config.prices,
-            balance_floor=config.balance_floor,
-        )
+    def provider_config(self, name: str = "") -> ProviderConfig:
+        """The configured provider ``name`` (``""``: the preferred one); ``KeyError``
+        if none is named so."""
+        if not name:
+            return self.provider_configs[0]
+        for config in self.provider_configs:
+            if config.name == name:
+                return config
+        raise KeyError(name)
+
+    def has_api_key(self) -> bool:
+        """Whether there is a key to solve with (a named provider always has one; the
+        default one may have none: a process that only enqueues needs none)."""
+        return any(config.api_key for config in self.provider_configs)
+
+    def require_api_key(self) -> str:
+        """The preferred provider's key, or :class:`ConfigurationError` if it is not set."""
+        return self.provider_configs[0].require_api_key()
 
     def redis_ssl_options(self, url: str) -> dict[str, object] | None:
         """SSL options for a ``rediss://`` URL (``None`` for others): verify the server
@@ -298,15 +262,6 @@ class Settings:
         """A solver timing default (first-poll wait, interval, deadline) in this deployment."""
         return seconds * self.time_scale
 
-    def require_api_key(self) -> str:
-        """The API key, or :class:`ConfigurationError` if it is not set."""
-        if not self.api_key:
-            raise ConfigurationError(
-                "CAPTCHA_TASKS_API_KEY is not set: export your provider key, "
-                "or run `make run` to use the local sandbox"
-            )
-        return self.api_key
-
     def __repr__(self) -> str:
         # The dataclass repr would show URL passwords (a log line, a traceback's locals).
         shown = ", ".join(f"{name}={value!r}" for name, value in self.describe().items())
@@ -315,41 +270,35 @@ class Settings:
     def describe(self) -> dict[str, object]:
         """The settings as a dict with secrets masked (for logs, ``status`` and docs)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        del out["named_providers"]  # shown as "providers", keys masked
-        out["api_key"] = "***" if self.api_key else ""
+        del out["provider_configs"]  # shown as "providers", keys masked
         out["callback_token"] = "***" if self.callback_token else ""
         out["redis_sentinel_password"] = "***" if self.redis_sentinel_password else ""
-        out["prices"] = {kind: str(price) for kind, price in self.prices}  # JSON: exact
-        out["balance_floor"] = None if self.balance_floor is None else str(self.balance_floor)
-        out["providers"] = [config.describe() for config in self.providers()]
-        # Every URL-valued setting (solver, broker, backend, state, ...): its password.
+        # Every URL-valued setting (broker, backend, state, ...): its password.
         for name, value in out.items():
             if isinstance(value, str) and "://" in value:
                 out[name] = mask_url(value)
+        out["providers"] = [config.describe() for config in self.provider_configs]
         return out
 
     def variables(self) -> dict[str, object]:
         """:meth:`describe` keyed by the variable each value is read from
-        (``CAPTCHA_TASKS_POLL_READS``, not ``poll_reads``), secrets masked alike. With
-        ``CAPTCHA_TASKS_PROVIDERS`` set, each named provider's variables follow it."""
+        (``CAPTCHA_TASKS_POLL_READS``, not ``poll_reads``), secrets masked alike. The
+        providers come first, each by its own variables: the single-provider ones for
+        the ``default`` provider, else ``CAPTCHA_TASKS_PROVIDERS`` and each named one's."""
         described = self.describe()
-        out = {source: described[name] for name, (source, _) in _SOURCES.items()}
-        if self.named_providers:
-            providers: Any = described["providers"]
-            out[PROVIDERS_VARIABLE] = [provider["name"] for provider in providers]
-            for provider in providers:
-                for key, value in provider.items():
-                    if key != "name":
-                        out[variable(provider["name"], key.upper())] = value
+        out: dict[str, object] = {}
+        named = self.provider_configs[0].name != DEFAULT_PROVIDER or len(self.provider_configs) > 1
+        if named:
+            out[PROVIDERS_VARIABLE] = [config.name for config in self.provider_configs]
+        for config in self.provider_configs:
+            out.update(provider_variables(config, named=named))
+        out.update({source: described[name] for name, (source, _) in _SOURCES.items()})
         return out
 
 
 #: Where each :class:`Settings` field comes from: its variable and how its value is read.
 #: An unset or blank variable gives the field's default (or its derived default below).
 _SOURCES: dict[str, tuple[str, Parse]] = {
-    "api_key": ("CAPTCHA_TASKS_API_KEY", _api_key),
-    "provider": ("CAPTCHA_TASKS_PROVIDER", _provider),
-    "solver_url": ("CAPTCHA_TASKS_SOLVER_URL", _solver_url),
     "redis_url": ("CAPTCHA_TASKS_REDIS_URL", _check_redis_url),
     "broker_url": ("CAPTCHA_TASKS_BROKER_URL", _check_redis_url),
     "result_backend": ("CAPTCHA_TASKS_RESULT_BACKEND", _check_redis_url),
@@ -359,7 +308,6 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "redis_sentinel_password": ("CAPTCHA_TASKS_REDIS_SENTINEL_PASSWORD", _as_is),
     "redis_sentinel_timeout": ("CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT", _number(float, 0.05)),
     "redis_sentinel_wait": ("CAPTCHA_TASKS_REDIS_SENTINEL_WAIT", _between(float, 0, 5, "seconds")),
-    "threads": ("CAPTCHA_TASKS_THREADS", _number(int, 1)),
     "time_scale": ("CAPTCHA_TASKS_TIME_SCALE", _number(float, 0.001)),
     "http_timeout": ("CAPTCHA_TASKS_HTTP_TIMEOUT", _number(float, 0.1)),
     "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
@@ -368,7 +316,6 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _choice("auto", "on", "off")),
     "poll_interval": ("CAPTCHA_TASKS_POLL_INTERVAL", _number(float, 0.001)),
-    "poll_placement": ("CAPTCHA_TASKS_POLL_PLACEMENT", _choice("grid", "quantiles")),
     "poll_reads": ("CAPTCHA_TASKS_POLL_READS", _between(float, 1.5, 10.0, "reads per solve")),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
@@ -386,8 +333,6 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "metrics_address": ("CAPTCHA_TASKS_METRICS_ADDRESS", _as_is),
     "result_expires": ("CAPTCHA_TASKS_RESULT_EXPIRES", _number(int, 60)),
     "visibility_timeout": ("CAPTCHA_TASKS_VISIBILITY_TIMEOUT", _number(int, 10)),
-    "prices": ("CAPTCHA_TASKS_PRICES", prices),
-    "balance_floor": ("CAPTCHA_TASKS_BALANCE_FLOOR", usd),
     "callback_url": ("CAPTCHA_TASKS_CALLBACK_URL", _callback_url),
     "callback_token": ("CAPTCHA_TASKS_CALLBACK_TOKEN", _callback_token),
     "callback_port": ("CAPTCHA_TASKS_CALLBACK_PORT", _between(int, 0, 65535, "a port number")),
@@ -396,9 +341,6 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
 
 #: Defaults that follow settings read before them rather than a constant.
 _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], Any]] = {
-    "api_key": _legacy_api_key,
-    "provider": _default_provider,
-    "solver_url": lambda earlier, env: DEFAULT_URLS[earlier["provider"]],
     "broker_url": lambda earlier, env: earlier["redis_url"],
     "result_backend": lambda earlier, env: earlier["redis_url"],
     "state_url": lambda earlier, env: earlier["redis_url"],
@@ -414,11 +356,26 @@ _DERIVED_DEFAULTS: dict[str, Callable[[Mapping[str, Any], Mapping[str, str]], An
 }
 
 
+#: The settings the reference lists under "Sandbox and testing", apart from the
+#: operator's: they exist so the sandbox and the tests can run a deployment fast.
+SANDBOX_AND_TESTING: frozenset[str] = frozenset({"time_scale"})
+
+#: Variables no longer read, each with what replaced it: set, they are warned about
+#: once per read and ignored, so an older environment still starts.
+REMOVED_VARIABLES: dict[str, str] = {
+    "CAPTCHA_TASKS_POLL_PLACEMENT": (
+        "one-by-one polls always go at quantiles of the learned ready times "
+        "(tune them with CAPTCHA_TASKS_POLL_READS)"
+    ),
+}
+
 #: Every other setting's variable: no provider name may make one of its variables.
 _RESERVED: frozenset[str] = frozenset(
     {variable for variable, _ in _SOURCES.values()}
-    | {"CAPTCHAAI_API_KEY", "CAPTCHA_TASKS_VERSION", "CAPTCHA_TASKS_CONFIG", PROVIDERS_VARIABLE}
+    | set(SINGLE_PROVIDER_VARIABLES)
+    | {OTHER_KEY_VARIABLE, "CAPTCHA_TASKS_VERSION", "CAPTCHA_TASKS_CONFIG", PROVIDERS_VARIABLE}
     | {"CAPTCHA_TASKS_CALLBACK_TOKEN_FILE"}
+    | set(REMOVED_VARIABLES)
 )
 
 

@@ -86,7 +86,7 @@ class BalanceWatch:
         self.keys = Keys(settings.key_prefix)
         self.provider = provider
         self.name = name
-        self.floor = settings.balance_floor
+        self.floor = settings.provider_config(name).balance_floor
         self.interval = interval
         self.clock = clock or clock_of(client)
         self._stop = threading.Event()

@@ -147,7 +147,7 @@ class Receiver:
         if engine is None:
             return Outcome(503, "no engine for this job's provider")
         try:
-            pushed = read_pushed(engine.settings.provider, job.captcha_id, fields, document)
+            pushed = read_pushed(engine.queue.config.protocol, job.captcha_id, fields, document)
         except ValueError as exc:
             return Outcome(400, f"unreadable callback ({exc})", refused=True)
         return self._end(engine, job, pushed)

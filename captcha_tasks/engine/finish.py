@@ -76,7 +76,7 @@ class Finisher:
         self.breaker = breaker
         self.queue = queue
         self.completer = completer
-        self.provider = provider  # the name results carry (settings.provider)
+        self.provider = provider  # the protocol results carry (ProviderConfig.protocol)
         self.provider_name = provider_name  # its name in spend keys and metrics
         self.prices = dict(prices)
         self.pool = pool

@@ -129,8 +129,8 @@ class Engine:
             self.observer,
             name=name,
             clock=clock,
-            prices=settings.prices,
-            provider=settings.provider,
+            prices=self.queue.config.prices,
+            provider=self.queue.config.protocol,
             provider_name=self.queue.provider_name,
             breaker=self.breaker,
         )

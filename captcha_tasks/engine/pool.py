@@ -129,7 +129,7 @@ class TokenPool:
             "expires_at": round(expires_at, 3),
             "submits": 0,
             "polls": 0,
-            "provider": self.settings.provider,
+            "provider": self.settings.provider_config().protocol,
             "cost": None,  # paid by the fill that solved it
         }
 

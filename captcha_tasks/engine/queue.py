@@ -74,7 +74,6 @@ class SolveQueue:
         self.claimer = claimer
         self.redis = client
         self.keys = Keys(settings.key_prefix)
-        self.threads = settings.threads
         # Every configured provider, in order: acquire routes each job to the first of
         # its route that has a free thread and is usable.
         self.providers = settings.providers()
@@ -85,6 +84,9 @@ class SolveQueue:
         if self.provider_name not in names:
             raise ValueError(f"no configured provider is named {self.provider_name}")
         self._lane = names.index(self.provider_name) + 1
+        #: That provider's configuration; its thread budget, cluster-wide.
+        self.config = self.providers[self._lane - 1]
+        self.threads = self.config.threads
         self.budget_key = self.keys.provider_budget(self.provider_name)
         self.limit_key = self.keys.provider_limit_of(self.provider_name)
         self.due_key = self.keys.due_of(self.provider_name)

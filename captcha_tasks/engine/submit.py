@@ -165,7 +165,7 @@ class Submitter:
                 "engine %s: the provider has no free slot; budget now %s of %d",
                 self.name,
                 limit,
-                self.settings.threads,
+                self.queue.threads,
             )
 
     def _fail_over(self, job: Job, exc: CaptchaTasksError, reason: str) -> None:

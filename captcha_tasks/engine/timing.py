@@ -114,13 +114,11 @@ class FirstPollLearner:
     later one-by-one polls (:meth:`ready_times`).
 
     A solve tells that its answer became ready between the last poll that found none
-    and the one that found it. With ``grid`` placement the sample is the middle of
-    that interval; when the very first poll already found the answer, all we know is
-    that we were late, so the sample is three quarters of that wait, which pulls the
-    estimate earlier. With ``quantiles`` placement the sample is drawn uniformly from
-    the interval (the first poll's: its later half): polls placed at quantiles of
-    midpoints would drift (every sample of a poll interval at one point), whereas
-    the draws' distribution matches the true one at the poll times, where it counts.
+    and the one that found it. The sample is drawn uniformly from that interval (when
+    the very first poll already found the answer, from the later half of its wait):
+    polls placed at quantiles of midpoints would drift (every sample of a poll
+    interval at one point), whereas the draws' distribution matches the true one at
+    the poll times, where it counts.
     """
 
     def __init__(
@@ -209,11 +207,8 @@ class FirstPollLearner:
             not_ready_at = ready_at
         elif self.settings.callback_url:
             return
-        if self.settings.poll_placement == "grid":
-            sample = 0.75 * ready_at if not_ready_at is None else (not_ready_at + ready_at) / 2
-        else:
-            low = 0.5 * ready_at if not_ready_at is None else not_ready_at
-            sample = low + self.rng.random() * (ready_at - low)
+        low = 0.5 * ready_at if not_ready_at is None else not_ready_at
+        sample = low + self.rng.random() * (ready_at - low)
         key = self.keys.timing(captcha_type, self.provider)
         batch: redis.client.Pipeline | None = getattr(self._local, "pipe", None)
         pipe = batch if batch is not None else self.client.pipeline(transaction=True)
@@ -251,9 +246,9 @@ class PollGrid:
     kept only for a while after it is ready is read again before it is dropped.
 
     ``batch`` may turn off for good (a provider that refuses batch reads); ``rules``
-    follow the engine's provider. One by one with ``placement`` ``quantiles``, polls
-    go where the learned ready times say (:class:`.placement.ReadyTimes`, passed in
-    as ``ready``; without one, as learned too little, the grid's steps).
+    follow the engine's provider. One by one, polls go where the learned ready times
+    say (:class:`.placement.ReadyTimes`, passed in as ``ready``; without one, as
+    learned too little, the grid's steps).
     """
 
     def __init__(
@@ -263,7 +258,6 @@ class PollGrid:
         batch: bool,
         rules: PollRules = CLASSIC_RULES,
         scale: float = 1.0,
-        placement: str = "quantiles",
     ) -> None:
         #: The interval with few captchas in flight (``CAPTCHA_TASKS_POLL_INTERVAL``, scaled).
         self.base_interval = interval
@@ -272,7 +266,6 @@ class PollGrid:
         self.batch = batch
         self.rules = rules
         self.scale = scale
-        self.placement = placement
 
     def note_load(self, in_flight: int) -> None:
         """``in_flight`` captchas of this provider are out, cluster-wide.
@@ -303,13 +296,12 @@ class PollGrid:
             batch=batch,
             rules=provider.poll_rules,
             scale=settings.time_scale,
-            placement=settings.poll_placement,
         )
 
     @property
     def learns(self) -> bool:
-        """Whether polls go where the learned ready times say (one by one, ``quantiles``)."""
-        return self.placement == "quantiles" and not self.batch
+        """Whether polls go where the learned ready times say (one by one)."""
+        return not self.batch
 
     @property
     def first_gap(self) -> float:

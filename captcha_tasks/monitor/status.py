@@ -13,7 +13,6 @@ keys and Redis passwords are never printed.
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 import functools
 import time
@@ -133,13 +132,6 @@ def session_locks(client: redis.Redis, keys: Keys, settings: Settings) -> list[d
     return sorted(locks, key=lambda lock: lock["host"])
 
 
-def _settings_of(settings: Settings, spec: ProviderConfig) -> Settings:
-    """Settings whose single provider is ``spec`` (what ``make_provider`` reads)."""
-    return dataclasses.replace(
-        settings, provider=spec.protocol, solver_url=spec.url, api_key=spec.api_key
-    )
-
-
 def provider_balance(
     settings: Settings, timeout: float, spec: ProviderConfig | None = None
 ) -> dict[str, Any]:
@@ -156,8 +148,7 @@ def provider_balance(
         out["error"] = f"{key} is not set"
         return out
     try:
-        own = _settings_of(settings, spec)
-        client = make_provider(own, timeout=min(timeout, settings.http_timeout))
+        client = make_provider(settings, spec, timeout=min(timeout, settings.http_timeout))
         out["balance"] = str(client.balance())
     except CaptchaTasksError as exc:
         out["error"] = _scrub(f"{exc.code or type(exc).__name__}: {exc}", spec.api_key)

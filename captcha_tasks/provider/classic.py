@@ -38,6 +38,7 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
+from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from .answers import classic_solution, slot_answer
@@ -112,15 +113,19 @@ class SolverClient:
         self._stats_lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides: Any) -> SolverClient:
-        """A client configured from :class:`~captcha_tasks.settings.Settings`."""
+    def from_settings(
+        cls, settings: Settings, config: ProviderConfig | None = None, **overrides: Any
+    ) -> SolverClient:
+        """A client of configured provider ``config`` (default: the preferred one),
+        with the HTTP timeout and image limit of ``settings``."""
+        config = config or settings.provider_config()
         options: dict[str, Any] = {
-            "provider": settings.provider,
+            "provider": config.protocol,
             "timeout": settings.http_timeout,
             "max_image_bytes": settings.max_image_bytes,
             **overrides,
         }
-        return cls(settings.solver_url, settings.require_api_key(), **options)
+        return cls(config.url, config.require_api_key(), **options)
 
     def __repr__(self) -> str:
         return f"SolverClient({self.base_url!r}, key='***', provider={self.provider!r})"

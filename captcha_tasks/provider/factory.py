@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, Settings
 from .base import Provider
 from .classic import SolverClient
@@ -10,12 +11,16 @@ from .json_client import JsonTaskClient
 __all__ = ["make_provider"]
 
 
-def make_provider(settings: Settings, *, timeout: float | None = None) -> Provider:
-    """A :class:`SolverClient` for the classic providers (in.php / res.php), a
+def make_provider(
+    settings: Settings, config: ProviderConfig | None = None, *, timeout: float | None = None
+) -> Provider:
+    """The client of configured provider ``config`` (default: the preferred one): a
+    :class:`SolverClient` for the classic providers (in.php / res.php), a
     :class:`JsonTaskClient` for the JSON task API ones. ``timeout`` overrides
     ``CAPTCHA_TASKS_HTTP_TIMEOUT`` for every call."""
-    if PROTOCOLS[settings.provider] == "json":
-        return JsonTaskClient.from_settings(settings, timeout=timeout)
+    config = config or settings.provider_config()
+    if PROTOCOLS[config.protocol] == "json":
+        return JsonTaskClient.from_settings(settings, config, timeout=timeout)
     if timeout is None:
-        return SolverClient.from_settings(settings)
-    return SolverClient.from_settings(settings, timeout=timeout)
+        return SolverClient.from_settings(settings, config)
+    return SolverClient.from_settings(settings, config, timeout=timeout)

@@ -34,6 +34,7 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
+from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, Provider, Settings
 from .answers import json_solution
 from .base import Answer, Polled
@@ -97,12 +98,20 @@ class JsonTaskClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, timeout: float | None = None) -> JsonTaskClient:
-        """A client configured from :class:`~captcha_tasks.settings.Settings`."""
+    def from_settings(
+        cls,
+        settings: Settings,
+        config: ProviderConfig | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> JsonTaskClient:
+        """A client of configured provider ``config`` (default: the preferred one),
+        with the HTTP timeout and image limit of ``settings``."""
+        config = config or settings.provider_config()
         return cls(
-            settings.solver_url,
-            settings.require_api_key(),
-            provider=settings.provider,
+            config.url,
+            config.require_api_key(),
+            provider=config.protocol,
             timeout=settings.http_timeout if timeout is None else timeout,
             max_image_bytes=settings.max_image_bytes,
         )

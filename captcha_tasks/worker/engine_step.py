@@ -208,7 +208,7 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
 
     def start(self, worker: Any) -> None:
         settings = get_settings()
-        if not settings.api_key:
+        if not settings.has_api_key():
             log.warning("CAPTCHA_TASKS_API_KEY is not set: this worker will not solve captchas")
             return
         completer = self.completer = CeleryCompleter(worker.app, worker.hostname)
@@ -230,12 +230,11 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         # One engine per provider, each with its own client and thread budget; they
         # share the waiting queue, and acquire.lua routes each job to one of them.
         for config in settings.providers():
-            own = settings.for_provider(config)
             named = f"/{config.name}" if config.name != DEFAULT_PROVIDER else ""
             engine = Engine(
-                own,
+                settings,
                 client,
-                make_provider(own),
+                make_provider(settings, config),
                 completer,
                 live_workers=functools.partial(live_workers, client, Keys(settings.key_prefix)),
                 name=f"engine@{worker.hostname}{named}",
@@ -248,20 +247,21 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             if refusal is not None:
                 log.info("solve engine for provider %s paused: its key is refused", config.name)
                 continue
-            if own.balance_floor is not None:
+            if config.balance_floor is not None:
                 # The floor turns the watch on (no extra provider calls for those who
                 # set none); its own client, called from its thread beside the engine's.
-                self.balances.append(
-                    BalanceWatch(client, own, make_provider(own), name=config.name).start()
+                watch = BalanceWatch(
+                    client, settings, make_provider(settings, config), name=config.name
                 )
+                self.balances.append(watch.start())
             log.info(
                 "solve engine started%s: %d threads budget (%s), %d concurrent provider "
                 "calls, batch polls %s",
                 f" for provider {config.name}" if several else "",
-                own.threads,
-                own.provider,
-                own.engine_threads,
-                own.batch_poll,
+                config.threads,
+                config.protocol,
+                settings.engine_threads,
+                settings.batch_poll,
             )
 
     def stop(self, worker: Any) -> None:

@@ -104,7 +104,7 @@ def refused_keys(settings: Settings, timeout: float) -> dict[str, InvalidApiKey]
 
     def balance(name: str) -> None:
         config = next(c for c in configs if c.name == name)
-        make_provider(settings.for_provider(config)).balance()
+        make_provider(settings, config).balance()
 
     refused: dict[str, InvalidApiKey] = {}
     pool = ThreadPoolExecutor(len(configs), thread_name_prefix="startup-balance")
@@ -202,7 +202,7 @@ class StartupCheckStep(bootsteps.StartStopStep):  # type: ignore[misc]
             )
             raise SystemExit(EX_UNAVAILABLE)
         install_consumer_filter()
-        if not settings.api_key and not settings.named_providers:
+        if not settings.has_api_key():
             return  # no key at all: the engine step says so
         refused = refused_keys(settings, timeout)
         names = [c.name for c in settings.providers()]

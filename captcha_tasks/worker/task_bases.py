@@ -102,8 +102,7 @@ class SolverTask(RedactedTask):
             )
         from ..provider import make_provider
 
-        own = self.settings.for_provider(config)
-        return _solvers.get(own, lambda: make_provider(own))
+        return _solvers.get((self.settings, name), lambda: make_provider(self.settings, config))
 
     def retry_transient(self, exc: TransientSolverError) -> Exception:
         """``raise self.retry_transient(exc)``: retry after the error's own back-off

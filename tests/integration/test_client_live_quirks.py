@@ -42,6 +42,7 @@ from captcha_tasks.provider import (
     shared_session,
     transport,
 )
+from captcha_tasks.provider_config import ProviderConfig
 from captcha_tasks.settings import Settings
 from tests.support.provider_double import DEFAULT_KEY as KEY
 from tests.support.provider_double import ProviderDouble, Scripted
@@ -318,9 +319,7 @@ def test_stats_count_requests_per_action(client: SolverClient) -> None:
 
 def test_from_settings(double: ProviderDouble) -> None:
     settings = Settings(
-        api_key=KEY,
-        solver_url=double.base_url,
-        provider="2captcha",
+        provider_configs=(ProviderConfig(protocol="2captcha", url=double.base_url, api_key=KEY),),
         http_timeout=0.5,
         max_image_bytes=1000,
     )
@@ -329,7 +328,9 @@ def test_from_settings(double: ProviderDouble) -> None:
     with pytest.raises(InvalidTaskInput, match="CAPTCHA_TASKS_MAX_IMAGE_BYTES=1000"):
         client.submit(Image(PNG + b"\0" * 1000))
     with pytest.raises(ConfigurationError):
-        SolverClient.from_settings(Settings(solver_url=double.base_url))
+        SolverClient.from_settings(
+            Settings(provider_configs=(ProviderConfig(url=double.base_url),))
+        )
     try:  # the process-wide session, as workers use it
         assert client.balance() == decimal.Decimal("12.3400")
     finally:

@@ -33,6 +33,7 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import STRUCTURE_TTL
 from captcha_tasks.state.scripts import run
+from tests.support.provider_settings import with_provider
 
 pytestmark = pytest.mark.integration
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -68,17 +69,26 @@ def make_engines(redis_url: str) -> Iterator[Callable[..., tuple[list[Engine], O
     def make(
         sandbox_url: str, *, count: int = 1, redis: str | None = None, **settings_fields: Any
     ) -> tuple[list[Engine], Outcomes]:
-        settings = dataclasses.replace(
-            Settings.from_env(
-                {
-                    "CAPTCHA_TASKS_REDIS_URL": redis or redis_url,
-                    "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
-                    "CAPTCHAAI_API_KEY": DEV_API_KEY,
-                    "CAPTCHA_TASKS_TIME_SCALE": "0.05",
-                    "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
-                }
+        # The provider's own (threads=, api_key=) go to its configuration.
+        provider_fields = {
+            name: settings_fields.pop(name)
+            for name in ("threads", "api_key")
+            if name in settings_fields
+        }
+        settings = with_provider(
+            dataclasses.replace(
+                Settings.from_env(
+                    {
+                        "CAPTCHA_TASKS_REDIS_URL": redis or redis_url,
+                        "CAPTCHA_TASKS_SOLVER_URL": sandbox_url,
+                        "CAPTCHAAI_API_KEY": DEV_API_KEY,
+                        "CAPTCHA_TASKS_TIME_SCALE": "0.05",
+                        "CAPTCHA_TASKS_HTTP_TIMEOUT": "5",
+                    }
+                ),
+                **settings_fields,
             ),
-            **settings_fields,
+            **provider_fields,
         )
         outcomes = Outcomes()
         made = [

@@ -295,7 +295,7 @@ def test_status_without_a_key_says_why_there_is_no_balance(celery_app: Any) -> N
     report = json.loads(out)
     assert report["balance"]["error"] == "CAPTCHA_TASKS_API_KEY is not set"
     assert report["workers"] is None
-    limit = get_settings().threads
+    limit = get_settings().provider_config().threads
     zeros = {"in_use": 0, "expired_leases": 0, "in_flight": 0, "due_now": 0}
     rows = [{"name": "default", "limit": limit, **zeros}]
     assert report["budget"] == {**zeros, "limit": limit, "waiting": 0, "providers": rows}

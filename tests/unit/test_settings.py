@@ -7,20 +7,22 @@ import pytest
 from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.settings import Settings, mask_url
+from captcha_tasks.provider_config import DEFAULT_VARIABLES
+from captcha_tasks.settings import DEFAULT_SOLVER_URL, Settings, mask_url
 
 KEY = "a" * 32
 
 
 def test_defaults_follow_the_public_contract() -> None:
     s = Settings.from_env({})
-    assert s.solver_url == "https://ocr.captchaai.com"
-    assert s.provider == "captchaai"
+    (only,) = s.providers()
+    assert (only.name, only.protocol, only.url) == ("default", "captchaai", DEFAULT_SOLVER_URL)
     assert s.redis_url == s.broker_url == s.result_backend == s.state_url
     assert s.redis_url == "redis://localhost:6379/0"
-    assert s.threads == 5
+    assert only.threads == 5
     assert s.time_scale == 1.0
-    assert s.api_key == ""
+    assert only.api_key == "" and not s.has_api_key()
+    assert s == Settings()  # the environment's defaults are the dataclass's
 
 
 def test_each_redis_url_can_be_overridden() -> None:
@@ -39,13 +41,12 @@ def test_each_redis_url_can_be_overridden() -> None:
 
 
 def test_provider_dialect_follows_the_url_unless_set() -> None:
-    assert Settings.from_env({"CAPTCHA_TASKS_SOLVER_URL": "https://2captcha.com"}).provider == (
-        "2captcha"
-    )
+    s = Settings.from_env({"CAPTCHA_TASKS_SOLVER_URL": "https://2captcha.com"})
+    assert s.provider_config().protocol == "2captcha"
     s = Settings.from_env(
         {"CAPTCHA_TASKS_SOLVER_URL": "https://2captcha.com", "CAPTCHA_TASKS_PROVIDER": "captchaai"}
     )
-    assert s.provider == "captchaai"
+    assert s.provider_config().protocol == "captchaai"
 
 
 @pytest.mark.parametrize(
@@ -102,10 +103,11 @@ def test_every_url_valued_setting_shows_its_password_masked() -> None:
         }
     )
     shown = s.describe()
-    assert shown["solver_url"] == "https://user:***@solver.example.com"
+    (provider,) = shown["providers"]  # type: ignore[misc]
+    assert provider["url"] == "https://user:***@solver.example.com"
     assert shown["broker_url"] == shown["result_backend"] == "redis://default:***@h:6379/0"
     assert shown["state_url"] == "rediss://:***@s:6380/2"
-    assert shown["api_key"] == "***"
+    assert provider["api_key"] == "***"
     for secret in (KEY, SOLVER_PASSWORD, REDIS_PASSWORD):
         assert secret not in str(shown)
     # A malformed one is refused without echoing its password either.
@@ -134,10 +136,11 @@ def test_the_settings_command_masks_passwords_and_the_api_key(
         assert secret not in result.output
     if as_json:
         shown = json.loads(result.output)
-        assert shown["solver_url"] == "https://user:***@solver.example.com"
+        (provider,) = shown["providers"]
+        assert provider["url"] == "https://user:***@solver.example.com"
         assert shown["broker_url"] == "redis://:***@127.0.0.1:6379/1"
         assert shown["state_url"] == "redis://state:***@127.0.0.1:6379/2"
-        assert shown["api_key"] == "***"
+        assert provider["api_key"] == "***"
     else:
         shown = dict(line.split(maxsplit=1) for line in result.output.splitlines())
         assert shown["CAPTCHA_TASKS_SOLVER_URL"] == "https://user:***@solver.example.com"
@@ -157,7 +160,8 @@ def test_the_settings_command_prints_each_variable_by_its_name_aligned(
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     names = [line.split()[0] for line in lines]
-    assert names == [variable for variable, _ in _SOURCES.values()]  # each, in order
+    # The default provider's variables first, then every other setting's, each once.
+    assert names == [*DEFAULT_VARIABLES.values(), *(variable for variable, _ in _SOURCES.values())]
     # Every value starts in one column, two spaces after the longest name.
     column = max(map(len, names)) + 2
     for line, name in zip(lines, names, strict=True):
@@ -214,8 +218,8 @@ def test_rediss_urls_verify_certificates() -> None:
 def test_the_provider_and_its_url_follow_each_other(
     env: dict[str, str], provider: str, url: str
 ) -> None:
-    settings = Settings.from_env(env)
-    assert (settings.provider, settings.solver_url) == (provider, url)
+    config = Settings.from_env(env).provider_config()
+    assert (config.protocol, config.url) == (provider, url)
 
 
 def test_the_api_key_is_checked_against_the_providers_key_format() -> None:
@@ -223,7 +227,7 @@ def test_the_api_key_is_checked_against_the_providers_key_format() -> None:
     assert (
         Settings.from_env(
             {"CAPTCHA_TASKS_PROVIDER": "capsolver", "CAPTCHA_TASKS_API_KEY": capsolver_key}
-        ).api_key
+        ).require_api_key()
         == capsolver_key
     )
     with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_API_KEY must be CAP- followed"):
@@ -236,13 +240,108 @@ def test_the_api_key_is_checked_against_the_providers_key_format() -> None:
     assert (
         Settings.from_env(
             {"CAPTCHA_TASKS_PROVIDER": "capmonster", "CAPTCHA_TASKS_API_KEY": options}
-        ).api_key
+        ).require_api_key()
         == options
     )
 
 
 def test_the_new_key_variable_wins_over_the_old_one_which_still_works() -> None:
     old, new = "a" * 32, "b" * 32
-    assert Settings.from_env({"CAPTCHAAI_API_KEY": old}).api_key == old
+    assert Settings.from_env({"CAPTCHAAI_API_KEY": old}).require_api_key() == old
     both = {"CAPTCHAAI_API_KEY": old, "CAPTCHA_TASKS_API_KEY": new}
-    assert Settings.from_env(both).api_key == new
+    assert Settings.from_env(both).require_api_key() == new
+
+
+@pytest.mark.parametrize("value", ["grid", "quantiles"])
+def test_a_removed_variable_is_warned_about_and_ignored(
+    caplog: pytest.LogCaptureFixture, value: str
+) -> None:
+    # An environment written for an older release still starts: one line says what to do.
+    with caplog.at_level("WARNING", logger="captcha_tasks.settings"):
+        s = Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": value})
+    assert s == Settings()
+    (record,) = caplog.records
+    assert record.getMessage().startswith(
+        "CAPTCHA_TASKS_POLL_PLACEMENT is no longer read and is ignored: one-by-one polls"
+    )
+    assert "\n" not in record.getMessage()
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="captcha_tasks.settings"):
+        Settings.from_env({})
+    assert not caplog.records
+
+
+def test_the_settings_command_shows_each_providers_variables_once(
+    settings_env: Callable[..., None],
+) -> None:
+    from captcha_tasks.cli.main import main
+    from captcha_tasks.settings import _SOURCES
+
+    env = {
+        "CAPTCHA_TASKS_PROVIDERS": "main,backup",
+        "CAPTCHA_TASKS_MAIN_PROTOCOL": "captchaai",
+        "CAPTCHA_TASKS_MAIN_API_KEY": KEY,
+        "CAPTCHA_TASKS_BACKUP_PROTOCOL": "2captcha",
+        "CAPTCHA_TASKS_BACKUP_API_KEY": KEY,
+        "CAPTCHA_TASKS_BACKUP_THREADS": "3",
+    }
+    settings_env(**env)
+    result = CliRunner().invoke(main, ["settings"], env=env)
+    assert result.exit_code == 0, result.output
+    names = [line.split()[0] for line in result.output.splitlines()]
+    per = ["PROTOCOL", "URL", "API_KEY", "THREADS", "TYPES", "PRICES", "BALANCE_FLOOR"]
+    assert names == [
+        "CAPTCHA_TASKS_PROVIDERS",
+        *(f"CAPTCHA_TASKS_MAIN_{suffix}" for suffix in per),
+        *(f"CAPTCHA_TASKS_BACKUP_{suffix}" for suffix in per),
+        *(variable for variable, _ in _SOURCES.values()),
+    ]
+    # None of the single-provider variables: they are not read with the list set.
+    assert not set(names) & {*DEFAULT_VARIABLES.values(), "CAPTCHAAI_API_KEY"}
+    shown = dict(line.split(maxsplit=1) for line in result.output.splitlines())
+    assert shown["CAPTCHA_TASKS_BACKUP_THREADS"] == "3"
+    assert shown["CAPTCHA_TASKS_BACKUP_URL"] == "https://2captcha.com"
+    assert KEY not in result.output
+
+
+def test_the_time_scale_is_a_sandbox_and_testing_setting() -> None:
+    import dataclasses
+
+    from captcha_tasks.settings import _SOURCES, SANDBOX_AND_TESTING
+
+    assert {"time_scale"} == SANDBOX_AND_TESTING
+    assert {field.name for field in dataclasses.fields(Settings)} >= SANDBOX_AND_TESTING
+    assert _SOURCES["time_scale"][0] == "CAPTCHA_TASKS_TIME_SCALE"  # still read
+
+
+def _field_comments(cls: type) -> dict[str, str]:
+    """Each dataclass field's ``#:`` comment, as written above it in ``cls``'s source."""
+    import inspect
+
+    comments: dict[str, str] = {}
+    block: list[str] = []
+    for line in inspect.getsource(cls).splitlines():
+        text = line.strip()
+        if text.startswith("#:"):
+            block.append(text[2:].strip())
+        elif block and ":" in text and not text.startswith(("#", "def", "@")):
+            comments[text.split(":")[0]] = " ".join(block)
+            block = []
+        else:
+            block = []
+    return comments
+
+
+def test_every_setting_and_provider_field_is_documented_from_its_variable() -> None:
+    import dataclasses
+
+    from captcha_tasks.provider_config import ProviderConfig
+    from captcha_tasks.settings import _SOURCES
+
+    settings = _field_comments(Settings)
+    for field in dataclasses.fields(Settings):
+        variable = _SOURCES[field.name][0] if field.name in _SOURCES else "CAPTCHA_TASKS_PROVIDERS"
+        assert settings[field.name].startswith(f"``{variable}``"), field.name
+    providers = _field_comments(ProviderConfig)
+    for field in dataclasses.fields(ProviderConfig):
+        assert providers[field.name].startswith("``CAPTCHA_TASKS_"), field.name

@@ -4,6 +4,7 @@ in one line naming its variable, and no key ever shown."""
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import json
 import typing
@@ -15,7 +16,7 @@ from click.testing import CliRunner
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.parsing import CAPTCHA_TYPES, PROVIDERS
 from captcha_tasks.provider.captchas import CaptchaType
-from captcha_tasks.provider_config import NOT_OFFERED, ProviderConfig
+from captcha_tasks.provider_config import NOT_OFFERED, ProviderConfig, key_variable
 from captcha_tasks.settings import DEFAULT_URLS, Settings
 
 D = decimal.Decimal
@@ -45,7 +46,6 @@ def test_unset_means_one_provider_named_default_from_todays_variables() -> None:
             "CAPTCHA_TASKS_BALANCE_FLOOR": "2",
         }
     )
-    assert s.named_providers == ()
     (only,) = s.providers()
     assert only == ProviderConfig(
         name="default",
@@ -98,16 +98,86 @@ def test_named_providers_are_read_in_order_with_their_defaults(tmp_path: Path) -
     assert backup.takes_type("image")
 
 
-def test_the_single_provider_fields_hold_the_preferred_provider() -> None:
-    # Code that knows one provider (today's engine, status's balance call) uses it.
+def test_one_list_of_providers_and_no_single_provider_fields() -> None:
     s = Settings.from_env(two(CAPTCHA_TASKS_PROVIDERS="backup,main"))
-    assert (s.provider, s.api_key, s.solver_url, s.threads) == (
-        "capsolver",
-        BACKUP_KEY,
-        DEFAULT_URLS["capsolver"],
-        5,
-    )
     assert [p.name for p in s.providers()] == ["backup", "main"]
+    assert s.provider_config() is s.providers()[0]  # the preferred one
+    assert s.provider_config("main").api_key == MAIN_KEY
+    with pytest.raises(KeyError):
+        s.provider_config("default")  # named providers only: no default beside them
+    fields = {field.name for field in dataclasses.fields(Settings)}
+    assert "provider_configs" in fields
+    assert not fields & {"api_key", "provider", "solver_url", "threads", "prices"}
+    assert not fields & {"balance_floor", "named_providers", "poll_placement"}
+
+
+#: (the single-provider variable, the named provider's variable it stands for, a value)
+SAME_VARIABLES = [
+    ("CAPTCHA_TASKS_PROVIDER", "PROTOCOL", "capsolver"),
+    ("CAPTCHA_TASKS_SOLVER_URL", "URL", "https://u:p@proxy.example.com/x/"),
+    ("CAPTCHA_TASKS_API_KEY", "API_KEY", BACKUP_KEY),
+    ("CAPTCHA_TASKS_THREADS", "THREADS", "9"),
+    ("CAPTCHA_TASKS_PRICES", "PRICES", "image=0.5,turnstile=1"),
+    ("CAPTCHA_TASKS_BALANCE_FLOOR", "BALANCE_FLOOR", "3.5"),
+]
+
+
+def test_the_default_provider_is_read_as_a_named_one_is() -> None:
+    single = {variable: value for variable, _, value in SAME_VARIABLES}
+    named = {f"CAPTCHA_TASKS_ONLY_{suffix}": value for _, suffix, value in SAME_VARIABLES}
+    (default,) = Settings.from_env(single).providers()
+    (only,) = Settings.from_env({"CAPTCHA_TASKS_PROVIDERS": "only", **named}).providers()
+    assert default.name == "default" and only.name == "only"
+    assert default == dataclasses.replace(only, name="default")
+    # A bad value is refused alike, naming the variable it was read from.
+    for variable, suffix, _ in SAME_VARIABLES:
+        bad = "x y" if suffix != "BALANCE_FLOOR" else "-1"
+        with pytest.raises(ConfigurationError) as one:
+            Settings.from_env({**single, variable: bad})
+        with pytest.raises(ConfigurationError) as other:
+            Settings.from_env(
+                {"CAPTCHA_TASKS_PROVIDERS": "only", **named, f"CAPTCHA_TASKS_ONLY_{suffix}": bad}
+            )
+        assert str(one.value) == str(other.value).replace(f"CAPTCHA_TASKS_ONLY_{suffix}", variable)
+
+
+@pytest.mark.parametrize(
+    ("single", "suffix"),
+    [
+        ("CAPTCHA_TASKS_PROVIDER", "PROTOCOL"),
+        ("CAPTCHA_TASKS_SOLVER_URL", "URL"),
+        ("CAPTCHA_TASKS_API_KEY", "API_KEY"),
+        ("CAPTCHAAI_API_KEY", "API_KEY"),
+        ("CAPTCHA_TASKS_THREADS", "THREADS"),
+    ],
+)
+def test_a_single_provider_variable_beside_the_providers_list_is_refused(
+    single: str, suffix: str
+) -> None:
+    # Both set is ambiguous (which provider would it configure?): neither wins silently.
+    value = {"CAPTCHA_TASKS_SOLVER_URL": "https://h", "CAPTCHA_TASKS_PROVIDER": "2captcha"}.get(
+        single, OTHER_KEY if "KEY" in single else "3"
+    )
+    with pytest.raises(ConfigurationError) as info:
+        Settings.from_env(two(**{single: value}))
+    assert str(info.value) == "CONFIG: " + (
+        f"{single} is not read when CAPTCHA_TASKS_PROVIDERS is set: "
+        f"set CAPTCHA_TASKS_<NAME>_{suffix} per provider"
+    )
+
+
+def test_the_key_variable_named_is_the_one_the_key_was_read_from() -> None:
+    assert key_variable("default", {"CAPTCHAAI_API_KEY": MAIN_KEY}) == "CAPTCHAAI_API_KEY"
+    both = {"CAPTCHAAI_API_KEY": MAIN_KEY, "CAPTCHA_TASKS_API_KEY": MAIN_KEY}
+    assert key_variable("default", both) == "CAPTCHA_TASKS_API_KEY"
+    assert key_variable("default", {}) == "CAPTCHA_TASKS_API_KEY"
+    # A provider the list names "default" is a named one, with a named one's variables.
+    listed = {"CAPTCHA_TASKS_PROVIDERS": "default", "CAPTCHAAI_API_KEY": MAIN_KEY}
+    assert key_variable("default", listed) == "CAPTCHA_TASKS_DEFAULT_API_KEY"
+    assert key_variable("main", two()) == "CAPTCHA_TASKS_MAIN_API_KEY"
+    assert key_variable("main", two(CAPTCHA_TASKS_MAIN_API_KEY_FILE="/k")) == (
+        "CAPTCHA_TASKS_MAIN_API_KEY_FILE"
+    )
 
 
 #: (variable after CAPTCHA_TASKS_, its value, the variable the error names, what it says)
@@ -198,7 +268,7 @@ def test_keys_and_url_passwords_are_masked_in_repr_and_describe() -> None:
     listed = json.loads(json.dumps(s.describe()))["providers"]
     assert [p["api_key"] for p in listed] == ["***", "***"]
     assert listed[1]["url"] == "https://u:***@h.example.com"
-    assert "named_providers" not in s.describe()
+    assert "provider_configs" not in s.describe()
 
 
 @pytest.mark.parametrize("as_json", [False, True])

@@ -21,17 +21,18 @@ def test_prices_are_read_per_type_as_exact_decimals() -> None:
     settings = Settings.from_env(
         {"CAPTCHA_TASKS_PRICES": " recaptcha_v2=2.99, image=0.7 ,turnstile=1.45,"}
     )
-    assert dict(settings.prices) == {
+    assert dict(settings.provider_config().prices) == {
         "image": D("0.7"),
         "recaptcha_v2": D("2.99"),
         "turnstile": D("1.45"),
     }
-    assert Settings.from_env({}).prices == ()
+    assert Settings.from_env({}).provider_config().prices == ()
 
 
 def test_the_balance_floor_is_an_exact_amount_or_none() -> None:
-    assert Settings.from_env({"CAPTCHA_TASKS_BALANCE_FLOOR": "5.10"}).balance_floor == D("5.10")
-    assert Settings.from_env({}).balance_floor is None
+    floor = Settings.from_env({"CAPTCHA_TASKS_BALANCE_FLOOR": "5.10"}).provider_config()
+    assert floor.balance_floor == D("5.10")
+    assert Settings.from_env({}).provider_config().balance_floor is None
 
 
 @pytest.mark.parametrize(
@@ -74,6 +75,6 @@ def test_the_settings_command_shows_prices_and_floor_as_json(
     finally:
         get_settings.cache_clear()
     assert out.exit_code == 0, out.output
-    shown = json.loads(out.output)
+    (shown,) = json.loads(out.output)["providers"]
     assert shown["prices"] == {"image": "0.7", "recaptcha_v2": "2.99"}
     assert shown["balance_floor"] == "3"

@@ -98,7 +98,7 @@ app.add_defaults(lambda: _config(get_settings()))
 def _solve(sitekey: str, pageurl: str, first_wait: float = SEED_POLL_WAIT) -> dict[str, Any]:
     settings = get_settings()
     key = settings.require_api_key()
-    base = settings.solver_url
+    base = settings.provider_config().url
     submit = requests.post(
         f"{base}/in.php",
         data={

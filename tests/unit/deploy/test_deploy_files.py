@@ -314,8 +314,8 @@ def test_workers_are_told_their_provider_and_its_key_by_the_new_names() -> None:
         # With a real key in place of the placeholder, the settings read as they stand.
         real = {k: v for k, v in env.items() if not PLACEHOLDER.search(v)}
         settings = Settings.from_env({**real, "CAPTCHA_TASKS_API_KEY": DEV_API_KEY})
-        assert settings.provider == env["CAPTCHA_TASKS_PROVIDER"], where
-        assert settings.api_key == DEV_API_KEY, where
+        assert settings.provider_config().protocol == env["CAPTCHA_TASKS_PROVIDER"], where
+        assert settings.provider_config().api_key == DEV_API_KEY, where
 
 
 def test_redis_containers_get_only_their_password() -> None:

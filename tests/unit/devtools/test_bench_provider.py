@@ -63,7 +63,7 @@ def test_sandbox_and_workers_are_set_up_for_each_provider(provider: Provider) ->
     # the settings' checks (the key's shape is checked per provider).
     SandboxConfig(protocol=PROTOCOLS[provider], dialect=provider)  # type: ignore[arg-type]
     settings = Settings.from_env({**env, "CAPTCHA_TASKS_SOLVER_URL": "http://127.0.0.1:9"})
-    assert settings.provider == provider
+    assert settings.provider_config().protocol == provider
     assert settings.require_api_key() == env["CAPTCHA_TASKS_API_KEY"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 import threading
 import time
@@ -19,6 +18,7 @@ from captcha_tasks.provider import Answer, Captcha, Polled, Proxy, RecaptchaV2
 from captcha_tasks.provider.poll_rules import CLASSIC_RULES, PollRules
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from tests.support.provider_settings import with_provider
 
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 
@@ -128,7 +128,7 @@ def settings(redis_url: str) -> Settings:
             "CAPTCHA_TASKS_HTTP_TIMEOUT": "2",
         }
     )
-    return dataclasses.replace(base, threads=2)
+    return with_provider(base, threads=2)
 
 
 @pytest.fixture

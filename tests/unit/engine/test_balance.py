@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import decimal
 import logging
 
@@ -13,6 +12,7 @@ from captcha_tasks.engine.balance import BALANCE_TTL, BalanceWatch, read_balance
 from captcha_tasks.errors import InvalidApiKey, SolverNetworkError
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from tests.support.provider_settings import with_provider
 
 from .conftest import FakeProvider
 
@@ -38,7 +38,7 @@ class _Account(FakeProvider):
 
 @pytest.fixture
 def floored(settings: Settings) -> Settings:
-    return dataclasses.replace(settings, balance_floor=D("5"), api_key=API_KEY)
+    return with_provider(settings, balance_floor=D("5"), api_key=API_KEY)
 
 
 def _watches(
@@ -61,7 +61,7 @@ def test_one_check_per_interval_across_the_cluster(
     assert account.calls == 1
     stored = read_balance(client, keys, "default")
     assert stored is not None and stored.usd == D("10") and not stored.stale
-    assert stored.checked_at == 1000.0 and not stored.below(floored.balance_floor)
+    assert stored.checked_at == 1000.0 and not stored.below(floored.provider_config().balance_floor)
     assert 0 < client.ttl(keys.balance("default")) <= BALANCE_TTL
     client.delete(keys.balance_check("default"))  # the interval ran out
     assert second.tick() is True and account.calls == 2
@@ -82,7 +82,7 @@ def test_one_warning_per_crossing_of_the_floor_whichever_worker_checks(
         "balance of provider default is 2 USD, below the floor of 5 USD",
     ]
     stored = read_balance(client, keys, "default")
-    assert stored is not None and stored.below(floored.balance_floor)
+    assert stored is not None and stored.below(floored.provider_config().balance_floor)
     assert all(API_KEY not in r.getMessage() for r in caplog.records)
 
 

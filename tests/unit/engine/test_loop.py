@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import uuid
@@ -17,6 +16,7 @@ from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
 from captcha_tasks.provider import FunCaptcha, Polled, Turnstile
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from tests.support.provider_settings import with_provider
 
 from .conftest import FakeProvider, Outcomes, ready_on_poll
 
@@ -36,7 +36,7 @@ def make_engine(client: redis.Redis, settings: Settings) -> Iterator[MakeEngine]
     ) -> tuple[Engine, Outcomes]:
         outcomes = Outcomes()
         engine = Engine(
-            settings if threads is None else dataclasses.replace(settings, threads=threads),
+            settings if threads is None else with_provider(settings, threads=threads),
             client,
             provider,
             outcomes,

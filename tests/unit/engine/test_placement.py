@@ -115,10 +115,11 @@ def test_quantiles_beat_the_grid_on_requests_and_delay_for_uniform_ready_times()
     ready = ReadyTimes.of(UNIFORM)
     truth = [1.4 + 1.2 * (i + 0.5) / 1000 for i in range(1000)]
     placed = _cost(_schedule(_grid(), ready, reads=12), truth)
-    # The grid: the learned 0.2 quantile first, then every 3 poll intervals.
-    old = _cost(_schedule(_grid(placement="grid"), ready, reads=12, wait=1.64), truth)
-    assert placed[0] <= 2.05 and old[0] >= placed[0] + 0.3, (placed, old)
-    assert placed[1] < old[1], (placed, old)
+    # The grid a type's polls follow until its ready times are learned: the learned 0.2
+    # quantile first (given here), then every 3 poll intervals.
+    grid = _cost(_schedule(_grid(), None, reads=12, wait=1.64), truth)
+    assert placed[0] <= 2.05 and grid[0] >= placed[0] + 0.3, (placed, grid)
+    assert placed[1] < grid[1], (placed, grid)
 
 
 def _uniform_cost(quantiles: tuple[float, ...]) -> tuple[float, float]:
@@ -191,9 +192,9 @@ def test_2captcha_s_first_read_waits_5_s_however_fast_answers_were() -> None:
     ready = ReadyTimes.of([0.05] * 20)
     assert POLL_RULES["2captcha"].first_read_after == 5.0
     assert POLL_RULES["2captcha-v2"].first_read_after == 5.0
-    for placement in ("quantiles", "grid"):
-        grid = _grid(POLL_RULES["2captcha"], placement=placement)
-        assert grid.first_poll(1000.0, 0.01, ready) - 1000.0 >= 5.0 * SCALE
+    grid = _grid(POLL_RULES["2captcha"])
+    for learned in (ready, None):
+        assert grid.first_poll(1000.0, 0.01, learned) - 1000.0 >= 5.0 * SCALE
     with pytest.raises(ValueError):
         PollRules("x", first_read_after=-1)
 
@@ -229,17 +230,17 @@ def test_the_read_cap_and_retention_still_bound_the_schedule() -> None:
     assert anti.next_poll(30, 1100.0, since=1000.0, ready=slow) - 1100.0 <= 30 * SCALE
 
 
-def test_batch_reads_and_grid_placement_ignore_what_was_learned() -> None:
+def test_batch_reads_ignore_what_was_learned_and_unlearned_types_keep_the_grid() -> None:
     ready = ReadyTimes.of(UNIFORM)
     batched = _grid(batch=True)
     assert not batched.learns
     assert batched.first_poll(1000.0, 0.8, ready) == batched.on_tick(1000.8)
     tick = batched.next_poll(2, 1001.0, since=1000.0, ready=ready)
     assert tick == batched.on_tick(1001.0 + batched.interval / 2)
-    old = _grid(placement="grid")
-    assert not old.learns
-    assert old.first_poll(1000.0, 0.8, ready) == 1000.8
-    assert old.next_poll(2, 1001.0, since=1000.0, ready=ready) == pytest.approx(1001.4)
+    unlearned = _grid()
+    assert unlearned.learns
+    assert unlearned.first_poll(1000.0, 0.8, None) == 1000.8
+    assert unlearned.next_poll(2, 1001.0, since=1000.0, ready=None) == pytest.approx(1001.4)
 
 
 # ------------------------------------------------------------------------ learning
@@ -298,13 +299,6 @@ def test_learned_targets_are_bounded_like_the_first_poll(learner_for) -> None:  
     assert image is not None and geetest is not None
     assert min(image.targets) >= FIRST_POLL["image"] * SCALE / 10  # a tenth of the default
     assert max(geetest.targets) <= 120.0 * SCALE / 2  # half the deadline
-
-
-def test_placement_is_a_setting() -> None:
-    assert Settings.from_env({}).poll_placement == "quantiles"
-    assert Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "GRID"}).poll_placement == "grid"
-    with pytest.raises(ConfigurationError, match="CAPTCHA_TASKS_POLL_PLACEMENT"):
-        Settings.from_env({"CAPTCHA_TASKS_POLL_PLACEMENT": "smart"})
 
 
 def test_the_reads_budget_is_a_setting_the_learner_follows(learner_for) -> None:  # type: ignore[no-untyped-def]

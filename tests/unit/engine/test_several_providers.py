@@ -231,10 +231,9 @@ def engines(client: redis.Redis, settings: Settings) -> Iterator[dict[str, objec
 
     def start(providers: dict[str, FakeProvider], outcomes: Outcomes) -> list[Engine]:
         for config in settings.providers():
-            own = settings.for_provider(config)
             made.append(
                 Engine(
-                    own,
+                    settings,
                     client,
                     providers[config.name],
                     outcomes,

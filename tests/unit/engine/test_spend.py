@@ -28,6 +28,7 @@ from captcha_tasks.provider import Answer, Polled, RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
 from captcha_tasks.state.keys import SPEND_TTL
+from tests.support.provider_settings import with_provider
 
 from .conftest import SITEKEY, FakeProvider, Outcomes
 
@@ -123,7 +124,7 @@ def recorder() -> Iterator[_Recorder]:
 def test_results_carry_the_cost_and_its_source_and_the_spend_is_their_sum(
     client: redis.Redis, settings: Settings, keys: Keys, recorder: _Recorder
 ) -> None:
-    priced = dataclasses.replace(settings, prices=(("recaptcha_v2", D("2.99")),))
+    priced = with_provider(settings, prices=(("recaptcha_v2", D("2.99")),))
     provider = _Priced()
     provider.costed = {"c1", "c2"}  # the first two submitted
     outcomes = Outcomes()

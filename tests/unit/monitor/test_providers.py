@@ -20,6 +20,7 @@ from captcha_tasks.monitor.status import collect, render
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from tests.support.provider_settings import with_provider
 
 D = decimal.Decimal
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -35,7 +36,7 @@ def settings(redis_url: str) -> Settings:
             "CAPTCHA_TASKS_BALANCE_FLOOR": "5",
         }
     )
-    return dataclasses.replace(base, api_key=API_KEY)
+    return with_provider(base, api_key=API_KEY)
 
 
 def test_the_observer_counts_spend_by_source_and_solves_by_provider() -> None:
@@ -106,7 +107,9 @@ _APP = types.SimpleNamespace(conf=types.SimpleNamespace(task_default_queue="cele
 
 def _status(settings: Settings) -> dict[str, object]:
     # No worker ping; the provider balance call fails fast (nothing listens there).
-    offline = dataclasses.replace(settings, solver_url="http://127.0.0.1:9", http_timeout=0.5)
+    offline = with_provider(
+        dataclasses.replace(settings, http_timeout=0.5), url="http://127.0.0.1:9"
+    )
     return collect(offline, _APP, workers_timeout=0, balance_timeout=0.5)
 
 
