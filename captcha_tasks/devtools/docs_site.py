@@ -171,7 +171,10 @@ def cli_reference() -> str:
     for line in lines:
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        out.append(line if fenced else line.replace("][", "]\\["))
+        if not fenced:
+            # click 8.3's "no default" marker, which mkdocs-click prints as a default.
+            line = line.replace("`Sentinel.UNSET`", "").replace("][", "]\\[")
+        out.append(line)
     return "\n".join(out)
 
 
