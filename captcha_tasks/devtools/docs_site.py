@@ -27,8 +27,8 @@ __all__ = [
     "LABELS",
     "cli_reference",
     "errors_tree",
-    "offers_table",
     "offer_cell",
+    "offers_table",
     "on_page_markdown",
     "redis_keys_table",
 ]

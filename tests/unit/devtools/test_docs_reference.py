@@ -5,8 +5,8 @@ the provider matrix; and the site's link checker finds what is broken."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
