@@ -6,7 +6,8 @@ meaning is the ``#:`` comment above the field in settings.py (read with :mod:`as
 field's. Each named provider's variables are the suffixes of
 :mod:`captcha_tasks.provider_config`, described by that module's docstring. A few
 variables that are no ``Settings`` field (an alias, a file variant, the version, test
-aids) are described in :data:`OTHER_VARIABLES`.
+aids) are described in :data:`OTHER_VARIABLES`; :data:`NOTES` adds what a one-line
+comment leaves out (formats, exit codes, interactions).
 
 :data:`SECTIONS` puts every variable in one section of the page.
 :func:`undocumented` lists what lacks a description or a section, which a unit test
@@ -28,6 +29,7 @@ from typing import Any
 from .. import provider_config, settings
 
 __all__ = [
+    "NOTES",
     "OTHER_VARIABLES",
     "SECTIONS",
     "Entry",
@@ -168,7 +170,58 @@ OTHER_VARIABLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-_VARIABLE = re.compile(r"``(CAPTCHA(?:_TASKS)?_[A-Z0-9_]+)``")
+#: Facts a field's one-line comment leaves out, shown after it: variable -> markdown.
+NOTES: dict[str, str] = {
+    "CAPTCHA_TASKS_API_KEY": "Formats: 32 letters and digits; CapSolver `CAP-` + 32 or 64 hex "
+    "digits; CapMonster may add `__options`. Never in task arguments or results.",
+    "CAPTCHA_TASKS_PROVIDER": "`captchaai`, `2captcha` (classic `in.php`/`res.php`; decides "
+    'whether `ERROR_ZERO_BALANCE` means "no free threads", retried, or "no funds"), '
+    "`2captcha-v2`, `anticaptcha`, `capsolver`, `capmonster` (JSON task API); "
+    "`api.2captcha` in the URL means `2captcha-v2`.",
+    "CAPTCHA_TASKS_THREADS": "Cluster-wide: captchas in flight at once across every worker.",
+    "CAPTCHA_TASKS_PRICES": "`type=usd_per_1000,...`, e.g. `recaptcha_v2=2.99,image=0.7,"
+    "turnstile=1.45` (types as in results' `type`): the result's `cost` with "
+    '`cost_source: "configured"`, counted in the spend.',
+    "CAPTCHA_TASKS_BALANCE_FLOOR": "Set, it turns on the balance watch: one worker at a time "
+    "checks the balance once a minute, cluster-wide (`ct:balance:{provider}`); a balance "
+    "below the floor logs one warning per crossing and shows in `status` and in "
+    "`captcha_tasks_provider_balance_low`. Unset: no balance checks.",
+    "CAPTCHA_TASKS_REDIS_URL": "`redis://`, `rediss://`, `unix://`, or a list of sentinels "
+    "(`sentinel://h1:26379/0;sentinel://h2:26379;...`, as for the three overrides below).",
+    "CAPTCHA_TASKS_BROKER_URL": "Default: `CAPTCHA_TASKS_REDIS_URL`.",
+    "CAPTCHA_TASKS_RESULT_BACKEND": "Default: `CAPTCHA_TASKS_REDIS_URL`.",
+    "CAPTCHA_TASKS_STATE_URL": "Default: `CAPTCHA_TASKS_REDIS_URL`. Holds the thread budget, "
+    "cookies, tokens, locks and proxies.",
+    "CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT": "A sentinel that does not answer is passed over "
+    "for the next.",
+    "CAPTCHA_TASKS_REDIS_SENTINEL_WAIT": "0-5. Not acknowledged in time: not sent, queued "
+    "again. `0`: no wait (a failover may then send a job twice). Sentinel state URLs only.",
+    "CAPTCHA_TASKS_STARTUP_TIMEOUT": "1-600. A Redis still unreachable then stops the worker "
+    "(exit 69) with one line naming the variable and the masked URL; a provider that "
+    "refuses its key is taken out of that worker, and with none left it exits 78.",
+    "CAPTCHA_TASKS_MAX_IMAGE_BYTES": "No provider documents more than 1048576. Callers check "
+    "images against their own value: set it for callers too when you raise it.",
+    "CAPTCHA_TASKS_VISIBILITY_TIMEOUT": "Countdowns are capped at a quarter of it (at least 10 s).",
+    "CAPTCHA_TASKS_REPORT_WINDOW": "With the queue timeout and the solve's deadline it "
+    "makes up each job's TTL.",
+    "CAPTCHA_TASKS_POLL_INTERVAL": "Halved from 50 captchas of a provider in flight; never "
+    "closer than the provider's own read rules.",
+    "CAPTCHA_TASKS_POLL_READS": "Mean delay after the answer is ready: 15 % of the spread of "
+    "ready times at 2 reads, 9 % at 3, 6 % at 4 "
+    "([Poll placement](../design/poll-placement.md)). The provider's own limits (2Captcha's "
+    "first read after 5 s, CapMonster's 2 s between reads, read caps) hold whatever it says.",
+    "CAPTCHA_TASKS_CALLBACK_URL": "Set with a token, every submit asks for a callback.",
+    "CAPTCHA_TASKS_CALLBACK_TOKEN": "32-128 of `A-Za-z0-9_-`; masked everywhere.",
+    "CAPTCHA_TASKS_CALLBACK_PORT": "Set: every worker runs the callback receiver on this "
+    "port (`SO_REUSEPORT`: workers of one host share it).",
+    "CAPTCHA_TASKS_CALLBACK_ADDRESS": "Put a TLS proxy in front (`deploy/callbacks/`).",
+    "CAPTCHA_TASKS_METRICS_PORT": "`0` picks a free port and logs it (`metrics: serving "
+    "http://127.0.0.1:PORT/metrics`). Workers on one host need a port each.",
+    "CAPTCHA_TASKS_METRICS_ADDRESS": "The endpoint has no authentication: bind a wider "
+    "address (`0.0.0.0`) only for a Prometheus on another machine, behind a firewall.",
+    "CAPTCHA_TASKS_TIME_SCALE": "The sandbox honours it too, so tests and benchmarks run the "
+    "same logic faster; the queue timeout and the report window are not scaled.",
+}
 
 
 @dataclass(frozen=True)
@@ -237,6 +290,12 @@ def entries() -> list[Entry]:
         default = _default(field) if field is not None else "(none)"
         meaning = _meaning(comments.get(name, ""), variable)
         out.append(Entry(variable, default, meaning, name))
+    out = [
+        dataclasses.replace(entry, meaning=f"{entry.meaning} {NOTES[entry.variable]}")
+        if entry.meaning and entry.variable in NOTES
+        else entry
+        for entry in out
+    ]
     for variable, (default, meaning) in OTHER_VARIABLES.items():
         out.append(Entry(variable, default, meaning))
     # CAPTCHA_TASKS_PROVIDERS: the named_providers field.
@@ -303,6 +362,9 @@ def undocumented() -> list[str]:
     known = {entry.variable for entry in entries()}
     problems.extend(
         f"{variable}: in SECTIONS but read nowhere" for variable in where if variable not in known
+    )
+    problems.extend(
+        f"{variable}: in NOTES but read nowhere" for variable in NOTES if variable not in known
     )
     return problems
 
