@@ -23,7 +23,7 @@ FAULT_JOBS ?= 4
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv venv-run run test lint types unit integration faults chaos soak bench screenshot browser ops-tools format sandbox flower clean
+.PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,19 @@ faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints 
 		$(BIN)/pytest tests/chaos -n $(FAULT_JOBS) --durations=10 $(PYTEST_ARGS); status=$$?; \
 		CAPTCHA_TASKS_CHAOS_ROWS=.run/chaos/quick.jsonl $(BIN)/python -m tests.chaos.report; \
 		exit $$status
+
+# The documentation site (mkdocs.yml, docs/): built into .run/site.
+DOCS_PORT ?= 8000
+docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebuilt on change
+	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+
+docs-check: $(STAMP)  ## Build the site with --strict, then check every link, anchor and cited path (part of make test)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+	$(BIN)/python -m captcha_tasks.devtools.docs_check .run/site
+
+docs-screenshots: $(STAMP)  ## Build the site and render three of its pages in headless chromium (docs/site-*.png)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
+	$(BIN)/python -m captcha_tasks.devtools.docs_screenshots .run/site --out docs
 
 chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes docs/RELIABILITY.md
 	@rm -f .run/chaos/rows.jsonl

@@ -9,8 +9,9 @@ inside the package (``captcha_tasks.worker.celeryconfig``), so that no other app
 Keep the star import first: it brings every reliability choice, and the marker that
 tells captcha_tasks this module is meant for it (a module without it is ignored with
 a warning). Prefer the ``CAPTCHA_TASKS_*`` environment variables for what they cover
-(README, "Configuration"); change a Celery setting here only when you know why it is
-set the way it is (README, "Reliability choices").
+(the site's Reference, "Settings": docs/reference/settings.md); change a Celery setting
+here only when you know why it is set the way it is (Reference, "Celery configuration":
+docs/reference/celery-config.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """``make test``: lint, types and the three test tiers, side by side, then one summary.
 
 ``python -m tests.suite [TIER ...]`` runs the named tiers (all of them by default) as
-``make <tier>`` children, each writing its whole output to ``.run/test/<tier>.log``.
+``make <tier>`` children (the ``docs`` tier: ``make docs-check``, the site built with
+``--strict`` and its links checked), each writing its whole output to ``.run/test/<tier>.log``.
 While they run, one progress line a while says how far each has come; at the end, a
 table gives each tier's counts and wall time, then the failures (and the tail of each
 failed tier's log), then every test skipped for want of a tool, with the command that
@@ -31,7 +32,9 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".run" / "test"
 
 #: Every tier, in the order the summary lists them.
-TIERS = ("lint", "types", "unit", "integration", "faults")
+TIERS = ("lint", "types", "docs", "unit", "integration", "faults")
+#: The make target of a tier whose name is not one (``make docs`` serves the site).
+TARGETS = {"docs": "docs-check"}
 #: Tiers that wait for another to end before they start (``tier: after``).
 AFTER = {"faults": "unit"}
 #: A progress line at most this often (seconds).
@@ -76,7 +79,7 @@ class Tier:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                ["make", "--no-print-directory", self.name],
+                ["make", "--no-print-directory", TARGETS.get(self.name, self.name)],
                 cwd=ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,

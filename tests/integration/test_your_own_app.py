@@ -1,4 +1,4 @@
-"""The README's "Using captcha_tasks from your own Celery application", run as written.
+"""The guide "Your own Celery app" (docs/guides/own-celery-app.md), run as written.
 
 Your application lives in a directory of its own with Celery's tutorial layout: a
 ``celeryconfig.py`` of its own (pickle, early acks, its own default queue) that must

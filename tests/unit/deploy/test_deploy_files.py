@@ -2,7 +2,8 @@
 tests parse the Dockerfile, the compose file, the Kubernetes manifests, the systemd
 units and the env templates, and check them against each other and against the code:
 
-- every variable they set is in the README's contract (its ``variable`` tables) or a
+- every variable they set is in the documented contract (the ``variable`` tables of the
+  settings reference and the site's pages) or a
   known Celery / Flower / Python one (Flower stops on an unknown ``FLOWER_*``);
 - stop grace periods cover the drain (reCAPTCHA v2 ceiling, 120 s) and
   ``worker_soft_shutdown_timeout`` plus a margin;
@@ -203,10 +204,14 @@ def _is_app(command: list[str]) -> bool:
 
 
 def _contract() -> set[str]:
-    """Every variable in a README table whose first column is ``variable``."""
+    """Every variable in a documentation table whose first column is ``variable``: the
+    settings reference (generated from the code) and the site's pages."""
+    from captcha_tasks.devtools.settings_reference import render
+
+    pages = [render(), *(path.read_text() for path in sorted((ROOT / "docs").rglob("*.md")))]
     names: set[str] = set()
     in_table = False
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in "\n".join(pages).splitlines():
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
             if cells[0] == "variable":
@@ -282,7 +287,7 @@ def test_every_variable_set_is_in_the_contract_or_known() -> None:
     known = _contract() | CELERY_VARIABLES | PYTHON_VARIABLES | _flower_variables()
     for where, names in _app_variables().items():
         unknown = names - known
-        assert not unknown, f"{where} sets variables outside the README contract: {unknown}"
+        assert not unknown, f"{where} sets variables outside the documented contract: {unknown}"
 
 
 def _worker_settings() -> dict[str, dict[str, str]]:

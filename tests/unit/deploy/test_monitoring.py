@@ -36,9 +36,9 @@ def _compose() -> dict[str, Any]:
 
 
 def _readme_metrics() -> set[str]:
-    """The metric names of the README's "Prometheus metrics" table."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Prometheus metrics") : text.index("### Flower")]
+    """The metric names of the monitoring guide's "Prometheus metrics" table."""
+    text = (ROOT / "docs" / "guides" / "monitoring.md").read_text()
+    section = text[text.index("## Prometheus metrics") : text.index("## Flower")]
     return set(re.findall(r"^\| `(captcha_tasks_[a-z_]+)` \|", section, re.MULTILINE))
 
 
