@@ -103,9 +103,10 @@ class Settings:
     provider_configs: tuple[ProviderConfig, ...] = (ProviderConfig(),)
     #: ``CAPTCHA_TASKS_REDIS_URL``: default for the three Redis URLs below.
     redis_url: str = DEFAULT_REDIS_URL
-    #: ``CAPTCHA_TASKS_BROKER_URL``
+    #: ``CAPTCHA_TASKS_BROKER_URL``: the broker's Redis (default: ``CAPTCHA_TASKS_REDIS_URL``).
     broker_url: str = DEFAULT_REDIS_URL
-    #: ``CAPTCHA_TASKS_RESULT_BACKEND``
+    #: ``CAPTCHA_TASKS_RESULT_BACKEND``: the result backend's Redis (default:
+    #: ``CAPTCHA_TASKS_REDIS_URL``).
     result_backend: str = DEFAULT_REDIS_URL
     #: ``CAPTCHA_TASKS_STATE_URL``: shared state (budget, cookies, tokens, ...).
     state_url: str = DEFAULT_REDIS_URL

@@ -3,11 +3,12 @@
 Every variable :class:`captcha_tasks.settings.Settings` reads is a ``_SOURCES`` entry; its
 meaning is the ``#:`` comment above the field in settings.py (read with :mod:`ast` and
 :mod:`tokenize` from the module's source, so nothing is copied by hand), its default the
-field's. Each named provider's variables are the suffixes of
-:mod:`captcha_tasks.provider_config`, described by that module's docstring. A few
-variables that are no ``Settings`` field (an alias, a file variant, the version, test
-aids) are described in :data:`OTHER_VARIABLES`; :data:`NOTES` adds what a one-line
-comment leaves out (formats, exit codes, interactions).
+field's. The provider's variables are :class:`~captcha_tasks.provider_config.ProviderConfig`'s
+fields, read the same way: the ``default`` provider's single-provider variables
+(:data:`~captcha_tasks.provider_config.DEFAULT_VARIABLES`), then each named provider's
+suffixes, described by that module's docstring. A few variables that are no field (an
+alias, a file variant, the version, test aids) are described in :data:`OTHER_VARIABLES`;
+:data:`NOTES` adds what a one-line comment leaves out (formats, exit codes, interactions).
 
 :data:`SECTIONS` puts every variable in one section of the page.
 :func:`undocumented` lists what lacks a description or a section, which a unit test
@@ -89,7 +90,6 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_REPORT_WINDOW",
             "CAPTCHA_TASKS_BATCH_POLL",
             "CAPTCHA_TASKS_POLL_INTERVAL",
-            "CAPTCHA_TASKS_POLL_PLACEMENT",
             "CAPTCHA_TASKS_POLL_READS",
         ),
         "How each worker's engine talks to the providers "
@@ -178,7 +178,6 @@ NOTES: dict[str, str] = {
     'whether `ERROR_ZERO_BALANCE` means "no free threads", retried, or "no funds"), '
     "`2captcha-v2`, `anticaptcha`, `capsolver`, `capmonster` (JSON task API); "
     "`api.2captcha` in the URL means `2captcha-v2`.",
-    "CAPTCHA_TASKS_THREADS": "Cluster-wide: captchas in flight at once across every worker.",
     "CAPTCHA_TASKS_PRICES": "`type=usd_per_1000,...`, e.g. `recaptcha_v2=2.99,image=0.7,"
     "turnstile=1.45` (types as in results' `type`): the result's `cost` with "
     '`cost_source: "configured"`, counted in the spend.',
@@ -188,8 +187,6 @@ NOTES: dict[str, str] = {
     "`captcha_tasks_provider_balance_low`. Unset: no balance checks.",
     "CAPTCHA_TASKS_REDIS_URL": "`redis://`, `rediss://`, `unix://`, or a list of sentinels "
     "(`sentinel://h1:26379/0;sentinel://h2:26379;...`, as for the three overrides below).",
-    "CAPTCHA_TASKS_BROKER_URL": "Default: `CAPTCHA_TASKS_REDIS_URL`.",
-    "CAPTCHA_TASKS_RESULT_BACKEND": "Default: `CAPTCHA_TASKS_REDIS_URL`.",
     "CAPTCHA_TASKS_STATE_URL": "Default: `CAPTCHA_TASKS_REDIS_URL`. Holds the thread budget, "
     "cookies, tokens, locks and proxies.",
     "CAPTCHA_TASKS_REDIS_SENTINEL_TIMEOUT": "A sentinel that does not answer is passed over "
@@ -234,17 +231,17 @@ class Entry:
     field: str | None = None
 
 
-def _comments() -> dict[str, str]:
-    """Each ``Settings`` field's ``#:`` comment, joined into one paragraph."""
-    source = inspect.getsource(settings)
-    lines = source.splitlines()
+def _comments(module: Any = settings, class_name: str = "Settings") -> dict[str, str]:
+    """Each field's ``#:`` comment in ``class_name`` of ``module``, joined into one
+    paragraph."""
+    source = inspect.getsource(module)
     comment_lines: dict[int, str] = {}
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT and token.string.startswith("#:"):
             comment_lines[token.start[0]] = token.string[2:].strip()
     found: dict[str, str] = {}
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.ClassDef) and node.name == "Settings"):
+        if not (isinstance(node, ast.ClassDef) and node.name == class_name):
             continue
         for statement in node.body:
             if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
@@ -253,7 +250,7 @@ def _comments() -> dict[str, str]:
                 while number in comment_lines:
                     block.insert(0, comment_lines[number])
                     number -= 1
-                if block and lines:
+                if block:
                     found[statement.target.id] = " ".join(block)
     return found
 
@@ -265,10 +262,15 @@ def _markdown(text: str) -> str:
 
 
 def _meaning(comment: str, variable: str) -> str:
-    """The comment without its leading variable name(s), as markdown."""
+    """The comment without its leading variable name(s) (everything before the first
+    ``": "`` of a comment that starts with a variable), as markdown."""
     text = _markdown(comment).strip()
-    lead = re.match(r"^`[A-Z0-9_]+`(?: \(or [^)]*\))?(?:: |$)", text)
-    return text[lead.end() :].strip() if lead else text
+    if not text.startswith("`"):
+        return text
+    head, colon, rest = text.partition(": ")
+    if not colon:  # the variable's name and nothing else
+        return "" if re.fullmatch(r"`[A-Z0-9_]+`", text) else text
+    return rest.strip()
 
 
 def _default(field: dataclasses.Field[Any]) -> str:
@@ -280,11 +282,30 @@ def _default(field: dataclasses.Field[Any]) -> str:
     return f"`{value}`"
 
 
+def _provider_default(name: str, field: dataclasses.Field[Any]) -> str:
+    if name == "url":
+        return "the protocol's own"
+    return _default(field)
+
+
 def entries() -> list[Entry]:
-    """Every variable of ``_SOURCES``, then :data:`OTHER_VARIABLES`."""
+    """The ``default`` provider's variables, every variable of ``_SOURCES``, then
+    :data:`OTHER_VARIABLES` and ``CAPTCHA_TASKS_PROVIDERS``."""
+    out: list[Entry] = []
+    provider_comments = _comments(provider_config, "ProviderConfig")
+    provider_fields = {f.name: f for f in dataclasses.fields(provider_config.ProviderConfig)}
+    for variable in provider_config.DEFAULT_VARIABLES.values():
+        named = [
+            name
+            for name, comment in provider_comments.items()
+            if comment.startswith(f"``{variable}``")
+        ]
+        name = named[0] if named else None
+        comment = provider_comments.get(name, "") if name else ""
+        default = _provider_default(name, provider_fields[name]) if name else "(none)"
+        out.append(Entry(variable, default, _meaning(comment, variable), name))
     comments = _comments()
     fields = {field.name: field for field in dataclasses.fields(settings.Settings)}
-    out: list[Entry] = []
     for name, (variable, _parse) in settings._SOURCES.items():
         field = fields.get(name)
         default = _default(field) if field is not None else "(none)"
@@ -298,14 +319,13 @@ def entries() -> list[Entry]:
     ]
     for variable, (default, meaning) in OTHER_VARIABLES.items():
         out.append(Entry(variable, default, meaning))
-    # CAPTCHA_TASKS_PROVIDERS: the named_providers field.
-    comment = comments.get("named_providers", "")
+    comment = comments.get("provider_configs", "")
     out.append(
         Entry(
             provider_config.PROVIDERS_VARIABLE,
             "(none)",
             _meaning(comment, provider_config.PROVIDERS_VARIABLE),
-            "named_providers",
+            "provider_configs",
         )
     )
     return out
@@ -353,7 +373,7 @@ def undocumented() -> list[str]:
     problems: list[str] = []
     for entry in entries():
         if not entry.meaning:
-            problems.append(f"{entry.variable}: no #: comment in settings.py")
+            problems.append(f"{entry.variable}: no #: comment on its field")
         if entry.variable not in where:
             problems.append(f"{entry.variable}: in no section of settings_reference.SECTIONS")
     for entry in provider_entries():

@@ -34,10 +34,10 @@ def test_a_setting_without_a_comment_or_section_is_reported(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sources = dict(settings._SOURCES)
-    sources["no_such_field"] = ("CAPTCHA_TASKS_NO_SUCH_FIELD", sources["threads"][1])
+    sources["no_such_field"] = ("CAPTCHA_TASKS_NO_SUCH_FIELD", sources["lock_ttl"][1])
     monkeypatch.setattr(settings, "_SOURCES", sources)
     problems = settings_reference.undocumented()
-    assert "CAPTCHA_TASKS_NO_SUCH_FIELD: no #: comment in settings.py" in problems
+    assert "CAPTCHA_TASKS_NO_SUCH_FIELD: no #: comment on its field" in problems
     assert any(p.startswith("CAPTCHA_TASKS_NO_SUCH_FIELD: in no section") for p in problems)
     assert "| `CAPTCHA_TASKS_NO_SUCH_FIELD` |" in settings_reference.render()  # under Other
 
@@ -55,7 +55,7 @@ def test_the_comment_of_a_field_is_its_meaning() -> None:
     by_variable = {entry.variable: entry for entry in settings_reference.entries()}
     threads = by_variable["CAPTCHA_TASKS_THREADS"]
     assert threads.default == "`5`"
-    assert threads.meaning.startswith("the plan's thread budget")
+    assert threads.meaning.startswith("its thread budget")
     assert "``" not in by_variable["CAPTCHA_TASKS_BATCH_POLL"].meaning  # markdown, not reST
 
 
