@@ -267,7 +267,7 @@ def _meaning(comment: str, variable: str) -> str:
     text = _markdown(comment).strip()
     if not text.startswith("`"):
         return text
-    head, colon, rest = text.partition(": ")
+    _head, colon, rest = text.partition(": ")
     if not colon:  # the variable's name and nothing else
         return "" if re.fullmatch(r"`[A-Z0-9_]+`", text) else text
     return rest.strip()
