@@ -37,7 +37,8 @@ __all__ = [
     "quantile",
 ]
 
-#: Wait before the first poll, until enough solves were seen to learn it (PROTOCOL.md).
+#: Wait before the first poll, until enough solves were seen to learn it (the providers'
+#: documented first reads: docs/PROVIDERS.md, section 7).
 FIRST_POLL: dict[str, float] = {
     "recaptcha_v2": 15.0,
     "recaptcha_v3": 5.0,

@@ -5,7 +5,7 @@ before ``first_read_after`` nor twice within ``min_interval``, stops before
 ``max_reads``, and gives up before the provider forgets the result. Seconds are
 production seconds; the engine scales them with ``CAPTCHA_TASKS_TIME_SCALE``, as the
 sandbox scales its copy of these rules.
-Sources: docs/PROVIDERS.md §7 and D11, /work/shared/PROTOCOL.md.
+Sources: docs/PROVIDERS.md, section 7 and its list of the providers' public documentation.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ CLASSIC_RULES = PollRules(
     # ("<token>|r=eu-west-1|meta=3|pk=..."): a batch holding one cannot be split.
     single_reads=frozenset({"funcaptcha"}),
     batch_user_agent=False,
-    source="PROTOCOL.md: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
+    source="2captcha.com/2captcha-api: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
     "ban above 20 res.php calls per captcha + 1200",
 )
 
@@ -99,7 +99,7 @@ POLL_RULES: Mapping[str, PollRules] = MappingProxyType(
             calls_per_captcha=20,
             source="2captcha.com/api-docs/get-task-result: wait at least 5 s, repeat in 5-10 s",
         ),
-        # Interval unverified at Anti-Captcha (PROVIDERS.md D12; PROTOCOL.md says 2 s).
+        # Interval unverified at Anti-Captcha (docs/PROVIDERS.md, section 7; 2 s assumed).
         "anticaptcha": PollRules(
             "anticaptcha",
             min_interval=2.0,

@@ -176,7 +176,7 @@ def test_a_worker_killed_mid_solve_loses_nothing_and_submits_nothing_twice(
     wait_until(lambda: sandbox.stats()["in_flight"] >= 15, timeout=30, what="solves in flight")
     # Every request admitted (acknowledged): what is tested is resuming solves in flight.
     # A message the killed worker had reserved but not yet run would come back only
-    # after the broker's visibility timeout (README, "Reliability").
+    # after the broker's visibility timeout (docs/RELIABILITY.md).
     state = celery_app.backend.client
     wait_until(lambda: len(state.keys("ct:job:*")) == 30, timeout=30, what="30 admissions")
 

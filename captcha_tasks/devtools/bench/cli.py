@@ -104,7 +104,7 @@ def bench_group() -> None:
         "--baseline-first-wait",
         click.FloatRange(min=0.0),
         "Unscaled seconds the seeds' design sleeps before its first poll "
-        "(their code: 5; PROTOCOL.md advises 15-20 for reCAPTCHA v2).",
+        "(their code: 5; 2Captcha's docs advise 15-20 for reCAPTCHA v2).",
     ),
 )
 @_log_dir_option(

@@ -10,7 +10,7 @@ the worker's concurrency bounds the captchas in flight, and every request opens
 a new connection (``requests.post``/``requests.get``, no session).
 
 Note: the seeds' code sleeps 5 s before the *first* poll too; it does not wait the
-15-20 s that PROTOCOL.md advises for reCAPTCHA v2. ``first_wait`` (unscaled
+15-20 s that 2Captcha's API documentation advises for reCAPTCHA v2. ``first_wait`` (unscaled
 seconds) lets a run model that advice instead.
 
 Three differences, none of which changes the design: an HTTP timeout on each

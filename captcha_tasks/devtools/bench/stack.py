@@ -33,7 +33,7 @@ __all__ = [
     "start_workers",
 ]
 
-#: Documented reCAPTCHA v2 solve time (PROTOCOL.md): a run's time scale maps it onto the
+#: Documented reCAPTCHA v2 solve time (2Captcha's API documentation): a run's time scale maps it onto the
 #: sandbox's latency.
 DOCUMENTED_V2_SECONDS = 15.0
 #: Settings a run decides; anything else set in the environment is passed through to the

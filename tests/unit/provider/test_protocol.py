@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +21,6 @@ from captcha_tasks.errors import (
     TransientSolverError,
 )
 from captcha_tasks.provider.protocol import (
-    ERROR_TABLE,
     NOT_READY,
     error_for,
     parse_many,
@@ -32,7 +29,8 @@ from captcha_tasks.provider.protocol import (
 
 KEY = "0123456789abcdef0123456789abcdef"
 
-# PROTOCOL.md, "Errors and what to do", row by row: (code, class, transient, retry_after).
+# The classic API's documented errors (2captcha.com/2captcha-api, "Error handling"), row by
+# row: (code, class, transient, retry_after).
 # Written out here rather than read from the implementation's table.
 ERROR_ROWS: list[tuple[str, type[SolverError], bool, float | None]] = [
     ("ERROR_NO_SLOT_AVAILABLE", NoSlotAvailable, True, 5.0),
@@ -311,31 +309,6 @@ def test_errors_rebuild_from_args_like_celery_does() -> None:
 def test_error_for_uses_the_dialect() -> None:
     assert type(error_for("ERROR_ZERO_BALANCE", "2captcha")) is InsufficientFunds
     assert type(error_for("ERROR_ZERO_BALANCE", "captchaai")) is NoSlotAvailable
-
-
-def test_the_table_covers_protocol_md() -> None:
-    """Cross-check with PROTOCOL.md when it is around (it lives outside the repository)."""
-    for path in (
-        Path(__file__).parents[3] / "docs" / "PROTOCOL.md",
-        Path("/work/shared/PROTOCOL.md"),
-    ):
-        if path.exists():
-            break
-    else:
-        pytest.skip("PROTOCOL.md not found")
-    section = path.read_text().split("## Errors and what to do", 1)[1].split("\n## ", 1)[0]
-    codes: set[str] = set()
-    for line in section.splitlines()[3:]:
-        first_cell = line.split("|")[1] if line.startswith("|") else ""
-        for token in re.findall(r"`([^`]+)`", first_cell):
-            numbered = re.fullmatch(r"ERROR: (\d+)\.\.(\d+)", token)
-            if numbered:
-                codes |= {f"ERROR: {n}" for n in range(int(numbered[1]), int(numbered[2]) + 1)}
-            else:
-                codes.add(token)
-    tested = {row[0] for row in ERROR_ROWS} | {"ERROR_ZERO_BALANCE", "CAPCHA_NOT_READY"}
-    assert codes and codes <= tested, codes - tested
-    assert codes - {"ERROR_ZERO_BALANCE", "CAPCHA_NOT_READY"} <= set(ERROR_TABLE)
 
 
 # -- several ids at once -------------------------------------------------------------
