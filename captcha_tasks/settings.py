@@ -1,8 +1,8 @@
 """One typed settings object, read from the environment.
 
-The environment variable names are a public contract (the settings reference, docs/reference/settings.md).
-``celeryconfig.py``, the solver client, the sandbox and the CLI all read the
-same :class:`Settings`. The one exception is ``CAPTCHA_TASKS_VERSION``
+The environment variable names are a public contract (the settings reference,
+docs/reference/settings.md). ``celeryconfig.py``, the solver client, the sandbox and the CLI
+all read the same :class:`Settings`. The one exception is ``CAPTCHA_TASKS_VERSION``
 (version.py), read at each report so a restarted worker's value is current.
 """
 

@@ -101,8 +101,9 @@ def _rules(
 
 
 #: Every error code of the classic API's documentation (2captcha.com/2captcha-api, "Error
-#: handling"; CaptchaAI's is the same list, plus a few codes of its own), with the class to raise and ``retry_after`` in unscaled seconds.
-#: ``ERROR_ZERO_BALANCE`` is missing on purpose: it depends on the dialect (:data:`DIALECTS`).
+#: handling"; CaptchaAI's is the same list, plus a few codes of its own), with the class to
+#: raise and ``retry_after`` in unscaled seconds. ``ERROR_ZERO_BALANCE`` is missing on
+#: purpose: it depends on the dialect (:data:`DIALECTS`).
 ERROR_TABLE: Final[Mapping[str, ErrorRule]] = {
     **_rules(NoSlotAvailable, 5.0, "all threads of the plan are busy", "ERROR_NO_SLOT_AVAILABLE"),
     **_rules(

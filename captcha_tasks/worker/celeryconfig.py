@@ -5,12 +5,12 @@ every application write a top-level ``celeryconfig.py``, and a module of that na
 shared by every Celery app in the process. Imported lazily, the first time the app's
 configuration is read.
 
-Every value comes from :class:`captcha_tasks.settings.Settings` (the environment);
-the reliability choices below are fixed on purpose. The documentation's Celery
-configuration page (docs/reference/celery-config.md) says why each is set. An operator who needs to change one writes a
-module that starts with ``from captcha_tasks.celeryconfig import *`` (the repository's
-top-level ``celeryconfig.py`` is that file) and runs ``celery -A captcha_tasks --config
-NAME worker``.
+Every value comes from :class:`captcha_tasks.settings.Settings` (the environment); the
+reliability choices below are fixed on purpose. The documentation's Celery configuration
+page (docs/reference/celery-config.md) says why each is set. An operator who needs to change
+one writes a module that starts with ``from captcha_tasks.celeryconfig import *`` (the
+repository's top-level ``celeryconfig.py`` is that file) and runs ``celery -A captcha_tasks
+--config NAME worker``.
 """
 
 from __future__ import annotations

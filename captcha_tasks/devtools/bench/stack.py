@@ -33,8 +33,8 @@ __all__ = [
     "start_workers",
 ]
 
-#: Documented reCAPTCHA v2 solve time (2Captcha's API documentation): a run's time scale maps it onto the
-#: sandbox's latency.
+#: Documented reCAPTCHA v2 solve time (2Captcha's API documentation): a run's time scale
+#: maps it onto the sandbox's latency.
 DOCUMENTED_V2_SECONDS = 15.0
 #: Settings a run decides; anything else set in the environment is passed through to the
 #: workers and shown in the report.
