@@ -101,6 +101,7 @@ def bridge_group() -> None:
     default="INFO",
     show_default=True,
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="The bridge's log level (its lines go to stderr).",
 )
 def nats_command(
     url: str,

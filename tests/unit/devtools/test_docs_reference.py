@@ -78,6 +78,13 @@ def test_every_command_has_help_text() -> None:
     assert len(commands) > 20
     missing = [path for path, command in commands if not (command.help or "").strip()]
     assert missing == []
+    options = [
+        f"{path} {option.opts[-1]}"
+        for path, command in commands
+        for option in command.params
+        if isinstance(option, click.Option) and not (option.help or "").strip()
+    ]
+    assert options == []
 
 
 def test_the_cli_page_lists_every_command() -> None:
