@@ -99,6 +99,8 @@ def send(task: TypedTask[..., R] | Any, *args: Any, **kwargs: Any) -> TaskResult
     """Send ``task`` (a task of this app, or its name) with these arguments, as
     ``.delay()`` does, without Celery's blocking result subscription."""
     if isinstance(task, str):
+        if task not in app.tasks:
+            app.loader.import_default_modules()  # app.include: every task module
         task = app.tasks[task]
     with without_result_subscription():
         sent: TaskResult[R] = task.apply_async(args, kwargs)

@@ -14,6 +14,7 @@ the name is gone.
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -27,6 +28,9 @@ __all__ = ["solve_recaptcha_v2_enterprise", "solve_turnstile_challenge"]
 
 log = logging.getLogger(__name__)
 
+#: Modules a call passes through between the caller's line and :func:`warn_once`.
+_SENDING = ("celery.", "captcha_tasks.worker.", "captcha_tasks.aio", "asyncio.")
+
 #: The old names this process has warned about.
 _warned: set[str] = set()
 
@@ -36,11 +40,16 @@ def warn_once(old: str, instead: str) -> None:
     if old in _warned:
         return
     _warned.add(old)
+    # Pointed at the caller's line: the first frame outside Celery and this package's
+    # sending code (``.delay()``, a signature's ``.delay()``, ``aio``).
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(_SENDING):
+        frame, level = frame.f_back, level + 1
     warnings.warn(
         f"captcha_tasks.{old} is deprecated and will be removed in the next release; "
         f"call {instead} instead",
         FutureWarning,
-        stacklevel=4,
+        stacklevel=level,
     )
 
 
