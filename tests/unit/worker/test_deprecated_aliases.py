@@ -95,6 +95,6 @@ def test_the_old_signature_is_still_checked_in_the_caller(sent: list[Any]) -> No
         warnings.simplefilter("ignore", FutureWarning)
         with pytest.raises(InvalidTaskInput, match=r"cdta \(did you mean 'cdata'\?\)"):
             solve_turnstile_challenge.delay(TURNSTILE_KEY, PAGE, action="a", cdta="c", pagedata="p")
-        with pytest.raises(InvalidTaskInput, match="RecaptchaV2.sitekey"):
+        with pytest.raises(InvalidTaskInput, match=r"RecaptchaV2\.sitekey"):
             solve_recaptcha_v2_enterprise.delay("", PAGE)
     assert sent == []
