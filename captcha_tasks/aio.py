@@ -168,7 +168,7 @@ async def solve_recaptcha_v2(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_recaptcha_v2` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_recaptcha_v2` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_recaptcha_v2, locals())
 
 
@@ -184,7 +184,7 @@ async def solve_recaptcha_v3(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_recaptcha_v3` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_recaptcha_v3` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_recaptcha_v3, locals())
 
 
@@ -201,7 +201,7 @@ async def solve_turnstile(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_turnstile` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_turnstile` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_turnstile, locals())
 
 
@@ -214,7 +214,7 @@ async def solve_hcaptcha(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_hcaptcha` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_hcaptcha` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_hcaptcha, locals())
 
 
@@ -230,7 +230,7 @@ async def solve_funcaptcha(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_funcaptcha` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_funcaptcha` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_funcaptcha, locals())
 
 
@@ -244,7 +244,7 @@ async def solve_geetest(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> GeeTestResult:
-    """``await`` :func:`captcha_tasks.solve_geetest` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_geetest` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_geetest, locals())
 
 
@@ -258,7 +258,7 @@ async def solve_geetest_v4(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> GeeTestV4Result:
-    """``await`` :func:`captcha_tasks.solve_geetest_v4` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_geetest_v4` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_geetest_v4, locals())
 
 
@@ -275,7 +275,7 @@ async def solve_aws_waf(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> AwsWafResult:
-    """``await`` :func:`captcha_tasks.solve_aws_waf` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_aws_waf, locals())
 
 
@@ -294,7 +294,7 @@ async def solve_image(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_image` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_image` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_image, locals())
 
 
@@ -306,7 +306,7 @@ async def solve_coordinates(
     exclude: Sequence[str] = (),
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> CoordinatesResult:
-    """``await`` :func:`captcha_tasks.solve_coordinates` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.solve_coordinates` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_coordinates, locals())
 
 
@@ -317,7 +317,7 @@ async def fetch_page(
     isolated: bool = False,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> PageResult:
-    """``await`` :func:`captcha_tasks.fetch_page` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.fetch_page` (same arguments, and ``timeout=``)."""
     return await _call(page_tasks.fetch_page, locals())
 
 
@@ -326,7 +326,7 @@ async def get_balance(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> BalanceResult:
-    """``await`` :func:`captcha_tasks.get_balance` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.get_balance` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.get_balance, locals())
 
 
@@ -336,7 +336,7 @@ async def report_solution(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> ReportResult:
-    """``await`` :func:`captcha_tasks.report_solution` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.report_solution` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.report_solution, locals())
 
 
@@ -344,7 +344,7 @@ async def ping(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> PingResult:
-    """``await`` :func:`captcha_tasks.ping` (its arguments, and ``timeout``)."""
+    """``await`` :func:`captcha_tasks.ping` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.ping, locals())
 
 

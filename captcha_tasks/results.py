@@ -37,9 +37,11 @@ S = TypeVar("S")
 
 class SolveResult(TypedDict, Generic[S]):
     """A solved captcha. ``source``: ``"api"`` (solved for this call) or ``"pool"`` (a
-    token the pool held); ``provider``: the protocol id of the provider that solved it
-    (``"2captcha"``, ``"capsolver"``...), ``provider_name`` its configured name where
-    the worker has several; ``cost`` a decimal string (``None``: unknown or pooled);
+    token the pool held); ``provider``: the configured provider that solved it (its
+    name, what ``provider=`` takes: ``"default"``, ``"main"``...) and ``protocol`` the
+    protocol it speaks (``"2captcha"``, ``"capsolver"``...), both ``None`` for a pooled
+    token when several providers are configured (the pool does not record which one
+    solved it); ``cost`` a decimal string (``None``: unknown or pooled);
     ``expires_at``: epoch seconds the token is good until (``None``: not a token);
     ``user_agent``: the browser the token is bound to, where the provider says."""
 
@@ -52,8 +54,8 @@ class SolveResult(TypedDict, Generic[S]):
     expires_at: float | None
     submits: int
     polls: int
-    provider: str
-    provider_name: NotRequired[str]
+    provider: str | None
+    protocol: str | None
     cost: str | None
     cost_source: NotRequired[Literal["provider", "configured"] | None]
     user_agent: NotRequired[str]
