@@ -43,9 +43,12 @@ returned at once). No thread, no polling loop.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, overload
+
+from typing_extensions import ParamSpec
 
 from .results import (
     AwsWafResult,
@@ -63,6 +66,7 @@ from .worker import page_tasks, solve_tasks
 from .worker.app import app
 from .worker.async_results import AsyncResult, await_result, waiter_for
 from .worker.result_backend import without_result_subscription
+from .worker.task_bases import misfit
 from .worker.typed import TaskResult, TypedTask
 
 __all__ = [
@@ -88,6 +92,7 @@ __all__ = [
 ]
 
 R = TypeVar("R")
+P = ParamSpec("P")
 
 #: Seconds an ``await`` waits for a result unless told otherwise (``timeout=None``: for
 #: ever). Longer than any solve's own deadline at real speed (a solve that runs out of
@@ -139,6 +144,27 @@ async def aclose() -> None:
     await waiter.aclose()
 
 
+def _checked(
+    awaiting: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A call that does not fit the task's parameters raises :class:`InvalidTaskInput` at
+    the ``await``, as ``.delay()`` does (a misspelt keyword named with the nearest one),
+    rather than Python's ``TypeError``."""
+    own = inspect.signature(awaiting)
+
+    @functools.wraps(awaiting)
+    async def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            own.bind(*args, **kwargs)
+        except TypeError as exc:
+            task = app.tasks[f"captcha_tasks.{awaiting.__name__}"]
+            given = {k: v for k, v in kwargs.items() if k != "timeout"}
+            raise misfit(task, exc, given) from None
+        return await awaiting(*args, **kwargs)
+
+    return checked
+
+
 async def _call(task: TypedTask[..., R], given: Mapping[str, Any]) -> R:
     """Send ``task`` with a wrapper's arguments (``locals()``): its positional parameters
     as such, keyword-only ones where they differ from the default, and await it."""
@@ -154,6 +180,7 @@ async def _call(task: TypedTask[..., R], given: Mapping[str, Any]) -> R:
     return await call(task, *args, timeout=given["timeout"], **kwargs)
 
 
+@_checked
 async def solve_recaptcha_v2(
     sitekey: str,
     pageurl: str,
@@ -172,6 +199,7 @@ async def solve_recaptcha_v2(
     return await _call(solve_tasks.solve_recaptcha_v2, locals())
 
 
+@_checked
 async def solve_recaptcha_v3(
     sitekey: str,
     pageurl: str,
@@ -188,6 +216,7 @@ async def solve_recaptcha_v3(
     return await _call(solve_tasks.solve_recaptcha_v3, locals())
 
 
+@_checked
 async def solve_turnstile(
     sitekey: str,
     pageurl: str,
@@ -205,6 +234,7 @@ async def solve_turnstile(
     return await _call(solve_tasks.solve_turnstile, locals())
 
 
+@_checked
 async def solve_hcaptcha(
     sitekey: str,
     pageurl: str,
@@ -218,6 +248,7 @@ async def solve_hcaptcha(
     return await _call(solve_tasks.solve_hcaptcha, locals())
 
 
+@_checked
 async def solve_funcaptcha(
     publickey: str,
     pageurl: str,
@@ -234,6 +265,7 @@ async def solve_funcaptcha(
     return await _call(solve_tasks.solve_funcaptcha, locals())
 
 
+@_checked
 async def solve_geetest(
     gt: str,
     challenge: str,
@@ -248,6 +280,7 @@ async def solve_geetest(
     return await _call(solve_tasks.solve_geetest, locals())
 
 
+@_checked
 async def solve_geetest_v4(
     captcha_id: str,
     pageurl: str,
@@ -262,6 +295,7 @@ async def solve_geetest_v4(
     return await _call(solve_tasks.solve_geetest_v4, locals())
 
 
+@_checked
 async def solve_aws_waf(
     sitekey: str,
     iv: str,
@@ -279,6 +313,7 @@ async def solve_aws_waf(
     return await _call(solve_tasks.solve_aws_waf, locals())
 
 
+@_checked
 async def solve_image(
     image_b64: str,
     *,
@@ -298,6 +333,7 @@ async def solve_image(
     return await _call(solve_tasks.solve_image, locals())
 
 
+@_checked
 async def solve_coordinates(
     image_b64: str,
     *,
@@ -310,6 +346,7 @@ async def solve_coordinates(
     return await _call(solve_tasks.solve_coordinates, locals())
 
 
+@_checked
 async def fetch_page(
     url: str,
     *,
@@ -321,6 +358,7 @@ async def fetch_page(
     return await _call(page_tasks.fetch_page, locals())
 
 
+@_checked
 async def get_balance(
     provider: str | None = None,
     *,
@@ -330,6 +368,7 @@ async def get_balance(
     return await _call(solve_tasks.get_balance, locals())
 
 
+@_checked
 async def report_solution(
     task_id: str,
     correct: bool = False,
@@ -340,6 +379,7 @@ async def report_solution(
     return await _call(solve_tasks.report_solution, locals())
 
 
+@_checked
 async def ping(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,

@@ -24,6 +24,7 @@ import kombu.exceptions
 import redis
 
 from ..errors import (
+    ArgumentsMismatch,
     ChallengeRejected,
     InvalidTaskInput,
     RedisUnavailable,
@@ -190,8 +191,9 @@ class CheckedTask(SolverTask):
 
     def check_fits(self, args: Any, kwargs: Any) -> None:
         """Celery's own check of a call against the task's signature (``Task.typing``),
-        its ``TypeError`` raised as :class:`InvalidTaskInput` naming, for a misspelt
-        keyword, the parameter it is nearest to."""
+        its ``TypeError`` raised as :class:`~captcha_tasks.errors.ArgumentsMismatch` (an
+        ``InvalidTaskInput`` and a ``TypeError``) naming, for a misspelt keyword, the
+        parameter it is nearest to."""
         try:
             self.__header__(*(args or ()), **(kwargs or {}))
         except TypeError as exc:
@@ -219,13 +221,20 @@ class CheckedTask(SolverTask):
         or with arguments that fill the task's parameters. A partial ``.s()`` waits for
         a chain's parent's result and is checked when it is sent."""
         sig = super().signature(args, *starargs, **starkwargs)
-        if (
-            self.check_in_caller
-            and not _unchecked.get()
-            and (sig.immutable or self._binds(sig.args, sig.kwargs))
-        ):
-            self.check_call(sig.args, sig.kwargs)
+        if self.check_in_caller and not _unchecked.get():
+            if sig.immutable or self._binds(sig.args, sig.kwargs):
+                self.check_call(sig.args, sig.kwargs)
+            else:
+                self._check_partial(sig.args, sig.kwargs)
         return sig
+
+    def _check_partial(self, args: Any, kwargs: Any) -> None:
+        """A partial signature's keywords and count of arguments, with a chain parent's
+        result to come first: a keyword the task does not take is refused now."""
+        try:
+            inspect.signature(self.run).bind_partial(None, *(args or ()), **(kwargs or {}))
+        except TypeError as exc:
+            raise misfit(self, exc, kwargs or {}) from None
 
     def _binds(self, args: Any, kwargs: Any) -> bool:
         try:
@@ -242,21 +251,21 @@ class CheckedTask(SolverTask):
         super().before_start(task_id, args, kwargs)
 
 
-def misfit(task: Any, exc: TypeError, kwargs: Mapping[str, Any]) -> InvalidTaskInput:
+def misfit(task: Any, exc: TypeError, kwargs: Mapping[str, Any]) -> ArgumentsMismatch:
     """The refusal of a call that does not fit ``task``'s signature: each keyword it does
     not take with the nearest one it does (a misspelling), else Python's own words."""
     params = inspect.signature(task.run).parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return InvalidTaskInput(f"{task.name}: {exc}")
+        return ArgumentsMismatch(f"{task.name}: {exc}")
     known = [n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL]
     unknown = sorted(str(name) for name in kwargs if name not in params)
     if not unknown:
-        return InvalidTaskInput(f"{task.name}: {exc}")
+        return ArgumentsMismatch(f"{task.name}: {exc}")
     shown = []
     for name in unknown:
         close = difflib.get_close_matches(name, known, n=1)
         shown.append(f"{name} (did you mean {close[0]!r}?)" if close else name)
-    return InvalidTaskInput(
+    return ArgumentsMismatch(
         f"{task.name}: unknown option(s) {', '.join(shown)}; allowed: {', '.join(known)}"
     )
 
