@@ -163,7 +163,7 @@ def test_a_partial_signature_is_checked_when_it_is_sent(broker: redis.Redis) -> 
     # Sent with a bad image in place of the parent's result: refused, still nothing sent.
     with pytest.raises(InvalidTaskInput, match=r"Image\.body"):
         partial.delay("@@@")
-    # A partial one with an unknown option is refused when sent, with the hint.
+    # A partial one with an unknown option is refused at once, with the hint.
     with pytest.raises(InvalidTaskInput, match="did you mean 'numeric'"):
         solve_image.s(numerc=1).delay(FIVE_MB_IMAGE[:400])
     assert broker.llen(QUEUE) == 0 and broker.dbsize() == 0
