@@ -1,9 +1,13 @@
 """captcha_tasks: CAPTCHA solving at scale as a Celery application on Redis.
 
-``celery -A captcha_tasks worker`` finds :data:`app`.
+``celery -A captcha_tasks worker`` finds :data:`app` (whose ``include`` registers every
+task in the worker). The tasks are imported when first named: code that only sends
+them loads no solve engine, HTTP server or provider client.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from . import errors
 from .errors import (
@@ -13,36 +17,30 @@ from .errors import (
     SolverError,
     TransientSolverError,
 )
+from .lazy import lazy_exports
 from .settings import Settings, get_settings
 from .version import __version__
 from .worker.app import app
-from .worker.page_tasks import (
-    fetch_page,
-    release_session_lock,
-    submit_challenge,
-    sweep_session_lock,
-)
-from .worker.solve_more import (
-    solve_aws_waf,
-    solve_coordinates,
-    solve_funcaptcha,
-    solve_geetest_v4,
-    solve_recaptcha_v2_enterprise,
-    solve_turnstile_challenge,
-)
-from .worker.solve_tasks import (
-    fill_token_pool,
-    get_balance,
-    ping,
-    report_solution,
-    solve_geetest,
-    solve_hcaptcha,
-    solve_image,
-    solve_recaptcha_v2,
-    solve_recaptcha_v3,
-    solve_turnstile,
-)
-from .worker.task_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
+
+if TYPE_CHECKING:
+    from .worker.page_tasks import fetch_page
+    from .worker.solve_tasks import (
+        fill_token_pool,
+        get_balance,
+        ping,
+        report_solution,
+        solve_aws_waf,
+        solve_coordinates,
+        solve_funcaptcha,
+        solve_geetest,
+        solve_geetest_v4,
+        solve_hcaptcha,
+        solve_image,
+        solve_recaptcha_v2,
+        solve_recaptcha_v3,
+        solve_turnstile,
+    )
+    from .worker.task_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
 __all__ = [
     "CaptchaTasksError",
@@ -62,7 +60,6 @@ __all__ = [
     "get_balance",
     "get_settings",
     "ping",
-    "release_session_lock",
     "report_solution",
     "solve_aws_waf",
     "solve_coordinates",
@@ -72,10 +69,39 @@ __all__ = [
     "solve_hcaptcha",
     "solve_image",
     "solve_recaptcha_v2",
-    "solve_recaptcha_v2_enterprise",
     "solve_recaptcha_v3",
     "solve_turnstile",
-    "solve_turnstile_challenge",
-    "submit_challenge",
-    "sweep_session_lock",
 ]
+
+_SOLVE = "worker.solve_tasks"
+#: Each name, and the module it comes from (imported when the name is first read).
+_LAZY = {
+    **dict.fromkeys(
+        (
+            "fill_token_pool",
+            "get_balance",
+            "ping",
+            "report_solution",
+            "solve_aws_waf",
+            "solve_coordinates",
+            "solve_funcaptcha",
+            "solve_geetest",
+            "solve_geetest_v4",
+            "solve_hcaptcha",
+            "solve_image",
+            "solve_recaptcha_v2",
+            "solve_recaptcha_v3",
+            "solve_turnstile",
+        ),
+        _SOLVE,
+    ),
+    "fetch_page": "worker.page_tasks",
+    "PinnedProxyTask": "worker.task_bases",
+    "SessionLockTask": "worker.task_bases",
+    "SharedCookiesTask": "worker.task_bases",
+    # Deprecated names of 0.2 (one release): importable, not part of the surface.
+    "solve_recaptcha_v2_enterprise": "worker.deprecated",
+    "solve_turnstile_challenge": "worker.deprecated",
+}
+
+__getattr__ = lazy_exports(__name__, _LAZY, globals())

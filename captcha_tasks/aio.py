@@ -15,12 +15,12 @@
 
     asyncio.run(main())
 
-Each ``aio.<task>(*args, timeout=DEFAULT_TIMEOUT, **kwargs)`` takes the Celery task's own
-arguments, sends it exactly as ``.delay()`` would (same checks in the caller first:
-a bad call raises ``InvalidTaskInput`` at the ``await`` and sends nothing; same
-routing) and returns what ``.get()`` would: the result, or the task's
-exception raised. :func:`send` sends without waiting and gives the ``AsyncResult``;
-:func:`result` waits for one.
+Each ``aio.<task>(..., timeout=DEFAULT_TIMEOUT)`` takes the Celery task's own
+parameters (typed: mypy and editors check them), sends it exactly as ``.delay()``
+would (same checks in the caller first: a bad call raises ``InvalidTaskInput`` at
+the ``await`` and sends nothing; same routing) and returns what ``.get()`` would: the
+result, or the task's exception raised. :func:`send` sends without waiting and gives
+the ``AsyncResult``; :func:`result` waits for one.
 
 How it waits (:mod:`captcha_tasks.worker.async_results`): the Redis result backend
 publishes every state it stores on the result key's channel; each event loop keeps one
@@ -43,15 +43,31 @@ returned at once). No thread, no polling loop.
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar, overload
 
+from typing_extensions import ParamSpec
+
+from .results import (
+    AwsWafResult,
+    BalanceResult,
+    CoordinatesResult,
+    GeeTestResult,
+    GeeTestV4Result,
+    PageResult,
+    PingResult,
+    ReportResult,
+    TokenResult,
+)
 from .settings import get_settings
-from .worker import page_tasks, solve_more, solve_tasks
+from .worker import page_tasks, solve_tasks
 from .worker.app import app
 from .worker.async_results import AsyncResult, await_result, waiter_for
 from .worker.result_backend import without_result_subscription
+from .worker.task_bases import misfit
+from .worker.typed import TaskResult, TypedTask
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -71,11 +87,12 @@ __all__ = [
     "solve_hcaptcha",
     "solve_image",
     "solve_recaptcha_v2",
-    "solve_recaptcha_v2_enterprise",
     "solve_recaptcha_v3",
     "solve_turnstile",
-    "solve_turnstile_challenge",
 ]
+
+R = TypeVar("R")
+P = ParamSpec("P")
 
 #: Seconds an ``await`` waits for a result unless told otherwise (``timeout=None``: for
 #: ever). Longer than any solve's own deadline at real speed (a solve that runs out of
@@ -83,17 +100,26 @@ __all__ = [
 DEFAULT_TIMEOUT = 600.0
 
 
-def send(task: Any, *args: Any, **kwargs: Any) -> AsyncResult:
+def send(task: TypedTask[..., R] | Any, *args: Any, **kwargs: Any) -> TaskResult[R]:
     """Send ``task`` (a task of this app, or its name) with these arguments, as
     ``.delay()`` does, without Celery's blocking result subscription."""
     if isinstance(task, str):
+        if task not in app.tasks:
+            app.loader.import_default_modules()  # app.include: every task module
         task = app.tasks[task]
     with without_result_subscription():
-        return task.apply_async(args, kwargs)
+        sent: TaskResult[R] = task.apply_async(args, kwargs)
+        return sent
 
 
+@overload
+async def result(async_result: TaskResult[R], *, timeout: float | None = DEFAULT_TIMEOUT) -> R: ...
+@overload
 async def result(
     async_result: AsyncResult | str, *, timeout: float | None = DEFAULT_TIMEOUT
+) -> Any: ...
+async def result(
+    async_result: TaskResult[Any] | AsyncResult | str, *, timeout: float | None = DEFAULT_TIMEOUT
 ) -> Any:
     """What ``async_result.get()`` returns (or raises), awaited: ``TimeoutError`` after
     ``timeout`` seconds, with the task left running."""
@@ -101,10 +127,14 @@ async def result(
 
 
 async def call(
-    task: Any, *args: Any, timeout: float | None = DEFAULT_TIMEOUT, **kwargs: Any
-) -> Any:
+    task: TypedTask[..., R] | Any,
+    *args: Any,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    **kwargs: Any,
+) -> R:
     """Send ``task`` and await its result (:func:`send`, then :func:`result`)."""
-    return await result(send(task, *args, **kwargs), timeout=timeout)
+    sent: TaskResult[R] = send(task, *args, **kwargs)
+    return await result(sent, timeout=timeout)
 
 
 async def aclose() -> None:
@@ -114,42 +144,260 @@ async def aclose() -> None:
     await waiter.aclose()
 
 
-def _awaiting(task: Any) -> Callable[..., Awaitable[Any]]:
-    async def awaiting(*args: Any, timeout: float | None = DEFAULT_TIMEOUT, **kwargs: Any) -> Any:
-        return await call(task, *args, timeout=timeout, **kwargs)
+def _checked(
+    awaiting: Callable[P, Coroutine[Any, Any, R]],
+) -> Callable[P, Coroutine[Any, Any, R]]:
+    """A call that does not fit the task's parameters raises :class:`InvalidTaskInput` at
+    the ``await``, as ``.delay()`` does (a misspelt keyword named with the nearest one),
+    rather than Python's ``TypeError``."""
+    own = inspect.signature(awaiting)
 
-    awaiting.__name__ = awaiting.__qualname__ = task.__name__
-    # help() and IDEs show the task's own parameters, and ``timeout``.
-    own = inspect.signature(task.run)
-    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    timeout = inspect.Parameter(
-        "timeout",
-        inspect.Parameter.KEYWORD_ONLY,
-        default=DEFAULT_TIMEOUT,
-        annotation="float | None",
-    )
-    tail = [p for p in own.parameters.values() if p.kind is p.VAR_KEYWORD]
-    awaiting.__signature__ = own.replace(parameters=[*params, timeout, *tail])  # type: ignore[attr-defined]
-    awaiting.__doc__ = (
-        f"``await`` :func:`captcha_tasks.{task.__name__}` (same arguments, plus "
-        f"``timeout=``).\n\n{task.run.__doc__ or ''}"
-    )
+    @functools.wraps(awaiting)
+    async def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            own.bind(*args, **kwargs)
+        except TypeError as exc:
+            task = app.tasks[f"captcha_tasks.{awaiting.__name__}"]
+            given = {k: v for k, v in kwargs.items() if k != "timeout"}
+            raise misfit(task, exc, given) from None
+        return await awaiting(*args, **kwargs)
+
+    return checked
+
+
+async def _call(task: TypedTask[..., R], given: Mapping[str, Any]) -> R:
+    """Send ``task`` with a wrapper's arguments (``locals()``): its positional parameters
+    as such, keyword-only ones where they differ from the default, and await it."""
+    args, kwargs = [], {}
+    params = inspect.signature(task.run).parameters.values()
+    for param in params:
+        value = given[param.name]
+        if param.kind is param.KEYWORD_ONLY:
+            if value is not param.default and value != param.default:
+                kwargs[param.name] = value
+        else:
+            args.append(value)
+    return await call(task, *args, timeout=given["timeout"], **kwargs)
+
+
+@_checked
+async def solve_recaptcha_v2(
+    sitekey: str,
+    pageurl: str,
+    *,
+    invisible: bool = False,
+    enterprise: bool = False,
+    data_s: str | None = None,
+    cookies: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_recaptcha_v2` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_recaptcha_v2, locals())
+
+
+@_checked
+async def solve_recaptcha_v3(
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str = "verify",
+    min_score: float = 0.3,
+    enterprise: bool = False,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_recaptcha_v3` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_recaptcha_v3, locals())
+
+
+@_checked
+async def solve_turnstile(
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str | None = None,
+    cdata: str | None = None,
+    pagedata: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_turnstile` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_turnstile, locals())
+
+
+@_checked
+async def solve_hcaptcha(
+    sitekey: str,
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_hcaptcha` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_hcaptcha, locals())
+
+
+@_checked
+async def solve_funcaptcha(
+    publickey: str,
+    pageurl: str,
+    *,
+    surl: str | None = None,
+    data_blob: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_funcaptcha` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_funcaptcha, locals())
+
+
+@_checked
+async def solve_geetest(
+    gt: str,
+    challenge: str,
+    pageurl: str,
+    *,
+    api_server: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> GeeTestResult:
+    """``await`` :func:`captcha_tasks.solve_geetest` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_geetest, locals())
+
+
+@_checked
+async def solve_geetest_v4(
+    captcha_id: str,
+    pageurl: str,
+    *,
+    api_server: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> GeeTestV4Result:
+    """``await`` :func:`captcha_tasks.solve_geetest_v4` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_geetest_v4, locals())
+
+
+@_checked
+async def solve_aws_waf(
+    sitekey: str,
+    iv: str,
+    context: str,
+    pageurl: str,
+    *,
+    challenge_script: str | None = None,
+    captcha_script: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> AwsWafResult:
+    """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_aws_waf, locals())
+
+
+@_checked
+async def solve_image(
+    image_b64: str,
+    *,
+    numeric: int | None = None,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    phrase: bool | None = None,
+    regsense: bool | None = None,
+    calc: bool | None = None,
+    lang: str | None = None,
+    textinstructions: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_image` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_image, locals())
+
+
+@_checked
+async def solve_coordinates(
+    image_b64: str,
+    *,
+    textinstructions: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> CoordinatesResult:
+    """``await`` :func:`captcha_tasks.solve_coordinates` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_coordinates, locals())
+
+
+@_checked
+async def fetch_page(
+    url: str,
+    *,
+    form: dict[str, str] | None = None,
+    isolated: bool = False,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> PageResult:
+    """``await`` :func:`captcha_tasks.fetch_page` (same arguments, and ``timeout=``)."""
+    return await _call(page_tasks.fetch_page, locals())
+
+
+@_checked
+async def get_balance(
+    provider: str | None = None,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> BalanceResult:
+    """``await`` :func:`captcha_tasks.get_balance` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.get_balance, locals())
+
+
+@_checked
+async def report_solution(
+    task_id: str,
+    correct: bool = False,
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> ReportResult:
+    """``await`` :func:`captcha_tasks.report_solution` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.report_solution, locals())
+
+
+@_checked
+async def ping(
+    *,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> PingResult:
+    """``await`` :func:`captcha_tasks.ping` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.ping, locals())
+
+
+def _deprecated(name: str) -> Callable[..., Awaitable[Any]]:
+    async def awaiting(*args: Any, timeout: float | None = DEFAULT_TIMEOUT, **kwargs: Any) -> Any:
+        from .worker import deprecated
+
+        return await call(deprecated.ALIASES[name], *args, timeout=timeout, **kwargs)
+
+    awaiting.__name__ = awaiting.__qualname__ = name
     return awaiting
 
 
-solve_recaptcha_v2 = _awaiting(solve_tasks.solve_recaptcha_v2)
-solve_recaptcha_v3 = _awaiting(solve_tasks.solve_recaptcha_v3)
-solve_turnstile = _awaiting(solve_tasks.solve_turnstile)
-solve_hcaptcha = _awaiting(solve_tasks.solve_hcaptcha)
-solve_image = _awaiting(solve_tasks.solve_image)
-solve_geetest = _awaiting(solve_tasks.solve_geetest)
-solve_funcaptcha = _awaiting(solve_more.solve_funcaptcha)
-solve_geetest_v4 = _awaiting(solve_more.solve_geetest_v4)
-solve_aws_waf = _awaiting(solve_more.solve_aws_waf)
-solve_coordinates = _awaiting(solve_more.solve_coordinates)
-solve_recaptcha_v2_enterprise = _awaiting(solve_more.solve_recaptcha_v2_enterprise)
-solve_turnstile_challenge = _awaiting(solve_more.solve_turnstile_challenge)
-fetch_page = _awaiting(page_tasks.fetch_page)
-get_balance = _awaiting(solve_tasks.get_balance)
-report_solution = _awaiting(solve_tasks.report_solution)
-ping = _awaiting(solve_tasks.ping)
+#: Deprecated names of 0.2 (they warn once, then send the family's task).
+solve_recaptcha_v2_enterprise = _deprecated("solve_recaptcha_v2_enterprise")
+solve_turnstile_challenge = _deprecated("solve_turnstile_challenge")

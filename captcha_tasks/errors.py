@@ -6,7 +6,8 @@
     ├── ConfigurationError            bad or missing settings (raised at start-up)
     ├── RedisUnavailable              a caller's .delay() could not reach the broker's Redis
     ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
-    │   └── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
+    │   ├── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
+    │   └── ArgumentsMismatch         a call that does not fit the task's signature
     ├── SessionLockBusy               another worker holds a host's session lock (retried)
     ├── SessionLockTimeout            waited ~2 lock TTLs for a session lock, gave up
     ├── UnknownProxy                  no proxy with that id in the pool
@@ -49,6 +50,7 @@ from __future__ import annotations
 from .masking import mask_urls_in
 
 __all__ = [
+    "ArgumentsMismatch",
     "BadImage",
     "BadRequest",
     "CaptchaTasksError",
@@ -133,6 +135,13 @@ class InvalidTaskInput(CaptchaTasksError, ValueError):
     """A task's arguments were rejected before anything was sent to the provider."""
 
     default_code = "INVALID_INPUT"
+
+
+class ArgumentsMismatch(InvalidTaskInput, TypeError):
+    """A call that does not fit the task's signature (a keyword it does not take, an
+    argument missing or too many): raised by ``.delay()``, ``.apply_async()`` and ``aio``
+    in the caller, by the worker for a message another client sent. Also a
+    ``TypeError``, what Python and Celery's own check raise for such a call."""
 
 
 class TargetNotAllowed(InvalidTaskInput):

@@ -326,8 +326,9 @@ def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -
     GeeTest, GeeTest v4 and AWS WAF, a list of points for coordinates);
     ``celery_task_id`` is what ``report_solution`` takes. ``user_agent`` comes too where
     the token is bound to a browser (a challenge-mode Turnstile): it is useless without.
-    ``provider_name`` (the configured provider that solved it: ``main``, ``default``)
-    comes when the result has one (a token served from a pool has none)."""
+    ``provider_name`` (the configured provider that solved it: ``main``, ``default``;
+    the result's ``provider``) comes when the result names one (a token served from a
+    pool, with several providers configured, does not)."""
     message = {
         "task_id": task_id,
         "solution": result.get("solution"),
@@ -335,8 +336,10 @@ def solved(task_id: str | int, result: Mapping[str, Any], celery_task_id: str) -
     }
     if result.get("user_agent"):
         message["user_agent"] = result["user_agent"]
-    if isinstance(result.get("provider_name"), str) and result["provider_name"]:
-        message["provider_name"] = result["provider_name"]
+    # A 0.2 worker's result names it ``provider_name`` (its ``provider``: the protocol).
+    name = result.get("provider") if "protocol" in result else result.get("provider_name")
+    if isinstance(name, str) and name:
+        message["provider_name"] = name
     return message
 
 

@@ -76,8 +76,8 @@ class Finisher:
         self.breaker = breaker
         self.queue = queue
         self.completer = completer
-        self.provider = provider  # the protocol results carry (ProviderConfig.protocol)
-        self.provider_name = provider_name  # its name in spend keys and metrics
+        self.provider = provider  # its protocol: results carry it as ``protocol``
+        self.provider_name = provider_name  # its name in results, spend keys and metrics
         self.prices = dict(prices)
         self.pool = pool
         self.learner = learner
@@ -132,11 +132,11 @@ class Finisher:
             job,
             solution,
             collected_at=at,
-            provider=self.provider,
+            provider=self.provider_name,
+            protocol=self.provider,
             cost=cost,
             cost_source=cost_source,
             user_agent=answer.user_agent,
-            provider_name=self.provider_name,
         )
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)

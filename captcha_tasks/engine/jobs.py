@@ -137,15 +137,15 @@ def solve_result(
     *,
     collected_at: float,
     provider: str,
+    protocol: str,
     cost: decimal.Decimal | None = None,
     user_agent: str | None = None,
     cost_source: str | None = None,
-    provider_name: str | None = None,
 ) -> dict[str, Any]:
-    """What ``AsyncResult.get()`` returns for a solved job: ``provider`` names who solved
-    it (its protocol; ``provider_name``: its configured name), ``cost`` what it
-    cost (None: unknown) and ``cost_source`` whose figure that is
-    (``provider``: its own, ``configured``: ``CAPTCHA_TASKS_PRICES``; engine.spend), and
+    """What ``AsyncResult.get()`` returns for a solved job (a ``results.SolveResult``):
+    ``provider`` names who solved it (its configured name) and ``protocol`` the protocol
+    it speaks, ``cost`` what it cost (None: unknown) and ``cost_source`` whose figure
+    that is (``provider``: its own, ``configured``: ``CAPTCHA_TASKS_PRICES``; engine.spend), and
     ``user_agent`` the browser identity the token is bound to, where the provider says."""
     submitted_at = job.submitted_at or collected_at
     # The token was issued after the last poll that found none: count its life from then.
@@ -162,7 +162,7 @@ def solve_result(
         # Every read of the solve: earlier captchas' and this one's, the answering one too.
         "polls": job.earlier_polls + job.polls + 1,
         "provider": provider,
-        **({"provider_name": provider_name} if provider_name else {}),
+        "protocol": protocol,
         "cost": None if cost is None else str(cost),
         "cost_source": None if cost is None else cost_source,
         **({"user_agent": user_agent} if user_agent else {}),

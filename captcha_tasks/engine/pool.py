@@ -119,6 +119,9 @@ class TokenPool:
             return None
         member, expires_at = got[0], float(got[1])
         captcha_id, _, token = member.partition("|")
+        # The pool keeps no provider per token: named only when there is one to name.
+        configs = self.settings.providers()
+        only = configs[0] if len(configs) == 1 else None
         return {
             "solution": token,
             "source": "pool",
@@ -129,7 +132,8 @@ class TokenPool:
             "expires_at": round(expires_at, 3),
             "submits": 0,
             "polls": 0,
-            "provider": self.settings.provider_config().protocol,
+            "provider": only.name if only else None,
+            "protocol": only.protocol if only else None,
             "cost": None,  # paid by the fill that solved it
         }
 

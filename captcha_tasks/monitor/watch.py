@@ -8,7 +8,7 @@ Workers send task events (``worker_send_task_events``), and the solve engine sen
 Events carry secrets: ``task-received`` has the task's arguments and a pooled
 token's ``task-succeeded`` has the token in its ``result`` repr. So nothing from an
 event is shown as such: only the task id and name, and a few fields picked out by
-strict patterns (captcha type, ``source``, ``provider_name``, the error code).
+strict patterns (captcha type, ``source``, ``provider``: the configured name, the error code).
 """
 
 from __future__ import annotations
@@ -53,7 +53,11 @@ _CODE_KWARG = re.compile(r"\bcode=['\"]([A-Za-z][A-Za-z0-9_]{1,63})['\"]")
 _CODE_LEADING = re.compile(r"^[A-Za-z_][\w.]*\(\s*['\"]([A-Z][A-Z0-9_]{2,63})(?::|['\"])")
 _EXC_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w{0,63})(?:\(|$)")
 _SOURCE = re.compile(r"['\"]source['\"]:\s*['\"]([a-z][a-z0-9_]{0,15})['\"]")
-# The configured provider's name: ``main``, ``backup``, ``default``.
+# The configured provider's name: ``main``, ``backup``, ``default``. A result names it
+# ``provider`` next to its ``protocol``; a 0.2 worker's, ``provider_name`` (its
+# ``provider`` was the protocol).
+_PROVIDER = re.compile(r"['\"]provider['\"]:\s*['\"]([a-z0-9_]{1,32})['\"]")
+_PROTOCOL = re.compile(r"['\"]protocol['\"]:")
 _PROVIDER_NAME = re.compile(r"['\"]provider_name['\"]:\s*['\"]([a-z0-9_]{1,32})['\"]")
 _RESULT_TYPE = re.compile(r"['\"]type['\"]:\s*['\"]([a-z][a-z0-9_]{0,31})['\"]")
 _TYPE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -201,7 +205,9 @@ class ResultsCollector:
             text = raw if isinstance(raw, str) else repr(raw)
             found = _SOURCE.search(text)
             source = found.group(1) if found else None
-            found = _PROVIDER_NAME.search(text)
+            found = _PROVIDER_NAME.search(text) or (
+                _PROVIDER.search(text) if _PROTOCOL.search(text) else None
+            )
             provider_name = found.group(1) if found else None
         elif kind == "task-failed":
             code = error_code(str(event.get("exception") or ""))

@@ -16,10 +16,15 @@ from typing import TYPE_CHECKING
 from ..lazy import lazy_exports
 from .base import Answer, Polled, Provider
 from .captchas import (
+    CAPTCHA_CLASSES,
     DEFAULT_MAX_IMAGE_BYTES,
+    AwsWaf,
     Captcha,
     CaptchaType,
+    Coordinates,
+    FunCaptcha,
     GeeTest,
+    GeeTestV4,
     HCaptcha,
     Image,
     Proxy,
@@ -28,7 +33,6 @@ from .captchas import (
     RecaptchaV3,
     Turnstile,
 )
-from .captchas_more import CAPTCHA_CLASSES, AwsWaf, Coordinates, FunCaptcha, GeeTestV4
 from .offers import check_offered, offer_matrix, refusal
 from .protocol import (
     ERROR_TABLE,

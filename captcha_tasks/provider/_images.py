@@ -1,5 +1,5 @@
 """The image checks shared by the captcha types that carry a picture (:class:`~.captchas.Image`,
-:class:`~.captchas_more.Coordinates`): one copy, so both refuse the same bytes the same way.
+:class:`~.captchas.Coordinates`): one copy, so both refuse the same bytes the same way.
 
 Each raises :class:`~captcha_tasks.errors.InvalidTaskInput` naming the field it was given
 (``"Image.body: ..."``, ``"Coordinates.body: ..."``).

@@ -11,8 +11,19 @@ from __future__ import annotations
 import base64
 
 from ..errors import InvalidTaskInput
-from .captchas import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
-from .captchas_more import AwsWaf, Coordinates, FunCaptcha, GeeTestV4
+from .captchas import (
+    AwsWaf,
+    Captcha,
+    Coordinates,
+    FunCaptcha,
+    GeeTest,
+    GeeTestV4,
+    HCaptcha,
+    Image,
+    RecaptchaV2,
+    RecaptchaV3,
+    Turnstile,
+)
 from .proxy import Proxy
 
 __all__ = ["Files", "proxy_params", "submit_files", "submit_params"]

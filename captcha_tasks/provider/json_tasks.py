@@ -13,8 +13,19 @@ import json
 from typing import Any
 
 from ..errors import InvalidTaskInput
-from .captchas import Captcha, GeeTest, HCaptcha, Image, RecaptchaV2, RecaptchaV3, Turnstile
-from .captchas_more import AwsWaf, Coordinates, FunCaptcha, GeeTestV4
+from .captchas import (
+    AwsWaf,
+    Captcha,
+    Coordinates,
+    FunCaptcha,
+    GeeTest,
+    GeeTestV4,
+    HCaptcha,
+    Image,
+    RecaptchaV2,
+    RecaptchaV3,
+    Turnstile,
+)
 from .json_dialects import JsonDialect
 from .offers import check_offered, json_names
 from .proxy import Proxy

@@ -13,8 +13,7 @@ from typing import Final, get_args
 
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
-from .captchas import Captcha, CaptchaType, Image, RecaptchaV2, Turnstile
-from .captchas_more import Coordinates
+from .captchas import Captcha, CaptchaType, Coordinates, Image, RecaptchaV2, Turnstile
 from .json_dialects import JsonDialect, TaskNames, dialect_for
 
 __all__ = [

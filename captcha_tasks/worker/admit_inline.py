@@ -80,7 +80,7 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
     context = dict(request.request_dict)
     context.update(embed or {})
     context.update(args=args, kwargs=kwargs, called_directly=False, is_eager=False)
-    kwargs = dict(kwargs)  # the task pops its own options from them
+    kwargs = dict(kwargs)  # the request keeps the message's own
     token = _inline.set(True)
     task.push_request(**context)
     try:

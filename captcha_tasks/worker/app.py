@@ -48,7 +48,7 @@ app = Celery(
     amqp=AMQP,
     include=[
         "captcha_tasks.worker.solve_tasks",
-        "captcha_tasks.worker.solve_more",
+        "captcha_tasks.worker.deprecated",
         "captcha_tasks.worker.page_tasks",
     ],
 )

@@ -21,7 +21,7 @@ errback if the solve fails.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from celery.exceptions import Ignore
@@ -30,6 +30,7 @@ from ..engine.pool import TokenPool
 from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
+from ..results import PageResult
 from ..session import parking
 from ..session.cookies import CookieStore
 from ..session.locks import SessionLock
@@ -39,6 +40,7 @@ from .app import app
 from .redacted import RedactedTask
 from .session_bases import continues_later, release_and_wake, schedule_sweeper, wake
 from .task_bases import PageTask
+from .typed import task
 
 __all__ = [
     "PageTask",
@@ -85,8 +87,9 @@ def _captcha(challenge: Challenge, page_url: str) -> Captcha:
     return RecaptchaV2(challenge.sitekey, page_url)
 
 
-def _result(page: Page, *, solved: bool, source: str | None, **extra: Any) -> dict[str, Any]:
-    return {"status": page.status, "url": page.url, "solved": solved, "source": source, **extra}
+def _result(page: Page, *, solved: bool, source: str | None, **extra: Any) -> PageResult:
+    fields = {"status": page.status, "url": page.url, "solved": solved, "source": source}
+    return cast(PageResult, {**fields, **extra})
 
 
 def _submit_token(task: PageTask, challenge: Challenge, token: str, form: dict[str, str]) -> Page:
@@ -99,10 +102,10 @@ def _submit_token(task: PageTask, challenge: Challenge, token: str, form: dict[s
     return page
 
 
-@app.task(name="captcha_tasks.fetch_page", base=PageTask, bind=True, check_in_caller=True)
+@task("captcha_tasks.fetch_page", base=PageTask, check_in_caller=True)
 def fetch_page(
     self: PageTask, url: str, *, form: dict[str, str] | None = None, isolated: bool = False
-) -> dict[str, Any]:
+) -> PageResult:
     """Fetch ``url`` (allowlisted hosts only) as the cluster's one coherent visitor.
 
     ``form``: fields to submit with the challenge's token (or to POST to the page when
@@ -152,9 +155,7 @@ def fetch_page(
     return _solve_under_lock(self, url, _host(page.url), fields)
 
 
-def _solve_under_lock(
-    task: PageTask, url: str, host: str, fields: dict[str, str]
-) -> dict[str, Any]:
+def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str]) -> PageResult:
     """The host's session lock, a second look under it, and a solve that holds no worker
     (the task replaces itself; the lock goes to ``submit_challenge``)."""
     settings = task.settings
@@ -234,7 +235,7 @@ def submit_challenge(
     host: str = "",
     lock_token: str = "",
     isolated: bool = False,
-) -> dict[str, Any]:
+) -> PageResult:
     """The second half of ``fetch_page``: submit the solved token, keep the cookies
     (the mixin saves them for the cluster), release the host's session lock."""
     settings = self.settings

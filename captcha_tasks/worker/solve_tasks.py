@@ -9,14 +9,11 @@ stores the result under the same task id, so ``AsyncResult.get()`` works as for 
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import difflib
 import functools
 import logging
 import socket
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from celery.exceptions import Ignore
 
@@ -26,9 +23,13 @@ from ..engine.pool import TokenPool, pool_id_for
 from ..errors import ClientError, InvalidApiKey, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
+    AwsWaf,
     Captcha,
     CaptchaType,
+    Coordinates,
+    FunCaptcha,
     GeeTest,
+    GeeTestV4,
     HCaptcha,
     Image,
     RecaptchaV2,
@@ -36,19 +37,36 @@ from ..provider import (
     Turnstile,
 )
 from ..provider.routing import route
+from ..results import (
+    AwsWafResult,
+    BalanceResult,
+    CoordinatesResult,
+    FillResult,
+    GeeTestResult,
+    GeeTestV4Result,
+    PingResult,
+    ReportResult,
+    SolveResult,
+    TokenResult,
+)
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .admit_inline import NotInline, admitting_inline
-from .app import app
 from .redacted import RedactedRequest, RedactedTask
 from .task_bases import CheckedTask
+from .typed import task
 
 __all__ = [
+    "SolveTask",
     "fill_token_pool",
     "get_balance",
     "ping",
     "report_solution",
+    "solve_aws_waf",
+    "solve_coordinates",
+    "solve_funcaptcha",
     "solve_geetest",
+    "solve_geetest_v4",
     "solve_hcaptcha",
     "solve_image",
     "solve_recaptcha_v2",
@@ -62,28 +80,10 @@ log = logging.getLogger(__name__)
 _CAPTCHA_TYPES: dict[str, CaptchaType] = {kind: kind for kind in CAPTCHA_CLASSES}
 
 
-#: The routing options every solve task takes, read by :class:`SolveTask`.
-ROUTE_OPTIONS = ("provider", "exclude")
-_route_options: contextvars.ContextVar[tuple[tuple[str, Any], ...]] = contextvars.ContextVar(
-    "route_options", default=()
-)
-
-
-@contextlib.contextmanager
-def _routing_options(kwargs: dict[str, Any]) -> Iterator[None]:
-    """The routing options taken out of ``kwargs`` for the body's ``admit`` to read."""
-    options = tuple((name, kwargs.pop(name)) for name in ROUTE_OPTIONS if name in kwargs)
-    token = _route_options.set(options)
-    try:
-        yield
-    finally:
-        _route_options.reset(token)
-
-
 class SolveTask(CheckedTask):
     """Base of the solve tasks: validation at the edge, then admission.
 
-    Every solve task also takes ``provider="main"`` (solve at that configured provider
+    Every solve task takes ``provider="main"`` (solve at that configured provider
     only) and ``exclude=["main", ...]`` (never at those): they narrow the request's
     route, ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's ``_TYPES``
     and protocol (:func:`~captcha_tasks.provider.routing.route`). A routed request
@@ -107,18 +107,9 @@ class SolveTask(CheckedTask):
     #: A solve's body runs in the caller too, as a check (``delay`` raises, sends nothing).
     check_in_caller = True
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with _routing_options(kwargs):
-            return super().__call__(*args, **kwargs)
-
-    def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        with _routing_options(kwargs):
-            return super().run_checked(args, kwargs)
-
-    def _route_options(self) -> tuple[str | None, Any, bool]:
-        """The task's ``provider=`` and ``exclude=``, checked, and whether either was given."""
-        options = dict(_route_options.get())
-        provider, exclude = options.get("provider"), options.get("exclude", ())
+    def _check_route(self, provider: object, exclude: object) -> list[str]:
+        """``provider=`` and ``exclude=`` as the message carries them, checked: the
+        excluded names as a list."""
         if provider is not None and not isinstance(provider, str):
             raise InvalidTaskInput(f"{self.name}: provider must be a provider's name", "BAD_ROUTE")
         if isinstance(exclude, str) or not (
@@ -127,17 +118,16 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(
                 f"{self.name}: exclude must be a list of provider names", "BAD_ROUTE"
             )
-        return provider, exclude, bool(options)
+        return list(exclude)
 
-    def _route(self, captcha: Captcha, *, proxied: bool) -> tuple[list[str], bool]:
-        """The providers that may take ``captcha``, and whether the task narrowed them."""
-        provider, exclude, routed = self._route_options()
-        names = route(
-            self.settings.providers(), captcha, proxied=proxied, provider=provider, exclude=exclude
-        )
-        return names, routed
-
-    def admit(self, build: Callable[[], Captcha], *, proxy_id: str | None = None) -> dict[str, Any]:
+    def admit(
+        self,
+        build: Callable[[], Captcha],
+        *,
+        proxy_id: str | None = None,
+        provider: str | None = None,
+        exclude: Sequence[str] = (),
+    ) -> SolveResult[Any]:
         """A pooled token at once if the pool has one, else queue a solve (the engine
         ends this task later: this execution records nothing).
 
@@ -155,12 +145,19 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(f"{self.name}: {exc}") from None
         if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        excluded = self._check_route(provider, exclude)
         if checking:
-            self._route_options()
             self.stop_if_checking()
         # Before anything is queued: the configured providers that may take it (_TYPES,
         # what each protocol solves, the task's provider= / exclude=), stored with it.
-        names, routed = self._route(captcha, proxied=bool(proxy_id))
+        names = route(
+            self.settings.providers(),
+            captcha,
+            proxied=bool(proxy_id),
+            provider=provider,
+            exclude=excluded,
+        )
+        routed = provider is not None or bool(excluded)
         client = state_redis(self.settings)
         queue = functools.partial(
             admit_unless_pooled,
@@ -181,7 +178,7 @@ class SolveTask(CheckedTask):
             pooled = TokenPool(client, self.settings).take(captcha)
             if pooled is not None:
                 solve_observer().solved(captcha.type, "pool")
-                return pooled
+                return cast("SolveResult[Any]", pooled)
             outcome = queue()
         # The engine stores this task's result and logs its outcome; this run records no
         # state of its own (Celery's "ignored" line for it is not logged at INFO:
@@ -227,18 +224,7 @@ def _routing(request: Any) -> dict[str, object]:
     return {name: value for name in _ROUTING if (value := getattr(request, name, None))}
 
 
-def refuse_unknown(task: str, unknown: Mapping[str, Any], allowed: str) -> None:
-    """Refuse options the task does not take, with the nearest known name of each."""
-    if unknown:
-        known = [*(n.strip() for n in allowed.split(",") if n.strip()), *ROUTE_OPTIONS]
-        shown = []
-        for name in sorted(unknown):
-            close = difflib.get_close_matches(str(name), known, n=1)
-            shown.append(f"{name} (did you mean {close[0]!r}?)" if close else str(name))
-        raise InvalidTaskInput(f"{task}: unknown option(s) {', '.join(shown)}; allowed: {allowed}")
-
-
-@app.task(name="captcha_tasks.solve_recaptcha_v2", base=SolveTask, bind=True)
+@task("captcha_tasks.solve_recaptcha_v2", base=SolveTask)
 def solve_recaptcha_v2(
     self: SolveTask,
     sitekey: str,
@@ -250,14 +236,16 @@ def solve_recaptcha_v2(
     cookies: str | None = None,
     user_agent: str | None = None,
     proxy_id: str | None = None,
-    **unknown: Any,
-) -> dict[str, Any]:
-    """Solve a reCAPTCHA v2 (``invisible``, ``enterprise``, 2Captcha's ``data_s``,
-    ``cookies``, ``user_agent``). ``proxy_id``: a proxy of the pool (``captcha-tasks
-    proxies``) the provider solves through. Result: the token in ``solution``."""
-    refuse_unknown(
-        self.name, unknown, "invisible, enterprise, data_s, cookies, user_agent, proxy_id"
-    )
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a reCAPTCHA v2: its token in ``solution``.
+
+    ``invisible``: the invisible widget; ``enterprise``: reCAPTCHA Enterprise, with the
+    page's ``data-s`` value in ``data_s`` where it has one; ``cookies`` and
+    ``user_agent``: the browser's, for the provider to solve as. ``proxy_id``: a proxy
+    of the pool (``captcha-tasks proxies``) the provider solves through. ``provider``:
+    solve at that configured provider only; ``exclude``: never at these."""
     return self.admit(
         lambda: RecaptchaV2(
             sitekey,
@@ -269,10 +257,12 @@ def solve_recaptcha_v2(
             user_agent=user_agent,
         ),
         proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
     )
 
 
-@app.task(name="captcha_tasks.solve_recaptcha_v3", base=SolveTask, bind=True)
+@task("captcha_tasks.solve_recaptcha_v3", base=SolveTask)
 def solve_recaptcha_v3(
     self: SolveTask,
     sitekey: str,
@@ -282,19 +272,23 @@ def solve_recaptcha_v3(
     min_score: float = 0.3,
     enterprise: bool = False,
     proxy_id: str | None = None,
-    **unknown: Any,
-) -> dict[str, Any]:
-    """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score``."""
-    refuse_unknown(self.name, unknown, "action, min_score, enterprise, proxy_id")
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score`` (``enterprise``:
+    reCAPTCHA Enterprise). ``proxy_id``, ``provider``, ``exclude``: as for
+    :func:`solve_recaptcha_v2`."""
     return self.admit(
         lambda: RecaptchaV3(
             sitekey, pageurl, action=action, min_score=min_score, enterprise=enterprise
         ),
         proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
     )
 
 
-@app.task(name="captcha_tasks.solve_turnstile", base=SolveTask, bind=True)
+@task("captcha_tasks.solve_turnstile", base=SolveTask)
 def solve_turnstile(
     self: SolveTask,
     sitekey: str,
@@ -305,43 +299,68 @@ def solve_turnstile(
     pagedata: str | None = None,
     user_agent: str | None = None,
     proxy_id: str | None = None,
-    **unknown: Any,
-) -> dict[str, Any]:
-    """Solve a Cloudflare Turnstile (optional ``action`` and ``cdata``; ``pagedata`` for
-    challenge mode, which needs both, see :func:`solve_turnstile_challenge`)."""
-    refuse_unknown(self.name, unknown, "action, cdata, pagedata, user_agent, proxy_id")
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a Cloudflare Turnstile: its token in ``solution``.
+
+    ``action`` and ``cdata``: the widget's, where it sets them. On a Cloudflare
+    challenge page, ``pagedata`` too (challenge mode: ``action``, ``cdata`` and
+    ``pagedata`` from its ``turnstile.render`` call, all three needed); the result then
+    names the browser to use the token with in ``user_agent``. ``proxy_id``,
+    ``provider``, ``exclude``: as for :func:`solve_recaptcha_v2`."""
     return self.admit(
         lambda: Turnstile(
             sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata, user_agent=user_agent
         ),
         proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
     )
 
 
-@app.task(name="captcha_tasks.solve_image", base=SolveTask, bind=True)
-def solve_image(self: SolveTask, image_b64: str, **hints: Any) -> dict[str, Any]:
-    """Read the text of an image (base64; jpg, png or gif). Hints: numeric, min_len,
-    max_len, phrase, regsense, calc, lang, textinstructions."""
-    allowed = {
-        "numeric",
-        "min_len",
-        "max_len",
-        "phrase",
-        "regsense",
-        "calc",
-        "lang",
-        "textinstructions",
-    }
-    refuse_unknown(
-        self.name, {k: v for k, v in hints.items() if k not in allowed}, ", ".join(sorted(allowed))
+@task("captcha_tasks.solve_hcaptcha", base=SolveTask)
+def solve_hcaptcha(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve an hCaptcha (where the provider supports it): its token in ``solution``."""
+    return self.admit(
+        lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id, provider=provider, exclude=exclude
     )
-    if not isinstance(image_b64, str):
-        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    limit = self.settings.max_image_bytes
-    return self.admit(lambda: Image.from_base64(image_b64, max_image_bytes=limit, **hints))
 
 
-@app.task(name="captcha_tasks.solve_geetest", base=SolveTask, bind=True)
+@task("captcha_tasks.solve_funcaptcha", base=SolveTask)
+def solve_funcaptcha(
+    self: SolveTask,
+    publickey: str,
+    pageurl: str,
+    *,
+    surl: str | None = None,
+    data_blob: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve an Arkose Labs FunCaptcha (``surl``: the Arkose API host; ``data_blob``:
+    the page's ``data[blob]``): its token in ``solution``."""
+    return self.admit(
+        lambda: FunCaptcha(
+            publickey, pageurl, surl=surl, data_blob=data_blob, user_agent=user_agent
+        ),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_geetest", base=SolveTask)
 def solve_geetest(
     self: SolveTask,
     gt: str,
@@ -349,24 +368,137 @@ def solve_geetest(
     pageurl: str,
     *,
     api_server: str | None = None,
-    **unknown: Any,
-) -> dict[str, Any]:
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> GeeTestResult:
     """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
     geetest_seccode."""
-    refuse_unknown(self.name, unknown, "api_server")
-    return self.admit(lambda: GeeTest(gt, challenge, pageurl, api_server=api_server))
+    return self.admit(
+        lambda: GeeTest(gt, challenge, pageurl, api_server=api_server),
+        provider=provider,
+        exclude=exclude,
+    )
 
 
-@app.task(name="captcha_tasks.solve_hcaptcha", base=SolveTask, bind=True)
-def solve_hcaptcha(
-    self: SolveTask, sitekey: str, pageurl: str, *, proxy_id: str | None = None, **unknown: Any
-) -> dict[str, Any]:
-    """Solve an hCaptcha (where the provider supports it)."""
-    refuse_unknown(self.name, unknown, "proxy_id")
-    return self.admit(lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id)
+@task("captcha_tasks.solve_geetest_v4", base=SolveTask)
+def solve_geetest_v4(
+    self: SolveTask,
+    captcha_id: str,
+    pageurl: str,
+    *,
+    api_server: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> GeeTestV4Result:
+    """Solve a GeeTest v4. ``solution`` is a dict: captcha_id, lot_number, pass_token,
+    gen_time, captcha_output."""
+    return self.admit(
+        lambda: GeeTestV4(captcha_id, pageurl, api_server=api_server),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
 
 
-@app.task(name="captcha_tasks.fill_token_pool", base=CheckedTask, bind=True)
+@task("captcha_tasks.solve_aws_waf", base=SolveTask)
+def solve_aws_waf(
+    self: SolveTask,
+    sitekey: str,
+    iv: str,
+    context: str,
+    pageurl: str,
+    *,
+    challenge_script: str | None = None,
+    captcha_script: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> AwsWafResult:
+    """Solve an AWS WAF CAPTCHA. ``solution``: ``{"aws_waf_token": ...}`` where the
+    provider gives the cookie, else ``{"captcha_voucher": ..., "existing_token": ...}``."""
+    return self.admit(
+        lambda: AwsWaf(
+            sitekey,
+            iv,
+            context,
+            pageurl,
+            challenge_script=challenge_script,
+            captcha_script=captcha_script,
+        ),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_image", base=SolveTask)
+def solve_image(
+    self: SolveTask,
+    image_b64: str,
+    *,
+    numeric: int | None = None,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    phrase: bool | None = None,
+    regsense: bool | None = None,
+    calc: bool | None = None,
+    lang: str | None = None,
+    textinstructions: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Read the text of an image (base64; jpg, png or gif): the text in ``solution``.
+
+    Hints for the solver, each as in 2Captcha's API: ``numeric`` (1 digits only, 2
+    letters only, 3 either, 4 both), ``min_len``, ``max_len``, ``phrase`` (several
+    words), ``regsense`` (case matters), ``calc`` (an arithmetic sum to compute),
+    ``lang`` (a language code), ``textinstructions`` (shown to the worker)."""
+    if not isinstance(image_b64, str):
+        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
+    hints = {
+        "numeric": numeric,
+        "min_len": min_len,
+        "max_len": max_len,
+        "phrase": phrase,
+        "regsense": regsense,
+        "calc": calc,
+        "lang": lang,
+        "textinstructions": textinstructions,
+    }
+    given = {name: value for name, value in hints.items() if value is not None}
+    limit = self.settings.max_image_bytes
+    return self.admit(
+        lambda: Image.from_base64(image_b64, max_image_bytes=limit, **given),
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_coordinates", base=SolveTask)
+def solve_coordinates(
+    self: SolveTask,
+    image_b64: str,
+    *,
+    textinstructions: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> CoordinatesResult:
+    """The points to click on an image (base64; jpg, png or gif), as
+    ``[{"x": int, "y": int}, ...]`` in ``solution``."""
+    if not isinstance(image_b64, str):
+        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
+    limit = self.settings.max_image_bytes
+    return self.admit(
+        lambda: Coordinates.from_base64(
+            image_b64, textinstructions=textinstructions, max_image_bytes=limit
+        ),
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.fill_token_pool", base=CheckedTask)
 def fill_token_pool(
     self: CheckedTask,
     captcha_type: str,
@@ -377,7 +509,7 @@ def fill_token_pool(
     min_score: float = 0.3,
     target: int | None = None,
     adaptive: bool = False,
-) -> dict[str, Any]:
+) -> FillResult:
     """Keep the pool of (type, sitekey, page or action) at ``target`` tokens, or size it
     from recent demand (``adaptive``). Queues the missing solves and returns at once;
     run it periodically (celery beat) to refill pools nobody takes from."""
@@ -402,11 +534,12 @@ def fill_token_pool(
     except TypeError as exc:
         raise InvalidTaskInput(f"fill_token_pool: {exc}") from None
     pool = TokenPool(state_redis(self.settings), self.settings)
-    return pool.fill(captcha, target=target, adaptive=bool(adaptive)).as_dict()
+    fill = pool.fill(captcha, target=target, adaptive=bool(adaptive))
+    return cast(FillResult, fill.as_dict())
 
 
-@app.task(name="captcha_tasks.report_solution", base=CheckedTask, bind=True, max_retries=3)
-def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> dict[str, Any]:
+@task("captcha_tasks.report_solution", base=CheckedTask, max_retries=3)
+def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> ReportResult:
     """Tell the provider whether the answer of solve task ``task_id`` worked
     (``reportbad`` refunds wrong answers; reports older than ~15 min are refused)."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
@@ -438,8 +571,8 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> d
     }
 
 
-@app.task(name="captcha_tasks.ping", base=RedactedTask, bind=True)
-def ping(self: Any) -> dict[str, Any]:
+@task("captcha_tasks.ping", base=RedactedTask)
+def ping(self: Any) -> PingResult:
     """Round trip through the broker, a worker and the result backend."""
     return {
         "pong": True,
@@ -448,19 +581,22 @@ def ping(self: Any) -> dict[str, Any]:
     }
 
 
-@app.task(
-    name="captcha_tasks.get_balance",
+@task(
+    "captcha_tasks.get_balance",
     base=CheckedTask,
-    bind=True,
     max_retries=3,
     # A refused key is an answer, not a crash: one line in the worker's log.
     throws=(*CheckedTask.throws, InvalidApiKey),
 )
-def get_balance(self: CheckedTask, provider: str = "") -> dict[str, Any]:
-    """The provider account's balance, as a string to keep its decimals exact;
-    ``provider``: which configured provider's (default: the preferred one)."""
-    if not isinstance(provider, str):
+def get_balance(self: CheckedTask, provider: str | None = None) -> BalanceResult:
+    """A provider account's balance, as a string to keep its decimals exact.
+
+    ``provider``: which configured provider's (default: the preferred one). The result
+    names it (``provider``, its configured name) and the protocol it speaks
+    (``protocol``: ``"2captcha"``, ``"capsolver"``...)."""
+    if provider is not None and not isinstance(provider, str):
         raise InvalidTaskInput("get_balance: provider must be a provider's name")
+    provider = provider or ""
     solver = self.solver_for(provider)  # refuses a name not configured
     configs = self.settings.providers()
     config = next((c for c in configs if c.name == provider), configs[0])
@@ -468,4 +604,4 @@ def get_balance(self: CheckedTask, provider: str = "") -> dict[str, Any]:
         balance = solver.balance()
     except TransientSolverError as exc:
         raise self.retry_transient(exc) from exc
-    return {"balance": str(balance), "provider": config.protocol, "provider_name": config.name}
+    return {"balance": str(balance), "provider": config.name, "protocol": config.protocol}

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import difflib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import kombu.exceptions
 import redis
 
 from ..errors import (
+    ArgumentsMismatch,
     ChallengeRejected,
     InvalidTaskInput,
     RedisUnavailable,
@@ -44,6 +46,7 @@ __all__ = [
     "SessionLockTask",
     "SharedCookiesTask",
     "SolverTask",
+    "misfit",
     "unchecked_sends",
 ]
 
@@ -170,12 +173,11 @@ class CheckedTask(SolverTask):
             raise CallChecked
 
     def check_call(self, args: Any, kwargs: Any) -> None:
-        """Raise what the worker would for these arguments (Celery's ``TypeError`` for a
-        call that does not fit the signature, else :class:`InvalidTaskInput`), reading
-        the caller's settings and nothing in Redis."""
+        """Raise what the worker would for these arguments (:class:`InvalidTaskInput`),
+        reading the caller's settings and nothing in Redis."""
         args = tuple(args) if args else ()
         kwargs = dict(kwargs) if kwargs else {}
-        self.__header__(*args, **kwargs)  # Celery's own signature check: its TypeError
+        self.check_fits(args, kwargs)
         token = _checking_call.set(True)
         try:
             self.run_checked(args, kwargs)
@@ -185,6 +187,16 @@ class CheckedTask(SolverTask):
             _checking_call.reset(token)
         # A body that returns in a check did its work in the caller: a bug of the task.
         raise RuntimeError(f"{self.name}: its body did not stop at stop_if_checking()")
+
+    def check_fits(self, args: Any, kwargs: Any) -> None:
+        """Celery's own check of a call against the task's signature (``Task.typing``),
+        its ``TypeError`` raised as :class:`~captcha_tasks.errors.ArgumentsMismatch` (an
+        ``InvalidTaskInput`` and a ``TypeError``) naming, for a misspelt keyword, the
+        parameter it is nearest to."""
+        try:
+            self.__header__(*(args or ()), **(kwargs or {}))
+        except TypeError as exc:
+            raise misfit(self, exc, kwargs or {}) from None
 
     def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The body, as the caller's check runs it (not ``__call__``: no scopes, no
@@ -196,8 +208,11 @@ class CheckedTask(SolverTask):
         # the solve engine's; both pass parent_id) is not checked here: its arguments
         # hold the parent's result, and the worker that receives it refuses it under
         # its own id, where its caller waits, rather than failing the parent's ending.
-        if self.check_in_caller and not options.get("parent_id") and not _unchecked.get():
-            self.check_call(args, kwargs)
+        if not options.get("parent_id") and not _unchecked.get():
+            if self.check_in_caller:
+                self.check_call(args, kwargs)
+            else:
+                self.check_fits(args, kwargs)
         return super().apply_async(args, kwargs, *rest, **options)
 
     def signature(self, args: Any = None, *starargs: Any, **starkwargs: Any) -> Any:
@@ -205,13 +220,20 @@ class CheckedTask(SolverTask):
         or with arguments that fill the task's parameters. A partial ``.s()`` waits for
         a chain's parent's result and is checked when it is sent."""
         sig = super().signature(args, *starargs, **starkwargs)
-        if (
-            self.check_in_caller
-            and not _unchecked.get()
-            and (sig.immutable or self._binds(sig.args, sig.kwargs))
-        ):
-            self.check_call(sig.args, sig.kwargs)
+        if self.check_in_caller and not _unchecked.get():
+            if sig.immutable or self._binds(sig.args, sig.kwargs):
+                self.check_call(sig.args, sig.kwargs)
+            else:
+                self._check_partial(sig.args, sig.kwargs)
         return sig
+
+    def _check_partial(self, args: Any, kwargs: Any) -> None:
+        """A partial signature's keywords and count of arguments, with a chain parent's
+        result to come first: a keyword the task does not take is refused now."""
+        try:
+            inspect.signature(self.run).bind_partial(None, *(args or ()), **(kwargs or {}))
+        except TypeError as exc:
+            raise misfit(self, exc, kwargs or {}) from None
 
     def _binds(self, args: Any, kwargs: Any) -> bool:
         try:
@@ -224,8 +246,27 @@ class CheckedTask(SolverTask):
         try:
             inspect.signature(self.run).bind(*args, **kwargs)
         except TypeError as exc:
-            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+            raise misfit(self, exc, kwargs) from None
         super().before_start(task_id, args, kwargs)
+
+
+def misfit(task: Any, exc: TypeError, kwargs: Mapping[str, Any]) -> ArgumentsMismatch:
+    """The refusal of a call that does not fit ``task``'s signature: each keyword it does
+    not take with the nearest one it does (a misspelling), else Python's own words."""
+    params = inspect.signature(task.run).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return ArgumentsMismatch(f"{task.name}: {exc}")
+    known = [n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL]
+    unknown = sorted(str(name) for name in kwargs if name not in params)
+    if not unknown:
+        return ArgumentsMismatch(f"{task.name}: {exc}")
+    shown = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, known, n=1)
+        shown.append(f"{name} (did you mean {close[0]!r}?)" if close else name)
+    return ArgumentsMismatch(
+        f"{task.name}: unknown option(s) {', '.join(shown)}; allowed: {', '.join(known)}"
+    )
 
 
 class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):

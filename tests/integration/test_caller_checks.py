@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from captcha_tasks import aio, solve_image, solve_recaptcha_v2
-from captcha_tasks.errors import InvalidTaskInput, TargetNotAllowed
+from captcha_tasks.errors import ArgumentsMismatch, InvalidTaskInput, TargetNotAllowed
 from captcha_tasks.settings import get_settings
 from captcha_tasks.worker.page_tasks import fetch_page
 from tests.support.workers import ROOT
@@ -163,21 +163,22 @@ def test_a_partial_signature_is_checked_when_it_is_sent(broker: redis.Redis) -> 
     # Sent with a bad image in place of the parent's result: refused, still nothing sent.
     with pytest.raises(InvalidTaskInput, match=r"Image\.body"):
         partial.delay("@@@")
-    # A partial one with an unknown option is refused when sent, with the hint.
+    # A partial one with an unknown option is refused at once, with the hint.
     with pytest.raises(InvalidTaskInput, match="did you mean 'numeric'"):
         solve_image.s(numerc=1).delay(FIVE_MB_IMAGE[:400])
     assert broker.llen(QUEUE) == 0 and broker.dbsize() == 0
 
 
-def test_a_call_that_does_not_fit_the_signature_is_celerys_type_error(
+def test_a_call_that_does_not_fit_the_signature_is_a_type_error_and_invalid_input(
     broker: redis.Redis,
 ) -> None:
     for call in (
         lambda: solve_recaptcha_v2.delay(V2_KEY),
         lambda: solve_recaptcha_v2.si(V2_KEY, PAGE, "extra"),
     ):
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as caught:
             call()
+        assert isinstance(caught.value, ArgumentsMismatch)  # an InvalidTaskInput too
     assert broker.llen(QUEUE) == 0 and broker.dbsize() == 0
 
 

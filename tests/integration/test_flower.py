@@ -250,7 +250,7 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     assert tasks[v2.id]["name"] == "captcha_tasks.solve_recaptcha_v2"
     assert tasks[v2.id]["worker"] == worker.name
     # The provider that solved it shows, its token does not.
-    assert "'provider_name': 'default'" in tasks[v2.id]["result"]
+    assert "'provider': 'default'" in tasks[v2.id]["result"]
     assert "'solution'" not in tasks[v2.id]["result"]
     assert tasks[v2.id]["args"] == f"('{V2_KEY}', 'https://example.com/login?session=***&lang=***')"
     assert "'cookies': 'sid=***; lang=***'" in tasks[v2.id]["kwargs"]

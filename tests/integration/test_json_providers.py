@@ -80,7 +80,7 @@ def test_every_offered_type_solves_through_a_worker(
         assert result["source"] == "api"
         assert isinstance(result["captcha_id"], str) and result["captcha_id"]
         assert result["submits"] == 1
-        assert result["provider"] == dialect
+        assert result["protocol"] == dialect
     for kind in ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha"):
         if kind in got:
             assert _verify(sandbox, got[kind]["solution"]), kind
@@ -98,7 +98,7 @@ def test_every_offered_type_solves_through_a_worker(
     }
     assert sandbox.stats()["duplicates"] == 0
     balance = get_balance.delay().get(timeout=30)
-    assert balance["provider"] == dialect
+    assert balance["protocol"] == dialect
 
 
 def test_a_type_the_provider_does_not_offer_fails_at_once_and_sends_nothing(

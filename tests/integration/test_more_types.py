@@ -1,12 +1,14 @@
 """Six captcha types end to end: FunCaptcha, GeeTest v4, AWS WAF, image to
-coordinates, reCAPTCHA v2 Enterprise with ``s`` and Turnstile in challenge mode, through a
+coordinates, reCAPTCHA v2 Enterprise with ``data_s`` and Turnstile in challenge mode, through a
 real ``celery worker`` with ``.delay()``, for every provider that offers them (the four JSON
 dialects and classic 2Captcha, as the sandbox speaks them), and refused at once, with nothing
 sent, by a provider that does not."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,16 +16,18 @@ import pytest
 import requests
 
 from captcha_tasks import (
+    aio,
     solve_aws_waf,
     solve_coordinates,
     solve_funcaptcha,
     solve_geetest_v4,
-    solve_recaptcha_v2_enterprise,
-    solve_turnstile_challenge,
+    solve_recaptcha_v2,
+    solve_turnstile,
 )
 from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.devtools.sandbox.answers import coordinates_answer
 from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks.worker import deprecated
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -53,10 +57,10 @@ SOLVES: dict[str, Callable[[], Any]] = {
     "coordinates": lambda: solve_coordinates.delay(
         base64.b64encode(PNG).decode(), textinstructions="click every cat"
     ),
-    "recaptcha_v2_enterprise": lambda: solve_recaptcha_v2_enterprise.delay(
-        V2_KEY, PAGE, s="Q9qI-payload_s"
+    "recaptcha_v2_enterprise": lambda: solve_recaptcha_v2.delay(
+        V2_KEY, PAGE, enterprise=True, data_s="Q9qI-payload_s"
     ),
-    "turnstile_challenge": lambda: solve_turnstile_challenge.delay(
+    "turnstile_challenge": lambda: solve_turnstile.delay(
         TURNSTILE_KEY, PAGE, action="managed", cdata="7d2a1f", pagedata="3gAFo2l2", user_agent=UA
     ),
 }
@@ -99,7 +103,7 @@ def test_every_new_type_a_provider_offers_solves_in_the_shape_it_documents(
     for kind, result in got.items():
         assert result["source"] == "api", kind
         assert result["submits"] == 1, kind
-        assert result["provider"] == provider, kind
+        assert result["protocol"] == provider, kind
     stats = sandbox.stats()
     assert (stats["submitted"], stats["duplicates"]) == (len(offered), 0)
 
@@ -158,7 +162,7 @@ def test_bad_arguments_to_the_new_tasks_fail_at_once_with_the_field_named(
         "AwsWaf.iv": (solve_aws_waf, (AWS_KEY, "!", AWS_CONTEXT, PAGE), {}),
         "Coordinates.body": (solve_coordinates, (base64.b64encode(b"GIF89a").decode(),), {}),
         "Turnstile.pagedata": (
-            solve_turnstile_challenge,
+            solve_turnstile,
             (TURNSTILE_KEY, PAGE),
             {"action": "managed", "cdata": "x", "pagedata": ""},
         ),
@@ -169,3 +173,39 @@ def test_bad_arguments_to_the_new_tasks_fail_at_once_with_the_field_named(
         with pytest.raises(InvalidTaskInput, match=field):  # by name: in the worker
             celery_app.send_task(task.name, args=args, kwargs=kwargs).get(timeout=30)
     assert sandbox.stats()["submitted"] == 0
+
+
+def test_messages_queued_under_the_old_names_are_solved_and_aio_warns_once(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, monkeypatch: Any
+) -> None:
+    """A 0.2 caller's messages (the removed names, with their arguments) are solved by a
+    worker of this release; ``aio``'s old names warn once and send the family's task."""
+    sandbox = sandbox_factory()
+    worker_factory(_env(sandbox, "2captcha"))
+    old = {
+        "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "Q9qI-payload_s"}),
+        "captcha_tasks.solve_turnstile_challenge": (
+            (TURNSTILE_KEY, PAGE),
+            {"action": "managed", "cdata": "7d2a1f", "pagedata": "3gAFo2l2", "user_agent": UA},
+        ),
+    }
+    sent = {name: celery_app.send_task(name, args=a, kwargs=k) for name, (a, k) in old.items()}
+    for name, result in sent.items():
+        solved = result.get(timeout=90)
+        assert solved["source"] == "api" and _verify(sandbox, solved["solution"]), name
+    assert sandbox.stats()["submitted"] == 2
+
+    monkeypatch.setattr(deprecated, "_warned", set())
+
+    async def twice() -> list[Any]:
+        args, kwargs = old["captcha_tasks.solve_turnstile_challenge"]
+        return [await aio.solve_turnstile_challenge(*args, timeout=90, **kwargs) for _ in range(2)]
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tokens = asyncio.run(twice())
+    messages = [str(w.message) for w in caught if issubclass(w.category, FutureWarning)]
+    assert len(messages) == 1 and "call solve_turnstile(" in messages[0]
+    assert caught[0].filename == __file__
+    assert all(_verify(sandbox, t["solution"]) for t in tokens)
+    assert sandbox.stats()["submitted"] == 4

@@ -175,9 +175,9 @@ def _solved_by(outcomes: list[dict[str, Any] | str], *, once: bool = False) -> C
     by: Counter[str] = Counter()
     for o in outcomes:
         assert isinstance(o, dict)
-        name = o.get("provider_name")
+        name = o.get("provider")
         assert name in THREADS, o
-        assert o["provider"] == PROTOCOLS[name], o  # ``provider`` is the protocol id
+        assert o["protocol"] == PROTOCOLS[name], o
         assert not once or o["submits"] == 1, o
         by[name] += 1
     return by

@@ -88,7 +88,7 @@ def test_aggressive_polling_never_breaks_capmonster_s_read_interval(
     worker_factory(_env(sandbox))
     results = [solve_recaptcha_v2.delay(V2_KEY, f"https://e.com/poll/{i}") for i in range(3)]
     got = [result.get(timeout=60) for result in results]
-    assert all(r["provider"] == "capmonster" and r["solution"] for r in got)
+    assert all(r["protocol"] == "capmonster" and r["solution"] for r in got)
     reads, codes = answers.snapshot()
     assert codes["ERROR_TOO_MUCH_REQUESTS"] == 0, codes
     assert codes["ready"] == 3 and codes["processing"] >= 3 * 3, codes

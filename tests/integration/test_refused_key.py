@@ -89,7 +89,7 @@ def _outcomes(results: list[Any]) -> list[dict[str, Any] | str]:
 def _by_provider(outcomes: list[dict[str, Any] | str]) -> Counter[str]:
     failed = Counter(o for o in outcomes if isinstance(o, str))
     assert not failed, f"not solved: {dict(failed)}"
-    return Counter(o["provider_name"] for o in outcomes if isinstance(o, dict))
+    return Counter(o["provider"] for o in outcomes if isinstance(o, dict))
 
 
 def _no_request_submitted_twice(main: SandboxServer, backup: SandboxServer) -> None:

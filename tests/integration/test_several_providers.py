@@ -52,9 +52,9 @@ def test_a_task_pins_or_excludes_providers_and_reports_where_it_was_solved(
     sent = solve_recaptcha_v2.delay(V2_KEY, url, provider="backup")
     pinned = sent.get(timeout=60)
     excluded = solve_recaptcha_v2.delay(V2_KEY, url, exclude=["main"]).get(timeout=60)
-    assert (preferred["provider_name"], preferred["provider"]) == ("main", "2captcha")
-    assert (pinned["provider_name"], pinned["provider"]) == ("backup", "captchaai")
-    assert excluded["provider_name"] == "backup"
+    assert (preferred["provider"], preferred["protocol"]) == ("main", "2captcha")
+    assert (pinned["provider"], pinned["protocol"]) == ("backup", "captchaai")
+    assert excluded["provider"] == "backup"
     assert (main.stats()["submitted"], backup.stats()["submitted"]) == (1, 2)
     # A name that is not configured is refused before anything is queued.
     with pytest.raises(InvalidTaskInput) as info:
@@ -64,7 +64,7 @@ def test_a_task_pins_or_excludes_providers_and_reports_where_it_was_solved(
         solve_recaptcha_v2.delay(V2_KEY, url, exclude="main").get(timeout=30)
     # Balance per provider; a report goes to the provider that solved the captcha.
     balance = get_balance.delay(provider="backup").get(timeout=30)
-    assert (balance["provider_name"], balance["provider"]) == ("backup", "captchaai")
+    assert (balance["provider"], balance["protocol"]) == ("backup", "captchaai")
     report_solution.delay(sent.id, False).get(timeout=30)
     assert (main.stats()["reports_bad"], backup.stats()["reports_bad"]) == (0, 1)
     log = worker.log()
@@ -79,7 +79,7 @@ def test_one_named_provider_solves_as_the_default_one_did(
     sandbox = sandbox_factory()
     worker_factory(_named(sandbox, main="2captcha"))
     result = solve_recaptcha_v2.delay(V2_KEY, "https://example.com/login").get(timeout=60)
-    assert result["provider"] == "2captcha" and result["submits"] == 1
+    assert result["protocol"] == "2captcha" and result["submits"] == 1
     state = celery_app.backend.client
     # Its solves are counted under its name, not the default provider's.
     assert state.keys("ct:spend:main:*") and not state.keys("ct:spend:default:*")

@@ -93,7 +93,7 @@ def test_every_type_solves_with_the_documented_result(
         assert result["type"] == kind
         assert result["source"] == "api"
         assert result["captcha_id"].isdigit()
-        assert (result["provider"], result["cost"]) == ("captchaai", None)
+        assert (result["protocol"], result["cost"]) == ("captchaai", None)
         assert result["solve_seconds"] > 0
     for kind in ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha"):
         assert got[kind]["expires_at"] > time.time()

@@ -81,7 +81,7 @@ def test_configured_prices_spend_and_a_balance_below_the_floor(
     extra = {"CAPTCHA_TASKS_PRICES": PRICES, "CAPTCHA_TASKS_BALANCE_FLOOR": "5"}
     worker = worker_factory(worker_env(sandbox.url, CAPTCHA_TASKS_METRICS_PORT=str(port), **extra))
     results = _solve(3, 2)
-    by_type = {(r["type"], r["cost"], r["cost_source"], r["provider"]) for r in results}
+    by_type = {(r["type"], r["cost"], r["cost_source"], r["protocol"]) for r in results}
     assert by_type == {
         ("recaptcha_v2", "0.00299", "configured", "captchaai"),
         ("turnstile", "0.00145", "configured", "captchaai"),
@@ -145,6 +145,6 @@ def test_the_providers_own_cost_wins_over_the_configured_price(
     worker_factory(worker_env(sandbox.url, **env))
     results = _solve(2, 2)
     assert {r["cost_source"] for r in results} == {"provider"}
-    assert {r["provider"] for r in results} == {"2captcha-v2"}
+    assert {r["protocol"] for r in results} == {"2captcha-v2"}
     assert all(D(r["cost"]) > 0 for r in results)
     assert _spent_last_hour() == sum(D(r["cost"]) for r in results)

@@ -36,7 +36,7 @@ def test_get_balance_reaches_the_solver_through_the_worker(
     worker_factory(worker_env(sandbox.url))
     before = sandbox.stats()["balance_calls"]
     reply = get_balance.delay().get(timeout=30)
-    assert reply["provider"] == "captchaai"
+    assert (reply["provider"], reply["protocol"]) == ("default", "captchaai")
     assert float(reply["balance"]) == pytest.approx(sandbox.stats()["balance"])
     assert sandbox.stats()["balance_calls"] == before + 1
 

@@ -506,8 +506,8 @@ def test_result_messages() -> None:
     named = {
         "solution": "03AF",
         "type": "recaptcha_v2",
-        "provider": "captchaai",
-        "provider_name": "backup",
+        "provider": "backup",
+        "protocol": "captchaai",
         "cost": "0.003",
     }
     assert solved("task_3", named, "cid") == {
@@ -516,7 +516,12 @@ def test_result_messages() -> None:
         "celery_task_id": "cid",
         "provider_name": "backup",
     }
-    assert "provider_name" not in solved(9, {"solution": "t", "provider_name": None}, "c")
+    assert "provider_name" not in solved(
+        9, {"solution": "t", "provider": None, "protocol": None}, "c"
+    )
+    # A 0.2 worker's result: ``provider`` the protocol, ``provider_name`` the name.
+    v02 = {"solution": "t", "provider": "captchaai", "provider_name": "backup"}
+    assert solved(9, v02, "c")["provider_name"] == "backup"
     points = [{"x": 38, "y": 90}]
     assert solved(8, {"solution": points, "type": "coordinates"}, "c")["solution"] == points
     message = failed("task_2", CaptchaUnsolvable("the workers gave up"), "cid")

@@ -279,8 +279,8 @@ def test_zero_balance_fails_over_to_the_next_provider_without_a_second_accepted_
     engines["start"]({"main": main, "backup": backup}, outcomes)  # type: ignore[operator]
     run_jobs(client, settings, 12, outcomes)
     assert outcomes.errors == {}
-    assert {r["provider_name"] for r in outcomes.results.values()} == {"backup"}
-    assert {r["provider"] for r in outcomes.results.values()} == {"capsolver"}
+    assert {r["provider"] for r in outcomes.results.values()} == {"backup"}
+    assert {r["protocol"] for r in outcomes.results.values()} == {"capsolver"}
     assert main.submitted == []  # main never accepted one
     assert set(submits_per_payload(backup).values()) == {1}  # each solved once, at backup
     assert main.count("submit") <= settings.providers()[0].threads  # refused, then skipped
@@ -307,7 +307,7 @@ def test_a_key_refused_by_every_worker_moves_the_work_to_the_next_provider(
         assert admit(client, settings, str(uuid.uuid4()), probe, route=("main", "backup"))
     wait_until(lambda: outcomes.ended() == 16, timeout=30, what="16 jobs ended")
     assert outcomes.errors == {}
-    assert {r["provider_name"] for r in outcomes.results.values()} == {"backup"}
+    assert {r["provider"] for r in outcomes.results.values()} == {"backup"}
     assert main.submitted == []
     assert set(submits_per_payload(backup).values()) == {1}
 
@@ -320,7 +320,7 @@ def test_repeated_transient_failures_open_the_breaker_and_move_the_work(
     engines["start"]({"main": main, "backup": backup}, outcomes)  # type: ignore[operator]
     run_jobs(client, settings, 10, outcomes)
     assert outcomes.errors == {}
-    assert {r["provider_name"] for r in outcomes.results.values()} == {"backup"}
+    assert {r["provider"] for r in outcomes.results.values()} == {"backup"}
     # Opened at the FAILURES_TO_OPEN-th failure in a row; a few calls already in flight.
     assert FAILURES_TO_OPEN <= main.count("submit") <= FAILURES_TO_OPEN + 2
     assert client.hget(Keys(settings.key_prefix).breaker("main"), "state") == "open"
@@ -337,7 +337,7 @@ def test_an_unsolvable_captcha_is_tried_once_more_at_the_next_provider(
     run_jobs(client, settings, 2, outcomes)
     assert outcomes.errors == {}
     results = list(outcomes.results.values())
-    assert [(r["provider_name"], r["submits"]) for r in results] == [("backup", 2)] * 2
+    assert [(r["provider"], r["submits"]) for r in results] == [("backup", 2)] * 2
     assert len(main.submitted) == 2 and len(backup.submitted) == 2
     # An unsolvable captcha is not a sick provider: main's breaker stays closed.
     assert client.hget(Keys(settings.key_prefix).breaker("main"), "state") in (None, "closed")
@@ -352,7 +352,7 @@ def test_both_healthy_both_budgets_are_used(
     main, backup, outcomes = FakeProvider(slow), FakeProvider(slow), Outcomes()
     engines["start"]({"main": main, "backup": backup}, outcomes)  # type: ignore[operator]
     run_jobs(client, settings, 20, outcomes)
-    by = [r["provider_name"] for r in outcomes.results.values()]
+    by = [r["provider"] for r in outcomes.results.values()]
     assert outcomes.errors == {} and len(by) == 20
     assert by.count("main") >= 4 and by.count("backup") >= 4, by
     assert set(submits_per_payload(main, backup).values()) == {1}

@@ -145,7 +145,7 @@ def test_results_carry_the_cost_and_its_source_and_the_spend_is_their_sum(
     assert len(results) == 4, outcomes.errors
     shown = sorted((r["cost"], r["cost_source"]) for r in results)
     assert shown == [("0.0011", "provider")] * 2 + [("0.00299", "configured")] * 2
-    assert all(r["provider"] == "captchaai" for r in results)
+    assert all(r["protocol"] == "captchaai" for r in results)
     total = sum(D(r["cost"]) for r in results)
     ledger = SpendLedger(client, keys)
     assert ledger.total_last_hour(DEFAULT_PROVIDER, engine.clock()) == total == D("0.00818")

@@ -249,18 +249,22 @@ def test_the_provider_that_solved_it_is_shown_by_its_configured_name() -> None:
 
     # What the engine's task-succeeded carries: the protocol and the configured name.
     def by(name: str, protocol: str, kind: str = "turnstile") -> dict[str, Any]:
-        return {"source": "api", "type": kind, "provider": protocol, "provider_name": name}
+        return {"source": "api", "type": kind, "provider": name, "protocol": protocol}
 
     main = c.feed(succeeded("m1", by("main", "captchaai", "recaptcha_v2")))
     backup = c.feed(succeeded("b1", by("backup", "capsolver")))
     backup_2 = c.feed(succeeded("b2", by("backup", "capsolver")))
     before = c.feed(succeeded("o1", {"source": "api", "provider": "captchaai"}))  # older worker
+    # A 0.2 worker's: ``provider`` the protocol, ``provider_name`` the configured name.
+    v02 = {"source": "api", "provider": "capsolver", "provider_name": "backup"}
+    backup_3 = c.feed(succeeded("b3", v02))
     assert main is not None and backup is not None and backup_2 is not None and before is not None
+    assert backup_3 is not None and backup_3.provider_name == "backup"
     assert json.loads(main.to_json())["provider_name"] == "main"
     assert backup.provider_name == "backup" and before.provider_name is None
-    assert c.snapshot()["by_provider"] == {"backup": 2, "main": 1}
+    assert c.snapshot()["by_provider"] == {"backup": 3, "main": 1}
     screen = render(c, title="t")
-    assert "solved by backup 2   main 1" in screen
+    assert "solved by backup 3   main 1" in screen
     assert f"{main.task_id} api via main 1.50 s" in screen
     assert "o1 api 1.50 s" in screen
 

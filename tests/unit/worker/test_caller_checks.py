@@ -13,8 +13,7 @@ from celery import signature
 from captcha_tasks import app
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
-from captcha_tasks.worker import page_tasks, solve_tasks
-from captcha_tasks.worker.solve_tasks import refuse_unknown
+from captcha_tasks.worker import deprecated, page_tasks, solve_tasks
 from captcha_tasks.worker.task_bases import CheckedTask, SolverTask, unchecked_sends
 
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -39,7 +38,7 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "captcha_tasks.solve_geetest_v4": (("e392e1d7fd421dc63325744d5a2b9c73", PAGE), {}),
     "captcha_tasks.solve_aws_waf": ((*AWS, PAGE), {"exclude": ["main"]}),
     "captcha_tasks.solve_coordinates": ((PNG_B64,), {"textinstructions": "click the cats"}),
-    "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),
+    "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (
         (TURNSTILE_KEY, PAGE),
         {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"},
@@ -65,6 +64,7 @@ def caller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_every_solve_task_and_fetch_page_is_checked_in_the_caller() -> None:
+    assert deprecated.ALIASES  # registered (the worker imports every module of app.include)
     checked = {name for name, task in app.tasks.items() if getattr(task, "check_in_caller", False)}
     assert checked == set(VALID)
     assert not app.tasks["captcha_tasks.submit_challenge"].check_in_caller
@@ -79,13 +79,16 @@ def test_a_valid_call_passes_without_a_key_or_redis(caller: None, name: str) -> 
 
 
 def test_an_unknown_option_names_the_closest_known_one() -> None:
+    task = app.tasks["captcha_tasks.solve_recaptcha_v2"]
     with pytest.raises(InvalidTaskInput) as caught:
-        refuse_unknown("t", {"invisble": True, "zzz": 1, "exlude": []}, "invisible, proxy_id")
+        task.check_fits((V2_KEY, PAGE), {"invisble": True, "zzz": 1, "exlude": []})
     message = str(caught.value)
     assert "exlude (did you mean 'exclude'?)" in message
     assert "invisble (did you mean 'invisible'?)" in message
     assert ", zzz;" in message  # nothing close: no guess
-    refuse_unknown("t", {}, "invisible")  # nothing unknown: nothing raised
+    task.check_fits((V2_KEY, PAGE), {"invisible": True})  # it fits: nothing raised
+    with pytest.raises(InvalidTaskInput, match="missing 1 required positional argument: 'pageurl'"):
+        task.check_fits((V2_KEY,), {})  # no keyword to blame: Python's own words
 
 
 def test_sends_of_a_worker_skip_the_callers_check(caller: None, monkeypatch: Any) -> None:

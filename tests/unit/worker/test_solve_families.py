@@ -1,6 +1,6 @@
-"""The new solve tasks, run eagerly against the session's real Redis: arguments refused
-by name, unknown options refused, and a type the configured provider does not offer
-refused before anything is queued."""
+"""Solve tasks of every family and their variants, run eagerly against the session's real
+Redis: arguments refused by name, unknown options refused, and a type the configured
+provider does not offer refused before anything is queued."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from captcha_tasks import (
     solve_funcaptcha,
     solve_geetest_v4,
     solve_hcaptcha,
-    solve_recaptcha_v2_enterprise,
+    solve_recaptcha_v2,
     solve_turnstile,
-    solve_turnstile_challenge,
 )
 from captcha_tasks.errors import CaptchaTasksError, InvalidTaskInput
 from captcha_tasks.settings import get_settings
@@ -44,8 +43,8 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_geetest_v4, [CAPTCHA_ID, PAGE], {"api_server": "gcaptcha4.geetest.com"}),
     (solve_aws_waf, [*AWS, PAGE], {"challenge_script": "https://x.awswaf.com/challenge.js"}),
     (solve_coordinates, [PNG_B64], {"textinstructions": "click the cats"}),
-    (solve_recaptcha_v2_enterprise, [V2_KEY, PAGE], {"s": "page-s-value"}),
-    (solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
+    (solve_recaptcha_v2, [V2_KEY, PAGE], {"enterprise": True, "data_s": "page-s-value"}),
+    (solve_turnstile, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
 ]
 
 
@@ -94,11 +93,7 @@ def test_valid_calls_are_queued_with_their_type(
     assert result.state == "IGNORED"  # admitted: the engine ends it later
     kind = queued(redis_server, result)[b"type"].decode()
     assert kind in _CAPTCHA_TYPES  # report_solution knows it
-    expected = task.name.removeprefix("captcha_tasks.solve_")
-    expected = {"recaptcha_v2_enterprise": "recaptcha_v2", "turnstile_challenge": "turnstile"}.get(
-        expected, expected
-    )
-    assert kind == expected
+    assert kind == task.name.removeprefix("captcha_tasks.solve_")
 
 
 @pytest.mark.parametrize(("task", "args", "kwargs"), CALLS)
@@ -120,24 +115,18 @@ def test_unknown_options_are_refused_by_name(
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
-        (solve_recaptcha_v2_enterprise, [V2_KEY, PAGE], {"s": "a b"}, "RecaptchaV2.data_s"),
         (
-            solve_turnstile_challenge,
-            [TURNSTILE_KEY, PAGE],
-            {**CHALLENGE, "cdata": None},
-            "Turnstile.cdata",
+            solve_recaptcha_v2,
+            [V2_KEY, PAGE],
+            {"enterprise": True, "data_s": "a b"},
+            "RecaptchaV2.data_s",
         ),
+        (solve_turnstile, [TURNSTILE_KEY, PAGE], {**CHALLENGE, "cdata": None}, "Turnstile.cdata"),
         (
             solve_turnstile,
             [TURNSTILE_KEY, PAGE],
             {"pagedata": "p", "action": "a"},
             "Turnstile.cdata",
-        ),
-        (
-            solve_turnstile_challenge,
-            [TURNSTILE_KEY, PAGE],
-            {"action": "a"},
-            "solve_turnstile_challenge",
         ),
     ],
 )
@@ -157,10 +146,10 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_geetest_v4, [CAPTCHA_ID, PAGE], {}),
         ("captchaai", solve_aws_waf, [*AWS, PAGE], {}),
         ("captchaai", solve_coordinates, [PNG_B64], {}),
-        ("captchaai", solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], CHALLENGE),
+        ("captchaai", solve_turnstile, [TURNSTILE_KEY, PAGE], CHALLENGE),
         ("capsolver", solve_funcaptcha, [PUBKEY, PAGE], {}),
         ("capsolver", solve_coordinates, [PNG_B64], {}),
-        ("capsolver", solve_turnstile_challenge, [TURNSTILE_KEY, PAGE], CHALLENGE),
+        ("capsolver", solve_turnstile, [TURNSTILE_KEY, PAGE], CHALLENGE),
         ("capsolver", solve_geetest_v4, [CAPTCHA_ID, PAGE], {"proxy_id": "p1"}),
         ("capsolver", solve_hcaptcha, [HCAPTCHA_KEY, PAGE], {}),
         ("capmonster", solve_coordinates, [PNG_B64], {}),

@@ -1,0 +1,142 @@
+"""What each task returns: ``.get()``, ``aio`` and a task called directly give these.
+
+Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
+type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
+:data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`) or the points to click
+(:data:`CoordinatesResult`). They are plain dicts (JSON through the result backend), typed
+for mypy and editors.
+"""
+
+from __future__ import annotations
+
+from typing import Generic, Literal, TypeVar
+
+# typing_extensions: a generic TypedDict and NotRequired on Python 3.10 too.
+from typing_extensions import NotRequired, TypedDict
+
+__all__ = [
+    "AwsWafResult",
+    "AwsWafSolution",
+    "BalanceResult",
+    "CoordinatesResult",
+    "FillResult",
+    "GeeTestResult",
+    "GeeTestSolution",
+    "GeeTestV4Result",
+    "GeeTestV4Solution",
+    "PageResult",
+    "PingResult",
+    "Point",
+    "ReportResult",
+    "SolveResult",
+    "TokenResult",
+]
+
+S = TypeVar("S")
+
+
+class SolveResult(TypedDict, Generic[S]):
+    """A solved captcha. ``source``: ``"api"`` (solved for this call) or ``"pool"`` (a
+    token the pool held); ``provider``: the configured provider that solved it (its
+    name, what ``provider=`` takes: ``"default"``, ``"main"``...) and ``protocol`` the
+    protocol it speaks (``"2captcha"``, ``"capsolver"``...), both ``None`` for a pooled
+    token when several providers are configured (the pool does not record which one
+    solved it); ``cost`` a decimal string (``None``: unknown or pooled);
+    ``expires_at``: epoch seconds the token is good until (``None``: not a token);
+    ``user_agent``: the browser the token is bound to, where the provider says."""
+
+    solution: S
+    source: Literal["api", "pool"]
+    type: str
+    captcha_id: str
+    solve_seconds: float
+    queued_seconds: float
+    expires_at: float | None
+    submits: int
+    polls: int
+    provider: str | None
+    protocol: str | None
+    cost: str | None
+    cost_source: NotRequired[Literal["provider", "configured"] | None]
+    user_agent: NotRequired[str]
+
+
+class GeeTestSolution(TypedDict):
+    geetest_challenge: str
+    geetest_validate: str
+    geetest_seccode: str
+
+
+class GeeTestV4Solution(TypedDict):
+    captcha_id: str
+    lot_number: str
+    pass_token: str
+    gen_time: str
+    captcha_output: str
+
+
+class AwsWafSolution(TypedDict, total=False):
+    """``aws_waf_token`` where the provider gives the cookie, else ``captcha_voucher``
+    and ``existing_token``."""
+
+    aws_waf_token: str
+    captcha_voucher: str
+    existing_token: str
+
+
+class Point(TypedDict):
+    x: int
+    y: int
+
+
+#: reCAPTCHA v2/v3, Turnstile, hCaptcha, FunCaptcha: the token; an image: its text.
+TokenResult = SolveResult[str]
+GeeTestResult = SolveResult[GeeTestSolution]
+GeeTestV4Result = SolveResult[GeeTestV4Solution]
+AwsWafResult = SolveResult[AwsWafSolution]
+CoordinatesResult = SolveResult[list[Point]]
+
+
+class BalanceResult(TypedDict):
+    """``balance``: a decimal string (exact); ``provider``: the configured provider's
+    name (what ``provider=`` takes); ``protocol``: the protocol it speaks."""
+
+    balance: str
+    provider: str
+    protocol: str
+
+
+class ReportResult(TypedDict):
+    task_id: str
+    captcha_id: str
+    reported: Literal["good", "bad"]
+
+
+class PingResult(TypedDict):
+    pong: bool
+    hostname: str
+    version: str
+
+
+class FillResult(TypedDict):
+    """What :func:`~captcha_tasks.fill_token_pool` did: the pool's ``target``, its ``size``
+    now, the solves ``filling`` it and those this call ``admitted``."""
+
+    pool_id: str
+    target: int
+    size: int
+    filling: int
+    admitted: int
+
+
+class PageResult(TypedDict):
+    """A fetched page: its HTTP ``status`` and final ``url``; ``solved``: whether this
+    call spent a solve; ``source``: where its token came from (``"api"``, ``"pool"``,
+    ``None`` when the page was not challenged)."""
+
+    status: int
+    url: str
+    solved: bool
+    source: Literal["api", "pool"] | None
+    captcha_id: NotRequired[str | None]
+    isolated: NotRequired[bool]
