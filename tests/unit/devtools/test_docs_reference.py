@@ -168,3 +168,19 @@ def test_the_path_check_finds_a_cited_file_that_is_not_there(tmp_path: Path) -> 
     docs_check.check_paths(tmp_path, report)
     assert report.paths == 4
     assert report.problems == ["page.md: cites 'docs/PROTOCOL.md', not in the repository"]
+
+
+def test_the_tasks_page_shows_a_task_as_its_caller_calls_it() -> None:
+    griffe = pytest.importorskip("griffe")
+    from captcha_tasks.devtools.docs_griffe import CallerView, as_markdown
+
+    loaded = griffe.load(
+        "captcha_tasks.worker.solve_tasks",
+        search_paths=[str(Path(__file__).parents[3])],
+        extensions=griffe.load_extensions(CallerView),
+    )
+    task = loaded["solve_recaptcha_v2"]
+    names = [parameter.name for parameter in task.parameters]
+    assert names[:2] == ["sitekey", "pageurl"] and "provider" in names
+    assert task.docstring is not None and ":func:" not in task.docstring.value
+    assert as_markdown(":func:`~a.solve` or :class:`a.B`, ``x``") == "`solve` or `a.B`, `x`"
