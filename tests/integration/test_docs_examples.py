@@ -26,7 +26,7 @@ EXPECTED: dict[str, list[str]] = {
     "asyncio_solve.py": [
         r"03AFcWeA[\w-]{8} \d+",
         r"50 tokens",
-        r"\{'balance': '100\.0000', 'provider': 'captchaai', 'provider_name': 'default'\}",
+        r"\{'balance': '100\.0000', 'provider': 'default', 'protocol': 'captchaai'\}",
         r"gave up waiting; the solve itself goes on",
     ],
     "fetch_page.py": [r"200 True api"],
