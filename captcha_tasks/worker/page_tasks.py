@@ -26,8 +26,6 @@ from urllib.parse import urlsplit
 
 from celery.exceptions import Ignore
 
-from ..engine.pool import TokenPool
-from ..engine.timing import DEADLINE
 from ..errors import ChallengeRejected, InvalidTaskInput
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
 from ..results import PageResult
@@ -146,6 +144,8 @@ def fetch_page(
         solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
         raise _replace(self, solve, _finish(challenge, page.url, fields, isolated=True))
 
+    from ..engine.pool import TokenPool  # the worker's side: enqueuing loads no engine
+
     captcha = _captcha(challenge, page.url)
     pooled = TokenPool(state_redis(settings), settings).take(captcha)
     if pooled is not None:
@@ -170,6 +170,8 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
         if challenge is None:
             release_and_wake(task.app, lock)
             return _result(page, solved=False, source=None)
+        from ..engine.timing import DEADLINE
+
         # The lock must outlive the solve: it is handed to submit_challenge.
         lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl)
         token = lock.token

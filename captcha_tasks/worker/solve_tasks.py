@@ -17,9 +17,6 @@ from typing import Any, cast
 
 from celery.exceptions import Ignore
 
-from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
-from ..engine.observer import solve_observer
-from ..engine.pool import TokenPool, pool_id_for
 from ..errors import ClientError, InvalidApiKey, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
@@ -148,6 +145,12 @@ class SolveTask(CheckedTask):
         excluded = self._check_route(provider, exclude)
         if checking:
             self.stop_if_checking()
+        # The worker's side from here: imported here, so that code that only enqueues
+        # never loads the engine's modules.
+        from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
+        from ..engine.observer import solve_observer
+        from ..engine.pool import TokenPool, pool_id_for
+
         # Before anything is queued: the configured providers that may take it (_TYPES,
         # what each protocol solves, the task's provider= / exclude=), stored with it.
         names = route(
@@ -533,6 +536,8 @@ def fill_token_pool(
         captcha = builders[captcha_type]()
     except TypeError as exc:
         raise InvalidTaskInput(f"fill_token_pool: {exc}") from None
+    from ..engine.pool import TokenPool
+
     pool = TokenPool(state_redis(self.settings), self.settings)
     fill = pool.fill(captcha, target=target, adaptive=bool(adaptive))
     return cast(FillResult, fill.as_dict())

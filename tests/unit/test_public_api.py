@@ -193,6 +193,8 @@ def test_code_that_only_enqueues_loads_no_engine_server_or_provider_client(
     loaded = set(json.loads(out))
     assert "captcha_tasks.worker.solve_tasks" in loaded  # the tasks themselves are there
     assert sorted(loaded & set(WORKER_ONLY)) == []
+    # Nothing of the engine at all: admission and the token pool are the worker's side.
+    assert sorted(m for m in loaded if m.startswith("captcha_tasks.engine.")) == []
 
 
 def test_a_solve_task_alone_loads_no_page_workflow(tmp_path: Path) -> None:
@@ -213,9 +215,9 @@ def test_a_solve_task_alone_loads_no_page_workflow(tmp_path: Path) -> None:
         *WORKER_ONLY,
     }
     assert sorted(loaded & page_workflow) == []
-    # Measured (15 fresh interpreters): 53 of the package's modules, against 55 with
-    # every task module imported by the root.
-    assert len(loaded) <= 53
+    # Measured (fresh interpreters): 46 of the package's modules, against 55 with every
+    # task module imported by the root and the engine's admission loaded with them.
+    assert len(loaded) <= 46
 
 
 def test_the_worker_only_parts_load_when_named(tmp_path: Path) -> None:
