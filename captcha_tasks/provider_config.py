@@ -131,7 +131,7 @@ class ProviderConfig:
     #: ``CAPTCHA_TASKS_<NAME>_API_KEY`` or ``CAPTCHA_TASKS_<NAME>_API_KEY_FILE`` (read once,
     #: at start-up): the key, checked against the protocol's key format. Required for a
     #: named provider; without the default one's a process can enqueue but not solve.
-    #: Never shown: :meth:`describe` and ``repr`` mask it.
+    #: Never shown: masked in ``captcha-tasks settings``, in logs and in reprs.
     api_key: str = dataclasses.field(default="", repr=False)
     #: ``CAPTCHA_TASKS_THREADS`` / ``CAPTCHA_TASKS_<NAME>_THREADS``: its thread budget
     #: (captchas in flight at once), cluster-wide.
