@@ -26,6 +26,9 @@ class CeleryTaskQueue:
 
     def __init__(self, app: Celery) -> None:
         self.app = app
+        # Jobs name any task: register every task module of the app (its ``include``),
+        # which the package root imports only when a name is first used.
+        app.loader.import_default_modules()
 
     def send(self, task_id: str, call: TaskCall) -> None:
         task = self.app.tasks[call.task]

@@ -272,7 +272,11 @@ def test_bad_calls_fail_typed_reach_nothing_and_the_worker_keeps_serving(
     try:
         bad_calls_are_refused()
         misfits_are_refused()
-        assert len(seen) >= 30 and set(seen) <= {"InvalidTaskInput", "TargetNotAllowed"}
+        assert len(seen) >= 30 and set(seen) <= {
+            "InvalidTaskInput",
+            "ArgumentsMismatch",
+            "TargetNotAllowed",
+        }
 
         # Nothing reached the provider: no in.php (and no res.php) request at all but the
         # worker's balance calls at start.
