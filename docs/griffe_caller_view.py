@@ -6,7 +6,8 @@ the tasks as their callers see them.
 - Docstrings are written for Python's own tools, with reST roles (``:func:`x```,
   ``:class:`~a.B```) and double backquotes; on the page they become markdown code.
 
-Nothing here is imported by the runtime.
+It needs griffe (the docs tools of the ``[dev]`` extra), so it lives with the pages, not
+in the package, whose every module imports with the runtime dependencies alone.
 """
 
 from __future__ import annotations
