@@ -33,7 +33,7 @@ from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
 from ..state import Keys, state_redis
 from ..state.clock import clock_of
-from .redacted import redact_call
+from .redacted import task_reprs
 
 __all__ = ["CeleryCompleter", "SolveEngineStep"]
 
@@ -130,6 +130,17 @@ class CeleryCompleter:
         if at is not None:
             self._send("task-started", uuid=job.task_id, timestamp=at)
 
+    def _reprs(self, then: Any, result: dict[str, Any]) -> dict[str, str]:
+        """The ``argsrepr``/``kwargsrepr`` of the call of ``then`` with ``result``: the
+        whole call (the signature's own arguments too), redacted. The call carries the
+        solution: its task-sent event and Flower show it masked, as this task's own
+        task-succeeded does (a task of the caller's app would show the real token
+        otherwise). A later step of a page task runs under the page's id: its event must
+        show that step's arguments, which Flower may take for the page's."""
+        task = self.app.tasks.get(then.task)
+        argsrepr, kwargsrepr = task_reprs(task, (result, *then.args), then.kwargs)
+        return {"argsrepr": argsrepr, "kwargsrepr": kwargsrepr}
+
     def succeed(self, job: Job, result: dict[str, Any]) -> None:
         """What a worker does when a task returns: callbacks, the chain's next task,
         then the result (with chord bookkeeping) and the event."""
@@ -137,20 +148,13 @@ class CeleryCompleter:
         request = self._request(job)
         chain = list(request.chain or ())
         if request.callbacks or chain:
-            # The next task's call carries the solution; its task-sent event and Flower
-            # show it masked, as this task's own task-succeeded does (a task of the
-            # caller's app would show the real token otherwise).
-            argsrepr, kwargsrepr = redact_call((result,), {})
-            sent = {
-                "parent_id": job.task_id,
-                "root_id": request.root_id or job.task_id,
-                "argsrepr": argsrepr,
-                "kwargsrepr": kwargsrepr,
-            }
+            sent = {"parent_id": job.task_id, "root_id": request.root_id or job.task_id}
             for callback in request.callbacks or ():
-                signature(callback, app=self.app).apply_async((result,), **sent)
+                then = signature(callback, app=self.app)
+                then.apply_async((result,), **sent, **self._reprs(then, result))
             if chain:
-                signature(chain.pop(), app=self.app).apply_async((result,), chain=chain, **sent)
+                then = signature(chain.pop(), app=self.app)
+                then.apply_async((result,), chain=chain, **sent, **self._reprs(then, result))
         self.app.backend.mark_as_done(job.task_id, result, request=request)
         shown = {k: v for k, v in result.items() if k != "solution"}
         solve_s, queued_s = result.get("solve_seconds"), result.get("queued_seconds")

@@ -93,6 +93,32 @@ def test_the_task_chained_after_a_solve_is_shown_with_the_solution_masked(
     ]
 
 
+def test_a_chained_step_with_arguments_of_its_own_shows_them_redacted(
+    celery_app: Any, events: EventTap
+) -> None:
+    # A challenged page's last step: it runs under the page's id and name, so the
+    # arguments its task-sent shows are what Flower may keep for the page.
+    chained = {
+        "task": "captcha_tasks.submit_challenge",
+        "args": [],
+        "kwargs": {"url": "https://example.com/login", "form": {"password": "pw-secret-1"}},
+        "options": {"queue": "page-chain", "shadow": "captcha_tasks.fetch_page"},
+        "subtask_type": None,
+    }
+    job = Job.from_fields(
+        "page-1",
+        {"state": "done", "type": "recaptcha_v2", "request": json.dumps({"chain": [chained]})},
+    )
+    CeleryCompleter(celery_app, "engine-test@h").succeed(
+        job, {"solution": "tok-654321", "type": "recaptcha_v2", "solve_seconds": 1.0}
+    )
+    (sent,) = [e for e in events.read() if e["type"] == "task-sent"]
+    assert sent["kwargs"] == (
+        "{'url': 'https://example.com/login', 'form': {'password': '***'}}"
+    ), sent
+    assert "tok-654321" not in repr(sent) and "pw-secret-1" not in repr(sent)
+
+
 def test_a_solve_ends_started_when_submitted_with_the_solve_as_its_runtime_and_one_line(
     celery_app: Any, events: EventTap, caplog: pytest.LogCaptureFixture
 ) -> None:
