@@ -89,6 +89,25 @@ print(json.dumps({"file": captcha_tasks.__file__, "commands": len(paths),
 """
 
 
+#: Celery 5.6's prefork pool, stopped by the cold shutdown (SIGTERM remapped to SIGQUIT),
+#: fires the event loop's timers from a thread while the pool drains. The cold shutdown
+#: runs inside the signal handler, in the main thread, and when the signal lands while
+#: that thread is inside the loop's timer generator, the thread's ``next()`` on it fails
+#: ("generator already executing") every half second until the pool has drained; the
+#: worker still stops cleanly (exit 0, every message acknowledged or requeued). Upstream
+#: (celery/concurrency/prefork.py, ``TaskPool.on_stop``): rare, not reproduced in 24
+#: idle SIGTERMs, seen once under the whole suite's load. Only this warning is set aside.
+_ON_STOP_TIMER_WARNING = re.compile(
+    r"^\[[^\]]*WARNING/MainProcess\] Exception in timer thread during prefork on_stop\(\)\n"
+    r"Traceback \(most recent call last\):\n(?:  .*\n)+ValueError: generator already executing\n",
+    re.MULTILINE,
+)
+
+
+def _without_celery_on_stop_timer_warnings(log: str) -> str:
+    return _ON_STOP_TIMER_WARNING.sub("", log)
+
+
 # -- deploy/: the command lines it runs --------------------------------------------------
 
 
@@ -371,7 +390,8 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
             for process in started:
                 code = wait_for_exit(process, deadline=90)
                 assert code == 0, f"{process.name}: exit {code}\n{process.log()}"
-                assert "Traceback" not in process.log(), process.log()
+                log = _without_celery_on_stop_timer_warnings(process.log())
+                assert "Traceback" not in log, process.log()
         finally:
             for process in started:
                 stop_process(process.proc, timeout=20, group=True)

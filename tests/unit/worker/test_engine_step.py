@@ -16,6 +16,7 @@ import redis
 from captcha_tasks.engine import Job
 from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.worker.engine_step import CeleryCompleter
+from captcha_tasks.worker.page_tasks import submit_challenge
 from tests.support.events import EventTap, event_tap
 
 
@@ -98,13 +99,17 @@ def test_a_chained_step_with_arguments_of_its_own_shows_them_redacted(
 ) -> None:
     # A challenged page's last step: it runs under the page's id and name, so the
     # arguments its task-sent shows are what Flower may keep for the page.
-    chained = {
-        "task": "captcha_tasks.submit_challenge",
-        "args": [],
-        "kwargs": {"url": "https://example.com/login", "form": {"password": "pw-secret-1"}},
-        "options": {"queue": "page-chain", "shadow": "captcha_tasks.fetch_page"},
-        "subtask_type": None,
+    page = {
+        "url": "https://example.com/login",
+        "action": "/login",
+        "fields": {},
+        "token_field": "g-recaptcha-response",
+        "challenge_type": "recaptcha_v2",
+        "form": {"password": "pw-secret-1"},
     }
+    chained = dict(
+        submit_challenge.s(**page).set(queue="page-chain", shadow="captcha_tasks.fetch_page")
+    )
     job = Job.from_fields(
         "page-1",
         {"state": "done", "type": "recaptcha_v2", "request": json.dumps({"chain": [chained]})},
@@ -114,7 +119,9 @@ def test_a_chained_step_with_arguments_of_its_own_shows_them_redacted(
     )
     (sent,) = [e for e in events.read() if e["type"] == "task-sent"]
     assert sent["kwargs"] == (
-        "{'url': 'https://example.com/login', 'form': {'password': '***'}}"
+        "{'url': 'https://example.com/login', 'action': '/login', 'fields': {}, "
+        "'token_field': 'g-recaptcha-response', 'challenge_type': 'recaptcha_v2', "
+        "'form': {'password': '***'}}"
     ), sent
     assert "tok-654321" not in repr(sent) and "pw-secret-1" not in repr(sent)
 
