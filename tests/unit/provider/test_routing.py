@@ -82,10 +82,10 @@ def test_one_candidate_refused_by_its_protocol_reads_as_check_offered_always_did
     from captcha_tasks.provider.offers import check_offered
 
     with pytest.raises(InvalidTaskInput) as before:
-        check_offered("capsolver", HCAPTCHA)
+        check_offered("capsolver", CHALLENGE)
     for configs, pinned in (([BACKUP], None), (CLUSTER, "backup")):
         with pytest.raises(InvalidTaskInput) as info:
-            route(configs, HCAPTCHA, provider=pinned)
+            route(configs, CHALLENGE, provider=pinned)
         assert str(info.value) == str(before.value)
         assert info.value.code == before.value.code == "TYPE_NOT_OFFERED"
     with pytest.raises(InvalidTaskInput, match="images \\(2captcha\\): hcaptcha is not in"):
