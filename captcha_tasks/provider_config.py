@@ -84,15 +84,16 @@ OTHER_KEY_VARIABLE: Final = "CAPTCHAAI_API_KEY"
 #: ignored, so they are refused.
 SINGLE_PROVIDER_VARIABLES: Final = (*DEFAULT_VARIABLES.values(), OTHER_KEY_VARIABLE)
 
-#: The kinds a protocol does not solve in any variant, so ``_TYPES`` naming one is a
-#: mistake. The truth is provider/offers.py (a layer above); a unit test keeps this equal.
+#: The kinds a protocol does not solve in any variant (never offered, or withdrawn), so
+#: ``_TYPES`` naming one is a mistake. The truth is provider/offers.py (a layer above);
+#: a unit test keeps this equal.
 NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
     "captchaai": frozenset({"funcaptcha", "geetest_v4", "aws_waf", "coordinates"}),
-    "2captcha": frozenset(),
-    "2captcha-v2": frozenset(),
-    "anticaptcha": frozenset(),
+    "2captcha": frozenset({"hcaptcha"}),
+    "2captcha-v2": frozenset({"hcaptcha"}),
+    "anticaptcha": frozenset({"hcaptcha"}),
     "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates"}),
-    "capmonster": frozenset({"coordinates"}),
+    "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }
 
 _NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")

@@ -139,7 +139,7 @@ def offer_cell(feature: str, value: str) -> str:
 
 def offers_table() -> str:
     """The provider x captcha type matrix, markdown."""
-    from captcha_tasks.provider.offers import offer_matrix
+    from captcha_tasks.provider.offers import WITHDRAWN, offer_matrix
     from captcha_tasks.settings import PROTOCOLS, PROVIDERS
 
     matrix = offer_matrix()
@@ -151,7 +151,24 @@ def offers_table() -> str:
     features = list(LABELS) + sorted({f for row in matrix.values() for f in row} - set(LABELS))
     for feature in features:
         cells = [offer_cell(feature, matrix[p].get(feature, "not offered")) for p in PROVIDERS]
+        for i, provider in enumerate(PROVIDERS):
+            if feature in WITHDRAWN.get(provider, {}):
+                cells[i] = "withdrawn"
         lines.append(f"| {LABELS.get(feature, feature)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n\n" + sources_table()
+
+
+def sources_table() -> str:
+    """Each cell's state and the public source it was checked against, markdown."""
+    from captcha_tasks.provider.offers import catalogue
+
+    lines = ["| provider | captcha | state | source |", "|---|---|---|---|"]
+    for provider, cells in catalogue().items():
+        for feature in [*LABELS, *sorted(set(cells) - set(LABELS))]:
+            cell = cells[feature]
+            source = cell.source.replace("|", "\\|")
+            label = LABELS.get(feature, feature)
+            lines.append(f"| `{provider}` | {label} | {cell.state} | {source} |")
     return "\n".join(lines)
 
 

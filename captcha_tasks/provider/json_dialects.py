@@ -124,7 +124,6 @@ JSON_ERRORS: Final[Mapping[str, ErrorRule]] = {
         None,
         "the provider rejected the task's parameters",
         "ERROR_TASK_ABSENT",
-        "ERROR_TASK_NOT_SUPPORTED",
         "ERROR_NO_SUCH_METHOD",
         "ERROR_INVALID_TASK_DATA",
         "ERROR_BAD_REQUEST",
@@ -136,6 +135,15 @@ JSON_ERRORS: Final[Mapping[str, ErrorRule]] = {
         "ERROR_DOMAIN_NOT_ALLOWED",
         "ERROR_PROXY_MISSING",
         "ERROR_INCORRECT_SESSION_DATA",
+    ),
+    # A task type the provider does not take (any more): Anti-Captcha's answer for a
+    # withdrawn type, CapMonster's and 2Captcha's for any type they do not solve.
+    **_rules(
+        BadRequest,
+        None,
+        "the provider does not solve this task type (withdrawn or never offered)",
+        "ERROR_TASK_TYPE_DEPRECATED",
+        "ERROR_TASK_NOT_SUPPORTED",
     ),
     **_rules(
         BadImage,

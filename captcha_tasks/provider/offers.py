@@ -3,13 +3,17 @@ through a proxy): the one place the solve tasks and both clients ask.
 
 For the JSON providers the answer is read from their dialects (a kind with task type
 names is offered; a proxied variant needs a proxy name), so there is no second table
-to drift. For the classic ones it is :data:`CLASSIC_OFFERS`.
+to drift. For the classic ones it is :data:`CLASSIC_OFFERS`. A kind a provider has
+withdrawn is in :data:`WITHDRAWN` with the public source that says so: refused before
+anything is sent, even where a dialect still knows its task names (what a stale
+catalogue would send). Every cell's source is in :data:`SOURCES` (:func:`catalogue`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, get_args
+import dataclasses
+from collections.abc import Collection, Mapping
+from typing import Final, Literal, get_args
 
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
@@ -18,11 +22,17 @@ from .json_dialects import JsonDialect, TaskNames, dialect_for
 
 __all__ = [
     "CLASSIC_OFFERS",
+    "SOURCES",
     "TURNSTILE_CHALLENGE",
+    "WITHDRAWN",
+    "Cell",
+    "catalogue",
     "check_offered",
     "json_names",
     "offer_matrix",
+    "offered_by",
     "refusal",
+    "withdrawal",
 ]
 
 #: The feature name of Turnstile's challenge mode (``Turnstile.pagedata`` set).
@@ -42,6 +52,66 @@ CLASSIC_OFFERS: Final[Mapping[Provider, frozenset[str]]] = {
     "2captcha": frozenset(get_args(CaptchaType)) | {TURNSTILE_CHALLENGE},
     "captchaai": _EXISTING,
 }
+
+#: Kinds (or :data:`TURNSTILE_CHALLENGE`) a provider has withdrawn: refused, whatever its
+#: dialect or :data:`CLASSIC_OFFERS` still name, with the public source that says so.
+WITHDRAWN: Final[Mapping[Provider, Mapping[str, str]]] = {
+    "2captcha": {
+        "hcaptcha": "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from 2Captcha's "
+        "docs), Furry/2captcha#58 (in.php answers ERROR_METHOD_CALL)",
+    },
+    "2captcha-v2": {
+        "hcaptcha": "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from "
+        "2captcha.com/api-docs), NopeCHALLC/nopecha-python#37",
+    },
+    "anticaptcha": {
+        "hcaptcha": "anti-captcha/anticaptcha-python#6 (createTask answers "
+        "ERROR_TASK_TYPE_DEPRECATED, 2025-02)",
+    },
+    "capsolver": {
+        "hcaptcha": 'capsolver/capsolver-python#15 ("We do not support hcaptcha", 2025-10)',
+        "funcaptcha": "docs.capsolver.com/guide/api-support (no FunCaptcha in the list), "
+        "d60/twikit#234",
+    },
+    "capmonster": {
+        "hcaptcha": "CapMonsterCloud/capmonster-python-captcha-solver#30 (createTask answers "
+        "ERROR_TASK_NOT_SUPPORTED; its hCaptcha docs page is gone)",
+    },
+}
+
+#: The source of each provider's other cells: ``"*"`` for any cell not named, else by
+#: kind (or :data:`TURNSTILE_CHALLENGE`). Withdrawn cells cite :data:`WITHDRAWN`.
+SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
+    "captchaai": {
+        "*": "pypi.org/project/captchaai (v1.0.1), docs.captchaai.com",
+        "hcaptcha": "unverified: not in CaptchaAI's own lists (docs.captchaai.com, pypi "
+        "captchaai); no withdrawal found either",
+        "geetest_v4": "blog.captchaai.com/captchaai-api-quick-reference-card "
+        "(method=geetest&version=4: another encoding, not built)",
+        TURNSTILE_CHALLENGE: "blog.captchaai.com/cloudflare-waf-rules-trigger-captcha "
+        "(cloudflare_challenge: another product)",
+    },
+    "2captcha": {"*": "2captcha.com/2captcha-api, 2captcha/2captcha-python"},
+    "2captcha-v2": {"*": "2captcha.com/api-docs/create-task"},
+    "anticaptcha": {"*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python"},
+    "capsolver": {
+        "*": "docs.capsolver.com/guide/api-support",
+        TURNSTILE_CHALLENGE: "docs.capsolver.com/guide/captcha/cloudflare_challenge "
+        "(AntiCloudflareTask: another product)",
+    },
+    "capmonster": {"*": "docs.capmonster.cloud/docs/captchas/"},
+}
+
+CellState = Literal["offered", "not offered", "withdrawn"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One cell of the catalogue: whether ``provider`` solves a kind, and who says so."""
+
+    state: CellState
+    source: str
+
 
 #: Read from their bytes: a proxy has nothing to load, so it is dropped, never refused.
 _NO_PROXY = (Image, Coordinates)
@@ -63,12 +133,37 @@ def json_names(dialect: JsonDialect, captcha: Captcha) -> TaskNames | None:
     return names
 
 
+def _feature(captcha: Captcha) -> str:
+    if isinstance(captcha, Turnstile) and captcha.challenge:
+        return TURNSTILE_CHALLENGE
+    return captcha.type
+
+
+def withdrawal(provider: Provider, captcha: Captcha) -> str | None:
+    """The source saying ``provider`` withdrew ``captcha``'s kind, or ``None``."""
+    withdrawn = WITHDRAWN.get(provider, {})
+    return withdrawn.get(_feature(captcha)) or withdrawn.get(captcha.type)
+
+
+def offered_by(captcha: Captcha, providers: Collection[Provider] = PROVIDERS) -> list[Provider]:
+    """Which of ``providers`` offer ``captcha``'s kind in some variant (proxied or not)."""
+    return [
+        provider
+        for provider in providers
+        if refusal(provider, captcha, proxied=False) is None
+        or refusal(provider, captcha, proxied=True) is None
+    ]
+
+
 def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> str | None:
     """Why ``provider`` cannot take ``captcha`` (through a proxy if ``proxied``), or
     ``None`` when it can."""
     what = f"{type(captcha).__name__} captchas"
     if isinstance(captcha, Turnstile) and captcha.challenge:
         what += " in challenge mode (pagedata)"
+    source = withdrawal(provider, captcha)
+    if source is not None:
+        return f"provider {provider} withdrew {what} ({source})"
     if PROTOCOLS.get(provider) == "json":
         names = json_names(dialect_for(provider), captcha)
         if names is None:
@@ -83,11 +178,7 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
         if not proxied and names.proxyless is None:
             return f"provider {provider} does not solve {what} without a proxy"
         return None
-    feature = (
-        TURNSTILE_CHALLENGE
-        if isinstance(captcha, Turnstile) and captcha.challenge
-        else captcha.type
-    )
+    feature = _feature(captcha)
     if feature not in CLASSIC_OFFERS.get(provider, frozenset()):
         return f"provider {provider} does not solve {what} (provider/offers.py, CLASSIC_OFFERS)"
     return None
@@ -101,6 +192,24 @@ def check_offered(provider: Provider, captcha: Captcha, *, proxied: bool = False
         raise InvalidTaskInput(f"{reason}; nothing was sent", "TYPE_NOT_OFFERED")
 
 
+def catalogue() -> dict[Provider, dict[str, Cell]]:
+    """Per provider, per kind (and challenge mode): its state and its source, what the
+    docs' matrix shows."""
+    out: dict[Provider, dict[str, Cell]] = {}
+    for provider, row in offer_matrix().items():
+        sources = SOURCES[provider]
+        cells: dict[str, Cell] = {}
+        for feature, value in row.items():
+            withdrawn = WITHDRAWN.get(provider, {}).get(feature)
+            if withdrawn is not None:
+                cells[feature] = Cell("withdrawn", withdrawn)
+                continue
+            state: CellState = "not offered" if value == "not offered" else "offered"
+            cells[feature] = Cell(state, sources.get(feature, sources["*"]))
+        out[provider] = cells
+    return out
+
+
 def offer_matrix() -> dict[Provider, dict[str, str]]:
     """Per provider, per kind (and challenge mode): how it is offered, for docs and
     ``captcha-tasks`` diagnostics. JSON: ``proxyless / proxy`` names (``-``: none)."""
@@ -109,6 +218,9 @@ def offer_matrix() -> dict[Provider, dict[str, str]]:
     for provider in PROVIDERS:
         row: dict[str, str] = {}
         for feature in features:
+            if feature in WITHDRAWN.get(provider, {}):
+                row[feature] = "not offered"
+                continue
             if PROTOCOLS[provider] == "classic":
                 offered = feature in CLASSIC_OFFERS.get(provider, frozenset())
                 row[feature] = "offered" if offered else "not offered"

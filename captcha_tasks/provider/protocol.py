@@ -171,6 +171,14 @@ ERROR_TABLE: Final[Mapping[str, ErrorRule]] = {
         "ERROR_EMPTY_ACTION",
         "ERROR_NO_SUCH_CAPCHA_ID",
     ),
+    # What 2Captcha's in.php answers for a method it withdrew (hCaptcha): resending fails
+    # the same way.
+    **_rules(
+        BadRequest,
+        None,
+        "the provider does not take this method (a captcha type it withdrew)",
+        "ERROR_METHOD_CALL",
+    ),
     **_rules(
         RateLimited,
         10.0,

@@ -13,7 +13,7 @@ from collections.abc import Collection, Sequence
 from ..errors import InvalidTaskInput
 from ..provider_config import ProviderConfig
 from .captchas import Captcha
-from .offers import refusal
+from .offers import offered_by, refusal, withdrawal
 
 __all__ = ["route"]
 
@@ -52,15 +52,33 @@ def route(
             left_out.append((config, reason))
     if names:
         return names
+    elsewhere = (
+        _elsewhere(configs, captcha)
+        if any(withdrawal(config.protocol, captcha) for config, _ in left_out)
+        else ""
+    )
     if len(left_out) == 1 and left_out[0][1].startswith(f"provider {left_out[0][0].protocol} "):
         # One candidate refused by its protocol: the same message as check_offered's.
-        raise InvalidTaskInput(f"{left_out[0][1]}; nothing was sent", "TYPE_NOT_OFFERED")
+        raise InvalidTaskInput(f"{left_out[0][1]}{elsewhere}; nothing was sent", "TYPE_NOT_OFFERED")
     why_not = "; ".join(f"{config.name} ({config.protocol}): {why}" for config, why in left_out)
     raise InvalidTaskInput(
-        f"no configured provider takes {type(captcha).__name__} captchas ({why_not}); "
-        "nothing was sent",
+        f"no configured provider takes {type(captcha).__name__} captchas ({why_not})"
+        f"{elsewhere}; nothing was sent",
         "TYPE_NOT_OFFERED",
     )
+
+
+def _elsewhere(configs: Sequence[ProviderConfig], captcha: Captcha) -> str:
+    """Which configured provider still offers a kind one of them withdrew, else which
+    provider does at all."""
+    offering = set(offered_by(captcha))
+    configured = [config.name for config in configs if config.protocol in offering]
+    if configured:
+        return f"; still offered by configured provider {', '.join(configured)}"
+    if offering:
+        names = ", ".join(sorted(offering))
+        return f"; no configured provider offers it (offered by: {names})"
+    return "; no provider offers it any more"
 
 
 def _left_out(

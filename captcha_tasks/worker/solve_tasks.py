@@ -33,7 +33,9 @@ from ..provider import (
     RecaptchaV3,
     Turnstile,
 )
+from ..provider.offers import withdrawal
 from ..provider.routing import route
+from ..provider_config import ProviderConfig
 from ..results import (
     AwsWafResult,
     BalanceResult,
@@ -130,8 +132,10 @@ class SolveTask(CheckedTask):
 
         As the caller's check (:meth:`~.task_bases.CheckedTask.check_call`) it stops once
         the captcha, ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are
-        checked: the caller needs no key, and which providers are configured (names,
-        the types each offers) is the worker's to check."""
+        checked, and a kind withdrawn by every provider the caller's settings name (or
+        by the one ``provider=`` pins) is refused: the caller needs no key, and the rest
+        of what is configured (``_TYPES``, names it does not know) is the worker's to
+        check."""
         checking = self.checking_call()
         if not checking:
             # A worker without a key runs no engine: fail now rather than queue forever.
@@ -144,6 +148,7 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
         excluded = self._check_route(provider, exclude)
         if checking:
+            _refuse_withdrawn(self.settings.providers(), captcha, bool(proxy_id), provider)
             self.stop_if_checking()
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
@@ -221,6 +226,17 @@ _ROUTING = (
     "correlation_id",
     "ignore_result",
 )
+
+
+def _refuse_withdrawn(
+    configs: Sequence[ProviderConfig], captcha: Captcha, proxied: bool, provider: str | None
+) -> None:
+    """The caller's check of the catalogue: :class:`InvalidTaskInput` (code
+    ``TYPE_NOT_OFFERED``, as admission says it) when each candidate among ``configs``
+    withdrew ``captcha``'s kind; a ``provider=`` the caller does not know is the worker's."""
+    candidates = [config for config in configs if provider in (None, config.name)]
+    if candidates and all(withdrawal(config.protocol, captcha) for config in candidates):
+        route(configs, captcha, proxied=proxied, provider=provider)
 
 
 def _routing(request: Any) -> dict[str, object]:

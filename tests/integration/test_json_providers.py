@@ -72,8 +72,7 @@ def test_every_offered_type_solves_through_a_worker(
         "image": solve_image.delay(base64.b64encode(PNG).decode(), numeric=0),
         "geetest": solve_geetest.delay(GT, CHALLENGE, PAGE),
     }
-    if dialect != "capsolver":  # no hCaptcha there (the refusal is tested below)
-        results["hcaptcha"] = solve_hcaptcha.delay(HCAPTCHA_KEY, PAGE)
+    # No hCaptcha: every JSON provider withdrew it (tests/integration/test_withdrawn_types.py).
     got = {kind: result.get(timeout=60) for kind, result in results.items()}
     for kind, result in got.items():
         assert result["type"] == kind
@@ -81,7 +80,7 @@ def test_every_offered_type_solves_through_a_worker(
         assert isinstance(result["captcha_id"], str) and result["captcha_id"]
         assert result["submits"] == 1
         assert result["protocol"] == dialect
-    for kind in ("recaptcha_v2", "recaptcha_v3", "turnstile", "hcaptcha"):
+    for kind in ("recaptcha_v2", "recaptcha_v3", "turnstile"):
         if kind in got:
             assert _verify(sandbox, got[kind]["solution"]), kind
     costs = {kind: result["cost"] for kind, result in got.items()}

@@ -316,9 +316,11 @@ def test_not_offered_matches_what_the_provider_layer_offers() -> None:
 
 def _offered_at_all(protocol: str, kind: str) -> bool:
     from captcha_tasks.provider.json_dialects import dialect_for
-    from captcha_tasks.provider.offers import CLASSIC_OFFERS
+    from captcha_tasks.provider.offers import CLASSIC_OFFERS, WITHDRAWN
     from captcha_tasks.settings import PROTOCOLS
 
+    if kind in WITHDRAWN.get(protocol, {}):  # type: ignore[call-overload]
+        return False
     if PROTOCOLS[protocol] == "json":  # type: ignore[index]
         return kind in dialect_for(protocol).task_types  # type: ignore[arg-type]
     return kind in CLASSIC_OFFERS[protocol]  # type: ignore[index]

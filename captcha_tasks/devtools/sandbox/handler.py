@@ -25,7 +25,7 @@ from ...errors import ConfigurationError
 from .callbacks import CallbackSender
 from .garbage import Garbage
 from .json_api import JSON_METHODS, JsonApi, fault_path
-from .protocol import ApiError, Reply, Upload, error_text, parse_submission
+from .protocol import WITHDRAWN_METHODS, ApiError, Reply, Upload, error_text, parse_submission
 from .state import SandboxState
 
 __all__ = [
@@ -214,6 +214,10 @@ class SandboxHandler(BaseHTTPRequestHandler):
             state.check_key(params.get("key", "").strip())
             if path == "/in.php":
                 config = state.config
+                method = params.get("method", "").strip().lower()
+                if method in WITHDRAWN_METHODS.get(config.classic_dialect, ()):
+                    state.count("param_errors")
+                    raise ApiError("ERROR_METHOD_CALL")
                 try:
                     submission = parse_submission(
                         params, files, config.min_image_bytes, config.max_image_bytes

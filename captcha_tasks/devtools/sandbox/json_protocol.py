@@ -17,6 +17,7 @@ from .protocol import ApiError, Submission, parse_submission
 
 __all__ = [
     "TASK_TYPES",
+    "WITHDRAWN",
     "JsonError",
     "error_answer",
     "parse_task",
@@ -78,6 +79,16 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
     "capmonster": _CAPMONSTER,
 }
 
+#: Kinds a dialect still names a task type for but no longer solves, and the errorCode
+#: its createTask answers: Anti-Captcha's own (anti-captcha/anticaptcha-python#6),
+#: CapMonster's (CapMonsterCloud/capmonster-python-captcha-solver#30); 2Captcha's sources
+#: give no code for its JSON API, so it answers its documented ERROR_TASK_NOT_SUPPORTED.
+WITHDRAWN: Mapping[str, Mapping[str, str]] = {
+    "2captcha-v2": {"hcaptcha": "ERROR_TASK_NOT_SUPPORTED"},
+    "anticaptcha": {"hcaptcha": "ERROR_TASK_TYPE_DEPRECATED"},
+    "capmonster": {"hcaptcha": "ERROR_TASK_NOT_SUPPORTED"},
+}
+
 #: errorId per code at 2Captcha and Anti-Captcha (CapMonster and CapSolver: always 1).
 ERROR_IDS = {
     "ERROR_KEY_DOES_NOT_EXIST": 1,
@@ -104,6 +115,7 @@ _DESCRIPTIONS = {
     "ERROR_NO_SUCH_CAPCHA_ID": "The task does not exist or has expired",
     "ERROR_TASKID_INVALID": "Task ID does not exist or is invalid",
     "ERROR_TASK_NOT_SUPPORTED": "The task type is not supported",
+    "ERROR_TASK_TYPE_DEPRECATED": "This task type is not supported any more",
     "ERROR_TASK_ABSENT": "The task property is missing",
     "ERROR_TOO_MUCH_REQUESTS": "Too many requests for this task: wait 2 seconds",
 }
@@ -177,6 +189,9 @@ def parse_task(
     if entry is None:
         raise JsonError("ERROR_TASK_NOT_SUPPORTED")
     kind, proxy = entry
+    withdrawn = WITHDRAWN.get(dialect, {}).get(kind)
+    if withdrawn is not None:
+        raise JsonError(withdrawn)
     _check_proxy(dialect, task, proxy)
     try:
         params = classic_params(dialect, kind, task)

@@ -27,6 +27,7 @@ from .submission import (
 
 __all__ = [
     "FINGERPRINT_IGNORED",
+    "WITHDRAWN_METHODS",
     "ApiError",
     "Reply",
     "Submission",
@@ -61,6 +62,7 @@ _ERROR_TEXT = {
     "ERROR_DUPLICATE_REPORT": "This captcha was already reported.",
     "ERROR_REPORT_NOT_RECORDED": "Too late, too early or unsolved: the report is refused.",
     "ERROR_INTERNAL_SERVER_ERROR": "The sandbox failed; see its log.",
+    "ERROR_METHOD_CALL": "This method is not offered any more.",
 }
 
 _SITEKEY_RE = re.compile(r"^[A-Za-z0-9_.\-]{10,100}$")
@@ -73,6 +75,11 @@ _NEWER = {
     "geetest_v4": kinds.geetest_v4,
     "amazon_waf": kinds.amazon_waf,
 }
+
+
+#: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL
+#: for hCaptcha (Furry/2captcha#58); CaptchaAI's answer is not withdrawn in any source.
+WITHDRAWN_METHODS: Mapping[str, frozenset[str]] = {"2captcha": frozenset({"hcaptcha"})}
 
 
 def error_text(code: str) -> str:

@@ -98,9 +98,13 @@ def test_the_cli_page_lists_every_command() -> None:
 def test_every_kind_has_a_row_of_the_matrix() -> None:
     kinds = {kind for row in offer_matrix().values() for kind in row}
     assert kinds == set(docs_site.LABELS)
-    table = docs_site.offers_table()
-    assert table.count("\n") == len(docs_site.LABELS) + 2
-    assert all(f"`{provider}`" in table.splitlines()[0] for provider in PROVIDERS)
+    matrix, sources = docs_site.offers_table().split("\n\n")
+    assert matrix.count("\n") == len(docs_site.LABELS) + 2
+    assert all(f"`{provider}`" in matrix.splitlines()[0] for provider in PROVIDERS)
+    # One row per cell, each with its state and its source.
+    assert sources.count("\n") == len(docs_site.LABELS) * len(PROVIDERS) + 1
+    assert "| `anticaptcha` | hCaptcha | withdrawn | anti-captcha/anticaptcha-python#6" in sources
+    assert "| hCaptcha | yes | withdrawn |" in matrix
 
 
 def test_a_cell_says_what_the_dialect_says() -> None:

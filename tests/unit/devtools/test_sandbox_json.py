@@ -24,6 +24,7 @@ from captcha_tasks.devtools.sandbox import (
     sandbox_command,
 )
 from captcha_tasks.devtools.sandbox import cli as sandbox_cli
+from captcha_tasks.devtools.sandbox.json_protocol import WITHDRAWN
 from captcha_tasks.errors import ConfigurationError
 
 SCALE = 0.01
@@ -144,8 +145,31 @@ def make_api(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[Callable
 
 
 @pytest.mark.parametrize(
+    ("dialect", "code", "error_id"),
+    [
+        ("anticaptcha", "ERROR_TASK_TYPE_DEPRECATED", 1),
+        ("capmonster", "ERROR_TASK_NOT_SUPPORTED", 1),
+        ("2captcha-v2", "ERROR_TASK_NOT_SUPPORTED", 23),
+    ],
+)
+def test_a_withdrawn_type_is_answered_as_the_provider_answers_it_now(
+    make_api: Callable[..., JApi], dialect: str, code: str, error_id: int
+) -> None:
+    api = make_api(dialect)
+    reply = api.call("createTask", task=task_of(dialect, "hcaptcha"))
+    assert api.error(reply) == (200, error_id, code)
+    stats = api.stats()
+    assert (stats["submitted"], stats["param_errors"]) == (0, 1)
+
+
+@pytest.mark.parametrize(
     ("dialect", "kind"),
-    [(d, k) for d, names in TYPES.items() for k, name in names.items() if name is not None],
+    [
+        (d, k)
+        for d, names in TYPES.items()
+        for k, name in names.items()
+        if name is not None and k not in WITHDRAWN.get(d, {})
+    ],
 )
 def test_each_dialect_solves_its_kinds_in_its_shapes(
     make_api: Callable[..., JApi], dialect: str, kind: str

@@ -82,11 +82,25 @@ def test_one_candidate_refused_by_its_protocol_reads_as_check_offered_always_did
     from captcha_tasks.provider.offers import check_offered
 
     with pytest.raises(InvalidTaskInput) as before:
-        check_offered("capsolver", HCAPTCHA)
+        check_offered("capsolver", CHALLENGE)
     for configs, pinned in (([BACKUP], None), (CLUSTER, "backup")):
         with pytest.raises(InvalidTaskInput) as info:
-            route(configs, HCAPTCHA, provider=pinned)
+            route(configs, CHALLENGE, provider=pinned)
         assert str(info.value) == str(before.value)
         assert info.value.code == before.value.code == "TYPE_NOT_OFFERED"
     with pytest.raises(InvalidTaskInput, match="images \\(2captcha\\): hcaptcha is not in"):
         route([IMAGES], HCAPTCHA)
+
+
+def test_the_route_skips_a_provider_that_withdrew_the_type_and_says_who_offers_it() -> None:
+    anti = config("anti", "anticaptcha")
+    assert route([anti, MAIN], HCAPTCHA) == ["main"]
+    with pytest.raises(InvalidTaskInput) as info:
+        route([anti, BACKUP], HCAPTCHA)
+    message = str(info.value)
+    assert info.value.code == "TYPE_NOT_OFFERED"
+    assert "anti (anticaptcha): provider anticaptcha withdrew HCaptcha" in message
+    assert "anti-captcha/anticaptcha-python#6" in message
+    assert "no configured provider offers it (offered by: captchaai)" in message
+    with pytest.raises(InvalidTaskInput, match="still offered by configured provider main"):
+        route([anti, MAIN], HCAPTCHA, provider="anti")
