@@ -100,7 +100,7 @@ soak: $(STAMP)  ## 20,000 solves over ~20 min with SIGKILLs and a Redis restart;
 	CAPTCHA_TASKS_SOAK_SOLVES=$(SOAK_SOLVES) CAPTCHA_TASKS_SOAK_SECONDS=$(SOAK_SECONDS) \
 		CAPTCHA_TASKS_SOAK_DRAIN=$(SOAK_DRAIN) $(BIN)/pytest tests/soak -s $(PYTEST_ARGS)
 
-bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated
+bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, then JSON); pages shared vs isolated; Altcha's proof of work per core
 	$(BIN)/captcha-tasks bench solve --plot docs/bench-throughput.png
 	@# Scale: T=200 (100 solves/s) with and without batch reads; T=50 without them. Without
 	@# batch reads, at the default 2 reads per solve and at a larger budget (POLL_READS).
@@ -114,6 +114,8 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the seeds' design (classic, 
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.
 	$(BIN)/captcha-tasks bench solve --callbacks --solves 1200
 	$(BIN)/captcha-tasks bench pages
+	@# solve_altcha's proof of work, solved by the worker: solves per second per core.
+	$(BIN)/captcha-tasks bench altcha
 
 screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \

@@ -23,6 +23,7 @@ from .version import __version__
 from .worker.app import app
 
 if TYPE_CHECKING:
+    from .worker.altcha_tasks import solve_altcha
     from .worker.page_tasks import fetch_page
     from .worker.solve_tasks import (
         fill_token_pool,
@@ -61,6 +62,7 @@ __all__ = [
     "get_settings",
     "ping",
     "report_solution",
+    "solve_altcha",
     "solve_aws_waf",
     "solve_coordinates",
     "solve_funcaptcha",
@@ -96,6 +98,7 @@ _LAZY = {
         _SOLVE,
     ),
     "fetch_page": "worker.page_tasks",
+    "solve_altcha": "worker.altcha_tasks",
     "PinnedProxyTask": "worker.task_bases",
     "SessionLockTask": "worker.task_bases",
     "SharedCookiesTask": "worker.task_bases",

@@ -62,7 +62,7 @@ from .results import (
     TokenResult,
 )
 from .settings import get_settings
-from .worker import page_tasks, solve_tasks
+from .worker import altcha_tasks, page_tasks, solve_tasks
 from .worker.app import app
 from .worker.async_results import AsyncResult, await_result, waiter_for
 from .worker.result_backend import without_result_subscription
@@ -79,6 +79,7 @@ __all__ = [
     "report_solution",
     "result",
     "send",
+    "solve_altcha",
     "solve_aws_waf",
     "solve_coordinates",
     "solve_funcaptcha",
@@ -344,6 +345,19 @@ async def solve_coordinates(
 ) -> CoordinatesResult:
     """``await`` :func:`captcha_tasks.solve_coordinates` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_coordinates, locals())
+
+
+@_checked
+async def solve_altcha(
+    pageurl: str,
+    *,
+    challenge_json: str | dict[str, Any] | None = None,
+    challenge_url: str | None = None,
+    proxy_id: str | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_altcha` (same arguments, and ``timeout=``)."""
+    return await _call(altcha_tasks.solve_altcha, locals())
 
 
 @_checked

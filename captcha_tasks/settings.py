@@ -135,6 +135,11 @@ class Settings:
     key_prefix: str = "ct:"
     #: ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``: largest image accepted (the stricter documented limit).
     max_image_bytes: int = 100_000
+    #: ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``: the largest ``maxnumber`` of an Altcha challenge
+    #: ``solve_altcha`` takes; larger ones are refused unsolved (``ALTCHA_TOO_HARD``). The
+    #: worker hashes up to that many numbers on one core, about 2 million a second
+    #: (``captcha-tasks bench altcha``): the default bounds a solve at a few seconds.
+    altcha_max_number: int = 10_000_000
     #: ``CAPTCHA_TASKS_QUEUE_TIMEOUT``: seconds a solve may wait for a free thread
     #: before it fails with SolveTimeout (not scaled: it is the operator's patience).
     queue_timeout: float = 600.0
@@ -313,6 +318,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "http_timeout": ("CAPTCHA_TASKS_HTTP_TIMEOUT", _number(float, 0.1)),
     "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
+    "altcha_max_number": ("CAPTCHA_TASKS_ALTCHA_MAX_NUMBER", _number(int, 1)),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _choice("auto", "on", "off")),

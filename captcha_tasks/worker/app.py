@@ -50,6 +50,7 @@ app = Celery(
         "captcha_tasks.worker.solve_tasks",
         "captcha_tasks.worker.deprecated",
         "captcha_tasks.worker.page_tasks",
+        "captcha_tasks.worker.altcha_tasks",
     ],
 )
 

@@ -13,7 +13,9 @@ import click
 
 from ...cli.errors import require_extra
 from ...errors import CaptchaTasksError
+from ...provider.altcha import ALGORITHMS
 from ...settings import PROVIDERS
+from .altcha import AltchaOptions, format_altcha_report, run_altcha
 from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
 from .plot import write_plot
@@ -21,14 +23,14 @@ from .solve import BenchOptions, format_report, run_bench
 
 __all__ = ["bench_group", "format_report"]
 
-Options = TypeVar("Options", BenchOptions, PagesOptions)
+Options = TypeVar("Options", BenchOptions, PagesOptions, AltchaOptions)
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 #: An option of a benchmark: its declarations (space-separated), its type (None: a flag)
 #: and its help.
 Spec = tuple[str, "click.ParamType[Any, Any] | None", str]
 
 
-def _options(defaults: BenchOptions | PagesOptions, *specs: Spec) -> Decorator:
+def _options(defaults: BenchOptions | PagesOptions | AltchaOptions, *specs: Spec) -> Decorator:
     """These options, in this order; each one's default (shown in ``--help``) is the field
     of ``defaults`` that its first declaration names."""
 
@@ -200,3 +202,24 @@ def pages_command(as_json: bool, **options: Any) -> None:
     process the run started.
     """
     _run_and_print(run_pages, PagesOptions(**options), format_pages_report, as_json)
+
+
+@bench_group.command("altcha")
+@_options(
+    AltchaOptions(),
+    ("--max-number", click.IntRange(1, 100_000_000), "The challenges' maxnumber."),
+    ("--solves", click.IntRange(1, 100_000), "Challenges each process solves."),
+    ("--processes", click.IntRange(0, 64), "Processes of the whole run (0: one per core)."),
+    ("--algorithm", click.Choice(sorted(ALGORITHMS)), "The challenges' hash."),
+    ("--seed", click.INT, "Seed of the challenges' random numbers."),
+)
+@_JSON_OPTION
+def altcha_command(as_json: bool, **options: Any) -> None:
+    """solve_altcha's proof of work on this machine: hashes per second per core, solves
+    per second per core at --max-number (numbers drawn at random, as sites draw them),
+    and a whole run with one process per core. No Redis, worker or provider: the solve
+    is the worker's own loop.
+
+    Progress goes to stderr; the report (or --json) to stdout.
+    """
+    _run_and_print(run_altcha, AltchaOptions(**options), format_altcha_report, as_json)

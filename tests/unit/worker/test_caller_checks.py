@@ -13,7 +13,7 @@ from celery import signature
 from captcha_tasks import app
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
-from captcha_tasks.worker import deprecated, page_tasks, solve_tasks
+from captcha_tasks.worker import altcha_tasks, deprecated, page_tasks, solve_tasks
 from captcha_tasks.worker.task_bases import CheckedTask, SolverTask, unchecked_sends
 
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
@@ -44,6 +44,7 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"},
     ),
     "captcha_tasks.fetch_page": ((PAGE,), {"form": {"q": "1"}, "isolated": True}),
+    "captcha_tasks.solve_altcha": ((PAGE,), {"challenge_url": "/altcha/challenge"}),
 }
 
 
@@ -57,7 +58,7 @@ def caller(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     def no_redis(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the caller's check touched Redis")
 
-    for module in (solve_tasks, page_tasks):
+    for module in (solve_tasks, page_tasks, altcha_tasks):
         monkeypatch.setattr(module, "state_redis", no_redis)
     yield
     get_settings.cache_clear()

@@ -1,0 +1,126 @@
+"""``solve_altcha``: Altcha's proof of work, solved by the worker itself.
+
+Unlike the other solve tasks, nothing is admitted to the solve engine: the task runs in
+the worker's pool like any Celery task, fetches the challenge when given its URL,
+counts to the number (:mod:`captcha_tasks.provider.altcha`) and returns the payload.
+No provider is called, no thread of the plan is taken, nothing is spent. The caller's
+``delay()`` runs the same checks first (:class:`~.task_bases.CheckedTask`): a bad
+challenge, both or neither challenge arguments, a ``maxnumber`` over
+``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER`` raise :class:`InvalidTaskInput` there, nothing sent.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import urljoin
+
+import requests
+
+from ..errors import InvalidTaskInput
+from ..provider.altcha import AltchaChallenge, check_page_url, parse_challenge, solve
+from ..results import TokenResult
+from ..session.pages import check_url, fetch
+from ..session.proxies import ProxyPool, proxy_url
+from ..settings import Settings
+from ..state import state_redis
+from .task_bases import CheckedTask
+from .typed import task
+
+__all__ = ["solve_altcha"]
+
+
+def _challenge_url(pageurl: str, challenge_url: object) -> str:
+    """``challenge_url`` as the widget resolves its ``challengeurl``: against the page."""
+    if not isinstance(challenge_url, str) or not challenge_url or len(challenge_url) > 2048:
+        raise InvalidTaskInput("solve_altcha: challenge_url must be a URL (or a path of pageurl)")
+    return urljoin(pageurl, challenge_url)
+
+
+def _fetch_challenge(settings: Settings, url: str, proxy_id: str | None) -> str:
+    """The challenge endpoint's body: fetched as page tasks fetch (allowlisted hosts,
+    redirects checked hop by hop), through pool proxy ``proxy_id`` when given."""
+    session = requests.Session()
+    try:
+        if proxy_id:
+            address = proxy_url(ProxyPool(state_redis(settings), settings).get(proxy_id))
+            session.proxies = {"http": address, "https": address}
+        try:
+            page = fetch(session, url, settings)
+        except requests.RequestException as exc:
+            raise InvalidTaskInput(
+                f"solve_altcha: could not fetch the challenge: {type(exc).__name__}",
+                "ALTCHA_CHALLENGE_URL",
+            ) from None
+    finally:
+        session.close()
+    if page.status != 200:
+        raise InvalidTaskInput(
+            f"solve_altcha: the challenge URL answered HTTP {page.status}", "ALTCHA_CHALLENGE_URL"
+        )
+    return page.text
+
+
+@task("captcha_tasks.solve_altcha", base=CheckedTask, check_in_caller=True, max_retries=0)
+def solve_altcha(
+    self: CheckedTask,
+    pageurl: str,
+    *,
+    challenge_json: str | dict[str, Any] | None = None,
+    challenge_url: str | None = None,
+    proxy_id: str | None = None,
+) -> TokenResult:
+    """Solve an Altcha proof of work on the worker: the payload the widget posts in
+    ``solution``. No provider is used and nothing is spent (``cost`` is ``"0"``,
+    ``provider`` and ``protocol`` are ``None``).
+
+    Exactly one of ``challenge_json``, the JSON the widget's challenge endpoint returns
+    (as text or decoded), and ``challenge_url``, that endpoint (absolute, or a path
+    resolved against ``pageurl`` as the widget does), which the worker fetches: from
+    ``CAPTCHA_TASKS_ALLOWED_DOMAINS`` hosts only, through pool proxy ``proxy_id`` when
+    given. A challenge whose ``maxnumber`` is over ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``
+    is refused (``ALTCHA_TOO_HARD``); one with no solution in range fails with
+    ``CaptchaUnsolvable`` (``ALTCHA_NO_SOLUTION``). ``expires_at``: the salt's
+    ``expires``, where it sets one."""
+    started = time.monotonic()
+    check_page_url(pageurl)
+    if (challenge_json is None) == (challenge_url is None):
+        raise InvalidTaskInput(
+            "solve_altcha: give exactly one of challenge_json and challenge_url",
+            "BAD_ALTCHA_CHALLENGE",
+        )
+    if proxy_id is not None and (not isinstance(proxy_id, str) or not 0 < len(proxy_id) <= 64):
+        raise InvalidTaskInput("solve_altcha: proxy_id must be a proxy pool id")
+    settings = self.settings
+    bound = settings.altcha_max_number
+    challenge: AltchaChallenge | None = None
+    url = ""
+    if challenge_json is not None:
+        challenge = parse_challenge(challenge_json, max_number_bound=bound)
+    else:
+        url = _challenge_url(pageurl, challenge_url)
+        # The caller checks the URL's form, and its allowlist if it has one; no DNS here
+        # (as fetch_page's caller check).
+        check_url(url, settings, resolve=False, allowlist=bool(settings.allowed_domains))
+    self.stop_if_checking()
+    if challenge is None:
+        challenge = parse_challenge(
+            _fetch_challenge(settings, url, proxy_id), max_number_bound=bound
+        )
+    solution = solve(challenge)
+    return {
+        "solution": solution.payload(challenge),
+        "source": "api",
+        "type": "altcha",
+        # No provider's id exists: the challenge's own hash names what was solved.
+        "captcha_id": challenge.challenge,
+        "solve_seconds": round(time.monotonic() - started, 3),
+        # Not measured: the message carries no time it was sent at.
+        "queued_seconds": 0.0,
+        "expires_at": challenge.expires,
+        "submits": 0,
+        "polls": 0,
+        "provider": None,
+        "protocol": None,
+        "cost": "0",
+    }
