@@ -87,6 +87,8 @@ __all__ = [
     "solve_geetest_v4",
     "solve_hcaptcha",
     "solve_image",
+    "solve_mtcaptcha",
+    "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
@@ -264,6 +266,36 @@ async def solve_funcaptcha(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_funcaptcha` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_funcaptcha, locals())
+
+
+@_checked
+async def solve_mtcaptcha(
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str | None = None,
+    invisible: bool = False,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_mtcaptcha` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_mtcaptcha, locals())
+
+
+@_checked
+async def solve_prosopo(
+    sitekey: str,
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_prosopo` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_prosopo, locals())
 
 
 @_checked

@@ -56,6 +56,8 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "geetest_v4",
     "aws_waf",
     "coordinates",
+    "mtcaptcha",
+    "prosopo",
 )
 
 

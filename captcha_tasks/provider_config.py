@@ -88,11 +88,13 @@ SINGLE_PROVIDER_VARIABLES: Final = (*DEFAULT_VARIABLES.values(), OTHER_KEY_VARIA
 #: ``_TYPES`` naming one is a mistake. The truth is provider/offers.py (a layer above);
 #: a unit test keeps this equal.
 NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
-    "captchaai": frozenset({"funcaptcha", "geetest_v4", "aws_waf", "coordinates"}),
+    "captchaai": frozenset(
+        {"funcaptcha", "geetest_v4", "aws_waf", "coordinates", "mtcaptcha", "prosopo"}
+    ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),
-    "anticaptcha": frozenset({"hcaptcha"}),
-    "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates"}),
+    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha"}),
+    "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo"}),
     "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }
 

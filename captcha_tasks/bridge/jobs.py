@@ -230,6 +230,16 @@ _AWS_WAF = _Method(
         **_PROXY,
     },
 )
+_MTCAPTCHA = _Method(
+    "captcha_tasks.solve_mtcaptcha",
+    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
+    {"action": ("action", _same), "invisible": ("invisible", _flag), **_PROXY},
+)
+_PROSOPO = _Method(
+    "captcha_tasks.solve_prosopo",
+    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
+    dict(_PROXY),
+)
 _COORDINATES = _Method(
     "captcha_tasks.solve_coordinates",
     (("image_b64", ("body", "image_b64")),),
@@ -247,6 +257,8 @@ METHODS: Mapping[str, str] = {
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
     "funcaptcha": "captcha_tasks.solve_funcaptcha",
     "amazon_waf": "captcha_tasks.solve_aws_waf",
+    "mt_captcha": "captcha_tasks.solve_mtcaptcha",
+    "prosopo": "captcha_tasks.solve_prosopo",
 }
 _BY_NAME: Mapping[str, _Method] = {
     "turnstile": _TURNSTILE,
@@ -255,6 +267,8 @@ _BY_NAME: Mapping[str, _Method] = {
     "hcaptcha": _HCAPTCHA,
     "funcaptcha": _FUNCAPTCHA,
     "amazon_waf": _AWS_WAF,
+    "mt_captcha": _MTCAPTCHA,
+    "prosopo": _PROSOPO,
 }
 
 

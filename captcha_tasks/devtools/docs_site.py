@@ -118,6 +118,8 @@ LABELS = {
     "geetest_v4": "GeeTest v4",
     "funcaptcha": "FunCaptcha / Arkose",
     "aws_waf": "AWS WAF",
+    "mtcaptcha": "MTCaptcha",
+    "prosopo": "Prosopo Procaptcha",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates"}

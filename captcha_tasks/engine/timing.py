@@ -50,6 +50,10 @@ FIRST_POLL: dict[str, float] = {
     "geetest_v4": 10.0,
     "aws_waf": 10.0,
     "coordinates": 5.0,
+    # capmonstercloudclient 4.3.1's first read of both (GetResultTimeouts: 10 s); CapSolver's
+    # MtCaptcha page: "results in 5s to 30s".
+    "mtcaptcha": 10.0,
+    "prosopo": 10.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -63,6 +67,9 @@ DEADLINE: dict[str, float] = {
     "geetest_v4": 120.0,
     "aws_waf": 120.0,
     "coordinates": 90.0,
+    # capmonstercloudclient 4.3.1 gives both up after 180 s (GetResultTimeouts).
+    "mtcaptcha": 180.0,
+    "prosopo": 180.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {
@@ -73,6 +80,9 @@ TOKEN_TTL: dict[str, float] = {
     "funcaptcha": 120.0,
     # AWS WAF's default immunity time: how long the aws-waf-token cookie is honoured.
     "aws_waf": 300.0,
+    # @prosopo/server's verification: a token older than maxVerifiedTime (60 000 ms by
+    # default) is refused. MTCaptcha's lifetime is in no source found: not listed.
+    "prosopo": 60.0,
 }
 #: Seconds between polls once a captcha is due. Polls of every due captcha go out
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,

@@ -41,6 +41,9 @@ DRAIN_CEILINGS: dict[str, float] = {
     "funcaptcha": 60.0,
     # Points clicked by a worker, not OCR's 0.5 s: twice the 5 s typical solve.
     "coordinates": 10.0,
+    # MTCaptcha and Prosopo: CapSolver's MtCaptcha page says 5 s to 30 s; its upper end.
+    "mtcaptcha": 30.0,
+    "prosopo": 30.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

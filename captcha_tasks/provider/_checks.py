@@ -22,6 +22,11 @@ _AWS_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")
 _AWS_IV = re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")
 _AWS_CONTEXT = re.compile(r"^[A-Za-z0-9+/=_-]{8,8192}$")
 _CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
+#: MTCaptcha's site key: ``MTPublic-`` and the key (docs.capsolver.com's MtCaptcha page).
+_MTCAPTCHA_KEY = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
+#: Prosopo's site key: an SS58 account address (``5...``, 48 characters; the providers'
+#: own example has an ``l``, which base58 lacks, so any letter or digit is taken).
+_PROSOPO_KEY = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"

@@ -24,6 +24,8 @@ from ._checks import (
     _GT,
     _HCAPTCHA_KEY,
     _LANG,
+    _MTCAPTCHA_KEY,
+    _PROSOPO_KEY,
     _RECAPTCHA_KEY,
     _TURNSTILE_KEY,
     _UUID,
@@ -66,6 +68,8 @@ __all__ = [
     "GeeTestV4",
     "HCaptcha",
     "Image",
+    "MtCaptcha",
+    "Prosopo",
     "Proxy",
     "ProxyType",
     "RecaptchaV2",
@@ -85,6 +89,8 @@ CaptchaType = Literal[
     "geetest_v4",
     "aws_waf",
     "coordinates",
+    "mtcaptcha",
+    "prosopo",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -426,6 +432,42 @@ class Coordinates(Captcha):
         return f"Coordinates(<{len(self.body)} bytes>{hint})"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class MtCaptcha(Captcha):
+    """MTCaptcha: the site's ``sitekey`` (``MTPublic-...``); ``action`` and ``invisible``
+    as the page's ``mtcaptchaConfig`` sets them (sent where the provider takes them:
+    CapMonster Cloud's ``pageAction`` and ``isInvisible``)."""
+
+    type: ClassVar[Literal["mtcaptcha"]] = "mtcaptcha"
+    sitekey: str
+    pageurl: str
+    action: str | None = None
+    invisible: bool = False
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching(
+            "MtCaptcha.sitekey", self.sitekey, _MTCAPTCHA_KEY, "an MTCaptcha sitekey (MTPublic-...)"
+        )
+        _page_url("MtCaptcha.pageurl", self.pageurl)
+        _optional_text("MtCaptcha.action", self.action)
+        _set(self, "invisible", _flag("MtCaptcha.invisible", self.invisible))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Prosopo(Captcha):
+    """Prosopo Procaptcha: the site's ``sitekey`` (an SS58 address, ``5...``)."""
+
+    type: ClassVar[Literal["prosopo"]] = "prosopo"
+    sitekey: str
+    pageurl: str
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching(
+            "Prosopo.sitekey", self.sitekey, _PROSOPO_KEY, "a Prosopo sitekey (an address, 5...)"
+        )
+        _page_url("Prosopo.pageurl", self.pageurl)
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -440,5 +482,7 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         GeeTestV4,
         AwsWaf,
         Coordinates,
+        MtCaptcha,
+        Prosopo,
     )
 }

@@ -20,6 +20,8 @@ from .captchas import (
     GeeTestV4,
     HCaptcha,
     Image,
+    MtCaptcha,
+    Prosopo,
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
@@ -108,6 +110,12 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
                     "textinstructions": captcha.textinstructions,
                 }
             )
+        case MtCaptcha():
+            # 2Captcha's in.php takes the key and the page only (2captcha-python's
+            # mtcaptcha()): action and invisible are CapMonster's.
+            return {"method": "mt_captcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
+        case Prosopo():
+            return {"method": "prosopo", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 

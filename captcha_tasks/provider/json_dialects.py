@@ -230,6 +230,8 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
         "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
         "coordinates": TaskNames("CoordinatesTask", None),
+        "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
+        "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -251,6 +253,7 @@ ANTICAPTCHA: Final = JsonDialect(
         "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
         "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
         "coordinates": TaskNames("ImageToCoordinatesTask", None),
+        "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -274,6 +277,7 @@ _CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
     "geetest": TaskNames("GeeTestTaskProxyLess", None),
     "geetest_v4": TaskNames("GeeTestTaskProxyLess", None),
     "aws_waf": TaskNames("AntiAwsWafTaskProxyLess", "AntiAwsWafTask"),
+    "mtcaptcha": TaskNames("MtCaptchaTaskProxyLess", "MtCaptchaTask"),
 }
 
 CAPSOLVER: Final = JsonDialect(
@@ -304,6 +308,8 @@ CAPMONSTER: Final = JsonDialect(
         "funcaptcha": TaskNames("FunCaptchaTask", "FunCaptchaTask"),
         "geetest_v4": TaskNames("GeeTestTask", "GeeTestTask"),
         "aws_waf": TaskNames("AmazonTask", "AmazonTask"),
+        "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
+        "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

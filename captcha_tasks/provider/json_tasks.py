@@ -22,6 +22,8 @@ from .captchas import (
     GeeTestV4,
     HCaptcha,
     Image,
+    MtCaptcha,
+    Prosopo,
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
@@ -97,6 +99,18 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
                 "comment": captcha.textinstructions,
                 "mode": "points" if dialect.name == "anticaptcha" else None,
             }
+        case MtCaptcha():
+            # pageAction and isInvisible: CapMonster Cloud's MTCaptchaTask only; the
+            # other dialects document the key and the page alone.
+            mine = dialect.name == "capmonster"
+            return {
+                "websiteURL": captcha.pageurl,
+                "websiteKey": captcha.sitekey,
+                "pageAction": captcha.action if mine else None,
+                "isInvisible": True if mine and captcha.invisible else None,
+            }
+        case Prosopo():
+            return {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
 

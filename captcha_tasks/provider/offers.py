@@ -90,16 +90,42 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "(method=geetest&version=4: another encoding, not built)",
         TURNSTILE_CHALLENGE: "blog.captchaai.com/cloudflare-waf-rules-trigger-captcha "
         "(cloudflare_challenge: another product)",
+        "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
-    "2captcha": {"*": "2captcha.com/2captcha-api, 2captcha/2captcha-python"},
-    "2captcha-v2": {"*": "2captcha.com/api-docs/create-task"},
-    "anticaptcha": {"*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python"},
+    "2captcha": {
+        "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
+        "mtcaptcha": "2captcha/2captcha-python 2.1.2 mtcaptcha() (method=mt_captcha: "
+        "sitekey, pageurl)",
+        "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
+    },
+    "2captcha-v2": {
+        "*": "2captcha.com/api-docs/create-task",
+        "mtcaptcha": "2captcha.com/api-docs/mtcaptcha (MtCaptchaTaskProxyless, MtCaptchaTask)",
+        "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
+    },
+    "anticaptcha": {
+        "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
+        "mtcaptcha": "not in anti-captcha.com/apidoc/task-types nor anticaptchaofficial 1.0.72",
+        "prosopo": "anti-captcha.com/apidoc/task-types/ProsopoTaskProxyless and /ProsopoTask, "
+        "anticaptchaofficial 1.0.72 prosopoproxyless / prosopoproxyon",
+    },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
         TURNSTILE_CHALLENGE: "docs.capsolver.com/guide/captcha/cloudflare_challenge "
         "(AntiCloudflareTask: another product)",
+        "mtcaptcha": "docs.capsolver.com/guide/captcha/MtCaptcha (MtCaptchaTaskProxyLess, "
+        "MtCaptchaTask), capsolver 1.0.7 SUPPORT_TASK_TYPE",
+        "prosopo": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
+        "SUPPORT_TASK_TYPE",
     },
-    "capmonster": {"*": "docs.capmonster.cloud/docs/captchas/"},
+    "capmonster": {
+        "*": "docs.capmonster.cloud/docs/captchas/",
+        "mtcaptcha": "docs.capmonster.cloud/docs/captchas/mtcaptcha-task (MTCaptchaTask, "
+        "pageAction, isInvisible), capmonstercloudclient 4.3.1 MTCaptchaRequest",
+        "prosopo": "docs.capmonster.cloud/docs/captchas/prosopo-task (ProsopoTask), "
+        "capmonstercloudclient 4.3.1 ProsopoTaskRequest",
+    },
 }
 
 CellState = Literal["offered", "not offered", "withdrawn"]

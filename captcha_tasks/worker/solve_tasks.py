@@ -29,6 +29,8 @@ from ..provider import (
     GeeTestV4,
     HCaptcha,
     Image,
+    MtCaptcha,
+    Prosopo,
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
@@ -68,6 +70,8 @@ __all__ = [
     "solve_geetest_v4",
     "solve_hcaptcha",
     "solve_image",
+    "solve_mtcaptcha",
+    "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
@@ -445,6 +449,49 @@ def solve_aws_waf(
             challenge_script=challenge_script,
             captcha_script=captcha_script,
         ),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_mtcaptcha", base=SolveTask)
+def solve_mtcaptcha(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    action: str | None = None,
+    invisible: bool = False,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve an MTCaptcha (``sitekey``: ``MTPublic-...``; ``action`` and ``invisible`` as
+    the page's ``mtcaptchaConfig`` sets them, sent where the provider takes them): its
+    token (the ``mtcaptcha-verifiedtoken`` field's value) in ``solution``."""
+    return self.admit(
+        lambda: MtCaptcha(sitekey, pageurl, action=action, invisible=invisible),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_prosopo", base=SolveTask)
+def solve_prosopo(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a Prosopo Procaptcha (``sitekey``: the site's address, ``5...``): its token
+    in ``solution``."""
+    return self.admit(
+        lambda: Prosopo(sitekey, pageurl),
         proxy_id=proxy_id,
         provider=provider,
         exclude=exclude,

@@ -40,6 +40,8 @@ _TOKEN_SHAPES = {
     "recaptcha_v3": ("03AFcWeA", 240),
     "turnstile": ("0.", 300),
     "hcaptcha": ("P1_eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.", 240),
+    "mtcaptcha": ("v1(", 120),  # MTCaptcha's verifiedToken
+    "prosopo": ("0x0001", 200),  # Procaptcha's token (Anti-Captcha's example)
 }
 
 _DEFAULT_IMAGE_ANSWER_LENGTH = 6

@@ -80,6 +80,8 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "geetest_v4": 10.0,
         "aws_waf": 12.0,
         "coordinates": 5.0,
+        "mtcaptcha": 10.0,
+        "prosopo": 10.0,
     }
 )
 
@@ -93,6 +95,10 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "hcaptcha": 120.0,
         "funcaptcha": 120.0,
         "aws_waf": 300.0,
+        # The engine's lifetimes (engine/timing.py TOKEN_TTL) where a source gives one;
+        # MTCaptcha's is in none, so reCAPTCHA's two minutes.
+        "mtcaptcha": 120.0,
+        "prosopo": 60.0,
     }
 )
 

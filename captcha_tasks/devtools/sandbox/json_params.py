@@ -63,6 +63,14 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
         params.update(_geetest(dialect, task))
     elif kind == "funcaptcha":
         params.update(_funcaptcha(task))
+    elif kind == "mtcaptcha":
+        # CapMonster's pageAction rides along as in.php's action (its token's record).
+        params.update(method="mt_captcha", sitekey=value("websiteKey"))
+        params["action"] = value("pageAction")
+        if task.get("isInvisible") not in (None, True, False):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+    elif kind == "prosopo":
+        params.update(method="prosopo", sitekey=value("websiteKey"))
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")

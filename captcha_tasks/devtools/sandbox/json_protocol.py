@@ -44,12 +44,19 @@ _COMMON = {
     **_pair("FunCaptchaTask", "funcaptcha"),
     **_pair("AmazonTask", "aws_waf"),
 }
+#: MTCaptcha at 2Captcha (its api-docs' MtCaptchaTaskProxyless / MtCaptchaTask) and
+#: Prosopo at 2Captcha and Anti-Captcha (ProsopoTaskProxyless / ProsopoTask).
+_TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
+_PROSOPO = _pair("ProsopoTask", "prosopo")
 _CAPMONSTER = {
     name: (kind, "none" if kind == "image" else "optional")
     for name, (kind, _) in {
         **_COMMON,
         **_pair("NoCaptchaTask", "recaptcha_v2"),
         "RecaptchaV3EnterpriseTask": ("recaptcha_v3", "none"),
+        # One type each, proxy optional (docs.capmonster.cloud's mtcaptcha / prosopo pages).
+        "MTCaptchaTask": ("mtcaptcha", "optional"),
+        "ProsopoTask": ("prosopo", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -57,11 +64,14 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_COMMON,
         "RecaptchaV3EnterpriseTaskProxyless": ("recaptcha_v3", "none"),
         "CoordinatesTask": ("coordinates", "none"),
+        **_TWOCAPTCHA_MT,
+        **_PROSOPO,
     },
     "anticaptcha": {
         **_COMMON,
         **_pair("NoCaptchaTask", "recaptcha_v2"),
         "ImageToCoordinatesTask": ("coordinates", "none"),
+        **_PROSOPO,
     },
     # No hCaptcha, FunCaptcha or coordinates at CapSolver; its own GeeTest example spells
     # the type GeetestTaskProxyless (``captchaId`` makes either one GeeTest v4).
@@ -75,6 +85,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "GeetestTaskProxyless": ("geetest", "none"),
         "ImageToTextTask": ("image", "none"),
         **_pair("AntiAwsWafTask", "aws_waf", "ProxyLess"),
+        **_pair("MtCaptchaTask", "mtcaptcha", "ProxyLess"),  # no Prosopo at CapSolver
     },
     "capmonster": _CAPMONSTER,
 }

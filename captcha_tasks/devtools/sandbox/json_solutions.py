@@ -41,6 +41,9 @@ def solution(
     text = str(answer)
     if kind == "image":
         return {"text": text}
+    if kind in ("mtcaptcha", "prosopo"):
+        # Anti-Captcha's Prosopo solution adds its worker's userAgent (its ProsopoTask page).
+        return {"token": text, "userAgent": agent} if dialect == "anticaptcha" else {"token": text}
     if kind == "funcaptcha":
         return {"token": text, "userAgent": agent} if dialect == "capmonster" else {"token": text}
     if kind == "turnstile":

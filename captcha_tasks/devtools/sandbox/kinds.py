@@ -1,5 +1,6 @@
-"""in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates
-and Turnstile's challenge mode, under 2Captcha's documented parameter names.
+"""in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
+MTCaptcha, Prosopo and Turnstile's challenge mode, under 2Captcha's documented parameter
+names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -29,12 +30,16 @@ __all__ = [
     "coordinates",
     "funcaptcha",
     "geetest_v4",
+    "mt_captcha",
+    "prosopo",
 ]
 
 _UUID_RE = re.compile(
     r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
 )
 _CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
+_MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
+_PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
     ("iv", re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")),
@@ -83,6 +88,32 @@ def geetest_v4(params: Mapping[str, str], fingerprint: bytes) -> Submission:
         raise ApiError("ERROR_BAD_PARAMETERS")
     check_proxy(params)
     return Submission("geetest_v4", fingerprint, hostname=hostname, captcha_id=captcha_id)
+
+
+def mt_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=mt_captcha``: ``sitekey`` (``MTPublic-...``), ``pageurl``."""
+    sitekey = params.get("sitekey", "").strip()
+    if not _MTCAPTCHA_KEY_RE.match(sitekey):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    check_proxy(params)
+    return Submission(
+        "mtcaptcha",
+        fingerprint,
+        sitekey=sitekey,
+        hostname=hostname,
+        action=params.get("action", ""),
+    )
+
+
+def prosopo(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=prosopo``: ``sitekey`` (an SS58 address, ``5...``), ``pageurl``."""
+    sitekey = params.get("sitekey", "").strip()
+    if not _PROSOPO_KEY_RE.match(sitekey):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    check_proxy(params)
+    return Submission("prosopo", fingerprint, sitekey=sitekey, hostname=hostname)
 
 
 def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:

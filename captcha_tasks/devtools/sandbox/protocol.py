@@ -74,6 +74,8 @@ _NEWER = {
     "funcaptcha": kinds.funcaptcha,
     "geetest_v4": kinds.geetest_v4,
     "amazon_waf": kinds.amazon_waf,
+    "mt_captcha": kinds.mt_captcha,
+    "prosopo": kinds.prosopo,
 }
 
 

@@ -284,6 +284,8 @@ class SandboxState:
         elif record.kind == "turnstile":
             out["action"] = record.action
             out["cdata"] = record.cdata
+        elif record.kind == "mtcaptcha":
+            out["action"] = record.action  # what reached the provider: tests read it
         return out
 
     # -- admin and stats ------------------------------------------------------------

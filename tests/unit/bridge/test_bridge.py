@@ -192,6 +192,32 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
         ),
         (
             {
+                "method": "mt_captcha",
+                "sitekey": "MTPublic-KzqLY1cKH",
+                "pageurl": PAGE,
+                "action": "login",
+                "invisible": "1",
+            },
+            TaskCall(
+                "captcha_tasks.solve_mtcaptcha",
+                ("MTPublic-KzqLY1cKH", PAGE),
+                {"action": "login", "invisible": True},
+            ),
+        ),
+        (
+            {
+                "method": "prosopo",
+                "sitekey": "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm",
+                "pageurl": PAGE,
+            },
+            TaskCall(
+                "captcha_tasks.solve_prosopo",
+                ("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE),
+                {},
+            ),
+        ),
+        (
+            {
                 "method": "amazon_waf",
                 "sitekey": "k",
                 "iv": "i",
@@ -343,6 +369,15 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
             "proxy_id": "p",
         },
         {"method": "base64", "coordinatescaptcha": 1, "image_b64": "x", "textinstructions": "t"},
+        {
+            "method": "mt_captcha",
+            "sitekey": "k",
+            "pageurl": PAGE,
+            "action": "a",
+            "invisible": "1",
+            "proxy_id": "p",
+        },
+        {"method": "prosopo", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
     ],
 )
 def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
@@ -379,7 +414,14 @@ def test_an_unknown_method_is_named() -> None:
     error = rejected(method="keycaptcha", sitekey=V2, pageurl=PAGE)
     assert error.code == "UNKNOWN_METHOD"
     assert "keycaptcha" in str(error)
-    for known in ("userrecaptcha", "funcaptcha", "geetest_v4", "amazon_waf"):
+    for known in (
+        "userrecaptcha",
+        "funcaptcha",
+        "geetest_v4",
+        "amazon_waf",
+        "mt_captcha",
+        "prosopo",
+    ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.
     assert rejected(method="aws_waf", sitekey="k", pageurl=PAGE).code == "UNKNOWN_METHOD"
@@ -429,6 +471,8 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
         ({"method": "amazon_waf", "sitekey": "k", "context": "c", "pageurl": PAGE}, "missing iv"),
         ({"method": "funcaptcha", "pageurl": PAGE, "sitekey": FUNCAPTCHA_KEY}, "missing publickey"),
         ({"method": "geetest_v4", "gt": GEETEST_V4_ID, "pageurl": PAGE}, "missing captcha_id"),
+        ({"method": "mt_captcha", "pageurl": PAGE}, "missing sitekey"),
+        ({"method": "prosopo", "sitekey": "k"}, "missing pageurl"),
         (
             {"method": "base64", "coordinatescaptcha": "2", "body": "x"},
             "coordinatescaptcha must be 0 or 1",

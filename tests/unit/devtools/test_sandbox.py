@@ -88,6 +88,12 @@ SUBMITS: dict[str, dict[str, str]] = {
         "body": base64.b64encode(PNG).decode(),
         "textinstructions": "click the cats",
     },
+    "mtcaptcha": {"method": "mt_captcha", "sitekey": "MTPublic-KzqLY1cKH", "pageurl": PAGEURL},
+    "prosopo": {
+        "method": "prosopo",
+        "sitekey": "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm",
+        "pageurl": PAGEURL,
+    },
 }
 
 
@@ -200,6 +206,10 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
     elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
         assert answer  # shapes: test_sandbox_newtypes.py
+    elif kind in ("mtcaptcha", "prosopo"):
+        prefix = "v1(" if kind == "mtcaptcha" else "0x0001"
+        assert isinstance(answer, str) and answer.startswith(prefix), answer
+        assert len(answer) > 100 and "ERROR" not in answer.upper()
     else:
         assert isinstance(answer, str)
         assert len(answer) >= 300

@@ -38,6 +38,11 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "captcha_tasks.solve_geetest_v4": (("e392e1d7fd421dc63325744d5a2b9c73", PAGE), {}),
     "captcha_tasks.solve_aws_waf": ((*AWS, PAGE), {"exclude": ["main"]}),
     "captcha_tasks.solve_coordinates": ((PNG_B64,), {"textinstructions": "click the cats"}),
+    "captcha_tasks.solve_mtcaptcha": (
+        ("MTPublic-KzqLY1cKH", PAGE),
+        {"action": "login", "invisible": True},
+    ),
+    "captcha_tasks.solve_prosopo": (("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE), {}),
     "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (
         (TURNSTILE_KEY, PAGE),

@@ -16,6 +16,8 @@ from captcha_tasks import (
     solve_funcaptcha,
     solve_geetest_v4,
     solve_hcaptcha,
+    solve_mtcaptcha,
+    solve_prosopo,
     solve_recaptcha_v2,
     solve_turnstile,
 )
@@ -36,6 +38,8 @@ V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 HCAPTCHA_KEY = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
 CHALLENGE = {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"}
+MT_KEY = "MTPublic-KzqLY1cKH"
+PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
 
 #: (task, valid positional arguments, valid keyword arguments)
 CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
@@ -45,6 +49,8 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_coordinates, [PNG_B64], {"textinstructions": "click the cats"}),
     (solve_recaptcha_v2, [V2_KEY, PAGE], {"enterprise": True, "data_s": "page-s-value"}),
     (solve_turnstile, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
+    (solve_mtcaptcha, [MT_KEY, PAGE], {"action": "login", "invisible": True}),
+    (solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": None}),
 ]
 
 
@@ -112,6 +118,11 @@ def test_unknown_options_are_refused_by_name(
         (solve_funcaptcha, ["nope", PAGE], {}, "FunCaptcha.publickey"),
         (solve_funcaptcha, [PUBKEY, PAGE], {"surl": "https://a/b"}, "FunCaptcha.surl"),
         (solve_geetest_v4, [CAPTCHA_ID, "x"], {}, "GeeTestV4.pageurl"),
+        (solve_mtcaptcha, ["MTPublic", PAGE], {}, "MtCaptcha.sitekey"),
+        (solve_mtcaptcha, [MT_KEY, "not a url"], {}, "MtCaptcha.pageurl"),
+        (solve_mtcaptcha, [MT_KEY, PAGE], {"invisible": "1"}, "MtCaptcha.invisible"),
+        (solve_prosopo, [PROSOPO_KEY[1:], PAGE], {}, "Prosopo.sitekey"),
+        (solve_prosopo, [PROSOPO_KEY, "javascript:alert(1)"], {}, "Prosopo.pageurl"),
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
@@ -153,6 +164,12 @@ def test_bad_arguments_are_refused_by_name(
         ("capsolver", solve_geetest_v4, [CAPTCHA_ID, PAGE], {"proxy_id": "p1"}),
         ("capsolver", solve_hcaptcha, [HCAPTCHA_KEY, PAGE], {}),
         ("capmonster", solve_coordinates, [PNG_B64], {}),
+        ("captchaai", solve_mtcaptcha, [MT_KEY, PAGE], {}),
+        ("captchaai", solve_prosopo, [PROSOPO_KEY, PAGE], {}),
+        ("anticaptcha", solve_mtcaptcha, [MT_KEY, PAGE], {}),
+        ("anticaptcha", solve_mtcaptcha, [MT_KEY, PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_prosopo, [PROSOPO_KEY, PAGE], {}),
+        ("capsolver", solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": "p1"}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
@@ -178,3 +195,33 @@ def test_offered_elsewhere_the_same_calls_are_admitted(configure: Any) -> None:
     assert run(solve_turnstile, [TURNSTILE_KEY, PAGE], {"action": "a"}).state == "IGNORED"
     configure("anticaptcha")
     assert run(solve_coordinates, [PNG_B64], {}).state == "IGNORED"
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "kwargs", "field"),
+    [
+        (
+            solve_mtcaptcha,
+            ["6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-", PAGE],
+            {},
+            "MtCaptcha.sitekey",
+        ),
+        (solve_mtcaptcha, [MT_KEY, "example.com"], {}, "MtCaptcha.pageurl"),
+        (solve_prosopo, ["MTPublic-KzqLY1cKH", PAGE], {}, "Prosopo.sitekey"),
+        (solve_prosopo, [PROSOPO_KEY, "http://"], {}, "Prosopo.pageurl"),
+    ],
+)
+def test_delay_refuses_bad_arguments_in_the_caller_sending_nothing(
+    configure: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    task: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    field: str,
+) -> None:
+    configure("2captcha")
+    sent: list[Any] = []
+    monkeypatch.setattr(task.app.amqp, "send_task_message", lambda *a, **k: sent.append(a))
+    with pytest.raises(InvalidTaskInput, match=field):
+        task.delay(*args, **kwargs)
+    assert sent == []
