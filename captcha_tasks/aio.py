@@ -82,6 +82,7 @@ __all__ = [
     "solve_altcha",
     "solve_aws_waf",
     "solve_coordinates",
+    "solve_friendly_captcha",
     "solve_funcaptcha",
     "solve_geetest",
     "solve_geetest_v4",
@@ -296,6 +297,22 @@ async def solve_prosopo(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_prosopo` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_prosopo, locals())
+
+
+@_checked
+async def solve_friendly_captcha(
+    sitekey: str,
+    pageurl: str,
+    *,
+    module_script_url: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_friendly_captcha` (same arguments, and
+    ``timeout=``)."""
+    return await _call(solve_tasks.solve_friendly_captcha, locals())
 
 
 @_checked

@@ -58,6 +58,7 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "coordinates",
     "mtcaptcha",
     "prosopo",
+    "friendly_captcha",
 )
 
 

@@ -89,7 +89,15 @@ SINGLE_PROVIDER_VARIABLES: Final = (*DEFAULT_VARIABLES.values(), OTHER_KEY_VARIA
 #: a unit test keeps this equal.
 NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
     "captchaai": frozenset(
-        {"funcaptcha", "geetest_v4", "aws_waf", "coordinates", "mtcaptcha", "prosopo"}
+        {
+            "funcaptcha",
+            "geetest_v4",
+            "aws_waf",
+            "coordinates",
+            "mtcaptcha",
+            "prosopo",
+            "friendly_captcha",
+        }
     ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),

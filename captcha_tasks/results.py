@@ -89,8 +89,8 @@ class Point(TypedDict):
     y: int
 
 
-#: reCAPTCHA v2/v3, Turnstile, hCaptcha, FunCaptcha, MTCaptcha, Prosopo: the token; an
-#: image: its text.
+#: reCAPTCHA v2/v3, Turnstile, hCaptcha, FunCaptcha, MTCaptcha, Prosopo, Friendly Captcha:
+#: the token; an image: its text.
 TokenResult = SolveResult[str]
 GeeTestResult = SolveResult[GeeTestSolution]
 GeeTestV4Result = SolveResult[GeeTestV4Solution]

@@ -240,6 +240,11 @@ _PROSOPO = _Method(
     (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
     dict(_PROXY),
 )
+_FRIENDLY_CAPTCHA = _Method(
+    "captcha_tasks.solve_friendly_captcha",
+    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
+    dict(_PROXY),
+)
 _COORDINATES = _Method(
     "captcha_tasks.solve_coordinates",
     (("image_b64", ("body", "image_b64")),),
@@ -259,6 +264,7 @@ METHODS: Mapping[str, str] = {
     "amazon_waf": "captcha_tasks.solve_aws_waf",
     "mt_captcha": "captcha_tasks.solve_mtcaptcha",
     "prosopo": "captcha_tasks.solve_prosopo",
+    "friendly_captcha": "captcha_tasks.solve_friendly_captcha",
 }
 _BY_NAME: Mapping[str, _Method] = {
     "turnstile": _TURNSTILE,
@@ -269,6 +275,7 @@ _BY_NAME: Mapping[str, _Method] = {
     "amazon_waf": _AWS_WAF,
     "mt_captcha": _MTCAPTCHA,
     "prosopo": _PROSOPO,
+    "friendly_captcha": _FRIENDLY_CAPTCHA,
 }
 
 

@@ -120,6 +120,7 @@ LABELS = {
     "aws_waf": "AWS WAF",
     "mtcaptcha": "MTCaptcha",
     "prosopo": "Prosopo Procaptcha",
+    "friendly_captcha": "Friendly Captcha",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates"}

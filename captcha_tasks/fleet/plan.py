@@ -44,6 +44,8 @@ DRAIN_CEILINGS: dict[str, float] = {
     # MTCaptcha and Prosopo: CapSolver's MtCaptcha page says 5 s to 30 s; its upper end.
     "mtcaptcha": 30.0,
     "prosopo": 30.0,
+    # Friendly Captcha: no provider states a solve time; MTCaptcha's and Prosopo's ceiling.
+    "friendly_captcha": 30.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

@@ -27,6 +27,9 @@ _MTCAPTCHA_KEY = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 #: Prosopo's site key: an SS58 account address (``5...``, 48 characters; the providers'
 #: own example has an ``l``, which base58 lacks, so any letter or digit is taken).
 _PROSOPO_KEY = re.compile(r"^5[A-Za-z0-9]{46,47}$")
+#: Friendly Captcha's site key: the widget's ``data-sitekey`` (``FCMDESUD3M34857N`` in
+#: Anti-Captcha's and CapSolver's examples); letters and digits, as no source fixes a length.
+_FRIENDLY_KEY = re.compile(r"^[A-Za-z0-9]{8,64}$")
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"

@@ -21,6 +21,7 @@ from ._checks import (
     _AWS_IV,
     _AWS_KEY,
     _CHALLENGE,
+    _FRIENDLY_KEY,
     _GT,
     _HCAPTCHA_KEY,
     _LANG,
@@ -63,6 +64,7 @@ __all__ = [
     "Captcha",
     "CaptchaType",
     "Coordinates",
+    "FriendlyCaptcha",
     "FunCaptcha",
     "GeeTest",
     "GeeTestV4",
@@ -91,6 +93,7 @@ CaptchaType = Literal[
     "coordinates",
     "mtcaptcha",
     "prosopo",
+    "friendly_captcha",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -468,6 +471,29 @@ class Prosopo(Captcha):
         _page_url("Prosopo.pageurl", self.pageurl)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class FriendlyCaptcha(Captcha):
+    """Friendly Captcha: the widget's ``sitekey`` and, where the provider needs it to tell
+    v1 from v2 (CapMonster Cloud's ``metadata.apiGetLib``), ``module_script_url``: the
+    widget script the page loads (v1 ``friendly-challenge@X.Y.Z/widget.module.min.js``,
+    v2 ``@friendlycaptcha/sdk@X.Y.Z/site.min.js``)."""
+
+    type: ClassVar[Literal["friendly_captcha"]] = "friendly_captcha"
+    sitekey: str
+    pageurl: str
+    module_script_url: str | None = None
+
+    def _check(self, max_image_bytes: int) -> None:
+        _matching(
+            "FriendlyCaptcha.sitekey",
+            self.sitekey,
+            _FRIENDLY_KEY,
+            "a Friendly Captcha sitekey (letters and digits)",
+        )
+        _page_url("FriendlyCaptcha.pageurl", self.pageurl)
+        _optional_url("FriendlyCaptcha.module_script_url", self.module_script_url)
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -484,5 +510,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Coordinates,
         MtCaptcha,
         Prosopo,
+        FriendlyCaptcha,
     )
 }

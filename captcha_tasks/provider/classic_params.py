@@ -15,6 +15,7 @@ from .captchas import (
     AwsWaf,
     Captcha,
     Coordinates,
+    FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
     GeeTestV4,
@@ -116,6 +117,14 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
             return {"method": "mt_captcha", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
         case Prosopo():
             return {"method": "prosopo", "sitekey": captcha.sitekey, "pageurl": captcha.pageurl}
+        case FriendlyCaptcha():
+            # 2captcha-python's friendly_captcha(): the key and the page; the script URL
+            # is CapMonster's.
+            return {
+                "method": "friendly_captcha",
+                "sitekey": captcha.sitekey,
+                "pageurl": captcha.pageurl,
+            }
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 

@@ -232,6 +232,7 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "coordinates": TaskNames("CoordinatesTask", None),
         "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
+        "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -254,6 +255,7 @@ ANTICAPTCHA: Final = JsonDialect(
         "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
         "coordinates": TaskNames("ImageToCoordinatesTask", None),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
+        "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -278,6 +280,8 @@ _CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
     "geetest_v4": TaskNames("GeeTestTaskProxyLess", None),
     "aws_waf": TaskNames("AntiAwsWafTaskProxyLess", "AntiAwsWafTask"),
     "mtcaptcha": TaskNames("MtCaptchaTaskProxyLess", "MtCaptchaTask"),
+    # Proxyless only (docs.capsolver.com/guide/captcha/FriendlyCaptcha).
+    "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", None),
 }
 
 CAPSOLVER: Final = JsonDialect(
@@ -310,6 +314,7 @@ CAPMONSTER: Final = JsonDialect(
         "aws_waf": TaskNames("AmazonTask", "AmazonTask"),
         "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
         "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
+        "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

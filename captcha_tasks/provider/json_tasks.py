@@ -17,6 +17,7 @@ from .captchas import (
     AwsWaf,
     Captcha,
     Coordinates,
+    FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
     GeeTestV4,
@@ -111,7 +112,25 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
             }
         case Prosopo():
             return {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
+        case FriendlyCaptcha():
+            return _friendly_captcha(dialect, captcha)
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
+
+
+def _friendly_captcha(dialect: JsonDialect, captcha: FriendlyCaptcha) -> Task:
+    task: Task = {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
+    if dialect.name != "capmonster":
+        return task
+    # CapMonster Cloud: CustomTask of class ``friendly``, which tells v1 from v2 by the
+    # widget script's URL in ``metadata.apiGetLib`` (required: capmonstercloudclient's
+    # FriendlyCustomTaskRequest refuses a task without it).
+    if captcha.module_script_url is None:
+        raise InvalidTaskInput(
+            "provider capmonster: Friendly Captcha needs module_script_url (the widget "
+            "script the page loads: widget.module.min.js for v1, site.min.js for v2)"
+        )
+    task.update({"class": "friendly", "metadata": {"apiGetLib": captcha.module_script_url}})
+    return task
 
 
 def _recaptcha_v2(dialect: JsonDialect, captcha: RecaptchaV2) -> Task:

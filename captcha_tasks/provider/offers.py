@@ -17,7 +17,15 @@ from typing import Final, Literal, get_args
 
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
-from .captchas import Captcha, CaptchaType, Coordinates, Image, RecaptchaV2, Turnstile
+from .captchas import (
+    Captcha,
+    CaptchaType,
+    Coordinates,
+    FriendlyCaptcha,
+    Image,
+    RecaptchaV2,
+    Turnstile,
+)
 from .json_dialects import JsonDialect, TaskNames, dialect_for
 
 __all__ = [
@@ -92,23 +100,31 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "(cloudflare_challenge: another product)",
         "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
         "mtcaptcha": "2captcha/2captcha-python 2.1.2 mtcaptcha() (method=mt_captcha: "
         "sitekey, pageurl)",
         "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
+        "friendly_captcha": "2captcha/2captcha-python 2.1.2 friendly_captcha() "
+        "(method=friendly_captcha: sitekey, pageurl)",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
         "mtcaptcha": "2captcha.com/api-docs/mtcaptcha (MtCaptchaTaskProxyless, MtCaptchaTask)",
         "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
+        "friendly_captcha": "2captcha.com/api-docs/friendly-captcha "
+        "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
         "mtcaptcha": "not in anti-captcha.com/apidoc/task-types nor anticaptchaofficial 1.0.72",
         "prosopo": "anti-captcha.com/apidoc/task-types/ProsopoTaskProxyless and /ProsopoTask, "
         "anticaptchaofficial 1.0.72 prosopoproxyless / prosopoproxyon",
+        "friendly_captcha": "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless "
+        "and /FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
+        "friendlycaptchaproxyless / friendlycaptchaproxyon",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -118,6 +134,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "MtCaptchaTask), capsolver 1.0.7 SUPPORT_TASK_TYPE",
         "prosopo": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
         "SUPPORT_TASK_TYPE",
+        "friendly_captcha": "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
+        "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 SUPPORT_TASK_TYPE)",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -125,6 +143,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "pageAction, isInvisible), capmonstercloudclient 4.3.1 MTCaptchaRequest",
         "prosopo": "docs.capmonster.cloud/docs/captchas/prosopo-task (ProsopoTask), "
         "capmonstercloudclient 4.3.1 ProsopoTaskRequest",
+        "friendly_captcha": "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest "
+        "(CustomTask, class friendly, metadata.apiGetLib: the widget script's URL, "
+        "required)",
     },
 }
 
@@ -199,6 +220,16 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
             )
         if isinstance(captcha, _NO_PROXY):
             return None
+        if (
+            isinstance(captcha, FriendlyCaptcha)
+            and provider == "capmonster"
+            and captcha.module_script_url is None
+        ):
+            # Its CustomTask tells v1 from v2 by the widget script's URL, required.
+            return (
+                f"provider {provider} solves {what} only with module_script_url (the "
+                "widget script the page loads: metadata.apiGetLib)"
+            )
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:

@@ -24,6 +24,7 @@ from ..provider import (
     Captcha,
     CaptchaType,
     Coordinates,
+    FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
     GeeTestV4,
@@ -65,6 +66,7 @@ __all__ = [
     "report_solution",
     "solve_aws_waf",
     "solve_coordinates",
+    "solve_friendly_captcha",
     "solve_funcaptcha",
     "solve_geetest",
     "solve_geetest_v4",
@@ -492,6 +494,29 @@ def solve_prosopo(
     in ``solution``."""
     return self.admit(
         lambda: Prosopo(sitekey, pageurl),
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_friendly_captcha", base=SolveTask)
+def solve_friendly_captcha(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    module_script_url: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a Friendly Captcha (``sitekey``: the widget's ``data-sitekey``;
+    ``module_script_url``: the widget script the page loads, which CapMonster Cloud needs
+    to tell v1 from v2 and the others ignore): its token (the ``frc-captcha-solution``
+    field's value) in ``solution``."""
+    return self.admit(
+        lambda: FriendlyCaptcha(sitekey, pageurl, module_script_url=module_script_url),
         proxy_id=proxy_id,
         provider=provider,
         exclude=exclude,

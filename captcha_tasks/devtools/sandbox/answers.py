@@ -42,6 +42,9 @@ _TOKEN_SHAPES = {
     "hcaptcha": ("P1_eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.", 240),
     "mtcaptcha": ("v1(", 120),  # MTCaptcha's verifiedToken
     "prosopo": ("0x0001", 200),  # Procaptcha's token (Anti-Captcha's example)
+    # Friendly Captcha's token: a 32-hex signature, a dot, the puzzle and its solution
+    # (CapSolver's example).
+    "friendly_captcha": ("72b43902cd1457f6880dd3735c50070d.", 200),
 }
 
 _DEFAULT_IMAGE_ANSWER_LENGTH = 6

@@ -82,6 +82,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "coordinates": 5.0,
         "mtcaptcha": 10.0,
         "prosopo": 10.0,
+        "friendly_captcha": 5.0,
     }
 )
 
@@ -96,9 +97,10 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "funcaptcha": 120.0,
         "aws_waf": 300.0,
         # The engine's lifetimes (engine/timing.py TOKEN_TTL) where a source gives one;
-        # MTCaptcha's is in none, so reCAPTCHA's two minutes.
+        # MTCaptcha's and Friendly Captcha's are in none, so reCAPTCHA's two minutes.
         "mtcaptcha": 120.0,
         "prosopo": 60.0,
+        "friendly_captcha": 120.0,
     }
 )
 

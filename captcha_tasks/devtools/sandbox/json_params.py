@@ -71,6 +71,13 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
             raise ApiError("ERROR_BAD_PARAMETERS")
     elif kind == "prosopo":
         params.update(method="prosopo", sitekey=value("websiteKey"))
+    elif kind == "friendly_captcha":
+        params.update(method="friendly_captcha", sitekey=value("websiteKey"))
+        if dialect == "capmonster":
+            # The widget script's URL tells v1 from v2: required, an http(s) URL.
+            script = meta("apiGetLib")
+            if not script.startswith(("https://", "http://")) or " " in script:
+                raise ApiError("ERROR_BAD_PARAMETERS")
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")

@@ -48,6 +48,8 @@ _COMMON = {
 #: Prosopo at 2Captcha and Anti-Captcha (ProsopoTaskProxyless / ProsopoTask).
 _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
+#: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
+_FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 _CAPMONSTER = {
     name: (kind, "none" if kind == "image" else "optional")
     for name, (kind, _) in {
@@ -57,6 +59,8 @@ _CAPMONSTER = {
         # One type each, proxy optional (docs.capmonster.cloud's mtcaptcha / prosopo pages).
         "MTCaptchaTask": ("mtcaptcha", "optional"),
         "ProsopoTask": ("prosopo", "optional"),
+        # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
+        "CustomTask/friendly": ("friendly_captcha", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -66,12 +70,14 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "CoordinatesTask": ("coordinates", "none"),
         **_TWOCAPTCHA_MT,
         **_PROSOPO,
+        **_FRIENDLY,
     },
     "anticaptcha": {
         **_COMMON,
         **_pair("NoCaptchaTask", "recaptcha_v2"),
         "ImageToCoordinatesTask": ("coordinates", "none"),
         **_PROSOPO,
+        **_FRIENDLY,
     },
     # No hCaptcha, FunCaptcha or coordinates at CapSolver; its own GeeTest example spells
     # the type GeetestTaskProxyless (``captchaId`` makes either one GeeTest v4).
@@ -86,6 +92,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "ImageToTextTask": ("image", "none"),
         **_pair("AntiAwsWafTask", "aws_waf", "ProxyLess"),
         **_pair("MtCaptchaTask", "mtcaptcha", "ProxyLess"),  # no Prosopo at CapSolver
+        "FriendlyCaptchaTaskProxyless": ("friendly_captcha", "none"),  # its spelling
     },
     "capmonster": _CAPMONSTER,
 }
@@ -196,7 +203,10 @@ def parse_task(
     """Check a createTask ``task`` in ``dialect``: its Submission and its type, or JsonError."""
     if not isinstance(task, dict) or not task:
         raise JsonError("ERROR_TASK_ABSENT")
-    entry = TASK_TYPES[dialect].get(str(task.get("type", "")))
+    name = str(task.get("type", ""))
+    if name == "CustomTask":
+        name = f"CustomTask/{task.get('class', '')}"  # CapMonster: one type, many classes
+    entry = TASK_TYPES[dialect].get(name)
     if entry is None:
         raise JsonError("ERROR_TASK_NOT_SUPPORTED")
     kind, proxy = entry

@@ -41,8 +41,9 @@ def solution(
     text = str(answer)
     if kind == "image":
         return {"text": text}
-    if kind in ("mtcaptcha", "prosopo"):
-        # Anti-Captcha's Prosopo solution adds its worker's userAgent (its ProsopoTask page).
+    if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
+        # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
+        # (its ProsopoTask and FriendlyCaptchaTask pages).
         return {"token": text, "userAgent": agent} if dialect == "anticaptcha" else {"token": text}
     if kind == "funcaptcha":
         return {"token": text, "userAgent": agent} if dialect == "capmonster" else {"token": text}

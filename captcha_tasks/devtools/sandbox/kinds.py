@@ -1,6 +1,6 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo and Turnstile's challenge mode, under 2Captcha's documented parameter
-names.
+MTCaptcha, Prosopo, Friendly Captcha and Turnstile's challenge mode, under 2Captcha's
+documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -28,6 +28,7 @@ __all__ = [
     "amazon_waf",
     "challenge_fields",
     "coordinates",
+    "friendly_captcha",
     "funcaptcha",
     "geetest_v4",
     "mt_captcha",
@@ -40,6 +41,7 @@ _UUID_RE = re.compile(
 _CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
 _MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 _PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
+_FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
     ("iv", re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")),
@@ -114,6 +116,16 @@ def prosopo(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     hostname = pageurl_host(params)
     check_proxy(params)
     return Submission("prosopo", fingerprint, sitekey=sitekey, hostname=hostname)
+
+
+def friendly_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=friendly_captcha``: ``sitekey`` (the widget's ``data-sitekey``), ``pageurl``."""
+    sitekey = params.get("sitekey", "").strip()
+    if not _FRIENDLY_KEY_RE.match(sitekey):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    check_proxy(params)
+    return Submission("friendly_captcha", fingerprint, sitekey=sitekey, hostname=hostname)
 
 
 def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:

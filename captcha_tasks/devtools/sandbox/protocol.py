@@ -76,6 +76,7 @@ _NEWER = {
     "amazon_waf": kinds.amazon_waf,
     "mt_captcha": kinds.mt_captcha,
     "prosopo": kinds.prosopo,
+    "friendly_captcha": kinds.friendly_captcha,
 }
 
 

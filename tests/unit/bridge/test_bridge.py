@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from captcha_tasks.bridge.jobs import (
+    METHODS,
     Job,
     TaskCall,
     failed,
@@ -217,6 +218,10 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
             ),
         ),
         (
+            {"method": "friendly_captcha", "sitekey": "FCMDESUD3M34857N", "pageurl": PAGE},
+            TaskCall("captcha_tasks.solve_friendly_captcha", ("FCMDESUD3M34857N", PAGE), {}),
+        ),
+        (
             {
                 "method": "amazon_waf",
                 "sitekey": "k",
@@ -378,6 +383,7 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
             "proxy_id": "p",
         },
         {"method": "prosopo", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
+        {"method": "friendly_captcha", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
     ],
 )
 def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
@@ -418,12 +424,16 @@ def test_an_unknown_method_is_named() -> None:
         "amazon_waf",
         "mt_captcha",
         "prosopo",
+        "friendly_captcha",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.
     assert rejected(method="aws_waf", sitekey="k", pageurl=PAGE).code == "UNKNOWN_METHOD"
     assert rejected(method="x" * 500).code == "UNKNOWN_METHOD"
-    assert len(str(rejected(method="x" * 500))) < 200
+    # The unknown name is cut short: the message is the known list and a short echo.
+    echoed = str(rejected(method="x" * 500))
+    assert "x" * 41 not in echoed
+    assert len(echoed) < len(", ".join(METHODS)) + 100
 
 
 @pytest.mark.parametrize("method", [None, "", 3, ["userrecaptcha"]])
@@ -470,6 +480,7 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
         ({"method": "geetest_v4", "gt": GEETEST_V4_ID, "pageurl": PAGE}, "missing captcha_id"),
         ({"method": "mt_captcha", "pageurl": PAGE}, "missing sitekey"),
         ({"method": "prosopo", "sitekey": "k"}, "missing pageurl"),
+        ({"method": "friendly_captcha", "pageurl": PAGE}, "missing sitekey"),
         (
             {"method": "base64", "coordinatescaptcha": "2", "body": "x"},
             "coordinatescaptcha must be 0 or 1",

@@ -94,6 +94,11 @@ SUBMITS: dict[str, dict[str, str]] = {
         "sitekey": "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm",
         "pageurl": PAGEURL,
     },
+    "friendly_captcha": {
+        "method": "friendly_captcha",
+        "sitekey": "FCMDESUD3M34857N",
+        "pageurl": PAGEURL,
+    },
 }
 
 
@@ -206,8 +211,8 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
     elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
         assert answer  # shapes: test_sandbox_newtypes.py
-    elif kind in ("mtcaptcha", "prosopo"):
-        prefix = "v1(" if kind == "mtcaptcha" else "0x0001"
+    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
+        prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001"}.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer
         assert len(answer) > 100 and "ERROR" not in answer.upper()
     else:

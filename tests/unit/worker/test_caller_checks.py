@@ -42,6 +42,12 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         ("MTPublic-KzqLY1cKH", PAGE),
         {"action": "login", "invisible": True},
     ),
+    "captcha_tasks.solve_friendly_captcha": (
+        ("FCMDESUD3M34857N", PAGE),
+        {
+            "module_script_url": "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.js"
+        },
+    ),
     "captcha_tasks.solve_prosopo": (("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE), {}),
     "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (

@@ -13,6 +13,7 @@ import pytest
 from captcha_tasks import (
     solve_aws_waf,
     solve_coordinates,
+    solve_friendly_captcha,
     solve_funcaptcha,
     solve_geetest_v4,
     solve_hcaptcha,
@@ -39,6 +40,8 @@ HCAPTCHA_KEY = "a5f74b19-9e45-40e0-b45d-47ff91b7a6c2"
 PNG_B64 = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
 CHALLENGE = {"action": "managed", "cdata": "c0ffee", "pagedata": "3gAFo2"}
 MT_KEY = "MTPublic-KzqLY1cKH"
+FRIENDLY_KEY = "FCMDESUD3M34857N"
+FRIENDLY_JS = "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.js"
 PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
 
 #: (task, valid positional arguments, valid keyword arguments)
@@ -51,6 +54,7 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_turnstile, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
     (solve_mtcaptcha, [MT_KEY, PAGE], {"action": "login", "invisible": True}),
     (solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": None}),
+    (solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"module_script_url": FRIENDLY_JS}),
 ]
 
 
@@ -123,6 +127,13 @@ def test_unknown_options_are_refused_by_name(
         (solve_mtcaptcha, [MT_KEY, PAGE], {"invisible": "1"}, "MtCaptcha.invisible"),
         (solve_prosopo, [PROSOPO_KEY[1:], PAGE], {}, "Prosopo.sitekey"),
         (solve_prosopo, [PROSOPO_KEY, "javascript:alert(1)"], {}, "Prosopo.pageurl"),
+        (solve_friendly_captcha, ["FC", PAGE], {}, "FriendlyCaptcha.sitekey"),
+        (
+            solve_friendly_captcha,
+            [FRIENDLY_KEY, PAGE],
+            {"module_script_url": "site.min.js"},
+            "FriendlyCaptcha.module_script_url",
+        ),
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
@@ -170,6 +181,9 @@ def test_bad_arguments_are_refused_by_name(
         ("anticaptcha", solve_mtcaptcha, [MT_KEY, PAGE], {"proxy_id": "p1"}),
         ("capsolver", solve_prosopo, [PROSOPO_KEY, PAGE], {}),
         ("capsolver", solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": "p1"}),
+        ("captchaai", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {}),
+        ("capsolver", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"proxy_id": "p1"}),
+        ("capmonster", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
