@@ -262,7 +262,7 @@ def _markdown(text: str) -> str:
     return text.replace("``", "`")
 
 
-def _meaning(comment: str, variable: str) -> str:
+def _meaning(comment: str) -> str:
     """The comment without its leading variable name(s) (everything before the first
     ``": "`` of a comment that starts with a variable), as markdown."""
     text = _markdown(comment).strip()
@@ -304,13 +304,13 @@ def entries() -> list[Entry]:
         name = named[0] if named else None
         comment = provider_comments.get(name, "") if name else ""
         default = _provider_default(name, provider_fields[name]) if name else "(none)"
-        out.append(Entry(variable, default, _meaning(comment, variable), name))
+        out.append(Entry(variable, default, _meaning(comment), name))
     comments = _comments()
     fields = {field.name: field for field in dataclasses.fields(settings.Settings)}
     for name, (variable, _parse) in settings._SOURCES.items():
         field = fields.get(name)
         default = _default(field) if field is not None else "(none)"
-        meaning = _meaning(comments.get(name, ""), variable)
+        meaning = _meaning(comments.get(name, ""))
         out.append(Entry(variable, default, meaning, name))
     out = [
         dataclasses.replace(entry, meaning=f"{entry.meaning} {NOTES[entry.variable]}")
@@ -325,7 +325,7 @@ def entries() -> list[Entry]:
         Entry(
             provider_config.PROVIDERS_VARIABLE,
             "(none)",
-            _meaning(comment, provider_config.PROVIDERS_VARIABLE),
+            _meaning(comment),
             "provider_configs",
         )
     )

@@ -12,9 +12,8 @@ import pytest
 import requests
 
 from captcha_tasks import solve_friendly_captcha
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
-from tests.support.workers import worker_env
+from tests.support.workers import provider_env, provider_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -25,23 +24,12 @@ SCRIPT = "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.js"
 OFFERED = ["2captcha", "2captcha-v2", "anticaptcha", "capmonster", "capsolver"]
 
 
-def _sandbox(sandbox_factory: Any, provider: str) -> Any:
-    if provider in ("captchaai", "2captcha"):
-        return sandbox_factory(dialect=provider)
-    return sandbox_factory(protocol="json", dialect=provider)
-
-
-def _env(sandbox: Any, provider: str) -> dict[str, str]:
-    env = {"CAPTCHA_TASKS_PROVIDER": provider, "CAPTCHA_TASKS_API_KEY": dev_api_key(provider)}
-    return worker_env(sandbox.url, **env)
-
-
 @pytest.mark.parametrize("provider", OFFERED)
 def test_solved_where_offered(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, provider: str
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
-    worker_factory(_env(sandbox, provider))
+    sandbox = provider_sandbox(sandbox_factory, provider)
+    worker_factory(provider_env(sandbox, provider))
     result = solve_friendly_captcha.delay(KEY, PAGE, module_script_url=SCRIPT).get(timeout=90)
     assert (result["type"], result["source"], result["protocol"]) == (
         "friendly_captcha",
@@ -76,8 +64,8 @@ def test_refused_at_admission_where_not_offered(
     script: str | None,
     why: str,
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
-    worker_factory(_env(sandbox, provider))
+    sandbox = provider_sandbox(sandbox_factory, provider)
+    worker_factory(provider_env(sandbox, provider))
     with pytest.raises(InvalidTaskInput, match=f"provider {provider}") as info:
         solve_friendly_captcha.delay(KEY, PAGE, module_script_url=script).get(timeout=30)
     assert info.value.code == "TYPE_NOT_OFFERED"

@@ -12,9 +12,8 @@ import pytest
 import requests
 
 from captcha_tasks import solve_mtcaptcha, solve_prosopo
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
-from tests.support.workers import worker_env
+from tests.support.workers import provider_env, provider_sandbox
 
 pytestmark = pytest.mark.integration
 
@@ -38,17 +37,6 @@ OFFERED = {
 PREFIX = {"mtcaptcha": "v1(", "prosopo": "0x0001"}
 
 
-def _sandbox(sandbox_factory: Any, provider: str) -> Any:
-    if provider in ("captchaai", "2captcha"):
-        return sandbox_factory(dialect=provider)
-    return sandbox_factory(protocol="json", dialect=provider)
-
-
-def _env(sandbox: Any, provider: str) -> dict[str, str]:
-    env = {"CAPTCHA_TASKS_PROVIDER": provider, "CAPTCHA_TASKS_API_KEY": dev_api_key(provider)}
-    return worker_env(sandbox.url, **env)
-
-
 def _verify(sandbox: Any, token: str) -> dict[str, Any]:
     url = f"{sandbox.url}/siteverify"
     first: dict[str, Any] = requests.post(url, data={"response": token}, timeout=5).json()
@@ -62,8 +50,8 @@ def _verify(sandbox: Any, token: str) -> dict[str, Any]:
 def test_each_family_solves_where_offered(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, provider: str
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
-    worker_factory(_env(sandbox, provider))
+    sandbox = provider_sandbox(sandbox_factory, provider)
+    worker_factory(provider_env(sandbox, provider))
     pending = {kind: SOLVES[kind]() for kind in sorted(OFFERED[provider])}
     got = {kind: result.get(timeout=90) for kind, result in pending.items()}
     for kind, result in got.items():
@@ -89,8 +77,8 @@ def test_each_family_solves_where_offered(
 def test_a_family_the_provider_does_not_offer_is_refused_at_admission(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, provider: str, kind: str
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
-    worker_factory(_env(sandbox, provider))
+    sandbox = provider_sandbox(sandbox_factory, provider)
+    worker_factory(provider_env(sandbox, provider))
     with pytest.raises(InvalidTaskInput, match=f"provider {provider}") as info:
         SOLVES[kind]().get(timeout=30)
     assert info.value.code == "TYPE_NOT_OFFERED"

@@ -5,7 +5,6 @@ permanent, typed error after one request."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +16,7 @@ from captcha_tasks.provider import offers
 from captcha_tasks.provider.captchas import HCaptcha
 from captcha_tasks.provider.factory import make_provider
 from captcha_tasks.settings import Settings, get_settings
-from tests.support.workers import worker_env
+from tests.support.workers import provider_sandbox, worker_env
 
 PAGE = "https://example.com/login"
 HCAPTCHA_KEY = "5ab0c1d2-e3f4-4a5b-8c6d-7e8f9a0b1c2d"
@@ -26,12 +25,6 @@ CALLS: dict[str, tuple[Any, tuple[str, ...]]] = {
     "hcaptcha": (solve_hcaptcha, (HCAPTCHA_KEY, PAGE)),
     "funcaptcha": (solve_funcaptcha, (ARKOSE_KEY, PAGE)),
 }
-
-
-def _sandbox(sandbox_factory: Callable[..., Any], provider: str) -> Any:
-    if provider == "2captcha":
-        return sandbox_factory(dialect="2captcha")
-    return sandbox_factory(protocol="json", dialect=provider)
 
 
 def _env(sandbox: Any, provider: str) -> dict[str, str]:
@@ -62,7 +55,7 @@ def test_a_withdrawn_type_is_refused_at_the_call_and_at_admission_nothing_sent(
     monkeypatch: pytest.MonkeyPatch,
     provider: str,
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
+    sandbox = provider_sandbox(sandbox_factory, provider)
     env = _env(sandbox, provider)
     worker_factory(worker_env(sandbox.url, **env))
     for name, value in env.items():
@@ -101,7 +94,7 @@ def test_a_withdrawn_type_is_refused_at_the_call_and_at_admission_nothing_sent(
 def test_a_stale_catalogue_meets_the_providers_answer_as_a_permanent_error(
     sandbox_factory: Any, monkeypatch: pytest.MonkeyPatch, provider: str, code: str
 ) -> None:
-    sandbox = _sandbox(sandbox_factory, provider)
+    sandbox = provider_sandbox(sandbox_factory, provider)
     settings = Settings.from_env(_env(sandbox, provider))
     # A catalogue from before the withdrawal: the engine's own client submits it.
     monkeypatch.setattr(offers, "WITHDRAWN", {})

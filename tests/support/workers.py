@@ -19,6 +19,8 @@ __all__ = [
     "ROOT",
     "TEST_TIME_SCALE",
     "WorkerProcess",
+    "provider_env",
+    "provider_sandbox",
     "start_worker",
     "wait_for_worker",
     "worker_env",
@@ -46,6 +48,23 @@ def worker_env(sandbox_url: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def provider_sandbox(sandbox_factory: Any, provider: str) -> Any:
+    """A started sandbox speaking ``provider``'s protocol and dialect (``sandbox_factory``:
+    the fixture of tests/support/sandbox_fixtures.py)."""
+    if provider in ("captchaai", "2captcha"):
+        return sandbox_factory(dialect=provider)
+    return sandbox_factory(protocol="json", dialect=provider)
+
+
+def provider_env(sandbox: Any, provider: str) -> dict[str, str]:
+    """:func:`worker_env` for a worker whose one provider is ``provider`` at ``sandbox``,
+    with the sandbox's key for it."""
+    from captcha_tasks.devtools.sandbox import dev_api_key
+
+    env = {"CAPTCHA_TASKS_PROVIDER": provider, "CAPTCHA_TASKS_API_KEY": dev_api_key(provider)}
+    return worker_env(sandbox.url, **env)
 
 
 def start_worker(

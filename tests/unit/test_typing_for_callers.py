@@ -47,16 +47,16 @@ def _mypy(tmp_path: Path, source: str) -> tuple[int, list[str]]:
     checked as ``make types`` checks it, and clean), its errors as ``line: message``."""
     script = tmp_path / "user_script.py"
     script.write_text(source)
+    options = ["--no-incremental", "--no-error-summary", "--hide-error-context"]
+    config = f"--config-file={ROOT / 'pyproject.toml'}"
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--no-error-summary",
-         "--hide-error-context", "--show-error-codes", f"--config-file={ROOT / 'pyproject.toml'}",
-         str(script)],
+        [sys.executable, "-m", "mypy", *options, "--show-error-codes", config, str(script)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
-    )  # fmt: skip
+    )
     errors = [re.sub(r"^.*user_script\.py:", "", line) for line in done.stdout.splitlines()]
     return done.returncode, errors
 
