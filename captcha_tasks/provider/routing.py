@@ -52,11 +52,10 @@ def route(
             left_out.append((config, reason))
     if names:
         return names
-    elsewhere = (
-        _elsewhere(configs, captcha)
-        if any(withdrawal(config.protocol, captcha) for config, _ in left_out)
-        else ""
-    )
+    # Left out by what its protocol solves (withdrawn, or never offered): say who does.
+    refused = [config for config, _ in left_out if refusal(config.protocol, captcha)]
+    withdrawn = any(withdrawal(config.protocol, captcha) for config in refused)
+    elsewhere = _elsewhere(configs, captcha, still=withdrawn) if refused else ""
     if len(left_out) == 1 and left_out[0][1].startswith(f"provider {left_out[0][0].protocol} "):
         # One candidate refused by its protocol: the same message as check_offered's.
         raise InvalidTaskInput(f"{left_out[0][1]}{elsewhere}; nothing was sent", "TYPE_NOT_OFFERED")
@@ -68,13 +67,19 @@ def route(
     )
 
 
-def _elsewhere(configs: Sequence[ProviderConfig], captcha: Captcha) -> str:
-    """Which configured provider still offers a kind one of them withdrew, else which
-    provider does at all."""
+def _elsewhere(configs: Sequence[ProviderConfig], captcha: Captcha, *, still: bool) -> str:
+    """Which configured provider (its ``_TYPES`` permitting) offers a kind another one
+    does not (or withdrew), else which provider does at all."""
     offering = set(offered_by(captcha))
-    configured = [config.name for config in configs if config.protocol in offering]
+    configured = [
+        config.name
+        for config in configs
+        if config.protocol in offering and config.takes_type(captcha.type)
+    ]
     if configured:
-        return f"; still offered by configured provider {', '.join(configured)}"
+        return (
+            f"; {'still ' if still else ''}offered by configured provider {', '.join(configured)}"
+        )
     if offering:
         names = ", ".join(sorted(offering))
         return f"; no configured provider offers it (offered by: {names})"

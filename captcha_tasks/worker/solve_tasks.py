@@ -36,7 +36,7 @@ from ..provider import (
     RecaptchaV3,
     Turnstile,
 )
-from ..provider.offers import withdrawal
+from ..provider.offers import refusal, withdrawal
 from ..provider.routing import route
 from ..provider_config import ProviderConfig
 from ..results import (
@@ -138,10 +138,10 @@ class SolveTask(CheckedTask):
 
         As the caller's check (:meth:`~.task_bases.CheckedTask.check_call`) it stops once
         the captcha, ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are
-        checked, and a kind withdrawn by every provider the caller's settings name (or
-        by the one ``provider=`` pins) is refused: the caller needs no key, and the rest
-        of what is configured (``_TYPES``, names it does not know) is the worker's to
-        check."""
+        checked, and a kind that no provider the caller's settings name (or the one
+        ``provider=`` pins) offers is refused (:func:`_refuse_unoffered`): the caller
+        needs no key, and the rest of what is configured (``_TYPES``, names it does not
+        know) is the worker's to check."""
         checking = self.checking_call()
         if not checking:
             # A worker without a key runs no engine: fail now rather than queue forever.
@@ -154,7 +154,7 @@ class SolveTask(CheckedTask):
             raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
         excluded = self._check_route(provider, exclude)
         if checking:
-            _refuse_withdrawn(self.settings.providers(), captcha, bool(proxy_id), provider)
+            _refuse_unoffered(self.settings.providers(), captcha, bool(proxy_id), provider)
             self.stop_if_checking()
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
@@ -234,14 +234,24 @@ _ROUTING = (
 )
 
 
-def _refuse_withdrawn(
+def _refuse_unoffered(
     configs: Sequence[ProviderConfig], captcha: Captcha, proxied: bool, provider: str | None
 ) -> None:
     """The caller's check of the catalogue: :class:`InvalidTaskInput` (code
-    ``TYPE_NOT_OFFERED``, as admission says it) when each candidate among ``configs``
-    withdrew ``captcha``'s kind; a ``provider=`` the caller does not know is the worker's."""
+    ``TYPE_NOT_OFFERED``, as admission says it) when no candidate among ``configs``
+    offers ``captcha``'s kind (proxied or not). A caller whose settings describe no
+    provider (the bare default: no key, no names, the default protocol) enqueues for
+    workers it knows nothing of, so only a withdrawal refuses its call there. A
+    ``provider=`` the caller does not know is the worker's to refuse."""
     candidates = [config for config in configs if provider in (None, config.name)]
-    if candidates and all(withdrawal(config.protocol, captcha) for config in candidates):
+    described = tuple(configs) != (ProviderConfig(),)
+
+    def refuses(config: ProviderConfig) -> bool:
+        if withdrawal(config.protocol, captcha):
+            return True
+        return described and refusal(config.protocol, captcha, proxied=proxied) is not None
+
+    if candidates and all(refuses(config) for config in candidates):
         route(configs, captcha, proxied=proxied, provider=provider)
 
 

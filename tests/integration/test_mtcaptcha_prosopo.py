@@ -1,7 +1,8 @@
 """MTCaptcha and Prosopo end to end: ``.delay()`` through a real ``celery worker`` and the
 sandbox, on every provider that offers each (2Captcha over both protocols, the JSON
-dialects that have it), the token good once at the sandbox's ``/siteverify``; refused at
-admission with ``TYPE_NOT_OFFERED``, nothing sent and nothing queued, on the others."""
+dialects that have it), the token good once at the sandbox's ``/siteverify``; refused with
+``TYPE_NOT_OFFERED`` (at admission, and at the call when the caller's settings name the
+provider), nothing sent and nothing queued, on the others."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import requests
 
 from captcha_tasks import solve_mtcaptcha, solve_prosopo
+from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
 from tests.support.workers import provider_env, provider_sandbox
 
@@ -74,14 +76,26 @@ def test_each_family_solves_where_offered(
     ("provider", "kind"),
     [(p, kind) for p in sorted(OFFERED) for kind in sorted(set(SOLVES) - OFFERED[p])],
 )
-def test_a_family_the_provider_does_not_offer_is_refused_at_admission(
-    celery_app: Any, sandbox_factory: Any, worker_factory: Any, provider: str, kind: str
+def test_a_family_the_provider_does_not_offer_is_refused_at_admission_and_at_the_call(
+    celery_app: Any,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    settings_env: Any,
+    provider: str,
+    kind: str,
 ) -> None:
     sandbox = provider_sandbox(sandbox_factory, provider)
     worker_factory(provider_env(sandbox, provider))
-    with pytest.raises(InvalidTaskInput, match=f"provider {provider}") as info:
+    # A caller that configures no provider leaves it to the worker: refused at admission.
+    with pytest.raises(InvalidTaskInput, match=f"provider {provider}") as at_admission:
         SOLVES[kind]().get(timeout=30)
-    assert info.value.code == "TYPE_NOT_OFFERED"
-    assert "nothing was sent" in str(info.value)
+    # A caller with the worker's settings is refused by .delay() itself.
+    settings_env(CAPTCHA_TASKS_PROVIDER=provider, CAPTCHA_TASKS_API_KEY=dev_api_key(provider))
+    with pytest.raises(InvalidTaskInput, match=f"provider {provider}") as at_call:
+        SOLVES[kind]()
+    for info in (at_admission, at_call):
+        assert info.value.code == "TYPE_NOT_OFFERED"
+        assert "nothing was sent" in str(info.value)
+        assert "(offered by: " in str(info.value)  # who offers it instead
     assert sandbox.stats()["submitted"] == 0
     assert celery_app.backend.client.keys("ct:job:*") == []

@@ -26,6 +26,7 @@ MAIN = config("main", "captchaai")
 BACKUP = config("backup", "capsolver")
 IMAGES = config("images", "2captcha", "image")
 CLUSTER = [MAIN, BACKUP, IMAGES]
+TWO = config("two", "2captcha")
 
 
 def test_the_route_keeps_the_configured_order_of_those_that_take_the_captcha() -> None:
@@ -78,15 +79,21 @@ def test_no_provider_left_is_type_not_offered_naming_each_and_why() -> None:
         route(CLUSTER, HCAPTCHA, exclude={"main"})
 
 
-def test_one_candidate_refused_by_its_protocol_reads_as_check_offered_always_did() -> None:
+def test_one_candidate_refused_by_its_protocol_reads_as_check_offered_plus_who_offers_it() -> None:
     from captcha_tasks.provider.offers import check_offered
 
     with pytest.raises(InvalidTaskInput) as before:
         check_offered("capsolver", CHALLENGE)
-    for configs, pinned in (([BACKUP], None), (CLUSTER, "backup")):
+    reason = str(before.value).removesuffix("; nothing was sent")
+    for configs, pinned, who in (
+        ([BACKUP], None, "no configured provider offers it (offered by: 2captcha, "),
+        ([*CLUSTER, TWO], "backup", "offered by configured provider two"),
+    ):
         with pytest.raises(InvalidTaskInput) as info:
             route(configs, CHALLENGE, provider=pinned)
-        assert str(info.value) == str(before.value)
+        assert str(info.value).startswith(f"{reason}; {who}")
+        assert str(info.value).endswith("; nothing was sent")
+        assert "still" not in str(info.value)  # nobody withdrew it: never offered there
         assert info.value.code == before.value.code == "TYPE_NOT_OFFERED"
     with pytest.raises(InvalidTaskInput, match="images \\(2captcha\\): hcaptcha is not in"):
         route([IMAGES], HCAPTCHA)

@@ -133,3 +133,54 @@ def test_a_body_that_does_not_stop_at_its_check_is_a_bug() -> None:
             returns.check_call(("x",), {})
     finally:
         app.tasks.pop("tests.returns_in_the_caller", None)
+
+
+PROSOPO = (("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE), {})
+
+
+def test_a_kind_no_provider_of_the_callers_settings_offers_is_refused_at_the_call(
+    caller: None, settings_env: Any
+) -> None:
+    """CapSolver never offered Prosopo, nor Friendly Captcha through a proxy: a caller
+    whose settings name CapSolver alone is told at ``.delay()``, naming who offers it."""
+    settings_env(CAPTCHA_TASKS_PROVIDER="capsolver")
+    prosopo = app.tasks["captcha_tasks.solve_prosopo"]
+    with pytest.raises(InvalidTaskInput) as refused:
+        prosopo.check_call(*PROSOPO)
+    assert refused.value.code == "TYPE_NOT_OFFERED"
+    message = str(refused.value)
+    assert "provider capsolver" in message and "nothing was sent" in message
+    assert "offered by: 2captcha, 2captcha-v2, anticaptcha, capmonster" in message
+
+    friendly = app.tasks["captcha_tasks.solve_friendly_captcha"]
+    args, kwargs = VALID["captcha_tasks.solve_friendly_captcha"]
+    friendly.check_call(args, dict(kwargs))  # proxyless: CapSolver offers it
+    with pytest.raises(InvalidTaskInput) as proxied:
+        friendly.check_call(args, {**kwargs, "proxy_id": "p1"})
+    assert proxied.value.code == "TYPE_NOT_OFFERED"
+
+
+def test_with_several_providers_the_call_passes_when_any_candidate_offers_the_kind(
+    caller: None, settings_env: Any
+) -> None:
+    settings_env(
+        CAPTCHA_TASKS_PROVIDERS="fast,cheap",
+        CAPTCHA_TASKS_FAST_PROTOCOL="capsolver",
+        CAPTCHA_TASKS_FAST_API_KEY="CAP-" + "0" * 32,
+        CAPTCHA_TASKS_CHEAP_PROTOCOL="anticaptcha",
+        CAPTCHA_TASKS_CHEAP_API_KEY="0" * 32,
+    )
+    prosopo = app.tasks["captcha_tasks.solve_prosopo"]
+    prosopo.check_call(*PROSOPO)  # cheap offers it
+    with pytest.raises(InvalidTaskInput) as pinned:
+        prosopo.check_call(PROSOPO[0], {"provider": "fast"})
+    assert pinned.value.code == "TYPE_NOT_OFFERED"
+
+
+def test_a_caller_that_describes_no_provider_leaves_the_catalogue_to_the_worker(
+    caller: None,
+) -> None:
+    """The bare default (CaptchaAI, no key) never offered Prosopo; the workers may use
+    any provider, so the call passes and admission decides."""
+    assert get_settings().providers()[0].protocol == "captchaai"
+    app.tasks["captcha_tasks.solve_prosopo"].check_call(*PROSOPO)
