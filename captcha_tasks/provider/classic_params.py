@@ -129,13 +129,15 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
         case Grid():
             # 2Captcha's grid method (2captcha-python 2.1.2 grid(): recaptcha=1, rows and
             # cols as recaptcharows / recaptchacols, the text as textinstructions).
-            return {
-                **_upload(captcha.body, False),
-                "recaptcha": "1",
-                "recaptcharows": str(captcha.rows),
-                "recaptchacols": str(captcha.cols),
-                "textinstructions": captcha.instruction,
-            }
+            return _compact(
+                {
+                    **_upload(captcha.body, False),
+                    "recaptcha": "1",
+                    "recaptcharows": str(captcha.rows),
+                    "recaptchacols": str(captcha.cols),
+                    "textinstructions": captcha.instruction,
+                }
+            )
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 
