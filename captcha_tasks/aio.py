@@ -56,6 +56,7 @@ from .results import (
     CoordinatesResult,
     GeeTestResult,
     GeeTestV4Result,
+    GridResult,
     PageResult,
     PingResult,
     ReportResult,
@@ -86,6 +87,7 @@ __all__ = [
     "solve_funcaptcha",
     "solve_geetest",
     "solve_geetest_v4",
+    "solve_grid",
     "solve_hcaptcha",
     "solve_image",
     "solve_mtcaptcha",
@@ -394,6 +396,21 @@ async def solve_coordinates(
 ) -> CoordinatesResult:
     """``await`` :func:`captcha_tasks.solve_coordinates` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_coordinates, locals())
+
+
+@_checked
+async def solve_grid(
+    image_b64: str,
+    instruction: str,
+    *,
+    rows: int = 3,
+    cols: int = 3,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> GridResult:
+    """``await`` :func:`captcha_tasks.solve_grid` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_grid, locals())
 
 
 @_checked

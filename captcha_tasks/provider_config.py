@@ -101,7 +101,7 @@ NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
     ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),
-    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha"}),
+    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "grid"}),
     "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo"}),
     "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }

@@ -24,6 +24,8 @@ __all__ = [
     "GeeTestSolution",
     "GeeTestV4Result",
     "GeeTestV4Solution",
+    "GridResult",
+    "GridSolution",
     "PageResult",
     "PingResult",
     "Point",
@@ -89,6 +91,16 @@ class Point(TypedDict):
     y: int
 
 
+class GridSolution(TypedDict):
+    """A grid's tiles to click, whatever the provider: numbered from 0, left to right
+    then top to bottom (tile ``row * cols + col``), sorted, none twice; and the grid's
+    ``rows`` and ``cols``."""
+
+    tiles: list[int]
+    rows: int
+    cols: int
+
+
 #: reCAPTCHA v2/v3, Turnstile, hCaptcha, FunCaptcha, MTCaptcha, Prosopo, Friendly Captcha:
 #: the token; an image: its text.
 TokenResult = SolveResult[str]
@@ -96,6 +108,7 @@ GeeTestResult = SolveResult[GeeTestSolution]
 GeeTestV4Result = SolveResult[GeeTestV4Solution]
 AwsWafResult = SolveResult[AwsWafSolution]
 CoordinatesResult = SolveResult[list[Point]]
+GridResult = SolveResult[GridSolution]
 
 
 class BalanceResult(TypedDict):

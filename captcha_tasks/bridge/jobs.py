@@ -250,13 +250,26 @@ _COORDINATES = _Method(
     (("image_b64", ("body", "image_b64")),),
     {"textinstructions": ("textinstructions", _same)},
 )
+#: 2Captcha's grid: ``base64`` + ``recaptcha=1`` (2captcha-python's grid()).
+_GRID = _Method(
+    "captcha_tasks.solve_grid",
+    (("image_b64", ("body", "image_b64")), ("instruction", ("textinstructions", "instruction"))),
+    {
+        "recaptcharows": ("rows", _integer),
+        "recaptchacols": ("cols", _integer),
+        "rows": ("rows", _integer),
+        "cols": ("cols", _integer),
+    },
+)
 
 #: ``in.php`` methods the bridge maps (reCAPTCHA v3 is ``userrecaptcha`` + ``version=v3``;
-#: image to coordinates is ``base64`` + ``coordinatescaptcha=1``).
+#: image to coordinates is ``base64`` + ``coordinatescaptcha=1``, a grid ``base64`` +
+#: ``recaptcha=1``).
 METHODS: Mapping[str, str] = {
     "userrecaptcha": "captcha_tasks.solve_recaptcha_v2 (version=v3: solve_recaptcha_v3)",
     "turnstile": "captcha_tasks.solve_turnstile (with pagedata: challenge mode)",
-    "base64": "captcha_tasks.solve_image (coordinatescaptcha=1: solve_coordinates)",
+    "base64": "captcha_tasks.solve_image (coordinatescaptcha=1: solve_coordinates, "
+    "recaptcha=1: solve_grid)",
     "geetest": "captcha_tasks.solve_geetest",
     "geetest_v4": "captcha_tasks.solve_geetest_v4",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
@@ -293,6 +306,13 @@ def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
         coordinates = _flag(params.pop("coordinatescaptcha", False))
         if not isinstance(coordinates, bool):
             raise InvalidTaskInput("base64: coordinatescaptcha must be 0 or 1")
+        grid = _flag(params.pop("recaptcha", False))
+        if not isinstance(grid, bool):
+            raise InvalidTaskInput("base64: recaptcha must be 0 or 1")
+        if grid and coordinates:
+            raise InvalidTaskInput("base64: recaptcha=1 and coordinatescaptcha=1 together")
+        if grid:
+            return _GRID, params
         return (_COORDINATES if coordinates else _IMAGE), params
     found = _BY_NAME.get(method)
     if found is None:

@@ -121,9 +121,10 @@ LABELS = {
     "mtcaptcha": "MTCaptcha",
     "prosopo": "Prosopo Procaptcha",
     "friendly_captcha": "Friendly Captcha",
+    "grid": "Image grid",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
-_NO_PROXY = {"image", "coordinates"}
+_NO_PROXY = {"image", "coordinates", "grid"}
 
 
 def offer_cell(feature: str, value: str) -> str:

@@ -51,6 +51,14 @@ class _Solved(NamedTuple):
     cost_source: CostSource | None
 
 
+def _grid_shape(job: Job) -> tuple[int, int] | None:
+    """A grid job's (rows, cols), which its answer's tiles are checked against."""
+    if job.type != "grid":
+        return None
+    captcha = job.captcha()
+    return captcha.rows, captcha.cols  # type: ignore[attr-defined]  # a Grid
+
+
 def _source(job: Job) -> str:
     return "fill" if job.pool else "api"
 
@@ -126,7 +134,7 @@ class Finisher:
         return len(won)
 
     def _solved(self, job: Job, answer: Answer, at: float) -> _Solved:
-        solution = for_type(job.type, answer.solution)
+        solution = for_type(job.type, answer.solution, _grid_shape(job))
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
         result = solve_result(
             job,

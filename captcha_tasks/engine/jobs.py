@@ -9,14 +9,14 @@ import json
 from typing import Any
 
 from ..errors import InvalidTaskInput
-from ..provider import CAPTCHA_CLASSES, Captcha, Coordinates, Image
+from ..provider import CAPTCHA_CLASSES, Captcha, Coordinates, Grid, Image
 
 __all__ = ["CAPTCHA_CLASSES", "Job", "captcha_from_json", "captcha_to_json", "solve_result"]
 
 
 def captcha_to_json(captcha: Captcha) -> str:
     fields = {f.name: getattr(captcha, f.name) for f in dataclasses.fields(captcha)}  # type: ignore[arg-type]
-    if isinstance(captcha, Image | Coordinates):
+    if isinstance(captcha, Image | Coordinates | Grid):
         fields["body"] = base64.b64encode(captcha.body).decode("ascii")
     return json.dumps({"type": captcha.type, "fields": fields}, separators=(",", ":"))
 
@@ -27,7 +27,7 @@ def captcha_from_json(raw: str) -> Captcha:
     if cls is None:
         raise InvalidTaskInput(f"unknown captcha type in stored job: {data.get('type')!r}")
     fields = dict(data["fields"])
-    if cls in (Image, Coordinates):
+    if cls in (Image, Coordinates, Grid):
         fields["body"] = base64.b64decode(fields["body"])
     return cls(**fields)
 

@@ -57,6 +57,9 @@ FIRST_POLL: dict[str, float] = {
     # capmonstercloudclient 4.3.1's getFriendlyTimeouts: first read after 1 s, then every
     # 3 s; Friendly Captcha's proof of work is solved in seconds, not by a person.
     "friendly_captcha": 5.0,
+    # 2Captcha's grid is solved by a person, as its images are; CapSolver answers at
+    # createTask.
+    "grid": 5.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -75,6 +78,8 @@ DEADLINE: dict[str, float] = {
     "prosopo": 180.0,
     # capmonstercloudclient 4.3.1 gives it up after 180 s (getFriendlyTimeouts).
     "friendly_captcha": 180.0,
+    # An image read by a person: the coordinates' deadline.
+    "grid": 90.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {

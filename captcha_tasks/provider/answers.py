@@ -1,6 +1,9 @@
 """Answers in the one shape a task result has whatever the provider (docs: "What the
 product returns"): a token or text; GeeTest v3's three and v4's five strings; AWS WAF's
-voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": int}]``.
+voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": int}]``;
+a grid's tiles as ``{"tiles": [...], "rows": int, "cols": int}``, numbered from 0, left
+to right then top to bottom, sorted (2Captcha and CaptchaAI count from 1, CapSolver
+from 0, CapMonster Cloud answers a boolean per tile).
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
@@ -21,6 +24,7 @@ from .base import Answer
 
 __all__ = [
     "GEETEST_V4_KEYS",
+    "GRID_TILES",
     "Solution",
     "classic_solution",
     "for_type",
@@ -40,6 +44,10 @@ _TOKEN_FIELDS: Final = ("gRecaptchaResponse", "token", "text")
 _MAX_POINTS = 100
 _MAX_COORDINATE = 100_000
 _PLAIN_POINT = re.compile(r"^x=(\d{1,6}),y=(\d{1,6})$")
+#: A grid answer before its shape is known: its tiles, numbered from 0.
+GRID_TILES: Final = "tiles"
+#: More tiles than any grid has: garbage.
+_MAX_TILES = 100
 
 
 def malformed(what: str, value: object) -> ProviderUnavailable:
@@ -49,13 +57,25 @@ def malformed(what: str, value: object) -> ProviderUnavailable:
     return ProviderUnavailable(f"malformed {what} answer: {shown}", "UNRECOGNISED_ANSWER", 5.0)
 
 
-def for_type(captcha_type: str, solution: Solution) -> Solution:
+def for_type(
+    captcha_type: str, solution: Solution, grid: tuple[int, int] | None = None
+) -> Solution:
     """``solution`` in the shape a result of ``captcha_type`` has, where the shape alone
     could not tell: Anti-Captcha sends an AWS WAF cookie as a bare ``token``, which reads
-    as any token until the type is known."""
+    as any token until the type is known; a grid's tiles get its ``grid`` (rows, cols),
+    and a tile past its last is refused."""
     if captcha_type == "aws_waf" and isinstance(solution, str):
         return {"aws_waf_token": solution}
+    if captcha_type == "grid" and grid is not None:
+        return _grid(solution, *grid)
     return solution
+
+
+def _grid(solution: Solution, rows: int, cols: int) -> dict[str, Any]:
+    tiles = solution.get(GRID_TILES) if isinstance(solution, dict) else None
+    if not isinstance(tiles, list) or any(not 0 <= tile < rows * cols for tile in tiles):
+        raise malformed("grid", solution)
+    return {GRID_TILES: tiles, "rows": rows, "cols": cols}
 
 
 def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
@@ -66,6 +86,9 @@ def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
         return _fields(value)
     if value.startswith("coordinates:"):
         return _points([_plain_point(part) for part in value[12:].split(";")])
+    if value.startswith("click:"):
+        # 2Captcha's grid answer, tiles from 1: click:1/4/7.
+        return _tiles([_digits_only(part, value) for part in value[6:].split("/")], 1)
     return value
 
 
@@ -81,6 +104,9 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     if "coordinates" in fields:
         points = fields["coordinates"]
         return _points(points if isinstance(points, list) else [points])
+    grid = _grid_fields(fields)
+    if grid is not None:
+        return grid
     cookie = _aws_cookie(fields)
     if cookie is not None:
         return {"aws_waf_token": cookie}
@@ -95,6 +121,41 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
             }
         )
     return _fields(fields)
+
+
+def _grid_fields(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """A grid's tiles: 2Captcha's ``click`` (from 1), CapSolver's ``objects`` (from 0) or
+    CapMonster Cloud's ``answer`` (a boolean per tile); ``None``: no grid answer."""
+    if isinstance(fields.get("click"), list):
+        return _tiles(fields["click"], 1)
+    if isinstance(fields.get("objects"), list):
+        return _tiles(fields["objects"], 0)
+    answer = fields.get("answer")
+    if isinstance(answer, list) and answer and all(isinstance(a, bool) for a in answer):
+        if len(answer) > _MAX_TILES:
+            raise malformed("grid", answer)
+        return {GRID_TILES: [index for index, chosen in enumerate(answer) if chosen]}
+    return None
+
+
+def _digits_only(part: str, value: str) -> int:
+    if not _digits(part):
+        raise malformed("grid", value)
+    return int(part)
+
+
+def _tiles(items: list[Any], first: int) -> dict[str, Any]:
+    """Tile numbers counted from ``first``, as sorted distinct numbers from 0."""
+    if len(items) > _MAX_TILES:
+        raise malformed("grid", items)
+    tiles: set[int] = set()
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int) or item < first:
+            raise malformed("grid", items)
+        tiles.add(item - first)
+    if any(tile >= _MAX_TILES for tile in tiles):
+        raise malformed("grid", items)
+    return {GRID_TILES: sorted(tiles)}
 
 
 def _fields(fields: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 from collections.abc import Mapping
 from typing import ClassVar, Final, Literal, TypeVar
 
@@ -55,9 +56,13 @@ from ._images import (
 )
 from .proxy import Proxy, ProxyType
 
+#: reCAPTCHA's object ids (``/m/015qff``: traffic lights), CapSolver's question list.
+_OBJECT_ID = re.compile(r"^/m/[0-9a-z_]{2,16}$")
+
 __all__ = [
     "CAPTCHA_CLASSES",
     "DEFAULT_MAX_IMAGE_BYTES",
+    "GRID_SIDES",
     "MAX_IMAGE_BYTES_CEILING",
     "MIN_IMAGE_BYTES",
     "AwsWaf",
@@ -68,6 +73,7 @@ __all__ = [
     "FunCaptcha",
     "GeeTest",
     "GeeTestV4",
+    "Grid",
     "HCaptcha",
     "Image",
     "MtCaptcha",
@@ -94,6 +100,7 @@ CaptchaType = Literal[
     "mtcaptcha",
     "prosopo",
     "friendly_captcha",
+    "grid",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -494,6 +501,69 @@ class FriendlyCaptcha(Captcha):
         _optional_url("FriendlyCaptcha.module_script_url", self.module_script_url)
 
 
+#: Rows and columns of a grid: reCAPTCHA's 3x3 and 4x4 (and the 1x1 of a replaced
+#: tile), FunCaptcha's 2x3; no provider states a larger one.
+GRID_SIDES: Final = (1, 10)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Grid(Captcha):
+    """An image of a grid of tiles and the instruction saying which to click (reCAPTCHA's
+    "Select all images with ..."): one image of the whole grid, ``rows`` by ``cols``.
+
+    ``instruction`` is the text the page shows (``"Select all images with buses"``) or
+    reCAPTCHA's object id (``"/m/01bjv"``), which CapSolver's question needs. The image is
+    checked as :class:`~.captchas.Image`'s is.
+    """
+
+    type: ClassVar[Literal["grid"]] = "grid"
+    body: bytes = dataclasses.field(repr=False)
+    instruction: str
+    rows: int = 3
+    cols: int = 3
+
+    @classmethod
+    def from_base64(
+        cls,
+        data: str,
+        instruction: str,
+        *,
+        rows: int = 3,
+        cols: int = 3,
+        max_image_bytes: int = MAX_IMAGE_BYTES_CEILING,
+    ) -> Grid:
+        """From base64 text (line breaks and a ``data:image/...;base64,`` prefix allowed);
+        text of an image over ``max_image_bytes`` is refused before it is decoded."""
+        body = decode_base64("Grid.body", data, max_image_bytes)
+        return cls(body, instruction, rows, cols)
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """``(extension, mime type)`` from the magic bytes."""
+        return image_kind("Grid.body", self.body)
+
+    @property
+    def tiles(self) -> int:
+        """How many tiles the grid has."""
+        return self.rows * self.cols
+
+    @property
+    def is_object_id(self) -> bool:
+        """Whether ``instruction`` is reCAPTCHA's object id (``/m/...``), not its text."""
+        return _OBJECT_ID.match(self.instruction) is not None
+
+    def _check(self, max_image_bytes: int) -> None:
+        _set(self, "body", check_body("Grid.body", self.body, max_image_bytes))
+        # 2Captcha's textinstructions / comment: 140 characters at most.
+        _text("Grid.instruction", self.instruction, max_len=140, spaces=True)
+        for name in ("rows", "cols"):
+            _int(f"Grid.{name}", getattr(self, name), *GRID_SIDES)
+
+    def __repr__(self) -> str:
+        shape = f"{self.rows}x{self.cols}"
+        return f"Grid(<{len(self.body)} bytes>, {self.instruction!r}, {shape})"
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -511,5 +581,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         MtCaptcha,
         Prosopo,
         FriendlyCaptcha,
+        Grid,
     )
 }

@@ -19,6 +19,7 @@ from .captchas import (
     FunCaptcha,
     GeeTest,
     GeeTestV4,
+    Grid,
     HCaptcha,
     Image,
     MtCaptcha,
@@ -125,6 +126,18 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
                 "sitekey": captcha.sitekey,
                 "pageurl": captcha.pageurl,
             }
+        case Grid():
+            # 2Captcha's grid method (2captcha-python 2.1.2 grid(): recaptcha=1, rows and
+            # cols as recaptcharows / recaptchacols, the text as textinstructions).
+            return _compact(
+                {
+                    **_upload(captcha.body, False),
+                    "recaptcha": "1",
+                    "recaptcharows": str(captcha.rows),
+                    "recaptchacols": str(captcha.cols),
+                    "textinstructions": captcha.instruction,
+                }
+            )
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 

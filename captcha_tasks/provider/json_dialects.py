@@ -233,6 +233,7 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
+        "grid": TaskNames("GridTask", None),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -282,6 +283,9 @@ _CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
     "mtcaptcha": TaskNames("MtCaptchaTaskProxyLess", "MtCaptchaTask"),
     # Proxyless only (docs.capsolver.com/guide/captcha/FriendlyCaptcha).
     "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", None),
+    # Answered in the createTask reply (docs.capsolver.com/guide/recognition/
+    # ReCaptchaClassification).
+    "grid": TaskNames("ReCaptchaV2Classification", None),
 }
 
 CAPSOLVER: Final = JsonDialect(
@@ -315,6 +319,7 @@ CAPMONSTER: Final = JsonDialect(
         "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
         "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
         "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
+        "grid": TaskNames("ComplexImageTask", None),  # class "recaptcha"
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

@@ -21,6 +21,7 @@ from .captchas import (
     FunCaptcha,
     GeeTest,
     GeeTestV4,
+    Grid,
     HCaptcha,
     Image,
     MtCaptcha,
@@ -41,7 +42,7 @@ Task = dict[str, Any]
 def task_for(dialect: JsonDialect, captcha: Captcha, proxy: Proxy | None = None) -> Task:
     """The ``task`` of a createTask for ``captcha`` (through ``proxy`` if given)."""
     # An image is read from its bytes: a proxy has nothing to load, so none is sent.
-    if isinstance(captcha, Image | Coordinates):
+    if isinstance(captcha, Image | Coordinates | Grid):
         proxy = None
     check_offered(dialect.name, captcha, proxied=proxy is not None)
     names = json_names(dialect, captcha)
@@ -114,6 +115,8 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
             return {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
         case FriendlyCaptcha():
             return _friendly_captcha(dialect, captcha)
+        case Grid():
+            return _grid(dialect, captcha)
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
 
@@ -131,6 +134,29 @@ def _friendly_captcha(dialect: JsonDialect, captcha: FriendlyCaptcha) -> Task:
         )
     task.update({"class": "friendly", "metadata": {"apiGetLib": captcha.module_script_url}})
     return task
+
+
+def _grid(dialect: JsonDialect, captcha: Grid) -> Task:
+    body = base64.b64encode(captcha.body).decode("ascii")
+    if dialect.name == "capsolver":
+        # ReCaptchaV2Classification: the image and reCAPTCHA's object id as ``question``
+        # (its list of /m/ ids); the grid it reads from the image.
+        return {"image": body, "question": captcha.instruction}
+    if dialect.name == "capmonster":
+        # ComplexImageTask of class recaptcha (capmonstercloudclient's
+        # RecaptchaComplexImageTaskRequest): one image, metadata.Grid "3x3" and the
+        # instruction as Task (its text) or TaskDefinition (the object id).
+        label = "TaskDefinition" if captcha.is_object_id else "Task"
+        grid = f"{captcha.rows}x{captcha.cols}"
+        metadata = {"Grid": grid, label: captcha.instruction}
+        return {"class": "recaptcha", "imagesBase64": [body], "metadata": metadata}
+    # 2Captcha's GridTask (2captcha.com/api-docs/grid).
+    return {
+        "body": body,
+        "rows": captcha.rows,
+        "columns": captcha.cols,
+        "comment": captcha.instruction,
+    }
 
 
 def _recaptcha_v2(dialect: JsonDialect, captcha: RecaptchaV2) -> Task:

@@ -22,6 +22,7 @@ from .captchas import (
     CaptchaType,
     Coordinates,
     FriendlyCaptcha,
+    Grid,
     Image,
     RecaptchaV2,
     Turnstile,
@@ -58,7 +59,7 @@ _EXISTING: frozenset[str] = frozenset(
 #: other products than 2Captcha's ``geetest_v4`` and Turnstile ``pagedata``: not offered.
 CLASSIC_OFFERS: Final[Mapping[Provider, frozenset[str]]] = {
     "2captcha": frozenset(get_args(CaptchaType)) | {TURNSTILE_CHALLENGE},
-    "captchaai": _EXISTING,
+    "captchaai": _EXISTING | {"grid"},
 }
 
 #: Kinds (or :data:`TURNSTILE_CHALLENGE`) a provider has withdrawn: refused, whatever its
@@ -101,6 +102,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "grid": "pypi captchaai v1.0.1 (Grid/BLS in its list of types), blog.captchaai.com/"
+        "how-grid-image-captchas-work (tiles numbered from 1); in.php as 2Captcha's",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
@@ -109,6 +112,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
         "friendly_captcha": "2captcha/2captcha-python 2.1.2 friendly_captcha() "
         "(method=friendly_captcha: sitekey, pageurl)",
+        "grid": "2captcha/2captcha-python 2.1.2 grid() (recaptcha=1, recaptcharows, "
+        "recaptchacols, textinstructions; answer click:1/4/7)",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
@@ -116,6 +121,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
         "friendly_captcha": "2captcha.com/api-docs/friendly-captcha "
         "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
+        "grid": "2captcha.com/api-docs/grid (GridTask: body, rows, columns, comment; "
+        '"1 is top left tile"; its recaptcha-grid page says 0: tiles read as 1-based)',
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
@@ -125,6 +132,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless "
         "and /FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
         "friendlycaptchaproxyless / friendlycaptchaproxyon",
+        "grid": "not in anti-captcha.com/apidoc/task-types, anticaptchaofficial 1.0.72 nor "
+        "python-anticaptcha 2.0.0 tasks (only a legacy get_cells_numbers reader)",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -136,6 +145,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "SUPPORT_TASK_TYPE",
         "friendly_captcha": "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
         "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 SUPPORT_TASK_TYPE)",
+        "grid": "docs.capsolver.com/guide/recognition/ReCaptchaClassification "
+        "(ReCaptchaV2Classification: image, question as a /m/ id; answered at createTask; "
+        "objects from 0), capsolver 1.0.7 check.py",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -146,6 +158,10 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest "
         "(CustomTask, class friendly, metadata.apiGetLib: the widget script's URL, "
         "required)",
+        "grid": "capmonstercloudclient 4.3.1 RecaptchaComplexImageTaskRequest "
+        "(ComplexImageTask, class recaptcha, imagesBase64 of one image, metadata Grid and "
+        "Task or TaskDefinition); answer as one boolean per tile (docs.capmonster.cloud "
+        "recaptcha-click, not re-read here)",
     },
 }
 
@@ -161,7 +177,10 @@ class Cell:
 
 
 #: Read from their bytes: a proxy has nothing to load, so it is dropped, never refused.
-_NO_PROXY = (Image, Coordinates)
+_NO_PROXY = (Image, Coordinates, Grid)
+#: The grids CapSolver's and CapMonster Cloud's reCAPTCHA classification reads: 3x3,
+#: 4x4 and the 1x1 of one replaced tile (capmonstercloudclient's metadata.Grid values).
+_RECAPTCHA_GRIDS = frozenset({(1, 1), (3, 3), (4, 4)})
 
 
 def json_names(dialect: JsonDialect, captcha: Captcha) -> TaskNames | None:
@@ -218,6 +237,8 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
                 f"provider {provider} does not solve {what} "
                 "(docs/PROVIDERS.md, type x provider matrix)"
             )
+        if isinstance(captcha, Grid):
+            return _grid_refusal(provider, captcha, what)
         if isinstance(captcha, _NO_PROXY):
             return None
         if (
@@ -238,6 +259,24 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
     feature = _feature(captcha)
     if feature not in CLASSIC_OFFERS.get(provider, frozenset()):
         return f"provider {provider} does not solve {what} (provider/offers.py, CLASSIC_OFFERS)"
+    return None
+
+
+def _grid_refusal(provider: Provider, captcha: Grid, what: str) -> str | None:
+    """CapSolver and CapMonster Cloud classify reCAPTCHA grids only; CapSolver's question
+    is an object id from its list, never the text."""
+    if provider not in ("capsolver", "capmonster"):
+        return None
+    if (captcha.rows, captcha.cols) not in _RECAPTCHA_GRIDS:
+        return (
+            f"provider {provider} solves {what} of 3x3, 4x4 or 1x1 tiles only, not "
+            f"{captcha.rows}x{captcha.cols}"
+        )
+    if provider == "capsolver" and not captcha.is_object_id:
+        return (
+            f"provider {provider} solves {what} only with reCAPTCHA's object id as the "
+            "instruction (/m/..., its question list), not the text"
+        )
     return None
 
 

@@ -28,6 +28,7 @@ from ..provider import (
     FunCaptcha,
     GeeTest,
     GeeTestV4,
+    Grid,
     HCaptcha,
     Image,
     MtCaptcha,
@@ -46,6 +47,7 @@ from ..results import (
     FillResult,
     GeeTestResult,
     GeeTestV4Result,
+    GridResult,
     PingResult,
     ReportResult,
     SolveResult,
@@ -70,6 +72,7 @@ __all__ = [
     "solve_funcaptcha",
     "solve_geetest",
     "solve_geetest_v4",
+    "solve_grid",
     "solve_hcaptcha",
     "solve_image",
     "solve_mtcaptcha",
@@ -593,6 +596,33 @@ def solve_coordinates(
     return self.admit(
         lambda: Coordinates.from_base64(
             image_b64, textinstructions=textinstructions, max_image_bytes=limit
+        ),
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_grid", base=SolveTask)
+def solve_grid(
+    self: SolveTask,
+    image_b64: str,
+    instruction: str,
+    *,
+    rows: int = 3,
+    cols: int = 3,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> GridResult:
+    """The tiles to click on one image of a ``rows`` x ``cols`` grid (base64; jpg, png or
+    gif), which ``instruction`` names (the page's text, or reCAPTCHA's object id
+    ``/m/...``, which CapSolver needs): ``{"tiles": [...], "rows": ..., "cols": ...}`` in
+    ``solution``, tiles numbered from 0 left to right then top to bottom, sorted."""
+    if not isinstance(image_b64, str):
+        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
+    limit = self.settings.max_image_bytes
+    return self.admit(
+        lambda: Grid.from_base64(
+            image_b64, instruction, rows=rows, cols=cols, max_image_bytes=limit
         ),
         provider=provider,
         exclude=exclude,

@@ -21,6 +21,7 @@ __all__ = [
     "funcaptcha_token",
     "geetest_answer",
     "geetest_v4_answer",
+    "grid_answer",
     "image_answer",
     "token",
 ]
@@ -106,6 +107,19 @@ def coordinates_answer(image: bytes) -> list[dict[str, int]]:
         {"x": 1 + digest[2 * i + 1] % 300, "y": 1 + digest[2 * i + 2] % 200}
         for i in range(1 + digest[0] % 3)
     ]
+
+
+def grid_answer(image: bytes, tiles: int) -> str:
+    """The tiles the sandbox clicks on a grid ``image`` of ``tiles`` tiles, as 2Captcha
+    answers them (``click:1/4/7``, numbered from 1): with ``digest = sha256(image).digest()``
+    and ``m = min(tiles, 9)``, tile ``1 + digest[i + 1] % m`` for ``i`` below
+    ``1 + digest[0] % 3``, each once, in order. Only the first nine tiles are drawn from,
+    so one image has one answer as a 3x3 or a 4x4 grid, and at CapSolver, whose task
+    names no grid."""
+    digest = hashlib.sha256(image).digest()
+    m = max(1, min(tiles, 9))
+    chosen = sorted({1 + digest[i + 1] % m for i in range(1 + digest[0] % 3)})
+    return "click:" + "/".join(str(tile) for tile in chosen)
 
 
 def funcaptcha_token(publickey: str, rng: random.Random) -> str:

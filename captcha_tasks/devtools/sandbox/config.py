@@ -83,6 +83,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 10.0,
         "prosopo": 10.0,
         "friendly_captcha": 5.0,
+        "grid": 5.0,
     }
 )
 

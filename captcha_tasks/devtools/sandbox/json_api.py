@@ -114,7 +114,7 @@ class JsonApi:
             state.count("param_errors")
             raise
         # CapSolver reads images synchronously: the solution comes with the createTask answer.
-        immediate = dialect == "capsolver" and sub.kind == "image"
+        immediate = dialect == "capsolver" and sub.kind in ("image", "grid")
         try:
             captcha_id = state.submit(sub, immediate=immediate)
         except ApiError as exc:
@@ -122,6 +122,7 @@ class JsonApi:
         raw = document.get("task")
         cookie = isinstance(raw, Mapping) and raw.get("cookieSolution") is True
         task = self._tasks.add(captcha_id, sub.kind, config.price, sub.user_agent, cookie)
+        task.tiles = int(sub.hints.get("tiles", "0")) if sub.kind == "grid" else 0
         if immediate:
             return self._result(task, poll=False)
         url = document.get("callbackUrl")
@@ -161,7 +162,13 @@ class JsonApi:
         # Turnstile challenge mode: the user agent comes with the answer.
         agent = str(reply.extra.get("useragent", ""))
         found = solution(
-            dialect, task.kind, reply.request, agent or task.user_agent, bool(agent), task.cookie
+            dialect,
+            task.kind,
+            reply.request,
+            agent or task.user_agent,
+            bool(agent),
+            task.cookie,
+            tiles=task.tiles,
         )
         answer.update(status="ready", solution=found)
         if dialect in ("2captcha-v2", "anticaptcha"):

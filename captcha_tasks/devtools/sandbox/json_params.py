@@ -8,6 +8,7 @@ is ignored, as the providers ignore unknown fields.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 from .submission import ApiError
@@ -81,6 +82,8 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")
+    elif kind == "grid":
+        params = _grid(dialect, task, extra)
     elif kind == "coordinates":
         if dialect == "anticaptcha" and task.get("mode", "points") != "points":
             raise JsonError("ERROR_TASK_NOT_SUPPORTED")  # rectangles: not emulated
@@ -91,6 +94,46 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
         params.update(min_len=value("minLength"), max_len=value("maxLength"))
         params.update(phrase=value("phrase"), regsense=value("case"), calc=value("math"))
     return params
+
+
+#: reCAPTCHA's object ids (CapSolver's question list: ``/m/015qff`` traffic lights).
+_OBJECT_ID = re.compile(r"^/m/[0-9a-z_]{2,16}$")
+#: CapMonster Cloud's metadata.Grid values (capmonstercloudclient: 3x3, 4x4, 1x1).
+_CAPMONSTER_GRIDS = {"3x3": ("3", "3"), "4x4": ("4", "4"), "1x1": ("1", "1")}
+
+
+def _grid(
+    dialect: str, task: Mapping[str, object], metadata: Mapping[str, object]
+) -> dict[str, str]:
+    """A grid task as in.php's ``recaptcha=1``: 2Captcha's GridTask (body, rows, columns,
+    comment), CapSolver's ReCaptchaV2Classification (image, question: an object id; the
+    grid read from the image, here 3x3), CapMonster's ComplexImageTask of class
+    recaptcha (one image in imagesBase64, metadata Grid and Task or TaskDefinition)."""
+    if dialect == "capsolver":
+        question = _text(task, "question")
+        if not _OBJECT_ID.match(question):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        body, instruction, rows, cols = _text(task, "image"), question, "3", "3"
+    elif dialect == "capmonster":
+        images = task.get("imagesBase64")
+        if not isinstance(images, list) or len(images) != 1 or not isinstance(images[0], str):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        shape = _CAPMONSTER_GRIDS.get(_text(metadata, "Grid"))
+        instruction = _text(metadata, "Task") or _text(metadata, "TaskDefinition")
+        if shape is None:
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        body, (rows, cols) = images[0], shape
+    else:
+        body, instruction = _text(task, "body"), _text(task, "comment")
+        rows, cols = _text(task, "rows"), _text(task, "columns")
+    return {
+        "method": "base64",
+        "recaptcha": "1",
+        "body": body,
+        "textinstructions": instruction,
+        "recaptcharows": rows,
+        "recaptchacols": cols,
+    }
 
 
 def _challenge(

@@ -51,7 +51,7 @@ _PROSOPO = _pair("ProsopoTask", "prosopo")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 _CAPMONSTER = {
-    name: (kind, "none" if kind == "image" else "optional")
+    name: (kind, "none" if kind in ("image", "grid") else "optional")
     for name, (kind, _) in {
         **_COMMON,
         **_pair("NoCaptchaTask", "recaptcha_v2"),
@@ -61,6 +61,9 @@ _CAPMONSTER = {
         "ProsopoTask": ("prosopo", "optional"),
         # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
         "CustomTask/friendly": ("friendly_captcha", "optional"),
+        # ComplexImageTask by its class (capmonstercloudclient's
+        # RecaptchaComplexImageTaskRequest).
+        "ComplexImageTask/recaptcha": ("grid", "none"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -71,6 +74,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_TWOCAPTCHA_MT,
         **_PROSOPO,
         **_FRIENDLY,
+        "GridTask": ("grid", "none"),
     },
     "anticaptcha": {
         **_COMMON,
@@ -93,6 +97,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_pair("AntiAwsWafTask", "aws_waf", "ProxyLess"),
         **_pair("MtCaptchaTask", "mtcaptcha", "ProxyLess"),  # no Prosopo at CapSolver
         "FriendlyCaptchaTaskProxyless": ("friendly_captcha", "none"),  # its spelling
+        "ReCaptchaV2Classification": ("grid", "none"),
     },
     "capmonster": _CAPMONSTER,
 }
@@ -204,8 +209,8 @@ def parse_task(
     if not isinstance(task, dict) or not task:
         raise JsonError("ERROR_TASK_ABSENT")
     name = str(task.get("type", ""))
-    if name == "CustomTask":
-        name = f"CustomTask/{task.get('class', '')}"  # CapMonster: one type, many classes
+    if name in ("CustomTask", "ComplexImageTask"):
+        name = f"{name}/{task.get('class', '')}"  # CapMonster: one type, many classes
     entry = TASK_TYPES[dialect].get(name)
     if entry is None:
         raise JsonError("ERROR_TASK_NOT_SUPPORTED")

@@ -26,11 +26,16 @@ def solution(
     user_agent: str = "",
     challenge: bool = False,
     cookie: bool = False,
+    *,
+    tiles: int = 0,
 ) -> dict[str, object]:
     """``answer`` as ``dialect``'s solution for ``kind``. ``user_agent``: the task's own
     (else :data:`USER_AGENT`); ``challenge``: a Turnstile challenge-mode task;
-    ``cookie``: an AWS WAF task with ``cookieSolution: true`` (CapMonster)."""
+    ``cookie``: an AWS WAF task with ``cookieSolution: true`` (CapMonster); ``tiles``: a
+    grid's tile count."""
     agent = user_agent or USER_AGENT
+    if kind == "grid":
+        return _grid(dialect, str(answer), tiles)
     if isinstance(answer, Mapping):
         return _fields(dialect, kind, answer, agent, cookie)
     if isinstance(answer, list):
@@ -62,6 +67,18 @@ def solution(
     if kind == "hcaptcha" and dialect == "capmonster":
         out["respKey"] = ""
     return out
+
+
+def _grid(dialect: str, answer: str, tiles: int) -> dict[str, object]:
+    """in.php's ``click:1/4/7`` (tiles from 1) as each dialect answers a grid: 2Captcha's
+    GridTask ``click`` (from 1), CapSolver's ``objects`` (from 0; ``type`` multi),
+    CapMonster's ``answer`` (a boolean per tile)."""
+    clicked = [int(part) for part in answer.removeprefix("click:").split("/")]
+    if dialect == "capsolver":
+        return {"type": "multi", "objects": [tile - 1 for tile in clicked]}
+    if dialect == "capmonster":
+        return {"answer": [tile + 1 in clicked for tile in range(tiles)]}
+    return {"click": clicked}
 
 
 def _fields(

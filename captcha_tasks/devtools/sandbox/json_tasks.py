@@ -46,6 +46,8 @@ class JsonTask:
     user_agent: str = ""
     #: An AWS WAF task's ``cookieSolution: true`` (CapMonster: the cookie, not the voucher).
     cookie: bool = False
+    #: A grid task's tile count (CapMonster answers a boolean for each).
+    tiles: int = 0
 
 
 class JsonTasks:

@@ -31,6 +31,7 @@ __all__ = [
     "friendly_captcha",
     "funcaptcha",
     "geetest_v4",
+    "grid",
     "mt_captcha",
     "prosopo",
 ]
@@ -161,6 +162,39 @@ def coordinates(
     check_proxy(params)
     hints = {"textinstructions": instructions} if instructions else {}
     return Submission("coordinates", fingerprint, image=data, hints=hints)
+
+
+#: The sides a grid may have (rows, columns); past them it is no grid captcha.
+_GRID_SIDES = range(1, 11)
+#: The grid 2Captcha lays on an image whose submit names none: reCAPTCHA's 3x3.
+DEFAULT_GRID = 3
+
+
+def grid(
+    method: str,
+    params: Mapping[str, str],
+    files: Mapping[str, Upload],
+    min_image_bytes: int,
+    max_image_bytes: int,
+    fingerprint: bytes,
+) -> Submission:
+    """``method=base64|post`` with ``recaptcha=1``: the image (same checks as an image
+    captcha), the instruction (``textinstructions``, required: 2Captcha's grid needs an
+    instruction, as text or as an image, which the sandbox does not take) and the optional
+    ``recaptcharows`` / ``recaptchacols``."""
+    data = image(method, params, files, min_image_bytes, max_image_bytes)
+    instructions = params.get("textinstructions", "").strip()
+    if not instructions or len(instructions) > MAX_INSTRUCTIONS:
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    sides = []
+    for name in ("recaptcharows", "recaptchacols"):
+        raw = params.get(name, "").strip() or str(DEFAULT_GRID)
+        if not raw.isdigit() or int(raw) not in _GRID_SIDES:
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        sides.append(int(raw))
+    check_proxy(params)
+    hints = {"textinstructions": instructions, "tiles": str(sides[0] * sides[1])}
+    return Submission("grid", fingerprint, image=data, hints=hints)
 
 
 def challenge_fields(params: Mapping[str, str]) -> tuple[str, str]:

@@ -133,6 +133,8 @@ def parse_submission(
     """Check an in.php submit (key already checked) and describe it, or raise :class:`ApiError`."""
     method = params.get("method", "").strip().lower()
     fingerprint = _fingerprint(params, files)
+    if method in ("base64", "post") and params.get("recaptcha", "").strip() == "1":
+        return kinds.grid(method, params, files, min_image_bytes, max_image_bytes, fingerprint)
     if method in ("base64", "post") and params.get("coordinatescaptcha", "").strip() == "1":
         return kinds.coordinates(
             method, params, files, min_image_bytes, max_image_bytes, fingerprint

@@ -12,6 +12,7 @@ from .answers import (
     funcaptcha_token,
     geetest_answer,
     geetest_v4_answer,
+    grid_answer,
     image_answer,
     token,
 )
@@ -77,6 +78,8 @@ def make_answer(
         return image_answer(sub.image or b"", sub.hints), None
     if sub.kind == "coordinates":
         return coordinates_answer(sub.image or b""), None
+    if sub.kind == "grid":
+        return grid_answer(sub.image or b"", int(sub.hints.get("tiles", "9"))), None
     if sub.kind == "geetest":
         return geetest_answer(sub.challenge, rng), None
     if sub.kind == "geetest_v4":

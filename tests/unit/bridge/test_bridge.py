@@ -259,6 +259,21 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
         ),
         (
             {
+                "method": "base64",
+                "recaptcha": "1",
+                "body": "R0lGODlh",
+                "textinstructions": "Select all images with buses",
+                "recaptcharows": "4",
+                "recaptchacols": "4",
+            },
+            TaskCall(
+                "captcha_tasks.solve_grid",
+                ("R0lGODlh", "Select all images with buses"),
+                {"rows": 4, "cols": 4},
+            ),
+        ),
+        (
+            {
                 "method": "turnstile",
                 "sitekey": "k",
                 "pageurl": PAGE,
@@ -374,6 +389,7 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
             "proxy_id": "p",
         },
         {"method": "base64", "coordinatescaptcha": 1, "image_b64": "x", "textinstructions": "t"},
+        {"method": "base64", "recaptcha": 1, "body": "x", "textinstructions": "t", "rows": 4},
         {
             "method": "mt_captcha",
             "sitekey": "k",
@@ -484,6 +500,15 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
         (
             {"method": "base64", "coordinatescaptcha": "2", "body": "x"},
             "coordinatescaptcha must be 0 or 1",
+        ),
+        ({"method": "base64", "recaptcha": "1", "body": "x"}, "missing textinstructions"),
+        (
+            {"method": "base64", "recaptcha": "2", "body": "x", "textinstructions": "t"},
+            "recaptcha must be 0 or 1",
+        ),
+        (
+            {"method": "base64", "recaptcha": "1", "coordinatescaptcha": "1", "body": "x"},
+            "recaptcha=1 and coordinatescaptcha=1 together",
         ),
         # An image-to-text hint means nothing to a coordinates captcha.
         (

@@ -25,6 +25,7 @@ from captcha_tasks.devtools.sandbox import (
     SandboxServer,
     image_answer,
 )
+from captcha_tasks.devtools.sandbox.answers import grid_answer
 from captcha_tasks.errors import ConfigurationError
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
@@ -87,6 +88,14 @@ SUBMITS: dict[str, dict[str, str]] = {
         "coordinatescaptcha": "1",
         "body": base64.b64encode(PNG).decode(),
         "textinstructions": "click the cats",
+    },
+    "grid": {
+        "method": "base64",
+        "recaptcha": "1",
+        "body": base64.b64encode(PNG).decode(),
+        "textinstructions": "Select all images with buses",
+        "recaptcharows": "4",
+        "recaptchacols": "4",
     },
     "mtcaptcha": {"method": "mt_captcha", "sitekey": "MTPublic-KzqLY1cKH", "pageurl": PAGEURL},
     "prosopo": {
@@ -209,6 +218,8 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert set(answer) == {"geetest_challenge", "geetest_validate", "geetest_seccode"}
         assert answer["geetest_challenge"].startswith(SUBMITS["geetest"]["challenge"])
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
+    elif kind == "grid":
+        assert answer == grid_answer(PNG, 16) and answer.startswith("click:")
     elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
         assert answer  # shapes: test_sandbox_newtypes.py
     elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):

@@ -455,6 +455,7 @@ def test_the_matrix_is_derived_from_the_dialects() -> None:
         "image",
         "geetest",
         "hcaptcha",
+        "grid",
     ]
 
 

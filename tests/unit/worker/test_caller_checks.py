@@ -38,6 +38,7 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
     "captcha_tasks.solve_geetest_v4": (("e392e1d7fd421dc63325744d5a2b9c73", PAGE), {}),
     "captcha_tasks.solve_aws_waf": ((*AWS, PAGE), {"exclude": ["main"]}),
     "captcha_tasks.solve_coordinates": ((PNG_B64,), {"textinstructions": "click the cats"}),
+    "captcha_tasks.solve_grid": ((PNG_B64, "/m/01bjv"), {"rows": 4, "cols": 4}),
     "captcha_tasks.solve_mtcaptcha": (
         ("MTPublic-KzqLY1cKH", PAGE),
         {"action": "login", "invisible": True},

@@ -16,6 +16,7 @@ from captcha_tasks import (
     solve_friendly_captcha,
     solve_funcaptcha,
     solve_geetest_v4,
+    solve_grid,
     solve_hcaptcha,
     solve_mtcaptcha,
     solve_prosopo,
@@ -50,6 +51,7 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_geetest_v4, [CAPTCHA_ID, PAGE], {"api_server": "gcaptcha4.geetest.com"}),
     (solve_aws_waf, [*AWS, PAGE], {"challenge_script": "https://x.awswaf.com/challenge.js"}),
     (solve_coordinates, [PNG_B64], {"textinstructions": "click the cats"}),
+    (solve_grid, [PNG_B64, "/m/01bjv"], {"rows": 4, "cols": 4}),
     (solve_recaptcha_v2, [V2_KEY, PAGE], {"enterprise": True, "data_s": "page-s-value"}),
     (solve_turnstile, [TURNSTILE_KEY, PAGE], dict(CHALLENGE)),
     (solve_mtcaptcha, [MT_KEY, PAGE], {"action": "login", "invisible": True}),
@@ -137,6 +139,11 @@ def test_unknown_options_are_refused_by_name(
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
+        (solve_grid, [42, "buses"], {}, "image_b64"),
+        (solve_grid, ["@@@", "buses"], {}, "Grid.body"),
+        (solve_grid, [PNG_B64, ""], {}, "Grid.instruction"),
+        (solve_grid, [PNG_B64, "buses"], {"rows": 0}, "Grid.rows"),
+        (solve_grid, [PNG_B64, "buses"], {"cols": "4"}, "Grid.cols"),
         (
             solve_recaptcha_v2,
             [V2_KEY, PAGE],
@@ -184,6 +191,9 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {}),
         ("capsolver", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"proxy_id": "p1"}),
         ("capmonster", solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {}),
+        ("anticaptcha", solve_grid, [PNG_B64, "/m/01bjv"], {}),
+        ("capsolver", solve_grid, [PNG_B64, "Select all images with buses"], {}),
+        ("capmonster", solve_grid, [PNG_B64, "/m/01bjv"], {"rows": 2}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
