@@ -137,7 +137,7 @@ def format_lead(label: str, other: str, ratios: Mapping[str, float | None]) -> s
         f"{name} {'-' if ratios.get(key) is None else format(ratios[key], '.2f') + 'x'}"
         for key, name in LEAD_FIGURES.items()
     ]
-    return f"lead over {other} ({label} / {other}, measured in this run): " + ", ".join(parts)
+    return f"lead over {other} ({label} / {other}, measured in this run): " + "; ".join(parts)
 
 
 def _intro(p: Mapping[str, Any]) -> list[str]:
