@@ -97,7 +97,7 @@ def bench_group() -> None:
     ),
     ("--jitter", click.FloatRange(0.0, 0.95), "Solve times vary by a factor in [1-J, 1+J]."),
     ("--solves", click.IntRange(1, 100_000), "N: solves measured for captcha_tasks."),
-    ("--workers", click.IntRange(1, 16), "celery worker processes of captcha_tasks."),
+    ("--workers", click.IntRange(1, 16), "celery worker processes of captcha_tasks and of diy."),
     ("--baseline-solves", click.IntRange(1, 100_000), "Solves measured for the seeds' design."),
     (
         "--baseline",
