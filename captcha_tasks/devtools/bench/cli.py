@@ -19,7 +19,7 @@ from .altcha import AltchaOptions, format_altcha_report, run_altcha
 from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
 from .plot import write_plot
-from .solve import BenchOptions, format_report, run_bench
+from .solve import BASELINES, BenchOptions, format_report, run_bench
 
 __all__ = ["bench_group", "format_report"]
 
@@ -97,9 +97,17 @@ def bench_group() -> None:
     ),
     ("--jitter", click.FloatRange(0.0, 0.95), "Solve times vary by a factor in [1-J, 1+J]."),
     ("--solves", click.IntRange(1, 100_000), "N: solves measured for captcha_tasks."),
-    ("--workers", click.IntRange(1, 16), "celery worker processes of captcha_tasks."),
+    ("--workers", click.IntRange(1, 16), "celery worker processes of captcha_tasks and of diy."),
     ("--baseline-solves", click.IntRange(1, 100_000), "Solves measured for the seeds' design."),
-    ("--skip-baseline", None, "Measure captcha_tasks only."),
+    (
+        "--baseline",
+        click.Choice(BASELINES),
+        "The columns beside captcha_tasks: diy (the official 2captcha-python client in a "
+        "Celery task, -P threads with T threads over the workers, acks late, prefetch 1, "
+        "its polling scaled; N solves, classic providers only), seeds (the seeds' design), "
+        "both, or none. With diy every column's sandbox serves https.",
+    ),
+    ("--skip-baseline", None, "Measure captcha_tasks only (as --baseline none)."),
     ("--warmup", click.IntRange(0, 1000), "Warm-up solves per design, not measured."),
     ("--no-batch", None, "Poll one by one, as for a provider that refuses ids= batch reads."),
     (
@@ -156,7 +164,9 @@ def solve_command(
     as_json: bool, callbacks: bool, callback_drop_rate: float, plot: Path | None, **options: Any
 ) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
-    against the seeds' blocking design, each on a fresh Redis and sandbox.
+    against what a user writes instead (the official client in a Celery task) and the
+    seeds' blocking design, each on a fresh Redis and sandbox with the same T and L; the
+    report ends with captcha_tasks' figures over each other column's, as ratios.
 
     Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
     process the run started.

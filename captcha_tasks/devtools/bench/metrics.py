@@ -18,12 +18,14 @@ from ...engine.timing import quantile
 from .plot import completion_series
 
 __all__ = [
+    "LEAD_FIGURES",
     "Outcome",
     "backlogged_utilisation",
     "busy_seconds",
     "cpu_figures",
     "failure_reason",
     "ideal_finish",
+    "lead_ratios",
     "page_metrics",
     "percentile",
     "refill_gaps",
@@ -307,6 +309,29 @@ def _sandbox_figures(
         "no_slot": int(stats.get("no_slot", 0)),
         "max_in_flight": int(stats.get("max_in_flight", 0)),
     }
+
+
+#: The figures our lead over another design is stated by: the figure's key, and its name
+#: in a report. Each ratio is ours / theirs: above 1 for throughput is a lead, below 1
+#: for the others.
+LEAD_FIGURES: dict[str, str] = {
+    "fraction_of_t_over_l": "throughput, whole run",
+    "sandbox_utilisation_backlogged": "throughput, steady state",
+    "polls_per_solve": "reads per solve",
+    "collection_delay_p50": "collect delay p50",
+    "collection_delay_p95": "collect delay p95",
+    "worker_cpu_per_solve": "worker CPU per solve",
+}
+
+
+def lead_ratios(ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> dict[str, float | None]:
+    """Each of :data:`LEAD_FIGURES`, ours over theirs measured in the same run, to 0.01;
+    None where either is missing or theirs is zero."""
+    out: dict[str, float | None] = {}
+    for key in LEAD_FIGURES:
+        a, b = ours.get(key), theirs.get(key)
+        out[key] = round(a / b, 2) if a is not None and b else None
+    return out
 
 
 # -- bench pages ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Throughput over time, our engine beside the seeds' design: ``bench solve --plot``.
+"""Throughput over time, our engine beside the other columns: ``bench solve --plot``.
 
 Each design's solves are counted in bins of half a solve's latency from its first
 enqueue (``completion_series``, kept in the report so ``--json`` carries it too) and

@@ -1,8 +1,13 @@
-"""The solve benchmark: our design and the seeds' design against the sandbox.
+"""The solve benchmark: our design against the alternatives, each against the sandbox.
 
-Each design runs in the same invocation against its own fresh ``redis-server``
-and its own fresh sandbox process (``captcha-tasks sandbox``), with real
-``celery worker`` processes:
+The alternatives: what a user writes instead (the official 2Captcha client inside a
+Celery task on a thread pool, :mod:`.diy_design`) and the seeds' design (a prefork
+worker sleeping inside the task, :mod:`.seed_design`). Each design runs in the same
+invocation, one after the other, against its own fresh ``redis-server`` and its own
+fresh sandbox process (``captcha-tasks sandbox``) with the same T, L and jitter, with
+real ``celery worker`` processes. The official client speaks only https: when its
+column runs, every design's sandbox serves https with a certificate made for the run.
+Each design:
 
 1. start the workers and wait until each logs `` ready.``; warm up with a few
    solves; zero the sandbox's counters; note CPU times (psutil);
@@ -45,25 +50,38 @@ import requests
 from ...engine.timing import POLL_INTERVAL
 from ...errors import CaptchaTasksError
 from ...settings import PROTOCOLS, Provider
-from . import seed_design
+from . import diy_design, seed_design
 from .cost import command_calls, cost_figures, noop_figures, store_cpu
-from .metrics import solve_metrics
+from .metrics import lead_ratios, solve_metrics
 from .solve_report import format_report
 from .stack import (
     DOCUMENTED_V2_SECONDS,
     Processes,
+    TlsFiles,
     passed_environment,
     start_stack,
     start_workers,
+    tls_files,
 )
 from .watcher import ResultWatcher
 
-__all__ = ["SITEKEY", "BenchOptions", "DesignRun", "ResultWatcher", "format_report", "run_bench"]
+__all__ = [
+    "BASELINES",
+    "SITEKEY",
+    "BenchOptions",
+    "DesignRun",
+    "ResultWatcher",
+    "format_report",
+    "run_bench",
+]
 
 #: A well-formed reCAPTCHA v2 sitekey (40 characters; Google's public demo key).
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 
 Progress = Callable[[str], None]
+
+#: ``--baseline``: the columns run beside ours (``none``: ours alone).
+BASELINES = ("diy", "seeds", "both", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,8 +96,12 @@ class BenchOptions:
     solves: int = 300
     #: ``celery worker`` processes of our app (default prefork concurrency each).
     workers: int = 2
-    #: Solves measured for the seeds' design.
+    #: Solves measured for the seeds' design (the DIY column measures N, as ours).
     baseline_solves: int = 40
+    #: The columns beside ours (:data:`BASELINES`): the official client in a task
+    #: (``diy``), the seeds' design, both, or none.
+    baseline: str = "both"
+    #: Measure ours only, whatever ``baseline`` says.
     skip_baseline: bool = False
     #: Warm-up solves per design before the counters are zeroed (imports, connections,
     #: scripts; for ours also enough solves for the first-poll learner to start).
@@ -104,6 +126,13 @@ class BenchOptions:
     @property
     def time_scale(self) -> float:
         return self.latency / DOCUMENTED_V2_SECONDS
+
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        """The designs run after ours, in order."""
+        if self.skip_baseline or self.baseline == "none":
+            return ()
+        return ("diy", "seeds") if self.baseline == "both" else (self.baseline,)
 
 
 @dataclasses.dataclass
@@ -139,6 +168,8 @@ class _Design:
     more: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: Enqueues one no-op task and returns its id (None: the design has none).
     noop: Callable[[], str] | None = None
+    #: The certificate its sandbox serves https with (None: http).
+    tls: TlsFiles | None = None
 
 
 def _warm_up(
@@ -170,6 +201,7 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         time_scale=opts.time_scale,
         jitter=opts.jitter,
         provider=design.provider,
+        tls=design.tls,
         **design.more,
     )
     sandbox_url = stack.sandbox_url
@@ -389,17 +421,83 @@ def _seeds(opts: BenchOptions) -> _Design:
     )
 
 
+def _diy(opts: BenchOptions) -> _Design:
+    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+        from ...settings import Settings
+
+        diy_design.configure(Settings(redis_url=redis_url))
+        task = diy_design.solve_recaptcha_v2
+
+        def enqueue(pageurl: str) -> str:
+            return str(task.delay(SITEKEY, pageurl).id)
+
+        return diy_design.diy_redis_url(redis_url), enqueue
+
+    # The plan's T threads shared out over the workers: more would be refused
+    # (ERROR_NO_SLOT_AVAILABLE, which the client raises and the task does not retry).
+    sizes = diy_design.split_concurrency(opts.threads, opts.workers)
+    workers = [
+        (
+            f"diy-worker{i}",
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "captcha_tasks.devtools.bench.diy_design",
+                "worker",
+                "-P",
+                "threads",
+                "-c",
+                str(size),
+                "-n",
+                f"diy{i}@%h",
+                "-l",
+                "INFO",
+            ],
+        )
+        for i, size in enumerate(sizes, start=1)
+    ]
+    interval = float(diy_design.sdk_timings(opts.time_scale)["pollingInterval"])
+    estimate = math.ceil(opts.solves / opts.threads) * (opts.latency * (1 + opts.jitter) + interval)
+    return _Design(
+        name="diy",
+        label="official SDK in a task",
+        tasks=opts.solves,
+        workers=workers,
+        client=client,
+        deadline=30 + 2 * (estimate + opts.latency),
+        provider=opts.provider,
+    )
+
+
+_BASELINE_DESIGNS = {"diy": _diy, "seeds": _seeds}
+
+
 # -- the run ----------------------------------------------------------------------------
 
 
 def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]:
-    """Run both designs (ours first) and return parameters, wall time and each design's
-    metrics. Stops every process it started, on errors and Ctrl-C/SIGTERM too."""
+    """Run ours, then each of ``opts.baselines``, and return parameters, wall time, each
+    design's metrics and our lead over each (ours / theirs). Stops every process it
+    started, on errors and Ctrl-C/SIGTERM too."""
     say = say or (lambda message: None)
+    if "diy" in opts.baselines and PROTOCOLS[opts.provider] != "classic":
+        raise CaptchaTasksError(
+            f"the official 2Captcha client speaks in.php/res.php only: its column needs a "
+            f"classic provider's sandbox, not {opts.provider}'s (--baseline seeds or none)"
+        )
     started = time.monotonic()
     procs = Processes.logging_to(opts.log_dir, "captcha-tasks-bench-")
     saved_env = dict(os.environ)
-    designs = [_ours(opts)] + ([] if opts.skip_baseline else [_seeds(opts)])
+    designs = [_ours(opts)] + [_BASELINE_DESIGNS[name](opts) for name in opts.baselines]
+    tls = tls_files(procs.log_dir) if "diy" in opts.baselines else None
+    if tls:
+        # The official client speaks https only: every column faces the same https sandbox,
+        # which this process (readiness, counters) and the workers trust.
+        os.environ["REQUESTS_CA_BUNDLE"] = str(tls.ca)
+        for design in designs:
+            design.tls = tls
     succeeded = False
     try:
         runs = procs.run_each([partial(_run_design, d, opts, say=say) for d in designs])
@@ -417,7 +515,12 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
             "latency": opts.latency,
             "jitter": opts.jitter,
             "solves": opts.solves,
-            "baseline_solves": 0 if opts.skip_baseline else opts.baseline_solves,
+            "baselines": list(opts.baselines),
+            "baseline_solves": opts.baseline_solves if "seeds" in opts.baselines else 0,
+            "diy_solves": opts.solves if "diy" in opts.baselines else 0,
+            "diy_concurrency": diy_design.split_concurrency(opts.threads, opts.workers),
+            "diy_sdk_timings": diy_design.sdk_timings(opts.time_scale),
+            "sandbox_scheme": "https" if tls else "http",
             "time_scale": round(opts.time_scale, 6),
             "workers": opts.workers,
             "baseline_concurrency": opts.baseline_concurrency,
@@ -433,4 +536,5 @@ def run_bench(opts: BenchOptions, say: Progress | None = None) -> dict[str, Any]
         },
         "wall_seconds": round(time.monotonic() - started, 1),
         "designs": {run.name: {"label": run.label, **run.metrics} for run in runs},
+        "lead": {run.name: lead_ratios(runs[0].metrics, run.metrics) for run in runs[1:]},
     }

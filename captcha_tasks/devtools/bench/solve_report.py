@@ -6,9 +6,10 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from .metrics import LEAD_FIGURES
 from .report import Cell, Row, cpu_rows, field, fields, joined, render_report, section
 
-__all__ = ["format_report"]
+__all__ = ["format_lead", "format_report"]
 
 
 def _p50_p95(key: str) -> Cell:
@@ -130,18 +131,52 @@ def _provider_line(parameters: Mapping[str, Any], baseline: bool) -> str:
     return line
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """The report as a text table: one column per design."""
-    p = report["parameters"]
-    intro = [
+def format_lead(label: str, other: str, ratios: Mapping[str, float | None]) -> str:
+    """One line: ``label``'s figures over ``other``'s, each ratio named."""
+    parts = [
+        f"{name} {'-' if ratios.get(key) is None else format(ratios[key], '.2f') + 'x'}"
+        for key, name in LEAD_FIGURES.items()
+    ]
+    return f"lead over {other} ({label} / {other}, measured in this run): " + "; ".join(parts)
+
+
+def _intro(p: Mapping[str, Any]) -> list[str]:
+    # Reports written before the DIY column name no baselines: the seeds' design ran
+    # when it has solves.
+    baselines = p.get("baselines", ["seeds"] if p["baseline_solves"] else [])
+    columns = [
+        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency)"
+    ]
+    if "diy" in baselines:
+        sizes = "+".join(map(str, p["diy_concurrency"]))
+        timings = p["diy_sdk_timings"]
+        columns.append(
+            f"{p['diy_solves']} (official SDK in a task: 2captcha-python's solver.recaptcha() "
+            f"in a Celery task, {len(p['diy_concurrency'])} workers -P threads -c {sizes}, "
+            f"acks late, prefetch 1, the SDK's polling interval 10 s x scale = "
+            f"{timings['pollingInterval']} s (whole seconds, at least 1), "
+            f"its reCAPTCHA timeout {timings['recaptchaTimeout']:.4g} s)"
+        )
+    if "seeds" in baselines:
+        columns.append(
+            f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
+            f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale)"
+        )
+    return [
         f"captcha-tasks bench solve: T={p['threads']} threads, L={p['latency']} s "
         f"(jitter {p['jitter']}), T/L={p['target_solves_per_second']} solves/s, "
         f"time scale {p['time_scale']} (= L/15 s)",
-        f"N={p['solves']} solves (ours, {p['workers']} workers, default prefork concurrency), "
-        f"{p['baseline_solves']} (seeds' design, 1 worker -P prefork -c "
-        f"{p['baseline_concurrency']}, first poll {p['baseline_first_wait']} s x scale), "
-        f"{p['warmup']} warm-up solves each, {p['cpus']} CPUs",
+        ", ".join(columns) + f", {p['warmup']} warm-up solves each, {p['cpus']} CPUs",
+        f"each column in turn against its own fresh Redis and sandbox "
+        f"({p.get('sandbox_scheme', 'http')}, the same T, L and jitter)",
     ]
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a text table: one column per design, then our lead over each other
+    design as ratios measured in the run."""
+    p = report["parameters"]
+    intro = _intro(p)
     designs = list(report["designs"].values())
     # A design that names no protocol ran the classic one (captchaai, --provider's default).
     poll = " / ".join(dict.fromkeys(POLL_REQUEST[d.get("protocol", "classic")] for d in designs))
@@ -158,5 +193,9 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(
                 f"Redis commands per solve by name, {design['label']}: {_commands(design)}"
             )
+    ours = next(iter(report["designs"].values()))
+    for name, ratios in report.get("lead", {}).items():
+        other = report["designs"][name]["label"]
+        lines.append(format_lead(ours["label"], other, ratios))
     lines.append(f"wall time: {report['wall_seconds']} s")
     return "\n".join(lines)

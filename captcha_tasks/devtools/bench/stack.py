@@ -26,11 +26,13 @@ __all__ = [
     "CpuProbe",
     "Processes",
     "Stack",
+    "TlsFiles",
     "passed_environment",
     "provider_setup",
     "start_sandbox",
     "start_stack",
     "start_workers",
+    "tls_files",
 ]
 
 #: Documented reCAPTCHA v2 solve time (2Captcha's API documentation): a run's time scale
@@ -106,13 +108,43 @@ class Processes(Supervisor):
         self.redis_servers.clear()
 
 
+@dataclasses.dataclass(frozen=True)
+class TlsFiles:
+    """A certificate for 127.0.0.1, its key, and the CA it chains to (PEM files)."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+    def sandbox_args(self) -> list[str]:
+        return ["--tls-cert", str(self.cert), "--tls-key", str(self.key)]
+
+
+def tls_files(directory: Path) -> TlsFiles:
+    """A new CA and a certificate for 127.0.0.1 it signs, written to ``directory``
+    (trustme, of the dev extra): the sandbox serves https with them, and clients that
+    trust ``REQUESTS_CA_BUNDLE`` (requests, the provider transport) trust it."""
+    import trustme  # the dev extra
+
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    files = TlsFiles(
+        directory / "tls-cert.pem", directory / "tls-key.pem", directory / "tls-ca.pem"
+    )
+    files.cert.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(files.key))
+    ca.cert_pem.write_to_path(str(files.ca))
+    return files
+
+
 def start_sandbox(procs: Processes, name: str, args: Sequence[str]) -> tuple[str, int]:
-    """Start ``captcha-tasks sandbox`` on a free port with ``args``; its URL and PID once
-    ``/healthz`` answers."""
+    """Start ``captcha-tasks sandbox`` on a free port with ``args``; its URL (https when
+    ``args`` give it a certificate) and PID once ``/healthz`` answers."""
     port = free_port()
     argv = [sys.executable, "-m", "captcha_tasks.cli.main", "sandbox", "--port", str(port), *args]
     child = procs.spawn_with(name, argv, os.environ)
-    url = f"http://127.0.0.1:{port}"
+    scheme = "https" if "--tls-cert" in args else "http"
+    url = f"{scheme}://127.0.0.1:{port}"
     wait_ready(child, http_ok(f"{url}/healthz"), timeout=30, what="the sandbox")
     return url, child.pid
 
@@ -250,12 +282,14 @@ def start_stack(
     sandbox_args: Sequence[str] = (),
     decided: Sequence[str] = DECIDED,
     env: Mapping[str, str] | None = None,
+    tls: TlsFiles | None = None,
 ) -> Stack:
     """Start the run ``name``'s redis-server and its sandbox (T ``threads``, reCAPTCHA v2
     in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, playing ``provider``,
-    then ``sandbox_args``). The workers' environment: this process's without the
-    ``decided`` settings, pointed at both and configured for ``provider``, with the same
-    threads and time scale, then ``env``."""
+    then ``sandbox_args``; over https with ``tls``). The workers' environment: this
+    process's without the ``decided`` settings, pointed at both and configured for
+    ``provider``, with the same threads and time scale, trusting ``tls``' CA, then
+    ``env``."""
     redis_server = procs.redis()
     provider_args, provider_env = provider_setup(provider)
     args = [
@@ -269,6 +303,7 @@ def start_stack(
         f"recaptcha_v2={DOCUMENTED_V2_SECONDS}",
         *provider_args,
         *sandbox_args,
+        *(tls.sandbox_args() if tls else ()),
     ]
     sandbox_url, sandbox_pid = start_sandbox(procs, f"{name}-sandbox", args)
     worker_env = {k: v for k, v in os.environ.items() if k not in decided}
@@ -280,5 +315,7 @@ def start_stack(
         CAPTCHA_TASKS_TIME_SCALE=repr(time_scale),
         PYTHONUNBUFFERED="1",
     )
+    if tls:
+        worker_env["REQUESTS_CA_BUNDLE"] = str(tls.ca)
     worker_env.update(env or {})
     return Stack(redis_server, sandbox_url, sandbox_pid, worker_env)
