@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import sys
 from collections.abc import Mapping
 from typing import ClassVar, Final, Literal, TypeVar
 
@@ -53,6 +54,7 @@ from ._images import (
     image_kind,
     read_image,
 )
+from .altcha import AltchaChallenge, parse_challenge
 from .proxy import Proxy, ProxyType
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "MAX_IMAGE_BYTES_CEILING",
     "MIN_IMAGE_BYTES",
+    "Altcha",
     "AwsWaf",
     "Captcha",
     "CaptchaType",
@@ -94,6 +97,7 @@ CaptchaType = Literal[
     "mtcaptcha",
     "prosopo",
     "friendly_captcha",
+    "altcha",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -494,6 +498,27 @@ class FriendlyCaptcha(Captcha):
         _optional_url("FriendlyCaptcha.module_script_url", self.module_script_url)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Altcha(Captcha):
+    """An Altcha proof of work for a provider to solve: the page and the challenge JSON
+    its widget fetched (``{"algorithm", "challenge", "maxnumber", "salt", "signature"}``,
+    as text). The worker fetches a ``challenge_url`` itself before a provider sees it
+    (:mod:`captcha_tasks.worker.altcha_tasks`), so every provider gets the same task."""
+
+    type: ClassVar[Literal["altcha"]] = "altcha"
+    pageurl: str
+    challenge_json: str
+
+    def _check(self, max_image_bytes: int) -> None:
+        _page_url("Altcha.pageurl", self.pageurl)
+        self.challenge()
+
+    def challenge(self) -> AltchaChallenge:
+        """``challenge_json`` parsed and checked (whatever its ``maxnumber``: the bound is
+        the worker's own, a provider's is its business)."""
+        return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -511,5 +536,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         MtCaptcha,
         Prosopo,
         FriendlyCaptcha,
+        Altcha,
     )
 }

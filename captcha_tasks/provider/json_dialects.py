@@ -233,6 +233,7 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
+        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -256,6 +257,7 @@ ANTICAPTCHA: Final = JsonDialect(
         "coordinates": TaskNames("ImageToCoordinatesTask", None),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
+        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -315,6 +317,7 @@ CAPMONSTER: Final = JsonDialect(
         "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
         "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
         "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
+        "altcha": TaskNames("CustomTask", "CustomTask"),  # class "altcha"
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidTaskInput
 from .captchas import (
+    Altcha,
     AwsWaf,
     Captcha,
     Coordinates,
@@ -114,6 +115,8 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
             return {"websiteURL": captcha.pageurl, "websiteKey": captcha.sitekey}
         case FriendlyCaptcha():
             return _friendly_captcha(dialect, captcha)
+        case Altcha():
+            return _altcha(dialect, captcha)
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
 
@@ -131,6 +134,27 @@ def _friendly_captcha(dialect: JsonDialect, captcha: FriendlyCaptcha) -> Task:
         )
     task.update({"class": "friendly", "metadata": {"apiGetLib": captcha.module_script_url}})
     return task
+
+
+def _altcha(dialect: JsonDialect, captcha: Altcha) -> Task:
+    if dialect.name != "capmonster":
+        # 2Captcha's and Anti-Captcha's AltchaTask: the challenge JSON as a string.
+        return {"websiteURL": captcha.pageurl, "challengeJSON": captcha.challenge_json}
+    # CapMonster Cloud: CustomTask of class ``altcha`` with the challenge's fields, all
+    # strings (capmonstercloudclient's AltchaCustomTaskRequest); ``iterations`` is the
+    # search bound, the challenge's ``maxnumber``. Its site key may be empty.
+    challenge = captcha.challenge()
+    return {
+        "websiteURL": captcha.pageurl,
+        "websiteKey": "",
+        "class": "altcha",
+        "metadata": {
+            "challenge": challenge.challenge,
+            "iterations": str(challenge.max_number),
+            "salt": challenge.salt,
+            "signature": challenge.signature,
+        },
+    }
 
 
 def _recaptcha_v2(dialect: JsonDialect, captcha: RecaptchaV2) -> Task:

@@ -18,6 +18,7 @@ from typing import Final, Literal, get_args
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
 from .captchas import (
+    Altcha,
     Captcha,
     CaptchaType,
     Coordinates,
@@ -101,6 +102,7 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "altcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
@@ -109,6 +111,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
         "friendly_captcha": "2captcha/2captcha-python 2.1.2 friendly_captcha() "
         "(method=friendly_captcha: sitekey, pageurl)",
+        "altcha": "2captcha/2captcha-python 2.1.2 altcha() (method=altcha: pageurl, "
+        "challenge_url or challenge_json; the answer is the token)",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
@@ -116,6 +120,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
         "friendly_captcha": "2captcha.com/api-docs/friendly-captcha "
         "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
+        "altcha": "2captcha.com/api-docs/altcha (AltchaTaskProxyless, AltchaTask: websiteURL, "
+        "challengeURL or challengeJSON; the page shows no solution example: solution.token "
+        "assumed, as at Anti-Captcha)",
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
@@ -125,6 +132,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless "
         "and /FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
         "friendlycaptchaproxyless / friendlycaptchaproxyon",
+        "altcha": "anti-captcha.com/apidoc/task-types/AltchaTaskProxyless and /AltchaTask "
+        "(websiteURL, challengeURL or challengeJSON; solution token), anticaptchaofficial "
+        "1.0.72 altchaproxyless / altchaproxyon",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -136,6 +146,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "SUPPORT_TASK_TYPE",
         "friendly_captcha": "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
         "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 SUPPORT_TASK_TYPE)",
+        "altcha": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
+        "SUPPORT_TASK_TYPE",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -146,6 +158,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest "
         "(CustomTask, class friendly, metadata.apiGetLib: the widget script's URL, "
         "required)",
+        "altcha": "capmonstercloudclient 4.3.1 AltchaCustomTaskRequest (CustomTask, class "
+        "altcha, websiteKey may be empty, metadata: challenge, iterations, salt, signature, "
+        "all strings; no algorithm field, so SHA-256 only)",
     },
 }
 
@@ -230,6 +245,13 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
                 f"provider {provider} solves {what} only with module_script_url (the "
                 "widget script the page loads: metadata.apiGetLib)"
             )
+        if (
+            isinstance(captcha, Altcha)
+            and provider == "capmonster"
+            and captcha.challenge().algorithm != "SHA-256"
+        ):
+            # Its metadata has no algorithm field: the widget's default, SHA-256, only.
+            return f"provider {provider} solves {what} with SHA-256 challenges only"
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:

@@ -10,12 +10,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import random
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from ...provider.altcha import parse_challenge, solve
+
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "altcha_answer",
     "aws_waf_answer",
     "coordinates_answer",
     "funcaptcha_token",
@@ -84,6 +88,13 @@ def token(kind: str, rng: random.Random) -> str:
     """A fresh random token for a token-type captcha (``recaptcha_v2``, ``turnstile``, ...)."""
     prefix, size = _TOKEN_SHAPES[kind]
     return _clean(lambda: prefix + _b64(rng, size))
+
+
+def altcha_answer(challenge_json: str) -> str:
+    """The payload the widget would post for ``challenge_json``: the challenge solved as
+    the worker solves it, so a site's verifier accepts it."""
+    challenge = parse_challenge(challenge_json, max_number_bound=sys.maxsize)
+    return solve(challenge).payload(challenge)
 
 
 def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:

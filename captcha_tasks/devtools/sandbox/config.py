@@ -83,6 +83,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 10.0,
         "prosopo": 10.0,
         "friendly_captcha": 5.0,
+        "altcha": 2.0,
     }
 )
 
@@ -101,6 +102,8 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 120.0,
         "prosopo": 60.0,
         "friendly_captcha": 120.0,
+        # Altcha's is the salt's expires, which each site sets: the sandbox's choice.
+        "altcha": 1200.0,
     }
 )
 

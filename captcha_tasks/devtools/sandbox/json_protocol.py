@@ -50,6 +50,8 @@ _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
+#: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
+_ALTCHA = _pair("AltchaTask", "altcha")
 _CAPMONSTER = {
     name: (kind, "none" if kind == "image" else "optional")
     for name, (kind, _) in {
@@ -61,6 +63,8 @@ _CAPMONSTER = {
         "ProsopoTask": ("prosopo", "optional"),
         # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
         "CustomTask/friendly": ("friendly_captcha", "optional"),
+        # capmonstercloudclient's AltchaCustomTaskRequest.
+        "CustomTask/altcha": ("altcha", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -71,6 +75,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_TWOCAPTCHA_MT,
         **_PROSOPO,
         **_FRIENDLY,
+        **_ALTCHA,
     },
     "anticaptcha": {
         **_COMMON,
@@ -78,6 +83,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "ImageToCoordinatesTask": ("coordinates", "none"),
         **_PROSOPO,
         **_FRIENDLY,
+        **_ALTCHA,
     },
     # No hCaptcha, FunCaptcha or coordinates at CapSolver; its own GeeTest example spells
     # the type GeetestTaskProxyless (``captchaId`` makes either one GeeTest v4).

@@ -77,6 +77,7 @@ _NEWER = {
     "mt_captcha": kinds.mt_captcha,
     "prosopo": kinds.prosopo,
     "friendly_captcha": kinds.friendly_captcha,
+    "altcha": kinds.altcha,
 }
 
 
