@@ -15,7 +15,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from typing import ClassVar, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, Literal, TypeVar
 
 from ._checks import (
     _AWS_CONTEXT,
@@ -54,8 +54,10 @@ from ._images import (
     image_kind,
     read_image,
 )
-from .altcha import AltchaChallenge, parse_challenge
 from .proxy import Proxy, ProxyType
+
+if TYPE_CHECKING:
+    from .altcha import AltchaChallenge
 
 __all__ = [
     "CAPTCHA_CLASSES",
@@ -516,6 +518,8 @@ class Altcha(Captcha):
     def challenge(self) -> AltchaChallenge:
         """``challenge_json`` parsed and checked (whatever its ``maxnumber``: the bound is
         the worker's own, a provider's is its business)."""
+        from .altcha import parse_challenge  # the proof of work's module: Altcha's alone
+
         return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
 
 
