@@ -8,6 +8,7 @@ because some clients (the official 2captcha-python one) detect errors by that su
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import random
 import sys
@@ -15,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from ...errors import CaptchaUnsolvable
 from ...provider.altcha import parse_challenge, solve
 
 __all__ = [
@@ -90,11 +92,17 @@ def token(kind: str, rng: random.Random) -> str:
     return _clean(lambda: prefix + _b64(rng, size))
 
 
-def altcha_answer(challenge_json: str) -> str:
+@functools.lru_cache(maxsize=64)
+def altcha_answer(challenge_json: str) -> str | None:
     """The payload the widget would post for ``challenge_json``: the challenge solved as
-    the worker solves it, so a site's verifier accepts it."""
+    the worker solves it, so a site's verifier accepts it; ``None`` when no number in
+    range solves it (the sandbox answers it ERROR_CAPTCHA_UNSOLVABLE, as a provider
+    would). Kept for the few challenges last asked: the submit asks twice."""
     challenge = parse_challenge(challenge_json, max_number_bound=sys.maxsize)
-    return solve(challenge).payload(challenge)
+    try:
+        return solve(challenge).payload(challenge)
+    except CaptchaUnsolvable:
+        return None
 
 
 def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:

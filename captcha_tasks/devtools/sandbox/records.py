@@ -86,7 +86,7 @@ def make_answer(
         answer = aws_waf_answer(rng)
         issued = answer["existing_token"]
     elif sub.kind == "altcha":
-        answer = issued = altcha_answer(sub.challenge)
+        answer = issued = altcha_answer(sub.challenge) or ""  # "": unsolvable, never sent
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:

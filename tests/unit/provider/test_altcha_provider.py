@@ -118,7 +118,10 @@ def test_who_offers_it_and_every_cell_has_its_own_source() -> None:
 def test_sandbox_in_php_solves_the_challenge_it_is_sent() -> None:
     sub = parse_submission(submit_params(ALTCHA), {}, 100, 10_000)
     assert (sub.kind, sub.hostname) == ("altcha", "example.com")
-    assert verify_solution(altcha_answer(sub.challenge), KEY)
+    payload = altcha_answer(sub.challenge)
+    assert payload is not None and verify_solution(payload, KEY)
+    unsolvable = json.dumps(create_challenge(KEY, 5_000, max_number=4_999))
+    assert altcha_answer(unsolvable) is None  # answered ERROR_CAPTCHA_UNSOLVABLE
     for params in (
         {"method": "altcha", "pageurl": PAGE},  # no challenge
         {"method": "altcha", "pageurl": PAGE, "challenge_url": "/c"},  # nothing fetched
@@ -135,7 +138,7 @@ def test_sandbox_json_reads_each_dialects_task_back_into_the_challenge(dialect: 
     sub, _ = parse_task(dialect, task, 100, 10_000)
     assert sub.kind == "altcha"
     payload = altcha_answer(sub.challenge)
-    assert verify_solution(payload, KEY)
+    assert payload is not None and verify_solution(payload, KEY)
     assert solution(dialect, "altcha", payload) == {"token": payload}
 
 
