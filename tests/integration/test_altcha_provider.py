@@ -16,8 +16,10 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import requests
 
 from captcha_tasks import solve_altcha
+from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
 from tests.integration.test_altcha import NUMBER, ChallengeSite
@@ -116,3 +118,21 @@ def test_provider_mode_refuses_it_where_not_offered(
     assert "does not solve Altcha" in str(info.value) and "nothing was sent" in str(info.value)
     assert _submitted(sandbox) == 0
     assert celery_app.backend.client.keys("ct:job:*") == []
+
+
+@pytest.mark.parametrize(
+    ("dialect", "answer"), [("captchaai", "ERROR_BAD_PARAMETERS"), ("2captcha", "OK|")]
+)
+def test_the_sandboxs_in_php_answers_altcha_as_each_dialect_does(
+    sandbox_factory: Any, dialect: str, answer: str
+) -> None:
+    sandbox = sandbox_factory(dialect=dialect)
+    params = {
+        "key": dev_api_key(dialect),
+        "method": "altcha",
+        "pageurl": PAGE,
+        "challenge_json": json.dumps(create_challenge(KEY, 5)),
+    }
+    reply = requests.post(f"{sandbox.url}/in.php", data=params, timeout=5).text
+    assert reply.startswith(answer), reply  # CaptchaAI: a method it does not know
+    assert _submitted(sandbox) == (1 if dialect == "2captcha" else 0)
