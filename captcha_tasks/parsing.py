@@ -60,6 +60,7 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "prosopo",
     "friendly_captcha",
     "grid",
+    "altcha",
 )
 
 

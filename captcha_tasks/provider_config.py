@@ -97,12 +97,13 @@ NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
             "mtcaptcha",
             "prosopo",
             "friendly_captcha",
+            "altcha",
         }
     ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),
     "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "grid"}),
-    "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo"}),
+    "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo", "altcha"}),
     "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }
 

@@ -140,6 +140,13 @@ class Settings:
     #: worker hashes up to that many numbers on one core, about 2 million a second
     #: (``captcha-tasks bench altcha``): the default bounds a solve at a few seconds.
     altcha_max_number: int = 10_000_000
+    #: ``CAPTCHA_TASKS_ALTCHA_SOLVER``: who solves an Altcha. ``worker`` (the default):
+    #: the worker itself, never a provider, nothing spent. ``provider``: every Altcha is
+    #: an ordinary solve at a configured provider that offers it (``TYPE_NOT_OFFERED``
+    #: where none does), paid as any solve. ``auto``: the worker solves a challenge whose
+    #: ``maxnumber`` is within ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``, a provider the ones
+    #: over it (instead of refusing them ``ALTCHA_TOO_HARD``).
+    altcha_solver: Literal["worker", "provider", "auto"] = "worker"
     #: ``CAPTCHA_TASKS_QUEUE_TIMEOUT``: seconds a solve may wait for a free thread
     #: before it fails with SolveTimeout (not scaled: it is the operator's patience).
     queue_timeout: float = 600.0
@@ -319,6 +326,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
     "altcha_max_number": ("CAPTCHA_TASKS_ALTCHA_MAX_NUMBER", _number(int, 1)),
+    "altcha_solver": ("CAPTCHA_TASKS_ALTCHA_SOLVER", _choice("worker", "provider", "auto")),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),
     "batch_poll": ("CAPTCHA_TASKS_BATCH_POLL", _choice("auto", "on", "off")),

@@ -122,6 +122,7 @@ LABELS = {
     "prosopo": "Prosopo Procaptcha",
     "friendly_captcha": "Friendly Captcha",
     "grid": "Image grid",
+    "altcha": "Altcha",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

@@ -87,6 +87,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_ENGINE_THREADS",
             "CAPTCHA_TASKS_MAX_IMAGE_BYTES",
             "CAPTCHA_TASKS_ALTCHA_MAX_NUMBER",
+            "CAPTCHA_TASKS_ALTCHA_SOLVER",
             "CAPTCHA_TASKS_QUEUE_TIMEOUT",
             "CAPTCHA_TASKS_REPORT_WINDOW",
             "CAPTCHA_TASKS_BATCH_POLL",

@@ -60,6 +60,9 @@ FIRST_POLL: dict[str, float] = {
     # 2Captcha's grid is solved by a person, as its images are; CapSolver answers at
     # createTask.
     "grid": 5.0,
+    # capmonstercloudclient 4.3.1's getAltchaTimeouts: first read after 1 s, then every
+    # second; a proof of work, solved by a machine.
+    "altcha": 3.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -80,6 +83,9 @@ DEADLINE: dict[str, float] = {
     "friendly_captcha": 180.0,
     # An image read by a person: the coordinates' deadline.
     "grid": 90.0,
+    # capmonstercloudclient 4.3.1 gives it up after 50 s (getAltchaTimeouts);
+    # anticaptchaofficial's altchaProxyless waits up to 300 s: the shorter, doubled.
+    "altcha": 100.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {

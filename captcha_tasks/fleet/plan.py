@@ -48,6 +48,8 @@ DRAIN_CEILINGS: dict[str, float] = {
     "friendly_captcha": 30.0,
     # A grid is an image read by a person: the coordinates' ceiling.
     "grid": 10.0,
+    # Altcha: CapMonster's own client gives it up after 50 s (getAltchaTimeouts).
+    "altcha": 50.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

@@ -18,6 +18,7 @@ from .base import Answer, Polled, Provider
 from .captchas import (
     CAPTCHA_CLASSES,
     DEFAULT_MAX_IMAGE_BYTES,
+    Altcha,
     AwsWaf,
     Captcha,
     CaptchaType,
@@ -73,6 +74,7 @@ __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
     "ERROR_TABLE",
     "NOT_READY",
+    "Altcha",
     "Answer",
     "AwsWaf",
     "Captcha",

@@ -14,8 +14,9 @@ import dataclasses
 import math
 import os
 import re
+import sys
 from collections.abc import Mapping
-from typing import ClassVar, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Final, Literal, TypeVar
 
 from ._checks import (
     _AWS_CONTEXT,
@@ -58,6 +59,8 @@ from .proxy import Proxy, ProxyType
 
 #: reCAPTCHA's object ids (``/m/015qff``: traffic lights), CapSolver's question list.
 _OBJECT_ID = re.compile(r"^/m/[0-9a-z_]{2,16}$")
+if TYPE_CHECKING:
+    from .altcha import AltchaChallenge
 
 __all__ = [
     "CAPTCHA_CLASSES",
@@ -65,6 +68,7 @@ __all__ = [
     "GRID_SIDES",
     "MAX_IMAGE_BYTES_CEILING",
     "MIN_IMAGE_BYTES",
+    "Altcha",
     "AwsWaf",
     "Captcha",
     "CaptchaType",
@@ -101,6 +105,7 @@ CaptchaType = Literal[
     "prosopo",
     "friendly_captcha",
     "grid",
+    "altcha",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -564,6 +569,29 @@ class Grid(Captcha):
         return f"Grid(<{len(self.body)} bytes>, {self.instruction!r}, {shape})"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Altcha(Captcha):
+    """An Altcha proof of work for a provider to solve: the page and the challenge JSON
+    its widget fetched (``{"algorithm", "challenge", "maxnumber", "salt", "signature"}``,
+    as text). The worker fetches a ``challenge_url`` itself before a provider sees it
+    (:mod:`captcha_tasks.worker.altcha_tasks`), so every provider gets the same task."""
+
+    type: ClassVar[Literal["altcha"]] = "altcha"
+    pageurl: str
+    challenge_json: str
+
+    def _check(self, max_image_bytes: int) -> None:
+        _page_url("Altcha.pageurl", self.pageurl)
+        self.challenge()
+
+    def challenge(self) -> AltchaChallenge:
+        """``challenge_json`` parsed and checked (whatever its ``maxnumber``: the bound is
+        the worker's own, a provider's is its business)."""
+        from .altcha import parse_challenge  # the proof of work's module: Altcha's alone
+
+        return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -582,5 +610,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Prosopo,
         FriendlyCaptcha,
         Grid,
+        Altcha,
     )
 }

@@ -12,6 +12,7 @@ import base64
 
 from ..errors import InvalidTaskInput
 from .captchas import (
+    Altcha,
     AwsWaf,
     Captcha,
     Coordinates,
@@ -138,6 +139,14 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
                     "textinstructions": captcha.instruction,
                 }
             )
+        case Altcha():
+            # 2captcha-python's altcha(): the page and the challenge (its JSON, which the
+            # worker fetched when it was given the URL).
+            return {
+                "method": "altcha",
+                "pageurl": captcha.pageurl,
+                "challenge_json": captcha.challenge_json,
+            }
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 
 

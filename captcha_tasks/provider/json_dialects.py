@@ -234,6 +234,7 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
         "grid": TaskNames("GridTask", None),
+        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -257,6 +258,7 @@ ANTICAPTCHA: Final = JsonDialect(
         "coordinates": TaskNames("ImageToCoordinatesTask", None),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
+        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -320,6 +322,7 @@ CAPMONSTER: Final = JsonDialect(
         "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
         "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
         "grid": TaskNames("ComplexImageTask", None),  # class "recaptcha"
+        "altcha": TaskNames("CustomTask", "CustomTask"),  # class "altcha"
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import InvalidTaskInput
 from .captchas import (
+    Altcha,
     AwsWaf,
     Captcha,
     Coordinates,
@@ -117,6 +118,8 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
             return _friendly_captcha(dialect, captcha)
         case Grid():
             return _grid(dialect, captcha)
+        case Altcha():
+            return _altcha(dialect, captcha)
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
 
@@ -156,6 +159,27 @@ def _grid(dialect: JsonDialect, captcha: Grid) -> Task:
         "rows": captcha.rows,
         "columns": captcha.cols,
         "comment": captcha.instruction,
+    }
+
+
+def _altcha(dialect: JsonDialect, captcha: Altcha) -> Task:
+    if dialect.name != "capmonster":
+        # 2Captcha's and Anti-Captcha's AltchaTask: the challenge JSON as a string.
+        return {"websiteURL": captcha.pageurl, "challengeJSON": captcha.challenge_json}
+    # CapMonster Cloud: CustomTask of class ``altcha`` with the challenge's fields, all
+    # strings (capmonstercloudclient's AltchaCustomTaskRequest); ``iterations`` is the
+    # search bound, the challenge's ``maxnumber``. Its site key may be empty.
+    challenge = captcha.challenge()
+    return {
+        "websiteURL": captcha.pageurl,
+        "websiteKey": "",
+        "class": "altcha",
+        "metadata": {
+            "challenge": challenge.challenge,
+            "iterations": str(challenge.max_number),
+            "salt": challenge.salt,
+            "signature": challenge.signature,
+        },
     }
 
 

@@ -18,6 +18,7 @@ from typing import Final, Literal, get_args
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
 from .captchas import (
+    Altcha,
     Captcha,
     CaptchaType,
     Coordinates,
@@ -104,6 +105,7 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "grid": "pypi captchaai v1.0.1 (Grid/BLS in its list of types), blog.captchaai.com/"
         "how-grid-image-captchas-work (tiles numbered from 1); in.php as 2Captcha's",
+        "altcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
@@ -114,6 +116,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "(method=friendly_captcha: sitekey, pageurl)",
         "grid": "2captcha/2captcha-python 2.1.2 grid() (recaptcha=1, recaptcharows, "
         "recaptchacols, textinstructions; answer click:1/4/7)",
+        "altcha": "2captcha/2captcha-python 2.1.2 altcha() (method=altcha: pageurl, "
+        "challenge_url or challenge_json; the answer is the token)",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
@@ -123,6 +127,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
         "grid": "2captcha.com/api-docs/grid (GridTask: body, rows, columns, comment; "
         '"1 is top left tile"; its recaptcha-grid page says 0: tiles read as 1-based)',
+        "altcha": "2captcha.com/api-docs/altcha (AltchaTaskProxyless, AltchaTask: websiteURL, "
+        "challengeURL or challengeJSON; the page shows no solution example: solution.token "
+        "assumed, as at Anti-Captcha)",
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
@@ -134,6 +141,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendlycaptchaproxyless / friendlycaptchaproxyon",
         "grid": "not in anti-captcha.com/apidoc/task-types, anticaptchaofficial 1.0.72 nor "
         "python-anticaptcha 2.0.0 tasks (only a legacy get_cells_numbers reader)",
+        "altcha": "anti-captcha.com/apidoc/task-types/AltchaTaskProxyless and /AltchaTask "
+        "(websiteURL, challengeURL or challengeJSON; solution token), anticaptchaofficial "
+        "1.0.72 altchaproxyless / altchaproxyon",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -148,6 +158,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "grid": "docs.capsolver.com/guide/recognition/ReCaptchaClassification "
         "(ReCaptchaV2Classification: image, question as a /m/ id; answered at createTask; "
         "objects from 0), capsolver 1.0.7 check.py",
+        "altcha": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
+        "SUPPORT_TASK_TYPE",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -162,6 +174,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "(ComplexImageTask, class recaptcha, imagesBase64 of one image, metadata Grid and "
         "Task or TaskDefinition); answer as one boolean per tile (docs.capmonster.cloud "
         "recaptcha-click, not re-read here)",
+        "altcha": "capmonstercloudclient 4.3.1 AltchaCustomTaskRequest (CustomTask, class "
+        "altcha, websiteKey may be empty, metadata: challenge, iterations, salt, signature, "
+        "all strings; no algorithm field, so SHA-256 only)",
     },
 }
 
@@ -251,6 +266,13 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
                 f"provider {provider} solves {what} only with module_script_url (the "
                 "widget script the page loads: metadata.apiGetLib)"
             )
+        if (
+            isinstance(captcha, Altcha)
+            and provider == "capmonster"
+            and captcha.challenge().algorithm != "SHA-256"
+        ):
+            # Its metadata has no algorithm field: the widget's default, SHA-256, only.
+            return f"provider {provider} solves {what} with SHA-256 challenges only"
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:

@@ -8,14 +8,20 @@ because some clients (the official 2captcha-python one) detect errors by that su
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import random
+import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
 
+from ...errors import CaptchaUnsolvable
+from ...provider.altcha import parse_challenge, solve
+
 __all__ = [
     "DEFAULT_USER_AGENT",
+    "altcha_answer",
     "aws_waf_answer",
     "coordinates_answer",
     "funcaptcha_token",
@@ -85,6 +91,19 @@ def token(kind: str, rng: random.Random) -> str:
     """A fresh random token for a token-type captcha (``recaptcha_v2``, ``turnstile``, ...)."""
     prefix, size = _TOKEN_SHAPES[kind]
     return _clean(lambda: prefix + _b64(rng, size))
+
+
+@functools.lru_cache(maxsize=64)
+def altcha_answer(challenge_json: str) -> str | None:
+    """The payload the widget would post for ``challenge_json``: the challenge solved as
+    the worker solves it, so a site's verifier accepts it; ``None`` when no number in
+    range solves it (the sandbox answers it ERROR_CAPTCHA_UNSOLVABLE, as a provider
+    would). Kept for the few challenges last asked: the submit asks twice."""
+    challenge = parse_challenge(challenge_json, max_number_bound=sys.maxsize)
+    try:
+        return solve(challenge).payload(challenge)
+    except CaptchaUnsolvable:
+        return None
 
 
 def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:

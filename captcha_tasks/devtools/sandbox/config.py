@@ -84,6 +84,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "prosopo": 10.0,
         "friendly_captcha": 5.0,
         "grid": 5.0,
+        "altcha": 2.0,
     }
 )
 
@@ -102,6 +103,8 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 120.0,
         "prosopo": 60.0,
         "friendly_captcha": 120.0,
+        # Altcha's is the salt's expires, which each site sets: the sandbox's choice.
+        "altcha": 1200.0,
     }
 )
 

@@ -79,6 +79,8 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
             script = meta("apiGetLib")
             if not script.startswith(("https://", "http://")) or " " in script:
                 raise ApiError("ERROR_BAD_PARAMETERS")
+    elif kind == "altcha":
+        params.update(method="altcha", **_altcha(dialect, task, extra))
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")
@@ -208,6 +210,29 @@ def _funcaptcha(task: Mapping[str, object]) -> dict[str, str]:
         params["data[blob]"] = data.get("blob", "")
     params["userAgent"] = _text(task, "userAgent")
     return params
+
+
+def _altcha(
+    dialect: str, task: Mapping[str, object], extra: Mapping[str, object]
+) -> dict[str, str]:
+    """The challenge as in.php's ``challenge_json``: 2Captcha's and Anti-Captcha's
+    ``challengeJSON`` (their ``challengeURL``, which the sandbox cannot fetch, rides
+    along as ``challenge_url``), or CapMonster's ``metadata`` fields, all strings, put
+    back together (its ``iterations`` is the challenge's ``maxnumber``; no algorithm
+    field: SHA-256, the widget's default)."""
+    if dialect != "capmonster":
+        return {
+            "challenge_json": _text(task, "challengeJSON"),
+            "challenge_url": _text(task, "challengeURL"),
+        }
+    fields = {name: extra.get(name) for name in ("challenge", "iterations", "salt", "signature")}
+    if not all(isinstance(value, str) for value in fields.values()):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    iterations = str(fields.pop("iterations"))
+    if not iterations.isdigit():
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    challenge = {"algorithm": "SHA-256", "maxnumber": int(iterations), **fields}
+    return {"challenge_json": json.dumps(challenge)}
 
 
 def _text(document: Mapping[str, object], name: str) -> str:

@@ -50,6 +50,8 @@ _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
+#: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
+_ALTCHA = _pair("AltchaTask", "altcha")
 _CAPMONSTER = {
     name: (kind, "none" if kind in ("image", "grid") else "optional")
     for name, (kind, _) in {
@@ -64,6 +66,8 @@ _CAPMONSTER = {
         # ComplexImageTask by its class (capmonstercloudclient's
         # RecaptchaComplexImageTaskRequest).
         "ComplexImageTask/recaptcha": ("grid", "none"),
+        # capmonstercloudclient's AltchaCustomTaskRequest.
+        "CustomTask/altcha": ("altcha", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -75,6 +79,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_PROSOPO,
         **_FRIENDLY,
         "GridTask": ("grid", "none"),
+        **_ALTCHA,
     },
     "anticaptcha": {
         **_COMMON,
@@ -82,6 +87,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "ImageToCoordinatesTask": ("coordinates", "none"),
         **_PROSOPO,
         **_FRIENDLY,
+        **_ALTCHA,
     },
     # No hCaptcha, FunCaptcha or coordinates at CapSolver; its own GeeTest example spells
     # the type GeetestTaskProxyless (``captchaId`` makes either one GeeTest v4).

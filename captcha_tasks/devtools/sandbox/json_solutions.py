@@ -46,6 +46,8 @@ def solution(
     text = str(answer)
     if kind == "image":
         return {"text": text}
+    if kind == "altcha":
+        return {"token": text}  # the widget's payload (Anti-Captcha's AltchaTask page)
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).

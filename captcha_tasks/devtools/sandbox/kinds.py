@@ -1,5 +1,5 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha and Turnstile's challenge mode, under 2Captcha's
+MTCaptcha, Prosopo, Friendly Captcha, Altcha and Turnstile's challenge mode, under 2Captcha's
 documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
@@ -9,9 +9,12 @@ with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS other
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from ...errors import InvalidTaskInput
+from ...provider.altcha import parse_challenge
 from .submission import (
     HOST_RE,
     ApiError,
@@ -25,6 +28,7 @@ from .submission import (
 __all__ = [
     "MAX_BLOB",
     "MAX_INSTRUCTIONS",
+    "altcha",
     "amazon_waf",
     "challenge_fields",
     "coordinates",
@@ -127,6 +131,22 @@ def friendly_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submissio
     hostname = pageurl_host(params)
     check_proxy(params)
     return Submission("friendly_captcha", fingerprint, sitekey=sitekey, hostname=hostname)
+
+
+def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=altcha``: ``pageurl`` and ``challenge_json``, the challenge the widget
+    fetched (2captcha-python's ``altcha()``). ``challenge_url`` alone is refused
+    ERROR_BAD_PARAMETERS: the sandbox fetches nothing from the network."""
+    raw = params.get("challenge_json", "").strip()
+    if not raw:
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    try:
+        parse_challenge(raw, max_number_bound=sys.maxsize)
+    except InvalidTaskInput:
+        raise ApiError("ERROR_BAD_PARAMETERS") from None
+    hostname = pageurl_host(params)
+    check_proxy(params)
+    return Submission("altcha", fingerprint, challenge=raw, hostname=hostname)
 
 
 def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:

@@ -27,6 +27,7 @@ from .submission import (
 
 __all__ = [
     "FINGERPRINT_IGNORED",
+    "UNKNOWN_METHODS",
     "WITHDRAWN_METHODS",
     "ApiError",
     "Reply",
@@ -77,12 +78,16 @@ _NEWER = {
     "mt_captcha": kinds.mt_captcha,
     "prosopo": kinds.prosopo,
     "friendly_captcha": kinds.friendly_captcha,
+    "altcha": kinds.altcha,
 }
 
 
 #: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL
 #: for hCaptcha (Furry/2captcha#58); CaptchaAI's answer is not withdrawn in any source.
 WITHDRAWN_METHODS: Mapping[str, frozenset[str]] = {"2captcha": frozenset({"hcaptcha"})}
+#: in.php methods a classic dialect never had: answered as a method in.php does not know
+#: (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method).
+UNKNOWN_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"altcha"})}
 
 
 def error_text(code: str) -> str:

@@ -7,6 +7,7 @@ import random
 
 from .answers import (
     DEFAULT_USER_AGENT,
+    altcha_answer,
     aws_waf_answer,
     coordinates_answer,
     funcaptcha_token,
@@ -87,6 +88,8 @@ def make_answer(
     if sub.kind == "aws_waf":
         answer = aws_waf_answer(rng)
         issued = answer["existing_token"]
+    elif sub.kind == "altcha":
+        answer = issued = altcha_answer(sub.challenge) or ""  # "": unsolvable, never sent
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:

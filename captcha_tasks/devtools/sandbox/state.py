@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
+from .answers import altcha_answer
 from .config import DEV_API_KEY, KINDS, TOKEN_TTL, SandboxConfig
 from .garbage import GARBAGE_KINDS, Garbage
 from .protocol import ApiError, Reply, Submission
@@ -153,6 +154,8 @@ class SandboxState:
             jitter = rng.uniform(1 - cfg.jitter, 1 + cfg.jitter)
             ready_at = now if immediate else now + cfg.scaled(cfg.latency[sub.kind]) * jitter
             unsolvable = bool(cfg.unsolvable_rate) and rng.random() < cfg.unsolvable_rate
+            # An Altcha challenge no number solves: unsolvable, as at a provider.
+            unsolvable |= sub.kind == "altcha" and altcha_answer(sub.challenge) is None
             answer, issued = make_answer(sub, ready_at, cfg, rng, unsolvable)
             captcha_token = None
             if issued is not None:
