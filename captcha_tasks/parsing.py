@@ -59,6 +59,7 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "mtcaptcha",
     "prosopo",
     "friendly_captcha",
+    "datadome",
 )
 
 

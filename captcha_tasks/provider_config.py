@@ -97,11 +97,12 @@ NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
             "mtcaptcha",
             "prosopo",
             "friendly_captcha",
+            "datadome",
         }
     ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),
-    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha"}),
+    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "datadome"}),
     "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo"}),
     "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }

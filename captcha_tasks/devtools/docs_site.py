@@ -121,6 +121,7 @@ LABELS = {
     "mtcaptcha": "MTCaptcha",
     "prosopo": "Prosopo Procaptcha",
     "friendly_captcha": "Friendly Captcha",
+    "datadome": "DataDome",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates"}

@@ -57,6 +57,9 @@ FIRST_POLL: dict[str, float] = {
     # capmonstercloudclient 4.3.1's getFriendlyTimeouts: first read after 1 s, then every
     # 3 s; Friendly Captcha's proof of work is solved in seconds, not by a person.
     "friendly_captcha": 5.0,
+    # capmonstercloudclient 4.3.1's getDatadomeTimeouts: first read after 1 s, then every
+    # 3 s; CapSolver's DataDome page: "within 1s to 20s".
+    "datadome": 5.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -75,6 +78,8 @@ DEADLINE: dict[str, float] = {
     "prosopo": 180.0,
     # capmonstercloudclient 4.3.1 gives it up after 180 s (getFriendlyTimeouts).
     "friendly_captcha": 180.0,
+    # capmonstercloudclient 4.3.1 gives it up after 180 s (getDatadomeTimeouts).
+    "datadome": 180.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {

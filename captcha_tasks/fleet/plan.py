@@ -46,6 +46,8 @@ DRAIN_CEILINGS: dict[str, float] = {
     "prosopo": 30.0,
     # Friendly Captcha: no provider states a solve time; MTCaptcha's and Prosopo's ceiling.
     "friendly_captcha": 30.0,
+    # DataDome: CapSolver's DataDome page says 1 s to 20 s; its upper end.
+    "datadome": 20.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

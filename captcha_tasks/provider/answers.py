@@ -1,6 +1,7 @@
 """Answers in the one shape a task result has whatever the provider (docs: "What the
 product returns"): a token or text; GeeTest v3's three and v4's five strings; AWS WAF's
-voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": int}]``.
+voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": int}]``;
+DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``.
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
@@ -23,6 +24,7 @@ __all__ = [
     "GEETEST_V4_KEYS",
     "Solution",
     "classic_solution",
+    "datadome_cookie",
     "for_type",
     "json_solution",
     "malformed",
@@ -55,7 +57,46 @@ def for_type(captcha_type: str, solution: Solution) -> Solution:
     as any token until the type is known."""
     if captcha_type == "aws_waf" and isinstance(solution, str):
         return {"aws_waf_token": solution}
+    if captcha_type == "datadome" and isinstance(solution, str):
+        return datadome_cookie(solution)  # res.php's answer: the Set-Cookie line
     return solution
+
+
+def datadome_cookie(line: str) -> dict[str, str]:
+    """A ``datadome=<value>; Max-Age=...; Domain=...; Path=/; ...`` line (what 2Captcha
+    and CapSolver send) as the result's cookie."""
+    first, _, rest = line.strip().partition(";")
+    name, sep, value = first.strip().partition("=")
+    if name != "datadome" or not sep or not value.strip() or any(c.isspace() for c in value):
+        raise malformed("DataDome", line)
+    domain = ""
+    for attribute in rest.split(";"):
+        key, _, found = attribute.strip().partition("=")
+        if key.lower() == "domain":
+            domain = found.strip()
+    return {
+        "name": "datadome",
+        "value": value.strip(),
+        "set_cookie": line.strip(),
+        "domain": domain,
+    }
+
+
+def _datadome(fields: dict[str, Any]) -> dict[str, str] | None:
+    """CapSolver's and 2Captcha's ``cookie`` (``datadome=...``) or CapMonster's
+    ``domains: {host: {cookies: {datadome: "<value>; Max-Age=..."}}}``; ``None``: neither."""
+    cookie = fields.get("cookie")
+    if isinstance(cookie, str) and cookie.startswith("datadome="):
+        return datadome_cookie(cookie)
+    domains = fields.get("domains")
+    if not isinstance(domains, dict) or not domains:
+        return None
+    for entry in domains.values():
+        cookies = entry.get("cookies") if isinstance(entry, dict) else None
+        value = cookies.get("datadome") if isinstance(cookies, dict) else None
+        if isinstance(value, str) and value:
+            return datadome_cookie(value if value.startswith("datadome=") else f"datadome={value}")
+    raise malformed("DataDome", fields)
 
 
 def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
@@ -81,6 +122,9 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     if "coordinates" in fields:
         points = fields["coordinates"]
         return _points(points if isinstance(points, list) else [points])
+    datadome = _datadome(fields)
+    if datadome is not None:
+        return datadome
     cookie = _aws_cookie(fields)
     if cookie is not None:
         return {"aws_waf_token": cookie}

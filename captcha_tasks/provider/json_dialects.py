@@ -233,6 +233,8 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
         "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
+        # Through a proxy only (2captcha.com/api-docs/datadome-slider-captcha).
+        "datadome": TaskNames(None, "DataDomeSliderTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -282,6 +284,9 @@ _CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
     "mtcaptcha": TaskNames("MtCaptchaTaskProxyLess", "MtCaptchaTask"),
     # Proxyless only (docs.capsolver.com/guide/captcha/FriendlyCaptcha).
     "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", None),
+    # Through a proxy only; capsolver 1.0.7's SUPPORT_TASK_TYPE spells it DataDomeSliderTask
+    # (its docs' examples DatadomeSliderTask).
+    "datadome": TaskNames(None, "DataDomeSliderTask"),
 }
 
 CAPSOLVER: Final = JsonDialect(
@@ -315,6 +320,7 @@ CAPMONSTER: Final = JsonDialect(
         "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
         "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
         "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
+        "datadome": TaskNames(None, "CustomTask"),  # class "DataDome", own proxy required
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

@@ -21,6 +21,7 @@ from .captchas import (
     Captcha,
     CaptchaType,
     Coordinates,
+    DataDome,
     FriendlyCaptcha,
     Image,
     RecaptchaV2,
@@ -101,6 +102,7 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
         "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "datadome": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
@@ -109,6 +111,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
         "friendly_captcha": "2captcha/2captcha-python 2.1.2 friendly_captcha() "
         "(method=friendly_captcha: sitekey, pageurl)",
+        "datadome": "2captcha/2captcha-python 2.1.2 datadome() (method=datadome: captcha_url, "
+        "pageurl, userAgent, proxy: all required), 2captcha/2captcha-php examples/datadome.php",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
@@ -116,6 +120,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
         "friendly_captcha": "2captcha.com/api-docs/friendly-captcha "
         "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
+        "datadome": "2captcha.com/api-docs/datadome-slider-captcha (DataDomeSliderTask: "
+        "websiteURL, captchaUrl, userAgent, proxy fields; no proxyless variant), "
+        "2captcha/2captcha-javascript",
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
@@ -125,6 +132,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless "
         "and /FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
         "friendlycaptchaproxyless / friendlycaptchaproxyon",
+        "datadome": "not in anticaptchaofficial 1.0.72 nor python-anticaptcha 2.0.0 (no DataDome "
+        "task in either official SDK)",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -136,6 +145,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "SUPPORT_TASK_TYPE",
         "friendly_captcha": "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
         "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 SUPPORT_TASK_TYPE)",
+        "datadome": "docs.capsolver.com/guide/captcha/datadome (DatadomeSliderTask: captchaUrl "
+        "with t=fe, userAgent, proxy: all required; t=bv: the IP is banned), capsolver 1.0.7 "
+        "SUPPORT_TASK_TYPE DataDomeSliderTask",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -146,6 +158,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "friendly_captcha": "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest "
         "(CustomTask, class friendly, metadata.apiGetLib: the widget script's URL, "
         "required)",
+        "datadome": "docs.capmonster.cloud/docs/captchas/datadome (CustomTask, class DataDome, "
+        "metadata.captchaUrl, metadata.datadomeCookie), capmonstercloudclient 4.3.1 "
+        "DataDomeCustomTaskRequest (own proxy and datadomeCookie required)",
     },
 }
 
@@ -230,6 +245,16 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
                 f"provider {provider} solves {what} only with module_script_url (the "
                 "widget script the page loads: metadata.apiGetLib)"
             )
+        if (
+            isinstance(captcha, DataDome)
+            and provider == "capmonster"
+            and captcha.datadome_cookie is None
+        ):
+            # Its CustomTask takes the challenge's cookie with the captcha's URL, required.
+            return (
+                f"provider {provider} solves {what} only with datadome_cookie (the "
+                "datadome cookie the challenged page set: metadata.datadomeCookie)"
+            )
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:
@@ -238,6 +263,9 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
     feature = _feature(captcha)
     if feature not in CLASSIC_OFFERS.get(provider, frozenset()):
         return f"provider {provider} does not solve {what} (provider/offers.py, CLASSIC_OFFERS)"
+    if isinstance(captcha, DataDome) and not proxied:
+        # in.php's method=datadome takes a proxy, required (SOURCES).
+        return f"provider {provider} does not solve {what} without a proxy"
     return None
 
 
