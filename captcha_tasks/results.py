@@ -3,8 +3,8 @@
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
 :data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
-(:data:`CoordinatesResult`) or DataDome's cookie (:data:`DataDomeResult`). They are plain dicts (JSON through the result backend), typed
-for mypy and editors.
+(:data:`CoordinatesResult`) or DataDome's cookie (:data:`DataDomeResult`). They are
+plain dicts (JSON through the result backend), typed for mypy and editors.
 """
 
 from __future__ import annotations
