@@ -83,6 +83,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 10.0,
         "prosopo": 10.0,
         "friendly_captcha": 5.0,
+        "datadome": 5.0,
     }
 )
 
@@ -101,6 +102,9 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "mtcaptcha": 120.0,
         "prosopo": 60.0,
         "friendly_captcha": 120.0,
+        # DataDome's cookie lives a year (docs.datadome.co); the sandbox honours it as
+        # long as its longest-lived token (AWS WAF's), which bounds its memory.
+        "datadome": 300.0,
     }
 )
 

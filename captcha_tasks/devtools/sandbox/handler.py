@@ -25,7 +25,15 @@ from ...errors import ConfigurationError
 from .callbacks import CallbackSender
 from .garbage import Garbage
 from .json_api import JSON_METHODS, JsonApi, fault_path
-from .protocol import WITHDRAWN_METHODS, ApiError, Reply, Upload, error_text, parse_submission
+from .protocol import (
+    NOT_OFFERED_METHODS,
+    WITHDRAWN_METHODS,
+    ApiError,
+    Reply,
+    Upload,
+    error_text,
+    parse_submission,
+)
 from .state import SandboxState
 
 __all__ = [
@@ -218,6 +226,9 @@ class SandboxHandler(BaseHTTPRequestHandler):
                 if method in WITHDRAWN_METHODS.get(config.classic_dialect, ()):
                     state.count("param_errors")
                     raise ApiError("ERROR_METHOD_CALL")
+                if method in NOT_OFFERED_METHODS.get(config.classic_dialect, ()):
+                    state.count("param_errors")
+                    raise ApiError("ERROR_BAD_PARAMETERS")
                 try:
                     submission = parse_submission(
                         params, files, config.min_image_bytes, config.max_image_bytes

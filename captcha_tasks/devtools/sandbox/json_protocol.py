@@ -50,6 +50,10 @@ _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
+#: DataDome: through the task's own proxy only. 2Captcha's DataDomeSliderTask; CapSolver's
+#: under both its spellings (capsolver 1.0.7's DataDomeSliderTask, its docs'
+#: DatadomeSliderTask); CapMonster's CustomTask class DataDome. Anti-Captcha: none.
+_DATADOME = {"DataDomeSliderTask": ("datadome", "required")}
 _CAPMONSTER = {
     name: (kind, "none" if kind == "image" else "optional")
     for name, (kind, _) in {
@@ -71,6 +75,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_TWOCAPTCHA_MT,
         **_PROSOPO,
         **_FRIENDLY,
+        **_DATADOME,
     },
     "anticaptcha": {
         **_COMMON,
@@ -93,8 +98,10 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_pair("AntiAwsWafTask", "aws_waf", "ProxyLess"),
         **_pair("MtCaptchaTask", "mtcaptcha", "ProxyLess"),  # no Prosopo at CapSolver
         "FriendlyCaptchaTaskProxyless": ("friendly_captcha", "none"),  # its spelling
+        **_DATADOME,
+        "DatadomeSliderTask": ("datadome", "required"),
     },
-    "capmonster": _CAPMONSTER,
+    "capmonster": {**_CAPMONSTER, "CustomTask/DataDome": ("datadome", "required")},
 }
 
 #: Kinds a dialect still names a task type for but no longer solves, and the errorCode

@@ -41,6 +41,8 @@ def solution(
     text = str(answer)
     if kind == "image":
         return {"text": text}
+    if kind == "datadome":
+        return _datadome(dialect, text)
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).
@@ -62,6 +64,20 @@ def solution(
     if kind == "hcaptcha" and dialect == "capmonster":
         out["respKey"] = ""
     return out
+
+
+def _datadome(dialect: str, line: str) -> dict[str, object]:
+    """DataDome's cookie: the ``Set-Cookie`` line as ``cookie`` (2Captcha's
+    DataDomeSliderTask page, CapSolver's DataDome page); CapMonster's per domain, the
+    value and its attributes under ``cookies.datadome`` (its DataDome page)."""
+    if dialect != "capmonster":
+        return {"cookie": line}
+    domain = ""
+    for attribute in line.split(";"):
+        name, _, found = attribute.strip().partition("=")
+        if name == "Domain":
+            domain = found.lstrip(".")
+    return {"domains": {domain: {"cookies": {"datadome": line.removeprefix("datadome=")}}}}
 
 
 def _fields(

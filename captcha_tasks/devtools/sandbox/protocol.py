@@ -27,6 +27,7 @@ from .submission import (
 
 __all__ = [
     "FINGERPRINT_IGNORED",
+    "NOT_OFFERED_METHODS",
     "WITHDRAWN_METHODS",
     "ApiError",
     "Reply",
@@ -77,7 +78,11 @@ _NEWER = {
     "mt_captcha": kinds.mt_captcha,
     "prosopo": kinds.prosopo,
     "friendly_captcha": kinds.friendly_captcha,
+    "datadome": kinds.datadome,
 }
+#: in.php methods a classic dialect never offered, answered as any unknown method:
+#: CaptchaAI has no DataDome (provider/offers.py SOURCES).
+NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"datadome"})}
 
 
 #: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL

@@ -9,6 +9,7 @@ from .answers import (
     DEFAULT_USER_AGENT,
     aws_waf_answer,
     coordinates_answer,
+    datadome_cookie,
     funcaptcha_token,
     geetest_answer,
     geetest_v4_answer,
@@ -64,6 +65,8 @@ class TokenRecord:
     score: float | None
     cdata: str
     used: bool = False
+    #: DataDome: the user agent the cookie was solved as (and is good for only).
+    user_agent: str = ""
 
 
 def make_answer(
@@ -84,6 +87,8 @@ def make_answer(
     if sub.kind == "aws_waf":
         answer = aws_waf_answer(rng)
         issued = answer["existing_token"]
+    elif sub.kind == "datadome":
+        issued, answer = datadome_cookie(sub.hostname, rng)
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:
@@ -98,6 +103,7 @@ def make_answer(
         score=sub.score,
         cdata=sub.cdata,
         used=unsolvable,  # never handed out
+        user_agent=sub.user_agent if sub.kind == "datadome" else "",
     )
     return answer, (issued, record)
 
