@@ -1,0 +1,66 @@
+"""DataDome's challenge found in a page as its script finds it: an HTTP 403 whose page
+carries the ``dd`` object, the captcha's URL built from it; the demo site's page is one."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from captcha_tasks.devtools.sandbox.demo_widgets import datadome_page
+from captcha_tasks.provider import DataDome
+from captcha_tasks.session.pages import Page, detect_challenge, find_datadome
+
+PAGE = "https://shop.example.com/account?x=1"
+DD = (
+    "<html><body><script>var dd={'rt':'c','cid':'AHrlqAAAAAMA==','hsh':'789361B6','t':'fe',"
+    "'s':40070,'e':'3e53','host':'geo.captcha-delivery.com','cookie':'6QAE~x'}</script>"
+    '<script src="https://ct.captcha-delivery.com/c.js"></script></body></html>'
+)
+
+
+def test_the_captcha_url_is_built_from_the_dd_object() -> None:
+    challenge = find_datadome(Page(403, PAGE, DD))
+    assert challenge is not None
+    assert (challenge.type, challenge.action) == ("datadome", PAGE)
+    parts = urlsplit(challenge.captcha_url)
+    assert (parts.scheme, parts.netloc, parts.path) == (
+        "https",
+        "geo.captcha-delivery.com",
+        "/captcha/",
+    )
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    assert query == {
+        "initialCid": "AHrlqAAAAAMA==",
+        "hash": "789361B6",
+        "cid": "6QAE~x",
+        "t": "fe",
+        "referer": PAGE,
+        "s": "40070",
+        "e": "3e53",
+    }
+    DataDome(challenge.captcha_url, PAGE, "UA")  # what solve_datadome takes
+    assert detect_challenge(Page(403, PAGE, DD)) == challenge
+
+
+@pytest.mark.parametrize(
+    ("status", "html"),
+    [
+        (200, DD),  # DataDome answers its challenge with 403
+        (403, DD.replace("'rt':'c'", "'rt':'i'")),  # an interstitial: no captcha to solve
+        (403, DD.replace("geo.captcha-delivery.com", "evil.example")),
+        (403, DD.replace("var dd=", "var other=")),
+        (403, DD.replace("'s':40070", "'s':40070,")),  # not an object JSON can read
+        (403, "<h1>Forbidden</h1>"),
+    ],
+)
+def test_anything_else_is_no_datadome_challenge(status: int, html: str) -> None:
+    assert find_datadome(Page(status, PAGE, html)) is None
+
+
+def test_the_demo_sites_page_is_found_and_a_banned_ip_reads_as_t_bv() -> None:
+    for banned, t in ((False, "fe"), (True, "bv")):
+        challenge = find_datadome(Page(403, PAGE, datadome_page("shop", "c00kie", banned)))
+        assert challenge is not None
+        query = parse_qs(urlsplit(challenge.captcha_url).query)
+        assert (query["t"], query["cid"]) == ([t], ["c00kie"])
