@@ -341,11 +341,11 @@ def _set_datadome_cookie(task: PageTask, solved: Any, url: str) -> Page:
     session = task.browser()
     agent = str(session.headers.get("User-Agent", ""))
     if solved.get("proxy_id") != task.proxy_id or solved.get("user_agent") != agent:
+        changed = "user agent" if solved.get("proxy_id") == task.proxy_id else "proxy"
         raise ChallengeRejected(
-            f"the DataDome cookie for {url} is bound to proxy {solved.get('proxy_id')!r} and "
-            f"the user agent it was solved as; this worker now sends through "
-            f"{task.proxy_id!r}{'' if solved.get('user_agent') == agent else ' with another'}"
-            " user agent"
+            f"the DataDome cookie for {url} is bound to the proxy and user agent it was "
+            f"solved with (proxy {solved.get('proxy_id')!r}); this worker's {changed} "
+            "changed since: not sent"
         )
     host = urlsplit(url).hostname or ""
     domain = cookie["domain"]

@@ -3,13 +3,18 @@ carries the ``dd`` object, the captcha's URL built from it; the demo site's page
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import requests
 
 from captcha_tasks.devtools.sandbox.demo_widgets import datadome_page
+from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.provider import DataDome
 from captcha_tasks.session.pages import Page, detect_challenge, find_datadome
+from captcha_tasks.settings import Settings
+from captcha_tasks.worker.page_tasks import _set_datadome_cookie
 
 PAGE = "https://shop.example.com/account?x=1"
 DD = (
@@ -64,3 +69,35 @@ def test_the_demo_sites_page_is_found_and_a_banned_ip_reads_as_t_bv() -> None:
         assert challenge is not None
         query = parse_qs(urlsplit(challenge.captcha_url).query)
         assert (query["t"], query["cid"]) == ([t], ["c00kie"])
+
+
+class _Task:
+    """What _set_datadome_cookie reads of a page task: its settings, proxy id, session."""
+
+    def __init__(self, proxy_id: str) -> None:
+        self.settings = Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": "127.0.0.1:9"})
+        self.proxy_id = proxy_id
+        self.session = requests.Session()
+
+    def browser(self) -> requests.Session:
+        return self.session
+
+
+def _solved(proxy_id: str, agent: str) -> dict[str, Any]:
+    cookie = {"name": "datadome", "value": "v", "set_cookie": "datadome=v", "domain": ""}
+    return {"solution": cookie, "proxy_id": proxy_id, "user_agent": agent, "source": "api"}
+
+
+@pytest.mark.parametrize(
+    ("proxy_id", "agent", "changed"),
+    [("p2", None, "proxy"), ("p1", "Mozilla/5.0 (another)", "user agent")],
+)
+def test_a_cookie_is_not_sent_from_another_identity(
+    proxy_id: str, agent: str | None, changed: str
+) -> None:
+    task = _Task("p1")
+    mine = str(task.session.headers["User-Agent"])
+    with pytest.raises(ChallengeRejected, match=f"this worker's {changed} changed") as info:
+        _set_datadome_cookie(task, _solved(proxy_id, agent or mine), "http://127.0.0.1:9/p")  # type: ignore[arg-type]
+    assert "not sent" in str(info.value)
+    assert list(task.session.cookies) == []  # nothing set, nothing requested (port 9)
