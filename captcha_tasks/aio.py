@@ -54,6 +54,7 @@ from .results import (
     AwsWafResult,
     BalanceResult,
     CoordinatesResult,
+    DataDomeResult,
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
@@ -83,6 +84,7 @@ __all__ = [
     "solve_altcha",
     "solve_aws_waf",
     "solve_coordinates",
+    "solve_datadome",
     "solve_friendly_captcha",
     "solve_funcaptcha",
     "solve_geetest",
@@ -383,6 +385,22 @@ async def solve_image(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_image` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.solve_image, locals())
+
+
+@_checked
+async def solve_datadome(
+    captcha_url: str,
+    pageurl: str,
+    user_agent: str,
+    *,
+    proxy_id: str | None = None,
+    datadome_cookie: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> DataDomeResult:
+    """``await`` :func:`captcha_tasks.solve_datadome` (same arguments, and ``timeout=``)."""
+    return await _call(solve_tasks.solve_datadome, locals())
 
 
 @_checked

@@ -61,6 +61,7 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "friendly_captcha",
     "grid",
     "altcha",
+    "datadome",
 )
 
 

@@ -98,11 +98,12 @@ NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
             "prosopo",
             "friendly_captcha",
             "altcha",
+            "datadome",
         }
     ),
     "2captcha": frozenset({"hcaptcha"}),
     "2captcha-v2": frozenset({"hcaptcha"}),
-    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "grid"}),
+    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "grid", "datadome"}),
     "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo", "altcha"}),
     "capmonster": frozenset({"hcaptcha", "coordinates"}),
 }

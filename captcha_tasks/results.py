@@ -2,9 +2,9 @@
 
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
-:data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`) or the points to click
-(:data:`CoordinatesResult`). They are plain dicts (JSON through the result backend), typed
-for mypy and editors.
+:data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
+(:data:`CoordinatesResult`) or DataDome's cookie (:data:`DataDomeResult`). They are
+plain dicts (JSON through the result backend), typed for mypy and editors.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ __all__ = [
     "AwsWafSolution",
     "BalanceResult",
     "CoordinatesResult",
+    "DataDomeResult",
+    "DataDomeSolution",
     "FillResult",
     "GeeTestResult",
     "GeeTestSolution",
@@ -45,7 +47,9 @@ class SolveResult(TypedDict, Generic[S]):
     token when several providers are configured (the pool does not record which one
     solved it); ``cost`` a decimal string (``None``: unknown or pooled);
     ``expires_at``: epoch seconds the token is good until (``None``: not a token);
-    ``user_agent``: the browser the token is bound to, where the provider says."""
+    ``user_agent``: the browser the token is bound to, where the provider says (DataDome:
+    always, the one it was solved as); ``proxy_id``: the pool proxy a DataDome cookie is
+    bound to (its id only, never its address or credentials)."""
 
     solution: S
     source: Literal["api", "pool"]
@@ -61,6 +65,7 @@ class SolveResult(TypedDict, Generic[S]):
     cost: str | None
     cost_source: NotRequired[Literal["provider", "configured"] | None]
     user_agent: NotRequired[str]
+    proxy_id: NotRequired[str]
 
 
 class GeeTestSolution(TypedDict):
@@ -86,6 +91,19 @@ class AwsWafSolution(TypedDict, total=False):
     existing_token: str
 
 
+class DataDomeSolution(TypedDict):
+    """The cookie a solved DataDome captcha earns: ``name`` (``datadome``) and ``value``
+    to set, ``set_cookie`` the whole ``Set-Cookie`` line as the provider gave it, and its
+    ``domain`` (``.example.com``; ``""`` when the provider named none). The result's
+    ``user_agent`` and ``proxy_id`` name the identity it is good for: send it from that
+    user agent through that proxy, or DataDome challenges again."""
+
+    name: str
+    value: str
+    set_cookie: str
+    domain: str
+
+
 class Point(TypedDict):
     x: int
     y: int
@@ -109,6 +127,7 @@ GeeTestV4Result = SolveResult[GeeTestV4Solution]
 AwsWafResult = SolveResult[AwsWafSolution]
 CoordinatesResult = SolveResult[list[Point]]
 GridResult = SolveResult[GridSolution]
+DataDomeResult = SolveResult[DataDomeSolution]
 
 
 class BalanceResult(TypedDict):

@@ -245,6 +245,15 @@ _FRIENDLY_CAPTCHA = _Method(
     (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
     dict(_PROXY),
 )
+_DATADOME = _Method(
+    "captcha_tasks.solve_datadome",
+    (
+        ("captcha_url", ("captcha_url",)),
+        ("pageurl", ("pageurl",)),
+        ("user_agent", ("userAgent", "user_agent")),
+    ),
+    {"datadome_cookie": ("datadome_cookie", _same), **_PROXY},
+)
 _COORDINATES = _Method(
     "captcha_tasks.solve_coordinates",
     (("image_b64", ("body", "image_b64")),),
@@ -278,6 +287,7 @@ METHODS: Mapping[str, str] = {
     "mt_captcha": "captcha_tasks.solve_mtcaptcha",
     "prosopo": "captcha_tasks.solve_prosopo",
     "friendly_captcha": "captcha_tasks.solve_friendly_captcha",
+    "datadome": "captcha_tasks.solve_datadome",
 }
 _BY_NAME: Mapping[str, _Method] = {
     "turnstile": _TURNSTILE,
@@ -289,6 +299,7 @@ _BY_NAME: Mapping[str, _Method] = {
     "mt_captcha": _MTCAPTCHA,
     "prosopo": _PROSOPO,
     "friendly_captcha": _FRIENDLY_CAPTCHA,
+    "datadome": _DATADOME,
 }
 
 

@@ -123,6 +123,7 @@ LABELS = {
     "friendly_captcha": "Friendly Captcha",
     "grid": "Image grid",
     "altcha": "Altcha",
+    "datadome": "DataDome",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

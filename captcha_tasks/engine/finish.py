@@ -136,6 +136,12 @@ class Finisher:
     def _solved(self, job: Job, answer: Answer, at: float) -> _Solved:
         solution = for_type(job.type, answer.solution, _grid_shape(job))
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
+        user_agent, proxy_id = answer.user_agent, None
+        if job.type == "datadome":
+            # The cookie is good only for the identity it was solved as: the user agent
+            # and the proxy the provider was given.
+            user_agent = getattr(job.captcha(), "user_agent", None) or user_agent
+            proxy_id = job.proxy_id or None
         result = solve_result(
             job,
             solution,
@@ -144,7 +150,8 @@ class Finisher:
             protocol=self.provider,
             cost=cost,
             cost_source=cost_source,
-            user_agent=answer.user_agent,
+            user_agent=user_agent,
+            proxy_id=proxy_id,
         )
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)

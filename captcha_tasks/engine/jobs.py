@@ -141,12 +141,14 @@ def solve_result(
     cost: decimal.Decimal | None = None,
     user_agent: str | None = None,
     cost_source: str | None = None,
+    proxy_id: str | None = None,
 ) -> dict[str, Any]:
     """What ``AsyncResult.get()`` returns for a solved job (a ``results.SolveResult``):
     ``provider`` names who solved it (its configured name) and ``protocol`` the protocol
     it speaks, ``cost`` what it cost (None: unknown) and ``cost_source`` whose figure
     that is (``provider``: its own, ``configured``: ``CAPTCHA_TASKS_PRICES``; engine.spend), and
-    ``user_agent`` the browser identity the token is bound to, where the provider says."""
+    ``user_agent`` the browser identity the token is bound to, where the provider says,
+    and ``proxy_id`` the pool proxy it is bound to (DataDome's cookie)."""
     submitted_at = job.submitted_at or collected_at
     # The token was issued after the last poll that found none: count its life from then.
     issued_after = job.last_poll_at or submitted_at
@@ -166,4 +168,5 @@ def solve_result(
         "cost": None if cost is None else str(cost),
         "cost_source": None if cost is None else cost_source,
         **({"user_agent": user_agent} if user_agent else {}),
+        **({"proxy_id": proxy_id} if proxy_id else {}),
     }

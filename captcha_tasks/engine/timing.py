@@ -63,6 +63,9 @@ FIRST_POLL: dict[str, float] = {
     # capmonstercloudclient 4.3.1's getAltchaTimeouts: first read after 1 s, then every
     # second; a proof of work, solved by a machine.
     "altcha": 3.0,
+    # capmonstercloudclient 4.3.1's getDatadomeTimeouts: first read after 1 s, then every
+    # 3 s; CapSolver's DataDome page: "within 1s to 20s".
+    "datadome": 5.0,
 }
 #: Seconds from submit until a captcha is given up as SolveTimeout.
 DEADLINE: dict[str, float] = {
@@ -86,6 +89,8 @@ DEADLINE: dict[str, float] = {
     # capmonstercloudclient 4.3.1 gives it up after 50 s (getAltchaTimeouts);
     # anticaptchaofficial's altchaProxyless waits up to 300 s: the shorter, doubled.
     "altcha": 100.0,
+    # capmonstercloudclient 4.3.1 gives it up after 180 s (getDatadomeTimeouts).
+    "datadome": 180.0,
 }
 #: How long a token stays valid at the target site (single use).
 TOKEN_TTL: dict[str, float] = {

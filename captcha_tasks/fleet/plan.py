@@ -50,6 +50,8 @@ DRAIN_CEILINGS: dict[str, float] = {
     "grid": 10.0,
     # Altcha: CapMonster's own client gives it up after 50 s (getAltchaTimeouts).
     "altcha": 50.0,
+    # DataDome: CapSolver's DataDome page says 1 s to 20 s; its upper end.
+    "datadome": 20.0,
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

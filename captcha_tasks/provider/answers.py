@@ -4,6 +4,7 @@ voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": in
 a grid's tiles as ``{"tiles": [...], "rows": int, "cols": int}``, numbered from 0, left
 to right then top to bottom, sorted (2Captcha and CaptchaAI count from 1, CapSolver
 from 0, CapMonster Cloud answers a boolean per tile).
+DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``.
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
@@ -27,6 +28,7 @@ __all__ = [
     "GRID_TILES",
     "Solution",
     "classic_solution",
+    "datadome_cookie",
     "for_type",
     "json_solution",
     "malformed",
@@ -68,6 +70,8 @@ def for_type(
         return {"aws_waf_token": solution}
     if captcha_type == "grid" and grid is not None:
         return _grid(solution, *grid)
+    if captcha_type == "datadome" and isinstance(solution, str):
+        return datadome_cookie(solution)  # res.php's answer: the Set-Cookie line
     return solution
 
 
@@ -76,6 +80,43 @@ def _grid(solution: Solution, rows: int, cols: int) -> dict[str, Any]:
     if not isinstance(tiles, list) or any(not 0 <= tile < rows * cols for tile in tiles):
         raise malformed("grid", solution)
     return {GRID_TILES: tiles, "rows": rows, "cols": cols}
+
+
+def datadome_cookie(line: str) -> dict[str, str]:
+    """A ``datadome=<value>; Max-Age=...; Domain=...; Path=/; ...`` line (what 2Captcha
+    and CapSolver send) as the result's cookie."""
+    first, _, rest = line.strip().partition(";")
+    name, sep, value = first.strip().partition("=")
+    if name != "datadome" or not sep or not value.strip() or any(c.isspace() for c in value):
+        raise malformed("DataDome", line)
+    domain = ""
+    for attribute in rest.split(";"):
+        key, _, found = attribute.strip().partition("=")
+        if key.lower() == "domain":
+            domain = found.strip()
+    return {
+        "name": "datadome",
+        "value": value.strip(),
+        "set_cookie": line.strip(),
+        "domain": domain,
+    }
+
+
+def _datadome(fields: dict[str, Any]) -> dict[str, str] | None:
+    """CapSolver's and 2Captcha's ``cookie`` (``datadome=...``) or CapMonster's
+    ``domains: {host: {cookies: {datadome: "<value>; Max-Age=..."}}}``; ``None``: neither."""
+    cookie = fields.get("cookie")
+    if isinstance(cookie, str) and cookie.startswith("datadome="):
+        return datadome_cookie(cookie)
+    domains = fields.get("domains")
+    if not isinstance(domains, dict) or not domains:
+        return None
+    for entry in domains.values():
+        cookies = entry.get("cookies") if isinstance(entry, dict) else None
+        value = cookies.get("datadome") if isinstance(cookies, dict) else None
+        if isinstance(value, str) and value:
+            return datadome_cookie(value if value.startswith("datadome=") else f"datadome={value}")
+    raise malformed("DataDome", fields)
 
 
 def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
@@ -107,6 +148,9 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     grid = _grid_fields(fields)
     if grid is not None:
         return grid
+    datadome = _datadome(fields)
+    if datadome is not None:
+        return datadome
     cookie = _aws_cookie(fields)
     if cookie is not None:
         return {"aws_waf_token": cookie}

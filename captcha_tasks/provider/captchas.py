@@ -17,7 +17,9 @@ import re
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, Final, Literal, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
+from ..errors import InvalidTaskInput
 from ._checks import (
     _AWS_CONTEXT,
     _AWS_IV,
@@ -73,6 +75,7 @@ __all__ = [
     "Captcha",
     "CaptchaType",
     "Coordinates",
+    "DataDome",
     "FriendlyCaptcha",
     "FunCaptcha",
     "GeeTest",
@@ -106,6 +109,7 @@ CaptchaType = Literal[
     "friendly_captcha",
     "grid",
     "altcha",
+    "datadome",
 ]
 
 _C = TypeVar("_C", bound="Captcha")
@@ -592,6 +596,64 @@ class Altcha(Captcha):
         return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
 
 
+#: DataDome's captcha host: ``geo.captcha-delivery.com`` and its sister hosts.
+_DATADOME_HOST = "captcha-delivery.com"
+#: ``t=`` of a captcha URL: ``fe`` a captcha to solve, ``bv`` a banned IP (CapSolver's
+#: DataDome page: "If t=bv means that your ip is directly banned").
+DATADOME_SOLVABLE = "fe"
+DATADOME_BANNED = "bv"
+
+
+def _datadome_url(where: str, value: object) -> None:
+    url = _page_url(where, value)
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if (
+        parts.scheme.lower() != "https"
+        or not (host == _DATADOME_HOST or host.endswith("." + _DATADOME_HOST))
+        or not parts.path.startswith("/captcha")
+    ):
+        _fail(
+            where,
+            "must be DataDome's captcha URL (https://geo.captcha-delivery.com/captcha/?...), "
+            f"got {_shown(url)}",
+        )
+    kind = parse_qs(parts.query).get("t", [""])[-1]
+    if kind == DATADOME_BANNED:
+        raise InvalidTaskInput(
+            f"{where}: t=bv: DataDome banned this IP (no captcha to solve); change the "
+            "proxy and load the page again. Nothing was sent",
+            "DATADOME_IP_BANNED",
+        )
+    if kind != DATADOME_SOLVABLE:
+        _fail(where, f"t must be fe (a captcha to solve), got t={kind or '(none)'}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DataDome(Captcha):
+    """DataDome's slider captcha: ``captcha_url`` (the captcha iframe's address,
+    ``https://geo.captcha-delivery.com/captcha/?...&t=fe...``), the ``pageurl`` that
+    answered with it, the browser's ``user_agent`` and, where the provider needs it
+    (CapMonster Cloud's ``metadata.datadomeCookie``), ``datadome_cookie``: the
+    ``datadome`` cookie the challenge set. Its cookie is bound to the user agent and the
+    IP (the proxy) that solved it, so a proxy is required wherever it is offered."""
+
+    type: ClassVar[Literal["datadome"]] = "datadome"
+    captcha_url: str
+    pageurl: str
+    user_agent: str
+    datadome_cookie: str | None = dataclasses.field(default=None, repr=False)
+
+    def _check(self, max_image_bytes: int) -> None:
+        _datadome_url("DataDome.captcha_url", self.captcha_url)
+        _page_url("DataDome.pageurl", self.pageurl)
+        _text("DataDome.user_agent", self.user_agent, max_len=512, spaces=True)
+        if self.datadome_cookie is not None:
+            cookie = _text("DataDome.datadome_cookie", self.datadome_cookie, max_len=4096)
+            if not cookie.startswith("datadome="):
+                _set(self, "datadome_cookie", f"datadome={cookie}")
+
+
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
 CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
     cls.type: cls
@@ -611,5 +673,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         FriendlyCaptcha,
         Grid,
         Altcha,
+        DataDome,
     )
 }

@@ -16,6 +16,7 @@ from .captchas import (
     AwsWaf,
     Captcha,
     Coordinates,
+    DataDome,
     FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
@@ -146,6 +147,15 @@ def submit_params(captcha: Captcha) -> dict[str, str]:
                 "method": "altcha",
                 "pageurl": captcha.pageurl,
                 "challenge_json": captcha.challenge_json,
+            }
+        case DataDome():
+            # 2captcha-python's datadome(): captcha_url, pageurl, userAgent and the proxy
+            # (proxy_params, which the client adds).
+            return {
+                "method": "datadome",
+                "captcha_url": captcha.captcha_url,
+                "pageurl": captcha.pageurl,
+                "userAgent": captcha.user_agent,
             }
     raise InvalidTaskInput(f"in.php has no method for {type(captcha).__name__}")
 

@@ -235,6 +235,8 @@ TWOCAPTCHA_V2: Final = JsonDialect(
         "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
         "grid": TaskNames("GridTask", None),
         "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
+        # Through a proxy only (2captcha.com/api-docs/datadome-slider-captcha).
+        "datadome": TaskNames(None, "DataDomeSliderTask"),
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
@@ -288,6 +290,9 @@ _CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
     # Answered in the createTask reply (docs.capsolver.com/guide/recognition/
     # ReCaptchaClassification).
     "grid": TaskNames("ReCaptchaV2Classification", None),
+    # Through a proxy only; capsolver 1.0.7's SUPPORT_TASK_TYPE spells it DataDomeSliderTask
+    # (its docs' examples DatadomeSliderTask).
+    "datadome": TaskNames(None, "DataDomeSliderTask"),
 }
 
 CAPSOLVER: Final = JsonDialect(
@@ -323,6 +328,7 @@ CAPMONSTER: Final = JsonDialect(
         "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
         "grid": TaskNames("ComplexImageTask", None),  # class "recaptcha"
         "altcha": TaskNames("CustomTask", "CustomTask"),  # class "altcha"
+        "datadome": TaskNames(None, "CustomTask"),  # class "DataDome", own proxy required
     },
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",

@@ -18,6 +18,7 @@ from .captchas import (
     AwsWaf,
     Captcha,
     Coordinates,
+    DataDome,
     FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
@@ -120,6 +121,8 @@ def _fields(dialect: JsonDialect, captcha: Captcha) -> Task:
             return _grid(dialect, captcha)
         case Altcha():
             return _altcha(dialect, captcha)
+        case DataDome():
+            return _datadome(dialect, captcha)
     raise InvalidTaskInput(f"provider {dialect.name}: no task for {type(captcha).__name__}")
 
 
@@ -179,6 +182,34 @@ def _altcha(dialect: JsonDialect, captcha: Altcha) -> Task:
             "iterations": str(challenge.max_number),
             "salt": challenge.salt,
             "signature": challenge.signature,
+        },
+    }
+
+
+def _datadome(dialect: JsonDialect, captcha: DataDome) -> Task:
+    if dialect.name != "capmonster":
+        # 2Captcha's DataDomeSliderTask and CapSolver's: the page, the captcha's URL and
+        # the user agent the cookie will be used with (all required, with the proxy).
+        return {
+            "websiteURL": captcha.pageurl,
+            "captchaUrl": captcha.captcha_url,
+            "userAgent": captcha.user_agent,
+        }
+    # CapMonster Cloud: CustomTask of class DataDome, the captcha's URL and the cookie the
+    # challenge set in ``metadata`` (capmonstercloudclient's DataDomeCustomTaskRequest
+    # refuses a task without either).
+    if captcha.datadome_cookie is None:
+        raise InvalidTaskInput(
+            "provider capmonster: DataDome needs datadome_cookie (the datadome cookie the "
+            "challenged page set)"
+        )
+    return {
+        "class": "DataDome",
+        "websiteURL": captcha.pageurl,
+        "userAgent": captcha.user_agent,
+        "metadata": {
+            "captchaUrl": captcha.captcha_url,
+            "datadomeCookie": captcha.datadome_cookie,
         },
     }
 

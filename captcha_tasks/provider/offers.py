@@ -22,6 +22,7 @@ from .captchas import (
     Captcha,
     CaptchaType,
     Coordinates,
+    DataDome,
     FriendlyCaptcha,
     Grid,
     Image,
@@ -106,6 +107,7 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "grid": "pypi captchaai v1.0.1 (Grid/BLS in its list of types), blog.captchaai.com/"
         "how-grid-image-captchas-work (tiles numbered from 1); in.php as 2Captcha's",
         "altcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        "datadome": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
     },
     "2captcha": {
         "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
@@ -118,6 +120,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "recaptchacols, textinstructions; answer click:1/4/7)",
         "altcha": "2captcha/2captcha-python 2.1.2 altcha() (method=altcha: pageurl, "
         "challenge_url or challenge_json; the answer is the token)",
+        "datadome": "2captcha/2captcha-python 2.1.2 datadome() (method=datadome: captcha_url, "
+        "pageurl, userAgent, proxy: all required), 2captcha/2captcha-php examples/datadome.php",
     },
     "2captcha-v2": {
         "*": "2captcha.com/api-docs/create-task",
@@ -130,6 +134,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "altcha": "2captcha.com/api-docs/altcha (AltchaTaskProxyless, AltchaTask: websiteURL, "
         "challengeURL or challengeJSON; the page shows no solution example: solution.token "
         "assumed, as at Anti-Captcha)",
+        "datadome": "2captcha.com/api-docs/datadome-slider-captcha (DataDomeSliderTask: "
+        "websiteURL, captchaUrl, userAgent, proxy fields; no proxyless variant), "
+        "2captcha/2captcha-javascript",
     },
     "anticaptcha": {
         "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
@@ -144,6 +151,8 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "altcha": "anti-captcha.com/apidoc/task-types/AltchaTaskProxyless and /AltchaTask "
         "(websiteURL, challengeURL or challengeJSON; solution token), anticaptchaofficial "
         "1.0.72 altchaproxyless / altchaproxyon",
+        "datadome": "not in anticaptchaofficial 1.0.72 nor python-anticaptcha 2.0.0 (no DataDome "
+        "task in either official SDK)",
     },
     "capsolver": {
         "*": "docs.capsolver.com/guide/api-support",
@@ -160,6 +169,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "objects from 0), capsolver 1.0.7 check.py",
         "altcha": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
         "SUPPORT_TASK_TYPE",
+        "datadome": "docs.capsolver.com/guide/captcha/datadome (DatadomeSliderTask: captchaUrl "
+        "with t=fe, userAgent, proxy: all required; t=bv: the IP is banned), capsolver 1.0.7 "
+        "SUPPORT_TASK_TYPE DataDomeSliderTask",
     },
     "capmonster": {
         "*": "docs.capmonster.cloud/docs/captchas/",
@@ -177,6 +189,9 @@ SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
         "altcha": "capmonstercloudclient 4.3.1 AltchaCustomTaskRequest (CustomTask, class "
         "altcha, websiteKey may be empty, metadata: challenge, iterations, salt, signature, "
         "all strings; no algorithm field, so SHA-256 only)",
+        "datadome": "docs.capmonster.cloud/docs/captchas/datadome (CustomTask, class DataDome, "
+        "metadata.captchaUrl, metadata.datadomeCookie), capmonstercloudclient 4.3.1 "
+        "DataDomeCustomTaskRequest (own proxy and datadomeCookie required)",
     },
 }
 
@@ -273,6 +288,16 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
         ):
             # Its metadata has no algorithm field: the widget's default, SHA-256, only.
             return f"provider {provider} solves {what} with SHA-256 challenges only"
+        if (
+            isinstance(captcha, DataDome)
+            and provider == "capmonster"
+            and captcha.datadome_cookie is None
+        ):
+            # Its CustomTask takes the challenge's cookie with the captcha's URL, required.
+            return (
+                f"provider {provider} solves {what} only with datadome_cookie (the "
+                "datadome cookie the challenged page set: metadata.datadomeCookie)"
+            )
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:
@@ -281,6 +306,9 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
     feature = _feature(captcha)
     if feature not in CLASSIC_OFFERS.get(provider, frozenset()):
         return f"provider {provider} does not solve {what} (provider/offers.py, CLASSIC_OFFERS)"
+    if isinstance(captcha, DataDome) and not proxied:
+        # in.php's method=datadome takes a proxy, required (SOURCES).
+        return f"provider {provider} does not solve {what} without a proxy"
     return None
 
 

@@ -29,6 +29,7 @@ the proxy shown with its password masked, never requests' own exception.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import socket
 import sys
@@ -36,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -53,8 +54,10 @@ __all__ = [
     "Challenge",
     "Page",
     "check_url",
+    "detect_challenge",
     "fetch",
     "find_challenge",
+    "find_datadome",
     "submit",
 ]
 
@@ -351,13 +354,16 @@ SITEKEY_RE = re.compile(r"[A-Za-z0-9_.-]{10,100}")
 
 @dataclass
 class Challenge:
-    """A captcha widget found in a page, and the form that carries its token."""
+    """A captcha widget found in a page, and the form that carries its token; or a
+    DataDome challenge (``type`` ``datadome``, ``captcha_url`` its captcha's address,
+    ``action`` the page to load again once its cookie is set)."""
 
     type: str
     sitekey: str
     token_field: str
     action: str
     fields: dict[str, str] = field(default_factory=dict)
+    captcha_url: str = ""
 
 
 class _ChallengeParser(HTMLParser):
@@ -386,6 +392,52 @@ class _ChallengeParser(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag == "form":
             self._form = None
+
+
+#: DataDome's challenge object in its 403 page: ``var dd={'rt':'c','cid':...}``.
+_DATADOME_OBJECT = re.compile(r"var\s+dd\s*=\s*(\{[^{}<>]{1,4096}\})")
+_DATADOME_HOST = re.compile(r"^(?:[a-z0-9-]+\.)*captcha-delivery\.com$")
+
+
+def find_datadome(page: Page) -> Challenge | None:
+    """DataDome's captcha challenge (an HTTP 403 whose page carries DataDome's ``dd``
+    object, ``rt: 'c'``), with the captcha's URL built from it as DataDome's script
+    builds its iframe; ``None`` for any other page (an interstitial device check,
+    ``rt: 'i'``, has no captcha to solve)."""
+    if page.status != 403 or "captcha-delivery.com" not in page.text:
+        return None
+    found = _DATADOME_OBJECT.search(page.text)
+    if found is None:
+        return None
+    try:
+        dd = json.loads(found.group(1).replace("'", '"'))
+    except ValueError:
+        return None
+    if not isinstance(dd, dict) or dd.get("rt") != "c":
+        return None
+    host = str(dd.get("host", ""))
+    if not _DATADOME_HOST.match(host):
+        return None
+    query = "&".join(
+        f"{name}={quote(str(value), safe='')}"
+        for name, value in (
+            ("initialCid", dd.get("cid", "")),
+            ("hash", dd.get("hsh", "")),
+            ("cid", dd.get("cookie", "")),
+            ("t", dd.get("t", "")),
+            ("referer", page.url),
+            ("s", dd.get("s", "")),
+            ("e", dd.get("e", "")),
+        )
+    )
+    url = urlunsplit(("https", host, "/captcha/", query, ""))
+    return Challenge("datadome", "", "datadome", page.url, captcha_url=url)
+
+
+def detect_challenge(page: Page) -> Challenge | None:
+    """What challenges ``page``: DataDome (:func:`find_datadome`) or a captcha widget
+    (:func:`find_challenge`); ``None``: nothing."""
+    return find_datadome(page) or find_challenge(page.text, page.url)
 
 
 def find_challenge(html: str, page_url: str) -> Challenge | None:

@@ -3,7 +3,11 @@
 ``fetch_page(url, *, form=None)`` loads the host's shared cookies, requests the page
 through the worker's pinned proxy, and if the page is challenged (a reCAPTCHA,
 Turnstile or hCaptcha sitekey in it) gets a token (a pooled one first) and submits
-it, then saves the cookies for the whole cluster.
+it, then saves the cookies for the whole cluster. A DataDome challenge (an HTTP 403
+with DataDome's captcha) is solved as the visitor that met it: through the worker's
+pinned proxy and with its session's user agent (DataDome binds its cookie to both),
+and its last step runs on the same worker (its direct queue), which sets the cookie
+and loads the page again with that same identity.
 
 Spending a solve is serialised per host by the session lock, double-checked: the
 task takes the lock only when the page is challenged, and looks again under the
@@ -25,14 +29,23 @@ from typing import Any, cast
 from urllib.parse import urlsplit
 
 from celery.exceptions import Ignore
+from celery.utils.nodenames import worker_direct
 
-from ..errors import ChallengeRejected, InvalidTaskInput
+from ..errors import ChallengeRejected, InvalidTaskInput, NoProxyAvailable
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
 from ..results import PageResult
 from ..session import parking
 from ..session.cookies import CookieStore
 from ..session.locks import SessionLock
-from ..session.pages import Challenge, Page, check_url, fetch, find_challenge, submit
+from ..session.pages import (
+    Challenge,
+    Page,
+    check_url,
+    detect_challenge,
+    fetch,
+    find_challenge,
+    submit,
+)
 from ..state import state_redis
 from .app import app
 from .redacted import RedactedTask
@@ -57,6 +70,7 @@ _SOLVERS = {
     "recaptcha_v2": "captcha_tasks.solve_recaptcha_v2",
     "turnstile": "captcha_tasks.solve_turnstile",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
+    "datadome": "captcha_tasks.solve_datadome",
 }
 
 
@@ -83,6 +97,33 @@ def _captcha(challenge: Challenge, page_url: str) -> Captcha:
     if challenge.type == "hcaptcha":
         return HCaptcha(challenge.sitekey, page_url)
     return RecaptchaV2(challenge.sitekey, page_url)
+
+
+def _solve(task: PageTask, challenge: Challenge, page_url: str) -> Any:
+    """The solve of ``challenge``: through the proxy this worker fetched the page with
+    (DataDome: required, with the session's user agent and the cookie it was given)."""
+    if challenge.type != "datadome":
+        return app.signature(
+            _SOLVERS[challenge.type],
+            args=(challenge.sitekey, page_url),
+            kwargs={"proxy_id": task.proxy_id} if task.proxy_id else {},
+        )
+    if not task.proxy_id:
+        raise NoProxyAvailable(
+            f"{page_url} is behind DataDome, whose cookie is bound to the IP that solved it: "
+            "this worker holds no pool proxy to solve it through"
+        )
+    session = task.browser()
+    return app.signature(
+        _SOLVERS["datadome"],
+        args=(challenge.captcha_url, page_url, str(session.headers.get("User-Agent", ""))),
+        kwargs={"proxy_id": task.proxy_id, "datadome_cookie": _cookie(session, "datadome")},
+    )
+
+
+def _cookie(session: Any, name: str) -> str | None:
+    """The value of the session's cookie ``name`` (the first, if several domains set one)."""
+    return next((c.value for c in session.cookies if c.name == name and c.value), None)
 
 
 def _result(page: Page, *, solved: bool, source: str | None, **extra: Any) -> PageResult:
@@ -134,15 +175,21 @@ def fetch_page(
             if wait is not None:
                 raise wait
     page = fetch(self.browser(), url, settings)
-    challenge = find_challenge(page.text, page.url)
+    challenge = detect_challenge(page)
     if challenge is None:
         if fields:
             page = submit(self.browser(), page.url, settings, fields)
         return _result(page, solved=False, source=None)
 
     if isolated:
-        solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
-        raise _replace(self, solve, _finish(challenge, page.url, fields, isolated=True))
+        if challenge.type == "datadome":
+            solve = _solve(self, challenge, page.url)
+        else:
+            solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
+        finish = _finish(self, challenge, page.url, fields, isolated=True)
+        raise _replace(self, solve, finish)
+    if challenge.type == "datadome":  # a cookie bound to one identity: never pooled
+        return _solve_under_lock(self, url, _host(page.url), fields)
 
     from ..engine.pool import TokenPool  # the worker's side: enqueuing loads no engine
 
@@ -166,7 +213,7 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
         # Double check under the lock, with the cookies as they are now.
         CookieStore(client, settings).apply(task.http, host)
         page = fetch(task.browser(), url, settings)
-        challenge = find_challenge(page.text, page.url)
+        challenge = detect_challenge(page)
         if challenge is None:
             release_and_wake(task.app, lock)
             return _result(page, solved=False, source=None)
@@ -177,12 +224,10 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
         token = lock.token
         assert token is not None
         # The provider solves through the proxy this worker fetched the page with.
-        solve = app.signature(
-            _SOLVERS[challenge.type],
-            args=(challenge.sitekey, page.url),
-            kwargs={"proxy_id": task.proxy_id} if task.proxy_id else {},
-        ).on_error(release_session_lock.s(host=host, token=token))
-        finish = _finish(challenge, page.url, fields, host=host, lock_token=token)
+        solve = _solve(task, challenge, page.url).on_error(
+            release_session_lock.s(host=host, token=token)
+        )
+        finish = _finish(task, challenge, page.url, fields, host=host, lock_token=token)
     except BaseException:
         release_and_wake(task.app, lock)
         raise
@@ -208,11 +253,13 @@ def _replace(task: PageTask, solve: Any, finish: Any) -> Exception:
     return replaced
 
 
-def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: Any) -> Any:
+def _finish(
+    task: PageTask, challenge: Challenge, page_url: str, form: dict[str, str], **extra: Any
+) -> Any:
     # The last step of a replaced fetch_page carries its id: under fetch_page's name (a
     # shadow name: what its log lines and events, so Flower, show), the page's task to
     # its end rather than a task the caller never called.
-    return submit_challenge.s(
+    finish = submit_challenge.s(
         url=page_url,
         action=challenge.action,
         fields=challenge.fields,
@@ -221,6 +268,10 @@ def _finish(challenge: Challenge, page_url: str, form: dict[str, str], **extra: 
         form=form,
         **extra,
     ).set(shadow=fetch_page.name)
+    if challenge.type == "datadome" and task.request.hostname:
+        # The cookie is good only from this worker's proxy: its own queue takes the rest.
+        finish.set(queue=worker_direct(task.request.hostname).name)
+    return finish
 
 
 @app.task(name="captcha_tasks.submit_challenge", base=PageTask, bind=True)
@@ -244,6 +295,15 @@ def submit_challenge(
     if not isinstance(host, str) or not isinstance(lock_token, str):
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
     try:
+        if challenge_type == "datadome":
+            page = _set_datadome_cookie(self, solved, action)
+            self.save_cookies()
+            return _result(
+                page,
+                solved=solved.get("source") == "api",
+                source=solved.get("source"),
+                captcha_id=solved.get("captcha_id"),
+            )
         if not isinstance(solved, dict) or not isinstance(solved.get("solution"), str):
             raise InvalidTaskInput("submit_challenge needs a solve task's result")
         check_url(action, settings)
@@ -267,6 +327,37 @@ def submit_challenge(
         source=solved.get("source"),
         captcha_id=solved.get("captcha_id"),
     )
+
+
+def _set_datadome_cookie(task: PageTask, solved: Any, url: str) -> Page:
+    """Set a solved DataDome cookie and load ``url`` again, as the identity it is bound
+    to: this worker's proxy and its session's user agent (refused if either changed)."""
+    cookie = solved.get("solution") if isinstance(solved, dict) else None
+    if not isinstance(cookie, dict) or not all(
+        isinstance(cookie.get(k), str) for k in ("name", "value", "domain")
+    ):
+        raise InvalidTaskInput("submit_challenge needs solve_datadome's result")
+    check_url(url, task.settings)
+    session = task.browser()
+    agent = str(session.headers.get("User-Agent", ""))
+    if solved.get("proxy_id") != task.proxy_id or solved.get("user_agent") != agent:
+        changed = "user agent" if solved.get("proxy_id") == task.proxy_id else "proxy"
+        raise ChallengeRejected(
+            f"the DataDome cookie for {url} is bound to the proxy and user agent it was "
+            f"solved with (proxy {solved.get('proxy_id')!r}); this worker's {changed} "
+            "changed since: not sent"
+        )
+    host = urlsplit(url).hostname or ""
+    domain = cookie["domain"]
+    if not domain or not (host == domain.lstrip(".") or host.endswith(domain)):
+        domain = host  # a domain the page is not in: the page's own host
+    for old in [c for c in session.cookies if c.name == cookie["name"]]:
+        session.cookies.clear(old.domain, old.path, old.name)
+    session.cookies.set(cookie["name"], cookie["value"], domain=domain, path="/")
+    page = fetch(session, url, task.settings)
+    if page.status >= 400 or detect_challenge(page) is not None:
+        raise ChallengeRejected(f"{url} refused the DataDome cookie (HTTP {page.status})")
+    return page
 
 
 @app.task(name="captcha_tasks.release_session_lock", base=RedactedTask, bind=True)

@@ -24,6 +24,7 @@ from ..provider import (
     Captcha,
     CaptchaType,
     Coordinates,
+    DataDome,
     FriendlyCaptcha,
     FunCaptcha,
     GeeTest,
@@ -44,6 +45,7 @@ from ..results import (
     AwsWafResult,
     BalanceResult,
     CoordinatesResult,
+    DataDomeResult,
     FillResult,
     GeeTestResult,
     GeeTestV4Result,
@@ -68,6 +70,7 @@ __all__ = [
     "report_solution",
     "solve_aws_waf",
     "solve_coordinates",
+    "solve_datadome",
     "solve_friendly_captcha",
     "solve_funcaptcha",
     "solve_geetest",
@@ -534,6 +537,41 @@ def solve_friendly_captcha(
         provider=provider,
         exclude=exclude,
     )
+
+
+@task("captcha_tasks.solve_datadome", base=SolveTask)
+def solve_datadome(
+    self: SolveTask,
+    captcha_url: str,
+    pageurl: str,
+    user_agent: str,
+    *,
+    proxy_id: str | None = None,
+    datadome_cookie: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> DataDomeResult:
+    """Solve DataDome's slider captcha: ``captcha_url`` (the captcha iframe's address,
+    ``t=fe``), the ``pageurl`` that answered with it, the browser's ``user_agent``;
+    ``proxy_id``: the pool proxy the page was loaded through, required (the cookie is
+    bound to that IP and that user agent); ``datadome_cookie``: the ``datadome`` cookie
+    the challenge set, which CapMonster Cloud needs. A ``t=bv`` URL (DataDome banned the
+    IP) is refused with code ``DATADOME_IP_BANNED``, nothing sent.
+
+    ``solution``: the cookie to set (``name``, ``value``, ``set_cookie``, ``domain``);
+    ``user_agent`` and ``proxy_id`` in the result name the identity to send it with."""
+
+    def build() -> DataDome:
+        captcha = DataDome(captcha_url, pageurl, user_agent, datadome_cookie=datadome_cookie)
+        if proxy_id is None:
+            raise InvalidTaskInput(
+                f"{self.name}: DataDome needs proxy_id (every provider that solves it "
+                "requires a proxy, and its cookie is bound to that IP); nothing was sent",
+                "PROXY_REQUIRED",
+            )
+        return captcha
+
+    return self.admit(build, proxy_id=proxy_id, provider=provider, exclude=exclude)
 
 
 @task("captcha_tasks.solve_image", base=SolveTask)

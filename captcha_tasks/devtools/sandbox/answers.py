@@ -24,6 +24,7 @@ __all__ = [
     "altcha_answer",
     "aws_waf_answer",
     "coordinates_answer",
+    "datadome_cookie",
     "funcaptcha_token",
     "geetest_answer",
     "geetest_v4_answer",
@@ -115,6 +116,24 @@ def geetest_answer(challenge: str, rng: random.Random) -> dict[str, str]:
         "geetest_validate": validate,
         "geetest_seccode": f"{validate}|jordan",
     }
+
+
+#: How long DataDome's cookie lives (docs.datadome.co's cookie page: one year).
+DATADOME_MAX_AGE = 31_536_000
+
+
+def datadome_cookie(hostname: str, rng: random.Random) -> tuple[str, str]:
+    """A DataDome cookie for ``hostname``: its value and the ``Set-Cookie`` line the
+    providers hand over (``datadome=<value>; Max-Age=...; Domain=.<site>; Path=/;
+    Secure; SameSite=Lax``); an IP address is its own domain, without the dot."""
+    value = _clean(lambda: _b64(rng, 96).replace("-", "~"))
+    ip = hostname.replace(".", "").isdigit() or ":" in hostname
+    domain = hostname if ip else "." + hostname
+    line = (
+        f"datadome={value}; Max-Age={DATADOME_MAX_AGE}; Domain={domain}; Path=/; Secure; "
+        "SameSite=Lax"
+    )
+    return value, line
 
 
 def coordinates_answer(image: bytes) -> list[dict[str, int]]:

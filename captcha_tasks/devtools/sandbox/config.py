@@ -85,6 +85,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "friendly_captcha": 5.0,
         "grid": 5.0,
         "altcha": 2.0,
+        "datadome": 5.0,
     }
 )
 
@@ -105,6 +106,9 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         "friendly_captcha": 120.0,
         # Altcha's is the salt's expires, which each site sets: the sandbox's choice.
         "altcha": 1200.0,
+        # DataDome's cookie lives a year (docs.datadome.co); the sandbox honours it as
+        # long as its longest-lived token (AWS WAF's), which bounds its memory.
+        "datadome": 300.0,
     }
 )
 

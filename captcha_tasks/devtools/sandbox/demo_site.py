@@ -13,6 +13,12 @@ Routes:
     and a form posting ``g-recaptcha-response`` and ``next`` to ``/verify``.
     ``?widget=turnstile`` or ``?widget=hcaptcha`` shows that widget instead, and
     ``&callback=1`` names a page function in ``data-callback`` (``demo_widgets``).
+    ``?widget=datadome``: behind DataDome instead. The page opens with a ``datadome``
+    cookie the sandbox solved (any dialect, in.php or JSON), sent from the user agent it
+    was solved as; without one (or from another user agent) it answers 403 with
+    DataDome's ``dd`` object and a fresh ``datadome`` cookie, ``t: 'fe'`` (``&dd=bv``:
+    ``t: 'bv'``, a banned IP). The cookie stays good until it expires: it is a session,
+    not a single-use token.
 ``POST /verify``
     A good token (in any widget's field, for that widget's sitekey) sets
     ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and redirects (302) to
@@ -41,7 +47,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .demo_widgets import page_widget, posted_token, widget_markup
+from .demo_widgets import DATADOME_WIDGET, datadome_page, page_widget, posted_token, widget_markup
 from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
 from .state import SandboxState
 
@@ -239,6 +245,10 @@ class DemoHandler(SandboxHandler):
     def _page(self, path: str, query: str) -> None:
         demo = self.server.demo
         target = path + ("?" + query if query else "")
+        params = dict(parse_qsl(query, keep_blank_values=True))
+        if params.get("widget") == DATADOME_WIDGET:
+            self._datadome(path, target, banned=params.get("dd") == "bv")
+            return
         if demo.validation_ok(self._cookie(VALIDATION_COOKIE)):
             demo.count("pages_served")
             name = html.escape(unquote(path.removeprefix("/page/")))
@@ -254,6 +264,27 @@ class DemoHandler(SandboxHandler):
             '<button type="submit">Continue</button>\n</form>'
         )
         self._html(200, "Just a moment...", form)
+
+    def _datadome(self, path: str, target: str, *, banned: bool) -> None:
+        demo = self.server.demo
+        cookie = self._cookie("datadome") or ""
+        agent = self.headers.get("User-Agent", "")
+        reason = demo.state.datadome_cookie_ok(cookie, agent)
+        if reason is None and not banned:
+            demo.count("pages_served")
+            name = html.escape(unquote(path.removeprefix("/page/")))
+            body = f"<h1>page {name}</h1>\n<p>path: {html.escape(target)}</p>"
+            self._html(200, f"page {name}", body)
+            return
+        if reason not in (None, "unknown cookie"):
+            demo.count("cookies_rejected")  # a solved cookie from another user agent
+        demo.count("challenges")
+        fresh = secrets.token_urlsafe(48)
+        host = self.headers.get("Host", "")
+        page = datadome_page(host, fresh, banned).encode()
+        cookie_line = _cookie_header("datadome", fresh, 31_536_000, False).replace("; HttpOnly", "")
+        headers = {"Cache-Control": "no-store", "Set-Cookie": cookie_line}
+        self._send(403, page, "text/html; charset=utf-8", headers)
 
     def _verify(self, query: str, body: bytes) -> None:
         params = self._params(query, body)

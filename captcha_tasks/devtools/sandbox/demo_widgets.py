@@ -1,4 +1,5 @@
-"""The demo site's challenge widgets: reCAPTCHA v2 (the default), Turnstile, hCaptcha.
+"""The demo site's challenge widgets: reCAPTCHA v2 (the default), Turnstile, hCaptcha;
+and DataDome's captcha page (:func:`datadome_page`), which is no widget in a form.
 
 ``GET /page/<n>?widget=turnstile`` (or ``hcaptcha``) shows that widget's markup and
 token field instead of reCAPTCHA's; ``&callback=1`` adds ``data-callback`` naming a
@@ -12,6 +13,7 @@ widget's sitekey. Without a query the page carries reCAPTCHA v2's widget, no cal
 from __future__ import annotations
 
 import html
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
@@ -19,9 +21,11 @@ from urllib.parse import parse_qsl
 __all__ = [
     "CALLBACK_NAME",
     "CALLBACK_STORAGE_KEY",
+    "DATADOME_WIDGET",
     "DEMO_HCAPTCHA_SITEKEY",
     "DEMO_TURNSTILE_SITEKEY",
     "Widget",
+    "datadome_page",
     "page_widget",
     "posted_token",
     "widget_markup",
@@ -32,6 +36,18 @@ __all__ = [
 DEMO_TURNSTILE_SITEKEY = "0x4AAAAAAASandboxDemoSiteKey"
 #: The demo site's hCaptcha sitekey (hCaptcha's format: a UUID).
 DEMO_HCAPTCHA_SITEKEY = "5ab0c1d2-e3f4-4a5b-8c6d-7e8f9a0b1c2d"
+#: ``?widget=`` of a page behind DataDome (``&dd=bv``: DataDome banned the visitor's IP).
+DATADOME_WIDGET = "datadome"
+#: What DataDome's 403 page carries: its ``dd`` object, then its captcha script.
+_DATADOME_PAGE = (
+    '<!doctype html>\n<html lang="en"><head><title>{host}</title></head>\n'
+    '<body style="margin:0"><p id="cmsg">Please enable JS and disable any ad blocker</p>\n'
+    "<script data-cfasync=\"false\">var dd={{'rt':'c','cid':'{cid}',"
+    "'hsh':'{hsh}','t':'{t}','s':{s},'e':'{e}','host':'geo.captcha-delivery.com',"
+    "'cookie':'{cookie}'}}</script>\n"
+    '<script data-cfasync="false" src="https://ct.captcha-delivery.com/c.js"></script>\n'
+    "</body></html>\n"
+)
 #: The page function ``?callback=1`` names in the widget's ``data-callback``.
 CALLBACK_NAME = "demoSolved"
 #: Where that function keeps the token it was called with (``sessionStorage``).
@@ -91,6 +107,21 @@ def widget_markup(widget: Widget, callback: bool = False) -> str:
             "</script>\n"
         )
     return markup
+
+
+def datadome_page(host: str, cookie: str, banned: bool) -> str:
+    """DataDome's captcha page (served with HTTP 403) for a visitor whose ``datadome``
+    cookie is now ``cookie``: its ``dd`` object (``t: 'fe'``, or ``'bv'`` when
+    ``banned``), from which the captcha's URL is built."""
+    return _DATADOME_PAGE.format(
+        host=html.escape(host),
+        cid=secrets.token_urlsafe(24),
+        hsh=secrets.token_hex(15).upper(),
+        t="bv" if banned else "fe",
+        s=40070,
+        e=secrets.token_hex(32),
+        cookie=cookie,
+    )
 
 
 def posted_token(params: Mapping[str, str], recaptcha_sitekey: str) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from .callbacks import CallbackSender
 from .garbage import Garbage
 from .json_api import JSON_METHODS, JsonApi, fault_path
 from .protocol import (
-    UNKNOWN_METHODS,
+    NOT_OFFERED_METHODS,
     WITHDRAWN_METHODS,
     ApiError,
     Reply,
@@ -226,7 +226,7 @@ class SandboxHandler(BaseHTTPRequestHandler):
                 if method in WITHDRAWN_METHODS.get(config.classic_dialect, ()):
                     state.count("param_errors")
                     raise ApiError("ERROR_METHOD_CALL")
-                if method in UNKNOWN_METHODS.get(config.classic_dialect, ()):
+                if method in NOT_OFFERED_METHODS.get(config.classic_dialect, ()):
                     state.count("param_errors")
                     raise ApiError("ERROR_BAD_PARAMETERS")
                 try:

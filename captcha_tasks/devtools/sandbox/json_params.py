@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from .answers import DEFAULT_USER_AGENT
 from .submission import ApiError
 
 __all__ = ["JsonError", "classic_params"]
@@ -27,6 +28,10 @@ _AWS_FIELDS = (
 _PAGEDATA = {"2captcha-v2": "pagedata", "anticaptcha": "chlPageData", "capmonster": "pageData"}
 #: Challenge-mode fields CapSolver refuses in a Turnstile task (any dialect's spelling).
 _CHALLENGE_FIELDS = ("pagedata", "pageData", "chlPageData", "cloudflareTaskType")
+
+
+#: A proxy string's scheme, as CapSolver takes it (``socks5:`` or ``socks5://``).
+_SCHEME = re.compile(r"^(?:https?|socks[45])(?::|://)")
 
 
 class JsonError(Exception):
@@ -81,6 +86,8 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
                 raise ApiError("ERROR_BAD_PARAMETERS")
     elif kind == "altcha":
         params.update(method="altcha", **_altcha(dialect, task, extra))
+    elif kind == "datadome":
+        params.update(_datadome(dialect, task, extra))
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")
@@ -136,6 +143,31 @@ def _grid(
         "recaptcharows": rows,
         "recaptchacols": cols,
     }
+
+
+def _datadome(
+    dialect: str, task: Mapping[str, object], metadata: Mapping[str, object]
+) -> dict[str, str]:
+    """DataDome as in.php's ``method=datadome``: the captcha's URL (CapMonster's in
+    ``metadata``, with the challenge's ``datadomeCookie``, required), the user agent, and
+    the proxy's address (already checked as the dialect takes it)."""
+    params = {"method": "datadome", "userAgent": _text(task, "userAgent")}
+    if dialect == "capmonster":
+        params["captcha_url"] = _text(metadata, "captchaUrl")
+        if not _text(metadata, "datadomeCookie").startswith("datadome="):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        # CapMonster's userAgent is optional: its workers' own when none is given.
+        params["userAgent"] = params["userAgent"] or DEFAULT_USER_AGENT
+    else:
+        params["captcha_url"] = _text(task, "captchaUrl")
+    address, port = task.get("proxyAddress"), task.get("proxyPort")
+    proxy = task.get("proxy")
+    if isinstance(address, str) and isinstance(port, int):
+        params["proxy"] = f"{address}:{port}"
+    elif isinstance(proxy, str):  # CapSolver: [scheme:]host:port[:user:pass] or user:pass@...
+        bare = _SCHEME.sub("", proxy).rpartition("@")[2]
+        params["proxy"] = ":".join(bare.split(":")[:2])
+    return params
 
 
 def _challenge(

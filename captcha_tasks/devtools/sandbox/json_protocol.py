@@ -52,6 +52,10 @@ _PROSOPO = _pair("ProsopoTask", "prosopo")
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 #: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
 _ALTCHA = _pair("AltchaTask", "altcha")
+#: DataDome: through the task's own proxy only. 2Captcha's DataDomeSliderTask; CapSolver's
+#: under both its spellings (capsolver 1.0.7's DataDomeSliderTask, its docs'
+#: DatadomeSliderTask); CapMonster's CustomTask class DataDome. Anti-Captcha: none.
+_DATADOME = {"DataDomeSliderTask": ("datadome", "required")}
 _CAPMONSTER = {
     name: (kind, "none" if kind in ("image", "grid") else "optional")
     for name, (kind, _) in {
@@ -80,6 +84,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_FRIENDLY,
         "GridTask": ("grid", "none"),
         **_ALTCHA,
+        **_DATADOME,
     },
     "anticaptcha": {
         **_COMMON,
@@ -104,8 +109,10 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_pair("MtCaptchaTask", "mtcaptcha", "ProxyLess"),  # no Prosopo at CapSolver
         "FriendlyCaptchaTaskProxyless": ("friendly_captcha", "none"),  # its spelling
         "ReCaptchaV2Classification": ("grid", "none"),
+        **_DATADOME,
+        "DatadomeSliderTask": ("datadome", "required"),
     },
-    "capmonster": _CAPMONSTER,
+    "capmonster": {**_CAPMONSTER, "CustomTask/DataDome": ("datadome", "required")},
 }
 
 #: Kinds a dialect still names a task type for but no longer solves, and the errorCode

@@ -48,6 +48,8 @@ def solution(
         return {"text": text}
     if kind == "altcha":
         return {"token": text}  # the widget's payload (Anti-Captcha's AltchaTask page)
+    if kind == "datadome":
+        return _datadome(dialect, text)
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).
@@ -81,6 +83,20 @@ def _grid(dialect: str, answer: str, tiles: int) -> dict[str, object]:
     if dialect == "capmonster":
         return {"answer": [tile + 1 in clicked for tile in range(tiles)]}
     return {"click": clicked}
+
+
+def _datadome(dialect: str, line: str) -> dict[str, object]:
+    """DataDome's cookie: the ``Set-Cookie`` line as ``cookie`` (2Captcha's
+    DataDomeSliderTask page, CapSolver's DataDome page); CapMonster's per domain, the
+    value and its attributes under ``cookies.datadome`` (its DataDome page)."""
+    if dialect != "capmonster":
+        return {"cookie": line}
+    domain = ""
+    for attribute in line.split(";"):
+        name, _, found = attribute.strip().partition("=")
+        if name == "Domain":
+            domain = found.lstrip(".")
+    return {"domains": {domain: {"cookies": {"datadome": line.removeprefix("datadome=")}}}}
 
 
 def _fields(

@@ -1,6 +1,6 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha and Turnstile's challenge mode, under 2Captcha's
-documented parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome and Turnstile's challenge mode,
+under 2Captcha's documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from ...errors import InvalidTaskInput
 from ...provider.altcha import parse_challenge
@@ -32,6 +32,7 @@ __all__ = [
     "amazon_waf",
     "challenge_fields",
     "coordinates",
+    "datadome",
     "friendly_captcha",
     "funcaptcha",
     "geetest_v4",
@@ -47,6 +48,7 @@ _CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
 _MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 _PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
+_DATADOME_HOST = "captcha-delivery.com"
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
     ("iv", re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")),
@@ -147,6 +149,31 @@ def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     hostname = pageurl_host(params)
     check_proxy(params)
     return Submission("altcha", fingerprint, challenge=raw, hostname=hostname)
+
+
+def datadome(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=datadome``: ``captcha_url`` (DataDome's captcha iframe, ``t=fe``),
+    ``pageurl``, ``userAgent`` and ``proxy``, all required (2captcha-python's datadome())."""
+    url = params.get("captcha_url", "").strip()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ApiError("ERROR_BAD_PARAMETERS") from None
+    host = (parts.hostname or "").lower()
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if (
+        parts.scheme != "https"
+        or not (host == _DATADOME_HOST or host.endswith("." + _DATADOME_HOST))
+        or not parts.path.startswith("/captcha")
+        or query.get("t") != "fe"  # t=bv: the IP is banned, there is nothing to solve
+    ):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    agent = params.get("userAgent", "").strip()
+    if not agent or len(agent) > 512 or not params.get("proxy", "").strip():
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    return Submission("datadome", fingerprint, hostname=hostname, user_agent=agent)
 
 
 def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:

@@ -27,7 +27,7 @@ from .submission import (
 
 __all__ = [
     "FINGERPRINT_IGNORED",
-    "UNKNOWN_METHODS",
+    "NOT_OFFERED_METHODS",
     "WITHDRAWN_METHODS",
     "ApiError",
     "Reply",
@@ -79,15 +79,17 @@ _NEWER = {
     "prosopo": kinds.prosopo,
     "friendly_captcha": kinds.friendly_captcha,
     "altcha": kinds.altcha,
+    "datadome": kinds.datadome,
 }
+#: in.php methods a classic dialect never offered, answered as a method in.php does not
+#: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
+#: CaptchaAI has no Altcha nor DataDome (provider/offers.py SOURCES).
+NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"altcha", "datadome"})}
 
 
 #: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL
 #: for hCaptcha (Furry/2captcha#58); CaptchaAI's answer is not withdrawn in any source.
 WITHDRAWN_METHODS: Mapping[str, frozenset[str]] = {"2captcha": frozenset({"hcaptcha"})}
-#: in.php methods a classic dialect never had: answered as a method in.php does not know
-#: (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method).
-UNKNOWN_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"altcha"})}
 
 
 def error_text(code: str) -> str:

@@ -10,6 +10,7 @@ from .answers import (
     altcha_answer,
     aws_waf_answer,
     coordinates_answer,
+    datadome_cookie,
     funcaptcha_token,
     geetest_answer,
     geetest_v4_answer,
@@ -66,6 +67,8 @@ class TokenRecord:
     score: float | None
     cdata: str
     used: bool = False
+    #: DataDome: the user agent the cookie was solved as (and is good for only).
+    user_agent: str = ""
 
 
 def make_answer(
@@ -90,6 +93,8 @@ def make_answer(
         issued = answer["existing_token"]
     elif sub.kind == "altcha":
         answer = issued = altcha_answer(sub.challenge) or ""  # "": unsolvable, never sent
+    elif sub.kind == "datadome":
+        issued, answer = datadome_cookie(sub.hostname, rng)
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:
@@ -104,6 +109,7 @@ def make_answer(
         score=sub.score,
         cdata=sub.cdata,
         used=unsolvable,  # never handed out
+        user_agent=sub.user_agent if sub.kind == "datadome" else "",
     )
     return answer, (issued, record)
 

@@ -291,6 +291,21 @@ class SandboxState:
             out["action"] = record.action  # what reached the provider: tests read it
         return out
 
+    def datadome_cookie_ok(self, value: str, user_agent: str) -> str | None:
+        """Whether a ``datadome`` cookie this sandbox issued opens a page for a request
+        from ``user_agent``: ``None`` if it does (it stays good: a session cookie, not a
+        single-use token), else why not."""
+        with self._lock:
+            now = self._clock()
+            record = self._tokens.get(value) if value else None
+            if record is None or record.kind != "datadome" or now < record.ready_at:
+                return "unknown cookie"
+            if record.used or now > record.expires_at:
+                return "expired cookie"
+            if user_agent != record.user_agent:
+                return "user agent differs from the one the cookie was solved as"
+            return None
+
     # -- admin and stats ------------------------------------------------------------
 
     def configure(self, changes: Mapping[str, object]) -> SandboxConfig:

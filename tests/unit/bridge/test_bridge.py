@@ -223,6 +223,20 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
         ),
         (
             {
+                "method": "datadome",
+                "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
+                "pageurl": PAGE,
+                "userAgent": "UA",
+                "proxy_id": "p",
+            },
+            TaskCall(
+                "captcha_tasks.solve_datadome",
+                ("https://geo.captcha-delivery.com/captcha/?t=fe", PAGE, "UA"),
+                {"proxy_id": "p"},
+            ),
+        ),
+        (
+            {
                 "method": "amazon_waf",
                 "sitekey": "k",
                 "iv": "i",
@@ -400,6 +414,14 @@ def test_each_method_maps_to_its_task(fields: dict[str, Any], expected: TaskCall
         },
         {"method": "prosopo", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
         {"method": "friendly_captcha", "sitekey": "k", "pageurl": PAGE, "proxy_id": "p"},
+        {
+            "method": "datadome",
+            "captcha_url": "u",
+            "pageurl": PAGE,
+            "user_agent": "UA",
+            "datadome_cookie": "datadome=x",
+            "proxy_id": "p",
+        },
     ],
 )
 def test_every_mapped_call_fits_its_tasks_signature(fields: dict[str, Any]) -> None:
@@ -441,6 +463,7 @@ def test_an_unknown_method_is_named() -> None:
         "mt_captcha",
         "prosopo",
         "friendly_captcha",
+        "datadome",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.
@@ -497,6 +520,7 @@ def test_a_missing_method_is_a_bad_job(method: object) -> None:
         ({"method": "mt_captcha", "pageurl": PAGE}, "missing sitekey"),
         ({"method": "prosopo", "sitekey": "k"}, "missing pageurl"),
         ({"method": "friendly_captcha", "pageurl": PAGE}, "missing sitekey"),
+        ({"method": "datadome", "captcha_url": "u", "pageurl": PAGE}, "missing userAgent"),
         (
             {"method": "base64", "coordinatescaptcha": "2", "body": "x"},
             "coordinatescaptcha must be 0 or 1",

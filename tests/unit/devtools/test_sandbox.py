@@ -115,6 +115,14 @@ SUBMITS: dict[str, dict[str, str]] = {
         "pageurl": PAGEURL,
         "challenge_json": json.dumps(create_challenge(ALTCHA_KEY, 777)),
     },
+    "datadome": {
+        "method": "datadome",
+        "captcha_url": "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6Q&t=fe",
+        "pageurl": PAGEURL,
+        "userAgent": "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0",
+        "proxy": "user:pw@10.1.2.3:8080",
+        "proxytype": "HTTP",
+    },
 }
 
 
@@ -212,8 +220,10 @@ def error_of(reply: requests.Response) -> str:
 def test_each_kind_is_answered_after_its_scaled_latency(
     make_api: Callable[..., Api], kind: str
 ) -> None:
-    # CaptchaAI's in.php has no Altcha: 2Captcha's has.
-    api = make_api(jitter=0.0, **({"dialect": "2captcha"} if kind == "altcha" else {}))
+    # CaptchaAI (the sandbox's default dialect) has neither Altcha nor DataDome: 2Captcha's has.
+    api = make_api(
+        jitter=0.0, **({"dialect": "2captcha"} if kind in ("altcha", "datadome") else {})
+    )
     started = time.monotonic()
     captcha_id = api.submit_ok(**SUBMITS[kind])
     answer = api.answer(captcha_id)
@@ -232,6 +242,9 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert answer  # shapes: test_sandbox_newtypes.py
     elif kind == "altcha":
         assert verify_solution(answer, ALTCHA_KEY)  # a real payload, not a random token
+    elif kind == "datadome":
+        # 2Captcha's res.php answer: the cookie's Set-Cookie line.
+        assert re.fullmatch(r"datadome=[A-Za-z0-9_~]{100,}; Max-Age=31536000; .*", answer)
     elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001"}.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer
@@ -897,3 +910,14 @@ def test_faults_can_target_only_submits_or_only_polls(make_api: Callable[..., Ap
         assert api.admin(fault_paths=bad).status_code == 400
     with pytest.raises(ConfigurationError):
         SandboxConfig(fault_paths=("admin",))
+
+
+def test_captchaai_answers_datadome_as_a_method_it_does_not_have(
+    make_api: Callable[..., Api],
+) -> None:
+    api = make_api()  # CaptchaAI: no DataDome in its lists (provider/offers.py SOURCES)
+    document = api.submit(json=1, **SUBMITS["datadome"]).json()
+    assert (document["status"], document["request"]) == (0, "ERROR_BAD_PARAMETERS")
+    assert api.submit(json=1, **SUBMITS["prosopo"]).json()["status"] == 1  # others go on
+    stats = api.stats()
+    assert stats["submitted"] == 1 and stats["param_errors"] == 1

@@ -50,6 +50,14 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         },
     ),
     "captcha_tasks.solve_prosopo": (("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE), {}),
+    "captcha_tasks.solve_datadome": (
+        (
+            "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6QAE&t=fe&s=40070",
+            PAGE,
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0",
+        ),
+        {"proxy_id": "p1", "datadome_cookie": "datadome=x"},
+    ),
     "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (
         (TURNSTILE_KEY, PAGE),

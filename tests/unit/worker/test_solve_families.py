@@ -13,6 +13,7 @@ import pytest
 from captcha_tasks import (
     solve_aws_waf,
     solve_coordinates,
+    solve_datadome,
     solve_friendly_captcha,
     solve_funcaptcha,
     solve_geetest_v4,
@@ -44,6 +45,8 @@ MT_KEY = "MTPublic-KzqLY1cKH"
 FRIENDLY_KEY = "FCMDESUD3M34857N"
 FRIENDLY_JS = "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.js"
 PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
+DD_URL = "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6QAE&t=fe&s=40070"
+DD_UA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0"
 
 #: (task, valid positional arguments, valid keyword arguments)
 CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
@@ -57,6 +60,7 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_mtcaptcha, [MT_KEY, PAGE], {"action": "login", "invisible": True}),
     (solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": None}),
     (solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"module_script_url": FRIENDLY_JS}),
+    (solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1", "datadome_cookie": "datadome=x"}),
 ]
 
 
@@ -136,6 +140,15 @@ def test_unknown_options_are_refused_by_name(
             {"module_script_url": "site.min.js"},
             "FriendlyCaptcha.module_script_url",
         ),
+        (solve_datadome, [DD_URL[:20], PAGE, DD_UA], {"proxy_id": "p1"}, "DataDome.captcha_url"),
+        (solve_datadome, [DD_URL, PAGE, ""], {"proxy_id": "p1"}, "DataDome.user_agent"),
+        (solve_datadome, [DD_URL, PAGE, DD_UA], {}, "DataDome needs proxy_id"),
+        (
+            solve_datadome,
+            [DD_URL.replace("t=fe", "t=bv"), PAGE, DD_UA],
+            {"proxy_id": "p1"},
+            "DataDome banned this IP",
+        ),
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
@@ -194,6 +207,9 @@ def test_bad_arguments_are_refused_by_name(
         ("anticaptcha", solve_grid, [PNG_B64, "/m/01bjv"], {}),
         ("capsolver", solve_grid, [PNG_B64, "Select all images with buses"], {}),
         ("capmonster", solve_grid, [PNG_B64, "/m/01bjv"], {"rows": 2}),
+        ("captchaai", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
+        ("anticaptcha", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
+        ("capmonster", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
