@@ -211,7 +211,7 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
     task.acquire_or_wait(lock, settings)  # parked: re-sent when the cookies are fresh
     try:
         # Double check under the lock, with the cookies as they are now.
-        CookieStore(client, settings).apply(task.http, host)
+        CookieStore(client, settings).apply(task.http, host, task.cookie_visitor(task.http))
         page = fetch(task.browser(), url, settings)
         challenge = detect_challenge(page)
         if challenge is None:
