@@ -30,11 +30,21 @@ written back whole are avoided: attributes survive, and a write lands only if it
 cookies a task did not change are never written. The key's TTL is the latest
 cookie expiry (session cookies count :data:`SESSION_COOKIE_TTL`), capped at
 :data:`MAX_TTL`, refreshed on every write. Hosts are lower-case, IDNA, without port.
+
+Cookies bound to a visitor (:data:`VISITOR_BOUND_COOKIES`, DataDome's ``datadome``) are
+good only from the IP and user agent that earned them: another worker sending one
+through its own proxy is challenged again, solves again and would overwrite everyone's
+copy. They are never written to or read from the host's shared jar; each visitor keeps
+its own in ``Keys.visitor_cookies(host, visitor)`` (same layout, rules and TTLs), where
+``visitor`` is :func:`visitor_id` of the worker's pinned proxy id and its user agent.
+Executions with the same visitor (prefork children of one worker) share it; without a
+visitor such cookies are neither loaded nor stored.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -64,6 +74,7 @@ from .cookie_model import (
 __all__ = [
     "MAX_TTL",
     "SESSION_COOKIE_TTL",
+    "VISITOR_BOUND_COOKIES",
     "CookieSnapshot",
     "CookieStore",
     "MergeResult",
@@ -76,6 +87,8 @@ __all__ = [
     "merge_args",
     "normalize_host",
     "parse_browser_cookies",
+    "visitor_bound",
+    "visitor_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -84,6 +97,26 @@ log = logging.getLogger(__name__)
 MAX_TTL = 30 * 86_400
 #: How long a session cookie (no expiry) keeps its host's key alive after a write.
 SESSION_COOKIE_TTL = 86_400
+#: Names of cookies bound to the visitor that earned them (its IP and user agent), kept
+#: per visitor instead of in the host's shared jar: DataDome's ``datadome`` (its docs and
+#: the solving providers: the cookie is good only from the IP and User-Agent it was
+#: solved with).
+VISITOR_BOUND_COOKIES = frozenset({"datadome"})
+
+
+def visitor_id(proxy_id: str | None, user_agent: str, worker: str | None = None) -> str | None:
+    """Who a visitor-bound cookie belongs to: the pinned proxy's id (credential-free)
+    or, going direct, the worker's name, with 12 hex digits of SHA-256 over the user
+    agent. ``None`` (neither a proxy nor a worker): no visitor."""
+    where = proxy_id or (f"direct-{worker}" if worker else None)
+    if where is None:
+        return None
+    return f"{where}:{hashlib.sha256(user_agent.encode()).hexdigest()[:12]}"
+
+
+def visitor_bound(field: str) -> bool:
+    """Whether the cookie of a jar field (``name;domain;path``) is visitor-bound."""
+    return field.split(";", 1)[0] in VISITOR_BOUND_COOKIES
 
 
 @dataclass(frozen=True)
@@ -112,34 +145,53 @@ class CookieStore:
         self.max_ttl = max_ttl
         self.session_ttl = session_ttl
 
-    def load(self, host: str) -> list[StoredCookie]:
-        """The host's live cookies (expired ones are deleted on the way)."""
+    def load(self, host: str, visitor: str | None = None) -> list[StoredCookie]:
+        """The host's live cookies (expired ones are deleted on the way): the shared ones
+        and, with a ``visitor``, that visitor's own visitor-bound ones."""
         host = normalize_host(host)
-        flat = run(self.client, "cookies_load", [self.keys.cookies(host)], [repr(self.clock())])
-        return decode_loaded(flat, host)
+        now = repr(self.clock())
+        flat = run(self.client, "cookies_load", [self.keys.cookies(host)], [now])
+        shared = [c for c in decode_loaded(flat, host) if not visitor_bound(c.identity)]
+        if visitor is None:
+            return shared
+        key = self.keys.visitor_cookies(host, visitor)
+        own = decode_loaded(run(self.client, "cookies_load", [key], [now]), host)
+        return sorted(
+            [*shared, *(c for c in own if visitor_bound(c.identity))],
+            key=lambda c: (c.domain, c.path, c.name),
+        )
 
-    def apply(self, session: requests.Session, host: str) -> CookieSnapshot:
-        """Load the host's cookies into ``session`` (attributes kept) and return what was
-        loaded, for :meth:`merge`."""
+    def apply(
+        self, session: requests.Session, host: str, visitor: str | None = None
+    ) -> CookieSnapshot:
+        """Load the host's cookies (and ``visitor``'s own) into ``session`` (attributes
+        kept) and return what was loaded, for :meth:`merge`."""
         host = normalize_host(host)
-        loaded = self.load(host)
+        loaded = self.load(host, visitor)
         for cookie in loaded:
             session.cookies.set_cookie(cookie.to_jar())
         return CookieSnapshot(host, {c.identity: c for c in loaded})
 
     def merge(
-        self, session: requests.Session, host: str, snapshot: CookieSnapshot | None = None
+        self,
+        session: requests.Session,
+        host: str,
+        snapshot: CookieSnapshot | None = None,
+        visitor: str | None = None,
     ) -> MergeResult:
-        """Write back what ``session`` changed since ``snapshot`` (None: everything is new).
+        """Write back what ``session`` changed since ``snapshot`` (None: everything is new):
+        visitor-bound cookies to ``visitor``'s own jar (none: dropped), the rest to the
+        host's shared jar.
 
-        One Lua call; a cookie another worker set more recently than this change is kept.
+        A Lua call per jar; a cookie another worker set more recently than this change is
+        kept.
         """
         host = normalize_host(host)
         if snapshot is not None and snapshot.host != host:
             raise ValueError(f"snapshot of {snapshot.host!r} merged into {host!r}")
         now = self.clock()
         ops = diff_jar(session.cookies, host, snapshot or CookieSnapshot(host, {}), now)
-        return self._apply_ops(host, ops, now)
+        return self._apply_ops(host, ops, now, visitor)
 
     def import_browser(self, host: str, cookies: list[dict[str, Any]]) -> MergeResult:
         """Store Playwright/Puppeteer cookies (``context.cookies()`` shape) for ``host``,
@@ -194,12 +246,28 @@ class CookieStore:
         count, _ = pipe.execute()
         return int(count)
 
-    def _apply_ops(self, host: str, ops: Iterable[Op], now: float) -> MergeResult:
-        args = merge_args(ops, now, self.max_ttl, self.session_ttl)
-        if args is None:
-            return MergeResult()  # nothing changed: no write, no TTL refresh
-        written, stale, deleted = run(self.client, "cookies_merge", [self.keys.cookies(host)], args)
-        return MergeResult(int(written), int(stale), int(deleted))
+    def _apply_ops(
+        self, host: str, ops: Iterable[Op], now: float, visitor: str | None = None
+    ) -> MergeResult:
+        """Each op to its jar: visitor-bound cookies to ``visitor``'s (without a visitor:
+        nowhere), the others to the host's."""
+        shared: list[Op] = []
+        own: list[Op] = []
+        for op in ops:
+            (own if visitor_bound(op[1]) else shared).append(op)
+        jars = [(self.keys.cookies(host), shared)]
+        if visitor is not None:
+            jars.append((self.keys.visitor_cookies(host, visitor), own))
+        total = MergeResult()
+        for key, jar_ops in jars:
+            args = merge_args(jar_ops, now, self.max_ttl, self.session_ttl)
+            if args is None:
+                continue  # nothing changed: no write, no TTL refresh
+            written, stale, deleted = run(self.client, "cookies_merge", [key], args)
+            total = MergeResult(
+                total.written + int(written), total.stale + int(stale), total.deleted + int(deleted)
+            )
+        return total
 
 
 def decode_loaded(flat: list[str], host: str) -> list[StoredCookie]:
@@ -226,18 +294,22 @@ def merge_args(
 
 class SharedSession:
     """``session`` sharing ``host``'s cookies through ``store``: :meth:`load` puts them in,
-    :meth:`save` writes back what changed since the last load or save. Without a store
-    or a host it is a plain session: nothing is read or written."""
+    :meth:`save` writes back what changed since the last load or save; visitor-bound
+    cookies go to and come from ``visitor``'s own jar. Without a store or a host it is a
+    plain session: nothing is read or written."""
 
     def __init__(
         self,
         session: requests.Session,
         store: CookieStore | None = None,
         host: str | None = None,
+        visitor: str | None = None,
     ) -> None:
         self.session = session
         self.store = store
         self.host = normalize_host(host) if host is not None else None
+        #: Whose visitor-bound cookies it carries (:func:`visitor_id`); None: none.
+        self.visitor = visitor
         self.snapshot: CookieSnapshot | None = None
 
     @property
@@ -246,14 +318,14 @@ class SharedSession:
 
     def load(self) -> SharedSession:
         if self.store is not None and self.host is not None:
-            self.snapshot = self.store.apply(self.session, self.host)
+            self.snapshot = self.store.apply(self.session, self.host, self.visitor)
         return self
 
     def save(self) -> MergeResult:
         """Merge the changes now; later saves count from here."""
         if self.store is None or self.host is None or self.snapshot is None:
             return MergeResult()
-        result = self.store.merge(self.session, self.host, self.snapshot)
+        result = self.store.merge(self.session, self.host, self.snapshot, self.visitor)
         current = jar_cookies(self.session.cookies, self.host, self.store.clock())
         self.snapshot = CookieSnapshot(self.host, current)
         return result

@@ -34,6 +34,12 @@ key                           type    what
                                       cookie (name, domain, path), JSON with its
                                       attributes and when it was set. TTL: the
                                       latest cookie expiry (capped).
+``{p}cookies:{host}:visitor:{v}`` hash  a visitor's own cookies of a host: those bound
+                                      to the IP and user agent that earned them
+                                      (DataDome's), never in the shared jar; ``v``
+                                      is the pinned proxy id and a hash of the user
+                                      agent (no credentials). Layout and TTL: as
+                                      ``cookies:{host}``.
 ``{p}lock:session:{host}``    string  the session lock of a host (owner token). TTL:
                                       the lock timeout, so a crashed holder frees it.
 ``{p}lock:parked:{host}``     zset    tasks parked waiting for that lock: each member
@@ -180,6 +186,9 @@ class Keys:
 
     def cookies(self, host: str) -> str:
         return f"{self.prefix}cookies:{host}"
+
+    def visitor_cookies(self, host: str, visitor: str) -> str:
+        return f"{self.prefix}cookies:{host}:visitor:{visitor}"
 
     def session_lock(self, host: str) -> str:
         return f"{self.prefix}lock:session:{host}"

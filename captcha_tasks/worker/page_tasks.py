@@ -7,7 +7,8 @@ it, then saves the cookies for the whole cluster. A DataDome challenge (an HTTP 
 with DataDome's captcha) is solved as the visitor that met it: through the worker's
 pinned proxy and with its session's user agent (DataDome binds its cookie to both),
 and its last step runs on the same worker (its direct queue), which sets the cookie
-and loads the page again with that same identity.
+and loads the page again with that same identity; the cookie is kept for that
+identity only, never in the host's shared jar (``VISITOR_BOUND_COOKIES``).
 
 Spending a solve is serialised per host by the session lock, double-checked: the
 task takes the lock only when the page is challenged, and looks again under the
@@ -211,7 +212,7 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
     task.acquire_or_wait(lock, settings)  # parked: re-sent when the cookies are fresh
     try:
         # Double check under the lock, with the cookies as they are now.
-        CookieStore(client, settings).apply(task.http, host)
+        CookieStore(client, settings).apply(task.http, host, task.cookie_visitor(task.http))
         page = fetch(task.browser(), url, settings)
         challenge = detect_challenge(page)
         if challenge is None:

@@ -31,7 +31,13 @@ from celery.exceptions import Ignore
 from ..errors import InvalidTaskInput, NoProxyAvailable, SessionLockBusy, SessionLockTimeout
 from ..provider.proxy import Proxy
 from ..session import parking
-from ..session.cookies import CookieStore, MergeResult, SharedSession, normalize_host
+from ..session.cookies import (
+    CookieStore,
+    MergeResult,
+    SharedSession,
+    normalize_host,
+    visitor_id,
+)
 from ..session.locks import WAIT_TTLS, SessionLock, lock_wait_policy
 from ..session.pinned_proxy import current_proxy, current_proxy_id, replace_bad_proxy, use_proxy
 from ..settings import Settings, get_settings
@@ -53,8 +59,9 @@ SWEEPER = "captcha_tasks.sweep_session_lock"
 
 class SharedCookiesTask(ScopedTask):
     """``self.http``: a ``requests.Session`` per execution carrying the shared cookies of
-    :meth:`cookie_host`, merged back after every attempt (success, failure, retry).
-    Bodies need ``bind=True``."""
+    :meth:`cookie_host`, merged back after every attempt (success, failure, retry), and
+    the visitor-bound ones (DataDome's) of :meth:`cookie_visitor` only. Bodies need
+    ``bind=True``."""
 
     abstract = True
     scopes = ("cookie_scope",)
@@ -71,7 +78,8 @@ class SharedCookiesTask(ScopedTask):
         try:
             host = self.cookie_host(args, kwargs)
             store = self.cookie_store if host is not None else None
-            shared = SharedSession(session, store, host).load()
+            visitor = self.cookie_visitor(session) if host is not None else None
+            shared = SharedSession(session, store, host, visitor).load()
             try:
                 yield shared
             finally:
@@ -98,6 +106,15 @@ class SharedCookiesTask(ScopedTask):
     def cookie_store(self) -> CookieStore:
         settings = get_settings()
         return CookieStore(state_redis(settings), settings)
+
+    def cookie_visitor(self, session: requests.Session) -> str | None:
+        """Whose visitor-bound cookies this execution carries (:func:`visitor_id`): the
+        worker's pinned proxy (with :class:`PinnedProxyTask`) or else the worker itself,
+        with ``session``'s user agent. Executions of the same visitor share them."""
+        proxy_id = getattr(self, "proxy_id", None)  # PinnedProxyTask's, when combined
+        worker = getattr(self.request, "hostname", None)
+        agent = str(session.headers.get("User-Agent", ""))
+        return visitor_id(proxy_id if isinstance(proxy_id, str) else None, agent, worker)
 
     def make_http_session(self) -> requests.Session:
         """A fresh session per execution; override for headers, adapters or proxies."""

@@ -81,6 +81,9 @@ def test_solved_where_offered_and_good_only_for_its_user_agent(
     assert _page(sandbox, cookie["value"], UA).status_code == 200
     other = _page(sandbox, cookie["value"], UA.replace("124", "125"))
     assert other.status_code == 403 and "captcha-delivery.com" in other.text
+    # Nor from another IP than the one it was first presented from (its solver's, here).
+    moved = sandbox.demo.datadome_ok(cookie["value"], UA, "127.0.0.9")
+    assert moved == "IP differs from the one the cookie was solved from"
     site = sandbox.demo.stats()
     assert (site["pages_served"], site["cookies_rejected"]) == (2, 1)
     stats = sandbox.stats()

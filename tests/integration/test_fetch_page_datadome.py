@@ -1,19 +1,24 @@
 """fetch_page behind DataDome, through real workers against the sandbox's demo site: the
 403 challenge solved through the worker's pool proxy (a SOCKS5 proxy here) with its
 session's user agent, the cookie set and the page loaded again with that identity; the
-same cookie refused from another user agent; no solve without a proxy; a banned IP
-(``t=bv``) refused with its own code, nothing sent."""
+same cookie refused from another user agent; each worker's cookie kept for its own proxy
+and user agent, never in the host's shared jar, so two workers on two proxies solve
+once each; no solve without a proxy; a banned IP (``t=bv``) refused with its own code,
+nothing sent."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
+import redis
 import requests
+from celery.utils.nodenames import worker_direct
 
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.errors import InvalidTaskInput, NoProxyAvailable
-from captcha_tasks.session.cookies import CookieStore
+from captcha_tasks.session.cookies import CookieStore, normalize_host, visitor_id
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
@@ -70,16 +75,90 @@ def test_a_datadome_page_is_solved_with_the_workers_proxy_and_user_agent(
     port = int(dd_sandbox.demo_url.rsplit(":", 1)[1])
     assert len(tunnels) >= 2 and {t.target for t in tunnels} == {("127.0.0.1", port)}
     assert SOCKS_PASSWORD not in worker.log()
-    # The cookie, kept for the cluster, opens the page from the worker's user agent only.
+    # The cookie, kept for the worker's proxy and user agent (not in the host's shared
+    # jar), opens the page from that user agent only.
     host = dd_sandbox.demo_url.split("//")[1]
-    cookies = {c.name: c.value for c in CookieStore(state_redis(settings), settings).load(host)}
+    store = CookieStore(state_redis(settings), settings)
     agent = requests.utils.default_user_agent()  # what the worker's session sends
+    assert "datadome" not in {c.name for c in store.load(host)}
+    cookies = {c.name: c.value for c in store.load(host, visitor_id(ident, agent))}
     for ua, status in ((agent, 200), ("Mozilla/5.0 (another browser)", 403)):
         answer = requests.get(
             url, headers={"User-Agent": ua, "Cookie": f"datadome={cookies['datadome']}"}, timeout=5
         )
         assert answer.status_code == status, ua
     assert dd_sandbox.demo.stats()["cookies_rejected"] == 1
+
+
+def _shared_jar_names(client: redis.Redis, host: str) -> set[str]:
+    key = Keys(get_settings().key_prefix).cookies(normalize_host(host))
+    return {str(field).split(";", 1)[0] for field in client.hkeys(key)}
+
+
+def test_two_workers_on_two_proxies_each_solve_once_and_keep_their_own_cookie(
+    celery_app: Any, dd_sandbox: Any, worker_factory: Any
+) -> None:
+    """Each worker sends the cookie it solved through its own proxy (its own exit IP:
+    127.0.0.2 and 127.0.0.3, to which the demo site binds a solved cookie): one solve
+    per worker, then every load served with that worker's own cookie."""
+    settings = get_settings()
+    client = state_redis(settings)
+    url = f"{dd_sandbox.demo_url}/page/two?widget=datadome"
+    host = dd_sandbox.demo_url.split("//")[1]
+    rounds = 5
+    with (
+        SocksProxy(username=SOCKS_USER, password=SOCKS_PASSWORD, source="127.0.0.2") as one,
+        SocksProxy(username=SOCKS_USER, password=SOCKS_PASSWORD, source="127.0.0.3") as two,
+    ):
+        pool = ProxyPool(client, settings)
+        exit_ip = {pool.add(p.url("socks5")): p.source for p in (one, two)}
+        workers = [worker_factory(_env(dd_sandbox)) for _ in range(2)]
+        ips = {w.name: exit_ip[_lease(w)] for w in workers}
+        assert sorted(ips.values()) == ["127.0.0.2", "127.0.0.3"]
+        solved: dict[str, int] = dict.fromkeys(ips, 0)
+        statuses = []
+        jar_names: set[str] = set()
+        for _ in range(rounds):
+            for w in workers:
+                queue = worker_direct(w.name).name
+                page = fetch_page.apply_async(args=(url,), queue=queue).get(timeout=120)
+                statuses.append(page["status"])
+                solved[w.name] += int(page["solved"])
+                jar_names |= _shared_jar_names(client, host)
+    site, sandbox = dd_sandbox.demo.stats(), dd_sandbox.stats()
+    loads = 2 * rounds
+    figures = {
+        "loads": len(statuses),
+        "served": site["pages_served"],
+        "solves": sandbox["submitted"],
+        "cookies_rejected": site["cookies_rejected"],
+        "datadome_in_shared_jar": "datadome" in jar_names,
+    }
+    expected = {
+        "loads": loads,
+        "served": loads,
+        "solves": 2,
+        "cookies_rejected": 0,
+        "datadome_in_shared_jar": False,
+    }
+    assert figures == expected
+    assert statuses == [200] * loads and set(solved.values()) == {1}
+    # Each exit IP was served with one cookie only, every load after its solve, and the
+    # two cookies differ: each worker's own.
+    served = dd_sandbox.demo.datadome_served()
+    assert sorted(served) == ["127.0.0.2", "127.0.0.3"]
+    assert all(len(tags) == 1 and sum(tags.values()) == rounds for tags in served.values())
+    assert set(served["127.0.0.2"]) != set(served["127.0.0.3"])
+    # Each worker's cookie is in its own visitor jar (the pinned proxy id and the user
+    # agent; no credentials in the key).
+    agent = requests.utils.default_user_agent()
+    store = CookieStore(client, settings)
+    for w in workers:
+        ident = str(client.get(Keys(settings.key_prefix).worker_proxy(w.name)))
+        own = {c.name: c.value for c in store.load(host, visitor_id(ident, agent))}
+        tag = next(iter(served[ips[w.name]]))
+        assert hashlib.sha256(own["datadome"].encode()).hexdigest()[:12] == tag
+    assert not [k for k in client.keys("*") if SOCKS_PASSWORD in str(k)]
 
 
 def test_without_a_pool_proxy_a_datadome_page_is_not_solved(

@@ -58,10 +58,16 @@ class SocksProxy(BackgroundServer):
         password: str | None = None,
         max_connections: int = 16,
         timeout: float = 10.0,
+        source: str | None = None,
     ) -> None:
         super().__init__()
         if (username is None) != (password is None):
             raise ValueError("username and password go together")
+        if source is not None and not ipaddress.ip_address(source).is_loopback:
+            raise ValueError("the source address must be a loopback one")
+        #: The address its connections to targets come from (e.g. ``127.0.0.2``: a proxy
+        #: with an exit IP of its own, as targets see it); None: the system's choice.
+        self.source = source
         self.username = username
         self.password = password
         self.max_connections = max_connections
@@ -264,6 +270,8 @@ class SocksProxy(BackgroundServer):
         self._track(upstream)
         upstream.settimeout(self.timeout)
         try:
+            if self.source is not None and family == socket.AF_INET:
+                upstream.bind((self.source, 0))
             upstream.connect(address)
         except OSError:
             return None, REFUSED

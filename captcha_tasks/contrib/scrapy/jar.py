@@ -18,7 +18,7 @@ import redis.asyncio
 from scrapy.http.cookies import CookieJar
 
 from ...session.cookie_model import CookieSnapshot, Op, StoredCookie, diff_jar, normalize_host
-from ...session.cookies import MergeResult, decode_loaded, merge_args
+from ...session.cookies import MergeResult, decode_loaded, merge_args, visitor_bound
 from ...settings import Settings
 from ...state.clock import RedisClock
 from ...state.keys import Keys
@@ -62,17 +62,20 @@ class SharedJars:
         return found
 
     async def load(self, host: str) -> list[StoredCookie]:
-        """The host's live cookies (expired ones deleted on the way, as workers do)."""
+        """The host's live shared cookies (expired ones deleted on the way, as workers
+        do); visitor-bound ones are never shared
+        (:data:`~captcha_tasks.session.cookies.VISITOR_BOUND_COOKIES`)."""
         host = normalize_host(host)
         flat = await self._script("cookies_load")(
             keys=[self.keys.cookies(host)], args=[repr(self.clock())]
         )
-        return decode_loaded(list(flat), host)
+        return [c for c in decode_loaded(list(flat), host) if not visitor_bound(c.identity)]
 
     async def merge(self, host: str, ops: Iterable[Op], now: float) -> MergeResult:
-        """Apply ``ops`` (from :func:`changes`) with the freshness rule of every merge."""
+        """Apply ``ops`` (from :func:`changes`) with the freshness rule of every merge;
+        visitor-bound cookies are left out (a crawl has no visitor jar)."""
         host = normalize_host(host)
-        args = merge_args(ops, now)
+        args = merge_args([op for op in ops if not visitor_bound(op[1])], now)
         if args is None:
             return MergeResult()
         written, stale, deleted = await self._script("cookies_merge")(

@@ -15,7 +15,9 @@ Routes:
     ``&callback=1`` names a page function in ``data-callback`` (``demo_widgets``).
     ``?widget=datadome``: behind DataDome instead. The page opens with a ``datadome``
     cookie the sandbox solved (any dialect, in.php or JSON), sent from the user agent it
-    was solved as; without one (or from another user agent) it answers 403 with
+    was solved as and from the IP it was solved from (the IP it is first presented from
+    stands for it: the sandbox does not solve through the proxy); without one (or from
+    another user agent or IP) it answers 403 with
     DataDome's ``dd`` object and a fresh ``datadome`` cookie, ``t: 'fe'`` (``&dd=bv``:
     ``t: 'bv'``, a banned IP). The cookie stays good until it expires: it is a session,
     not a single-use token.
@@ -36,6 +38,7 @@ Tokens, passwords and cookie values are never logged.
 
 from __future__ import annotations
 
+import hashlib
 import html
 import re
 import secrets
@@ -107,6 +110,9 @@ class DemoSite:
         self._validations: dict[str, float] = {}  # cookie value -> expires_at
         self._sessions: dict[str, tuple[str, float]] = {}  # value -> (username, expires_at)
         self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
+        self._datadome_ips: dict[str, str] = {}  # solved cookie value -> the IP it is bound to
+        # client IP -> the cookies (SHA-256 prefixes) that opened pages from it, and how often
+        self._datadome_served: dict[str, dict[str, int]] = {}
 
     @property
     def sitekey(self) -> str:
@@ -169,6 +175,27 @@ class DemoSite:
             self._sessions.pop(value, None)
             return None
 
+    def datadome_ok(self, cookie: str, user_agent: str, client_ip: str) -> str | None:
+        """Whether a ``datadome`` cookie opens a page for this request: solved by the
+        sandbox, sent from the user agent it was solved as and from the IP it is bound
+        to (the first it was presented from). ``None`` if it does, else why not."""
+        reason = self.state.datadome_cookie_ok(cookie, user_agent)
+        if reason is not None:
+            return reason
+        with self._lock:
+            if self._datadome_ips.setdefault(cookie, client_ip) != client_ip:
+                return "IP differs from the one the cookie was solved from"
+            served = self._datadome_served.setdefault(client_ip, {})
+            tag = hashlib.sha256(cookie.encode()).hexdigest()[:12]
+            served[tag] = served.get(tag, 0) + 1
+        return None
+
+    def datadome_served(self) -> dict[str, dict[str, int]]:
+        """Pages served behind DataDome, per client IP and per cookie that opened them
+        (the first 12 hex digits of its SHA-256, never its value)."""
+        with self._lock:
+            return {ip: dict(tags) for ip, tags in self._datadome_served.items()}
+
     def stats(self) -> dict[str, int]:
         with self._lock:
             return dict(self._counts)
@@ -177,6 +204,7 @@ class DemoSite:
         """Zero the counters (cookies and sessions stay valid)."""
         with self._lock:
             self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
+            self._datadome_served = {}
 
 
 def _prune(entries: dict[str, Any], now: float, expiry: Callable[[Any], float]) -> None:
@@ -269,7 +297,7 @@ class DemoHandler(SandboxHandler):
         demo = self.server.demo
         cookie = self._cookie("datadome") or ""
         agent = self.headers.get("User-Agent", "")
-        reason = demo.state.datadome_cookie_ok(cookie, agent)
+        reason = demo.datadome_ok(cookie, agent, self.client_address[0])
         if reason is None and not banned:
             demo.count("pages_served")
             name = html.escape(unquote(path.removeprefix("/page/")))
@@ -277,7 +305,7 @@ class DemoHandler(SandboxHandler):
             self._html(200, f"page {name}", body)
             return
         if reason not in (None, "unknown cookie"):
-            demo.count("cookies_rejected")  # a solved cookie from another user agent
+            demo.count("cookies_rejected")  # a solved cookie from another user agent or IP
         demo.count("challenges")
         fresh = secrets.token_urlsafe(48)
         host = self.headers.get("Host", "")
