@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 import pytest
-import redis
 
 from captcha_tasks.contrib import playwright as pw
 from captcha_tasks.errors import TargetNotAllowed
 from captcha_tasks.session.cookie_model import CookieSnapshot, StoredCookie
 from captcha_tasks.session.cookies import CookieStore, browser_jar, diff_browser
 from captcha_tasks.settings import Settings
+from captcha_tasks.state import state_redis
 
 NOW = 1_750_000_000.0
 HOST = "shop.example.com"
@@ -91,7 +91,11 @@ def settings(redis_url: str) -> Settings:
 
 @pytest.fixture
 def store(redis_url: str, settings: Settings) -> CookieStore:
-    return CookieStore(redis.Redis.from_url(redis_url, decode_responses=True), settings)
+    """The store the helper writes through (the process's client, so one Redis clock):
+    the tests order a worker's write and the browser's by less than a millisecond, and
+    two clients' estimates of Redis's clock can differ by more (up to their round trips,
+    more under load), which would order such writes either way."""
+    return CookieStore(state_redis(settings), settings)
 
 
 def site_entry(**fields: Any) -> dict[str, Any]:
