@@ -1,15 +1,16 @@
 """The agents an MCP server serves, and each one's budget, enforced in Redis.
 
 An agent is a name, a bearer token (HTTP; none over stdio) and two caps: solves in
-flight and spend per hour (USD). The configuration is JSON, from a file
-(``CAPTCHA_TASKS_MCP_AGENTS_FILE``) or an environment variable (``CAPTCHA_TASKS_MCP_AGENTS``)::
+flight and spend per hour (USD). The configuration is JSON, from a file (``--agents-file``,
+``CAPTCHA_TASKS_MCP_AGENTS_FILE``) or an environment variable (``CAPTCHA_TASKS_MCP_AGENTS``)::
 
     {"agents": [
       {"name": "crawler", "token": "...", "max_in_flight": 4, "max_spend_per_hour": "2.50"},
       {"name": "triage", "token": "..."}
     ]}
 
-A cap left out is the server's default (``--max-in-flight``, ``--max-spend-per-hour``);
+A cap left out is the server's default (``--max-in-flight``, ``--max-spend-per-hour``,
+their ``CAPTCHA_TASKS_MCP_*`` settings);
 ``0`` lifts it. Redis keys carry the agent's name only; the token is compared in
 constant time and never logged, stored or sent with a task.
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,6 +29,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..errors import ConfigurationError
+from ..parsing import AGENT_NAME_RE as NAME_RE
+from ..settings import Settings
 from ..state.keys import MCP_SPEND_TTL, Keys
 from ..state.scripts import source
 
@@ -41,8 +43,8 @@ __all__ = [
     "nano_usd",
 ]
 
-#: What an agent's name may be: it is part of Redis keys and log lines.
-NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The shortest token an agent may have.
+MIN_TOKEN_LENGTH = 16
 #: The spend cap's window.
 WINDOW_SECONDS = 3600
 
@@ -66,75 +68,104 @@ class Agent:
 def _cap(value: object, what: str, default: Any, kind: type) -> Any:
     if value is None:
         return default
+    if isinstance(value, bool):  # JSON true/false are not numbers here
+        raise ConfigurationError(f"{what} must be a number >= 0, got {value!r}")
     try:
         parsed = kind(str(value)) if kind is Decimal else kind(value)
     except (ValueError, TypeError, InvalidOperation):
-        raise ConfigurationError(
-            f"MCP agents: {what} must be a number, got {value!r:.40}"
-        ) from None
-    if isinstance(value, bool) or parsed < 0 or (kind is Decimal and not parsed.is_finite()):
-        raise ConfigurationError(f"MCP agents: {what} must be a number >= 0")
+        raise ConfigurationError(f"{what} must be a number >= 0, got {value!r:.40}") from None
+    if kind is int and parsed != value:
+        raise ConfigurationError(f"{what} must be a whole number >= 0, got {value!r:.40}")
+    if parsed < 0 or (kind is Decimal and not parsed.is_finite()):
+        raise ConfigurationError(f"{what} must be a number >= 0, got {value!r:.40}")
     return parsed
 
 
 def load_agents(
-    text: str, *, default_in_flight: int = 0, default_spend: Decimal = Decimal(0)
+    text: str,
+    *,
+    source: str = "MCP agents",
+    default_in_flight: int = 0,
+    default_spend: Decimal = Decimal(0),
 ) -> list[Agent]:
     """The agents of a JSON configuration (see the module's docstring), checked: names
-    unique and key-safe, tokens unique and at least 16 characters."""
+    unique and key-safe, tokens unique and at least :data:`MIN_TOKEN_LENGTH` characters,
+    caps numbers ``>= 0``. Anything else is a :class:`ConfigurationError` that starts
+    with ``source`` (the variable or file it came from) and names the agent or entry at
+    fault, never a token."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"MCP agents: not JSON ({exc.msg})") from None
+        raise ConfigurationError(
+            f"{source}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     entries = data.get("agents") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
-        raise ConfigurationError('MCP agents: expected {"agents": [{"name": ..., "token": ...}]}')
+        raise ConfigurationError(
+            f'{source}: expected {{"agents": [{{"name": ..., "token": ...}}, ...]}}'
+        )
     agents: list[Agent] = []
     for n, entry in enumerate(entries):
         if not isinstance(entry, dict):
-            raise ConfigurationError(f"MCP agents: entry {n} is not an object")
+            raise ConfigurationError(f"{source}: agents[{n}] is not an object")
         name, token = entry.get("name"), entry.get("token")
         if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise ConfigurationError(
-                f"MCP agents: entry {n}: name must be 1-64 letters, digits, '_', '.' or '-'"
+                f"{source}: agents[{n}]: name must be 1-64 letters, digits, '_', '.' or '-'"
             )
-        if not isinstance(token, str) or len(token) < 16:
-            raise ConfigurationError(f"MCP agents: {name}: token must be 16 characters or more")
+        if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
+            got = f"{len(token)} characters" if isinstance(token, str) else "no token"
+            raise ConfigurationError(
+                f"{source}: agent {name}: its token must be {MIN_TOKEN_LENGTH} characters "
+                f"or more, got {got}"
+            )
         unknown = set(entry) - {"name", "token", "max_in_flight", "max_spend_per_hour"}
         if unknown:
-            raise ConfigurationError(f"MCP agents: {name}: unknown field(s) {sorted(unknown)}")
+            raise ConfigurationError(
+                f"{source}: agent {name}: unknown field(s) {', '.join(sorted(unknown))}"
+            )
+        for other in agents:
+            if other.name == name:
+                raise ConfigurationError(f"{source}: two agents are named {name}")
+            if hmac.compare_digest(other.token.encode(), token.encode()):
+                raise ConfigurationError(
+                    f"{source}: agents {other.name} and {name} have the same token"
+                )
         agents.append(
             Agent(
                 name,
                 token,
-                _cap(entry.get("max_in_flight"), f"{name}.max_in_flight", default_in_flight, int),
+                _cap(
+                    entry.get("max_in_flight"),
+                    f"{source}: agent {name}: max_in_flight",
+                    default_in_flight,
+                    int,
+                ),
                 _cap(
                     entry.get("max_spend_per_hour"),
-                    f"{name}.max_spend_per_hour",
+                    f"{source}: agent {name}: max_spend_per_hour",
                     default_spend,
                     Decimal,
                 ),
             )
         )
-    if len({a.name for a in agents}) != len(agents):
-        raise ConfigurationError("MCP agents: two agents have the same name")
-    if len({a.token for a in agents}) != len(agents):
-        raise ConfigurationError("MCP agents: two agents have the same token")
     return agents
 
 
-def read_agents_config(path: str | None, inline: str | None) -> str:
-    """The JSON text of the file at ``path``, else ``inline``; :class:`ConfigurationError`
-    when there is neither."""
+def read_agents_config(path: str | None, settings: Settings) -> tuple[str, str]:
+    """The agents' JSON and where it comes from: the file at ``path`` (``--agents-file``),
+    else ``CAPTCHA_TASKS_MCP_AGENTS_FILE``'s, else ``CAPTCHA_TASKS_MCP_AGENTS`` itself;
+    :class:`ConfigurationError` when there is none."""
+    path = path or settings.mcp_agents_file
     if path:
         try:
-            return Path(path).read_text(encoding="utf-8")
+            return Path(path).read_text(encoding="utf-8"), f"MCP agents file {path}"
         except OSError as exc:
             raise ConfigurationError(f"MCP agents file {path}: {exc.strerror}") from None
-    if inline:
-        return inline
+    if settings.mcp_agents:
+        return settings.mcp_agents, "CAPTCHA_TASKS_MCP_AGENTS"
     raise ConfigurationError(
-        "captcha-tasks mcp --transport http needs its agents: CAPTCHA_TASKS_MCP_AGENTS_FILE "
+        "--transport http needs its agents: --agents-file, CAPTCHA_TASKS_MCP_AGENTS_FILE "
         "(a JSON file) or CAPTCHA_TASKS_MCP_AGENTS (the JSON itself)"
     )
 

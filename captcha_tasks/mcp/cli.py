@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from decimal import Decimal
 
 import click
 
-from ..errors import ConfigurationError
-from .agents import NAME_RE, Agent, load_agents, read_agents_config
+from ..parsing import agent_name as parse_agent_name
+from ..parsing import usd
+from ..settings import get_settings
+from .agents import Agent, load_agents, read_agents_config
 
 __all__ = ["mcp_command"]
 
@@ -29,80 +30,67 @@ __all__ = ["mcp_command"]
               help="HTTP: the port to listen on.")  # fmt: skip
 @click.option(
     "--agents-file",
-    envvar="CAPTCHA_TASKS_MCP_AGENTS_FILE",
-    show_envvar=True,
     help='HTTP: a JSON file of the agents: {"agents": [{"name", "token", '
-    '"max_in_flight", "max_spend_per_hour"}]}.',
-)
-@click.option(
-    "--agents",
-    "agents_json",
-    envvar="CAPTCHA_TASKS_MCP_AGENTS",
-    show_envvar=True,
-    help="HTTP: the same JSON as --agents-file, given inline (the file wins when both are set).",
+    '"max_in_flight", "max_spend_per_hour"}]} (default: CAPTCHA_TASKS_MCP_AGENTS_FILE, '
+    "else the JSON of CAPTCHA_TASKS_MCP_AGENTS).",
 )
 @click.option(
     "--agent",
     "agent_name",
-    default="stdio",
-    show_default=True,
-    envvar="CAPTCHA_TASKS_MCP_AGENT",
-    show_envvar=True,
-    help="stdio: the name this server's agent is counted under (its caps are shared by every "
-    "server that uses the name).",
+    help="stdio: the name this server's agent is counted under; servers that use the "
+    "name share its caps (default: CAPTCHA_TASKS_MCP_AGENT, stdio).",
 )
 @click.option(
     "--max-in-flight",
     type=click.IntRange(min=0),
-    default=4,
-    show_default=True,
-    help="An agent's cap on solves in flight, unless its entry sets one (0: none).",
+    help="An agent's cap on solves in flight, unless its entry sets one; 0: none "
+    "(default: CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT, 4).",
 )
 @click.option(
     "--max-spend-per-hour",
-    default="1.00",
-    show_default=True,
-    help="An agent's cap on spend in the last hour, in USD, unless its entry sets one (0: none).",
+    help="An agent's cap on spend in the last hour, in USD, unless its entry sets one; "
+    "0: none (default: CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR, 1.00).",
 )
 @click.option(
     "--timeout",
     type=click.FloatRange(min=1),
-    default=600.0,
-    show_default=True,
-    help="Seconds a tool call waits for its task (the task goes on past it).",
+    help="Seconds a tool call waits for its task; the task goes on past it "
+    "(default: CAPTCHA_TASKS_MCP_TIMEOUT, 600).",
 )
 def mcp_command(
     transport: str,
     host: str,
     port: int,
     agents_file: str | None,
-    agents_json: str | None,
-    agent_name: str,
-    max_in_flight: int,
-    max_spend_per_hour: str,
-    timeout: float,
+    agent_name: str | None,
+    max_in_flight: int | None,
+    max_spend_per_hour: str | None,
+    timeout: float | None,
 ) -> None:
-    """Serve the cluster's solving to AI agents over the Model Context Protocol."""
+    """Serve the cluster's solving to AI agents over the Model Context Protocol.
+
+    Each option left out is its CAPTCHA_TASKS_MCP_* setting (captcha-tasks settings).
+    """
     from ..cli.errors import one_line_errors, require_extra
 
     require_extra("mcp", "mcp")
     from .server import ServerConfig, serve_http, serve_stdio
 
-    try:
-        spend = Decimal(max_spend_per_hour)
-    except ArithmeticError:
-        raise click.BadParameter(
-            "must be a number of USD", param_hint="--max-spend-per-hour"
-        ) from None
-    if not spend.is_finite() or spend < 0:
-        raise click.BadParameter("must be a number of USD >= 0", param_hint="--max-spend-per-hour")
-    config = ServerConfig(timeout=timeout, host=host, port=port)
     with one_line_errors("captcha-tasks mcp"):
+        settings = get_settings()
+        if max_spend_per_hour is None:
+            spend = settings.mcp_max_spend_per_hour
+        else:
+            spend = usd("--max-spend-per-hour", max_spend_per_hour)
+        if max_in_flight is None:
+            max_in_flight = settings.mcp_max_in_flight
+        config = ServerConfig(
+            timeout=settings.mcp_timeout if timeout is None else timeout, host=host, port=port
+        )
         if transport == "http":
+            text, source = read_agents_config(agents_file, settings)
             config.agents = load_agents(
-                read_agents_config(agents_file, agents_json),
-                default_in_flight=max_in_flight,
-                default_spend=spend,
+                text, source=source, default_in_flight=max_in_flight, default_spend=spend
             )
             names = ", ".join(agent.name for agent in config.agents)
             asyncio.run(
@@ -112,7 +100,8 @@ def mcp_command(
                 )
             )
         else:
-            if not NAME_RE.fullmatch(agent_name):
-                raise ConfigurationError("--agent: 1-64 letters, digits, '_', '.' or '-'")
-            config.stdio_agent = Agent(agent_name, "", max_in_flight, spend)
+            if agent_name is not None:
+                agent_name = parse_agent_name("--agent", agent_name)
+            name = settings.mcp_agent if agent_name is None else agent_name
+            config.stdio_agent = Agent(name, "", max_in_flight, spend)
             asyncio.run(serve_stdio(config))
