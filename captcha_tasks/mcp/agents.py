@@ -76,7 +76,7 @@ def _cap(value: object, what: str, default: Any, kind: type) -> Any:
         raise ConfigurationError(f"{what} must be a number >= 0, got {value!r:.40}") from None
     if kind is int and parsed != value:
         raise ConfigurationError(f"{what} must be a whole number >= 0, got {value!r:.40}")
-    if parsed < 0 or (kind is Decimal and not parsed.is_finite()):
+    if (kind is Decimal and not parsed.is_finite()) or parsed < 0:
         raise ConfigurationError(f"{what} must be a number >= 0, got {value!r:.40}")
     return parsed
 
