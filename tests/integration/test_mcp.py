@@ -26,6 +26,8 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamablehttp_client  # noqa: E402
 
+from captcha_tasks.state.keys import MCP_SPEND_TTL  # noqa: E402
+
 pytestmark = pytest.mark.integration
 
 COMMAND = str(Path(sys.executable).parent / "captcha-tasks")
@@ -166,13 +168,13 @@ def http_server(tmp_path: Path, sandbox_factory: Any, worker_factory: Any) -> An
     child = spawn("mcp", argv, tmp_path / "mcp.log", env=server_env, cwd=ROOT)
     try:
         wait_ready(child, logged(child, "/mcp for a, b, c"), timeout=60, what="mcp server")
-        yield f"http://127.0.0.1:{port}/mcp", child
+        yield f"http://127.0.0.1:{port}/mcp", child, sandbox
     finally:
         stop_process(child.proc)
 
 
 def test_http_refuses_a_missing_or_wrong_token(celery_app: Any, http_server: Any) -> None:
-    url, child = http_server
+    url, child, _sandbox = http_server
     hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
     accept = {"Accept": "application/json, text/event-stream"}
     for headers in ({}, {"Authorization": "Bearer not-a-known-token-at-all"}):
@@ -190,7 +192,10 @@ def test_http_refuses_a_missing_or_wrong_token(celery_app: Any, http_server: Any
 
 
 def test_http_agents_have_their_own_caps(celery_app: Any, http_server: Any, redis_url: str) -> None:
-    url, _child = http_server
+    url, _child, _sandbox = http_server
+    import redis
+
+    store = redis.Redis.from_url(redis_url, decode_responses=True)
 
     async def scenario() -> None:
         async with _http(url, TOKEN_A) as a, _http(url, TOKEN_B) as b, _http(url, TOKEN_C) as c:
@@ -208,6 +213,10 @@ def test_http_agents_have_their_own_caps(celery_app: Any, http_server: Any, redi
             held = _error(await a.call_tool("solve_image", {"image_b64": _png()}))
             assert "BUDGET_IN_FLIGHT: agent a is at its cap of 1 solves in flight" in held, held
             assert "frees when one of them ends" in held
+            # The slot is a leased call id under the agent's name, with a TTL.
+            (call_id,) = store.zrange("ct:mcp:a:in_flight", 0, -1)
+            assert re.fullmatch(r"[0-9a-f]{32}", call_id), call_id
+            assert 0 < store.ttl("ct:mcp:a:in_flight") <= 600 + 60
             # b goes on meanwhile.
             images = await asyncio.gather(
                 *(b.call_tool("solve_image", {"image_b64": _png()}) for _ in range(2))
@@ -228,13 +237,16 @@ def test_http_agents_have_their_own_caps(celery_app: Any, http_server: Any, redi
             assert spend["spent_last_hour"] == "0.006"
 
     _run(scenario(), timeout=120)
-    import redis
-
-    keys = {k.decode() for k in redis.Redis.from_url(redis_url).keys("*mcp:*")}
-    assert keys == {"ct:mcp:a:spend", "ct:mcp:b:spend", "ct:mcp:c:spend"} or all(
-        ":a:" in k or ":b:" in k or ":c:" in k for k in keys
-    ), keys
-    assert not [k for k in keys if "token" in k]
+    # What is left: each agent's spend record, named by the agent (the slots are freed),
+    # each with its TTL; no token in a key or a value.
+    keys = set(store.keys("*mcp:*"))
+    assert keys == {"ct:mcp:a:spend", "ct:mcp:b:spend", "ct:mcp:c:spend"}, keys
+    for key in keys:
+        assert 0 < store.ttl(key) <= MCP_SPEND_TTL, key
+        members = store.zrange(key, 0, -1)
+        assert members and all(re.fullmatch(r"[0-9a-f]{32}:3000000", m) for m in members)
+    every_key = " ".join(store.keys("*"))
+    assert not any(token in every_key for token in (TOKEN_A, TOKEN_B, TOKEN_C))
 
 
 @pytest.mark.parametrize("widget", ["recaptcha", "turnstile", "hcaptcha"])
