@@ -25,6 +25,14 @@ mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamablehttp_client  # noqa: E402
+from mcp.shared.exceptions import McpError  # noqa: E402
+from mcp.types import (  # noqa: E402
+    CancelledNotification,
+    CancelledNotificationParams,
+    ClientNotification,
+    ProgressNotification,
+    ServerNotification,
+)
 
 from captcha_tasks.state.keys import MCP_SPEND_TTL  # noqa: E402
 
@@ -247,6 +255,84 @@ def test_http_agents_have_their_own_caps(celery_app: Any, http_server: Any, redi
         assert members and all(re.fullmatch(r"[0-9a-f]{32}:3000000", m) for m in members)
     every_key = " ".join(store.keys("*"))
     assert not any(token in every_key for token in (TOKEN_A, TOKEN_B, TOKEN_C))
+
+
+def test_a_cancelled_call_keeps_its_slot_until_the_solve_ends(
+    celery_app: Any, http_server: Any
+) -> None:
+    """The client cancels a slow solve: the call ends at once, but the solve goes on,
+    holds agent a's one slot until it ends, and is counted then."""
+    url, _child, sandbox = http_server
+    progress_tokens: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ServerNotification) and isinstance(
+            message.root, ProgressNotification
+        ):
+            progress_tokens.append(message.root.params.progressToken)
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        pass
+
+    async def in_flight(session: ClientSession) -> int:
+        return int(_json(await session.call_tool("get_spend", {}))["in_flight"])
+
+    async def scenario() -> None:
+        headers = {"Authorization": f"Bearer {TOKEN_A}"}
+        async with (
+            streamablehttp_client(url, headers=headers) as (read, write, _),
+            ClientSession(read, write, message_handler=on_message) as a,
+        ):
+            await a.initialize()
+            slow = asyncio.ensure_future(
+                a.call_tool(
+                    "solve_recaptcha_v2",
+                    {"sitekey": SITEKEY, "pageurl": "https://example.com/"},
+                    progress_callback=on_progress,
+                )
+            )
+            # The task is sent when the first progress notification comes (its token is
+            # the request's id).
+            for _ in range(200):
+                if progress_tokens:
+                    break
+                await asyncio.sleep(0.02)
+            assert progress_tokens and await in_flight(a) == 1
+
+            # The client cancels the request (the protocol's notifications/cancelled):
+            # the server ends the call at once, long before the solve.
+            await a.send_notification(
+                ClientNotification(
+                    CancelledNotification(
+                        method="notifications/cancelled",
+                        params=CancelledNotificationParams(
+                            requestId=progress_tokens[0], reason="the agent moved on"
+                        ),
+                    )
+                )
+            )
+            with pytest.raises(McpError, match="Request cancelled"):
+                await asyncio.wait_for(slow, 10)
+            assert sandbox.stats()["solved"] == 0
+
+            # The solve goes on and keeps the slot: a is refused until it ends.
+            held = _error(await a.call_tool("solve_image", {"image_b64": _png()}))
+            assert "BUDGET_IN_FLIGHT: agent a is at its cap of 1 solves in flight" in held, held
+            for _ in range(300):
+                if await in_flight(a) == 0:
+                    break
+                await asyncio.sleep(0.05)
+            assert await in_flight(a) == 0
+            stats = sandbox.stats()
+            assert (stats["solved"], stats["by_type"]["recaptcha_v2"]) == (1, 1), stats
+
+            # It is counted, and the slot is a's again.
+            assert _json(await a.call_tool("get_spend", {}))["spent_last_hour"] == "0.003"
+            image = _json(await a.call_tool("solve_image", {"image_b64": _png()}))
+            assert image["type"] == "image"
+            assert _json(await a.call_tool("get_spend", {}))["spent_last_hour"] == "0.006"
+
+    _run(scenario(), timeout=90)
 
 
 @pytest.mark.parametrize("widget", ["recaptcha", "turnstile", "hcaptcha"])
