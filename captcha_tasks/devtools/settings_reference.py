@@ -118,6 +118,19 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         "Page tasks, token pools, session locks and the proxy pool "
         "([Shared session state](../guides/sessions.md)).",
     ),
+    "MCP server": (
+        (
+            "CAPTCHA_TASKS_MCP_AGENTS_FILE",
+            "CAPTCHA_TASKS_MCP_AGENTS",
+            "CAPTCHA_TASKS_MCP_AGENT",
+            "CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT",
+            "CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR",
+            "CAPTCHA_TASKS_MCP_TIMEOUT",
+        ),
+        "`captcha-tasks mcp`, the Model Context Protocol server for AI agents; each "
+        "variable is the default of the command's option of the same name "
+        "([AI agents (MCP server)](../guides/mcp.md)).",
+    ),
     "Monitoring and fleet": (
         (
             "CAPTCHA_TASKS_METRICS_PORT",
@@ -218,6 +231,9 @@ NOTES: dict[str, str] = {
     "http://127.0.0.1:PORT/metrics`). Workers on one host need a port each.",
     "CAPTCHA_TASKS_METRICS_ADDRESS": "The endpoint has no authentication: bind a wider "
     "address (`0.0.0.0`) only for a Prometheus on another machine, behind a firewall.",
+    "CAPTCHA_TASKS_MCP_AGENTS_FILE": 'JSON: `{"agents": [{"name": ..., "token": ..., '
+    '"max_in_flight": ..., "max_spend_per_hour": ...}]}`; names are 1-64 of '
+    "`A-Za-z0-9_.-`, tokens 16 characters or more, both unique.",
     "CAPTCHA_TASKS_TIME_SCALE": "The sandbox honours it too, so tests and benchmarks run the "
     "same logic faster; the queue timeout and the report window are not scaled.",
 }

@@ -85,6 +85,15 @@ key                           type    what
                                       the checkout (host and run directory) whose
                                       stack this database is. TTL: ``DEV_CLAIM_TTL``,
                                       renewed at every start.
+``{p}mcp:{agent}:in_flight``  zset    an MCP agent's solves in flight (by its
+                                      configured name, never its token): call ids
+                                      scored by their lease's expiry (epoch ms), so a
+                                      server that died frees its slots. TTL: the
+                                      longest lease, renewed by each call.
+``{p}mcp:{agent}:spend``      zset    what an MCP agent's solves cost in the last
+                                      hour: members ``{call id}:{nano-USD}``, scored
+                                      by when each ended (epoch ms). TTL:
+                                      ``MCP_SPEND_TTL``, renewed by each write.
 ============================  ======  =============================================
 
 The shared zsets and lists get their TTL refreshed on every write (``STRUCTURE_TTL``);
@@ -102,7 +111,15 @@ from dataclasses import dataclass
 # each of its workers runs.
 from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
 
-__all__ = ["BREAKER_TTL", "DEV_CLAIM_TTL", "PROXY_POOL_TTL", "SPEND_TTL", "STRUCTURE_TTL", "Keys"]
+__all__ = [
+    "BREAKER_TTL",
+    "DEV_CLAIM_TTL",
+    "MCP_SPEND_TTL",
+    "PROXY_POOL_TTL",
+    "SPEND_TTL",
+    "STRUCTURE_TTL",
+    "Keys",
+]
 
 #: Seconds a shared structure lives after its last write.
 STRUCTURE_TTL = 86_400
@@ -112,6 +129,9 @@ PROXY_POOL_TTL = 30 * 86_400
 #: Seconds a spend bucket (one minute) lives: the last hour's sum needs 60 of them,
 #: the margin covers clocks a little apart.
 SPEND_TTL = 7_200
+#: Seconds an MCP agent's spend record lives after its last write: the hour its cap
+#: counts, and a margin for clocks a little apart.
+MCP_SPEND_TTL = 3_660
 #: Seconds a provider's breaker lives after its last write: longer than any cool-down,
 #: short enough that a provider removed from the configuration leaves nothing behind.
 BREAKER_TTL = 86_400
@@ -274,6 +294,14 @@ class Keys:
 
     def balance_check(self, provider: str) -> str:
         return f"{self.prefix}balance:{provider}:check"
+
+    # -- the MCP server's budget per agent (its configured name, never its token) ----------
+
+    def mcp_in_flight(self, agent: str) -> str:
+        return f"{self.prefix}mcp:{agent}:in_flight"
+
+    def mcp_spend(self, agent: str) -> str:
+        return f"{self.prefix}mcp:{agent}:spend"
 
     # -- captcha-tasks dev on a Redis it did not start -------------------------------------
 

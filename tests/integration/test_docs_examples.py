@@ -30,6 +30,11 @@ EXPECTED: dict[str, list[str]] = {
         r"gave up waiting; the solve itself goes on",
     ],
     "fetch_page.py": [r"200 True api"],
+    "mcp_agent.py": [
+        r"20 tools",
+        r"recaptcha_v2 into g-recaptcha-response 03AFcWeA",
+        r"example 0",
+    ],
 }
 
 

@@ -26,6 +26,8 @@ LAYERS: dict[str, int] = {
     "__init__": 9,
     # Integrations (Scrapy, Playwright): clients of the package, never imported by it.
     "contrib": 9,
+    # The MCP server: a client of the package too (its command is named lazily by cli/).
+    "mcp": 9,
     "devtools": 10,
 }  # fmt: skip
 
