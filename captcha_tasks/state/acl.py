@@ -212,6 +212,8 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
     "key_refused_prefix": "as key_refused",
     "key_refused_prefix_of": "as key_refused",
     "balance_check": "the balance check's turn (inside balance:*, read-only anyway)",
+    "mcp_in_flight": "the MCP server's per-agent leases: its own bookkeeping",
+    "mcp_spend": "as mcp_in_flight (an agent's spend; the spend keys hold the cluster's)",
 }
 
 #: kombu's and Celery's key names (defaults; a test compares them with kombu's and
