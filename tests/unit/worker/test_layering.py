@@ -11,7 +11,7 @@ from tests.support.workers import ROOT
 PACKAGE = ROOT / "captcha_tasks"
 
 #: Every module outside worker/, cli/ and devtools/ (and the package root, which defines
-#: the app, and aio.py and contrib/, which are ways in to its tasks, as the root is):
+#: the app, and aio.py, contrib/ and mcp/, which are ways in to its tasks, as the root is):
 #: read from the tree, so a new module is checked without being listed.
 PLAIN = sorted(
     ".".join(("captcha_tasks", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(
@@ -19,7 +19,16 @@ PLAIN = sorted(
     )
     for path in PACKAGE.rglob("*.py")
     if path.relative_to(PACKAGE).parts[0]
-    not in ("worker", "cli", "devtools", "__init__.py", "celeryconfig.py", "aio.py", "contrib")
+    not in (
+        "worker",
+        "cli",
+        "devtools",
+        "__init__.py",
+        "celeryconfig.py",
+        "aio.py",
+        "contrib",
+        "mcp",
+    )
 )
 
 
