@@ -37,6 +37,7 @@ Tokens, passwords and cookie values are never logged.
 from __future__ import annotations
 
 import html
+import random
 import re
 import secrets
 import ssl
@@ -107,6 +108,7 @@ class DemoSite:
         self._validations: dict[str, float] = {}  # cookie value -> expires_at
         self._sessions: dict[str, tuple[str, float]] = {}  # value -> (username, expires_at)
         self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
+        self._rng = random.Random(state.config.seed)  # reject_rates' draws
 
     @property
     def sitekey(self) -> str:
@@ -120,11 +122,20 @@ class DemoSite:
         with self._lock:
             self._counts[counter] += 1
 
-    def check_token(self, token: str, sitekey: str | None = None) -> str | None:
+    def check_token(self, token: str, sitekey: str | None = None, *, host: str = "") -> str | None:
         """Spend ``token`` (for ``sitekey``, default the reCAPTCHA one) like /siteverify
-        does: None if it passed, else the reason."""
+        does: None if it passed, else the reason. A good token is still refused at the
+        configured ``reject_rates`` for ``host`` (``site-rejected``), as a site refuses a
+        solver whose tokens score low."""
         verdict = self.state.verify(token, sitekey or self.sitekey)
         passed = verdict.get("success") is True
+        if passed:
+            rate = self.state.config.reject_rate(host.rsplit(":", 1)[0].lower())
+            with self._lock:
+                refused = rate > 0 and self._rng.random() < rate
+            if refused:
+                verdict = {"success": False, "error-codes": ["site-rejected"]}
+                passed = False
         self.count("tokens_accepted" if passed else "tokens_rejected")
         if passed:
             return None
@@ -293,7 +304,9 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Bad request", "<h1>Bad request</h1>\n<p>next must be a local path</p>")
             return
         demo = self.server.demo
-        reason = demo.check_token(*posted_token(params, demo.sitekey))
+        reason = demo.check_token(
+            *posted_token(params, demo.sitekey), host=self.headers.get("Host", "")
+        )
         if reason is not None:
             self._failed(reason, target)
             return
@@ -308,7 +321,9 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Sign in", form)
             return
         demo = self.server.demo
-        reason = demo.check_token(params.get("g-recaptcha-response", ""))
+        reason = demo.check_token(
+            params.get("g-recaptcha-response", ""), host=self.headers.get("Host", "")
+        )
         if reason is not None:
             self._failed(reason, "/login")
             return
