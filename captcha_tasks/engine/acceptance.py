@@ -44,7 +44,15 @@ from ..state.keys import ACCEPTANCE_MARGIN, ACCEPTANCE_TOTALS_TTL, FEEDBACK_TTL,
 from ..state.scripts import run
 from .spend import from_nano, minute_of, to_nano
 
-__all__ = ["OTHER", "AcceptanceBook", "Recorded", "SolveFacts", "Tally", "Verdict"]
+__all__ = [
+    "OTHER",
+    "AcceptanceBook",
+    "AcceptanceRates",
+    "Recorded",
+    "SolveFacts",
+    "Tally",
+    "Verdict",
+]
 
 Verdict = Literal["accepted", "rejected"]
 _CODE: dict[Verdict, str] = {"accepted": "a", "rejected": "r"}
@@ -270,3 +278,28 @@ class AcceptanceBook:
         """The share of ``provider``'s ``captcha_type`` tokens accepted over the window."""
         tally = self.window(captcha_type, now=now).get(provider)
         return None if tally is None else tally.rate
+
+
+class AcceptanceRates:
+    """The acceptance rates results carry, read at most every ``every`` seconds (one
+    window's read serves every provider and type meanwhile)."""
+
+    def __init__(self, book: AcceptanceBook, every: float = 10.0) -> None:
+        self.book = book
+        self.every = every
+        self._read_at = -math.inf
+        self._figures: dict[tuple[str, str, str], Tally] = {}
+
+    def rate(self, provider: str, captcha_type: str, now: float) -> float | None:
+        """``provider``'s acceptance rate for ``captcha_type`` (None: no verdict, or the
+        store could not be read: a result never fails for it)."""
+        if now - self._read_at >= self.every:
+            try:
+                self._figures = self.book.figures(now)
+            except redis.RedisError:
+                return None
+            self._read_at = now
+        tally = self._figures.get((provider, captcha_type, _ALL_HOSTS))
+        if tally is None or tally.rate is None:
+            return None
+        return round(tally.rate, 4)
