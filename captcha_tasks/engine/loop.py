@@ -134,7 +134,7 @@ class Engine:
             provider=self.queue.config.protocol,
             provider_name=self.queue.provider_name,
             breaker=self.breaker,
-            acceptance=AcceptanceRates(AcceptanceBook(client, settings)),
+            acceptance=AcceptanceRates(AcceptanceBook(client, settings), settings.scaled(10.0)),
         )
         self.refusal = KeyRefusal(
             client,

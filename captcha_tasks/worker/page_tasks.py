@@ -291,6 +291,7 @@ def submit_challenge(
     isolated: bool = False,
     sitekey: str = "",
     attempt: int = 1,
+    refused: list[str] | None = None,
 ) -> PageResult:
     """The second half of ``fetch_page``: submit the solved token, keep the cookies
     (the mixin saves them for the cluster), release the host's session lock.
@@ -341,7 +342,8 @@ def submit_challenge(
                 attempt,
                 settings.page_attempts,
             )
-            again = _again(self, challenge, url, form, host, lock_token, isolated, attempt)
+            avoid = [*(refused or []), str(solved.get("provider") or "")]
+            again = _again(self, challenge, url, form, host, lock_token, isolated, attempt, avoid)
             handed_on = True
             raise again from None
         _judged(self, solve_id, accepted=True)
@@ -386,16 +388,28 @@ def _again(
     lock_token: str,
     isolated: bool,
     attempt: int,
+    refused: list[str],
 ) -> Exception:
     """The page's next attempt: a fresh solve of ``challenge`` and its submit, under the
-    same task id, holding the same session lock (extended for the solve)."""
+    same task id, holding the same session lock (extended for the solve). The solve
+    avoids the providers whose tokens this page refused while another one is
+    configured (with every provider refused, any may solve it again)."""
     settings = task.settings
-    extra: dict[str, Any] = {"attempt": attempt + 1}
+    names = [config.name for config in settings.providers()]
+    refused = sorted({name for name in refused if name in names})
+    exclude = refused if len(refused) < len(names) else []
+    extra: dict[str, Any] = {"attempt": attempt + 1, "refused": refused}
     if isolated:
-        solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, url))
+        solve = app.signature(
+            _SOLVERS[challenge.type],
+            args=(challenge.sitekey, url),
+            kwargs={"exclude": exclude} if exclude else {},
+        )
         extra["isolated"] = True
     else:
         solve = _solve(task, challenge, url)
+        if exclude:
+            solve.kwargs["exclude"] = exclude
         if lock_token:
             from ..engine.timing import DEADLINE
 

@@ -1,0 +1,109 @@
+"""Acceptance feedback through a real worker and the sandbox's demo site refusing a share
+of good tokens: fetch_page counts every verdict and retries a refused token, each refused
+token is reported to its provider exactly once, report_solution and feedback() count."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from captcha_tasks import report_solution, solve_recaptcha_v2
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.engine.acceptance import AcceptanceBook
+from captcha_tasks.errors import ChallengeRejected, UnknownSolve
+from captcha_tasks.settings import get_settings
+from captcha_tasks.state import state_redis
+from captcha_tasks.worker.feedback import feedback
+from captcha_tasks.worker.page_tasks import fetch_page
+from tests.support.workers import worker_env
+
+pytestmark = pytest.mark.integration
+
+
+def _env(sandbox: Any, **extra: str) -> dict[str, str]:
+    host = sandbox.demo_url.split("//")[1]
+    return worker_env(sandbox.url, CAPTCHA_TASKS_ALLOWED_DOMAINS=host, **extra)
+
+
+def _book() -> AcceptanceBook:
+    settings = get_settings()
+    return AcceptanceBook(state_redis(settings), settings)
+
+
+def test_refused_tokens_are_retried_counted_and_reported_once(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    sandbox = sandbox_factory(demo_port=0, reject_rates={"*": 0.5}, seed=3, threads=8)
+    worker_factory(_env(sandbox, CAPTCHA_TASKS_PRICES="recaptcha_v2=2.00"), concurrency=4)
+    runs = 20
+    sent = [fetch_page.delay(f"{sandbox.demo_url}/page/{i}", isolated=True) for i in range(runs)]
+    served, lost = [], 0
+    for result in sent:
+        try:
+            served.append(result.get(timeout=180))
+        except ChallengeRejected:
+            lost += 1
+    tally = _book().window("recaptcha_v2")["default"]
+    # Each refused token reported bad to its provider (a report_solution sent when the
+    # rejection was counted): exactly once.
+    wait_until(
+        lambda: sandbox.stats()["reports_bad"] >= tally.rejected, timeout=60, what="the reports"
+    )
+    site, provider = sandbox.demo.stats(), sandbox.stats()
+    attempts = sum(p["attempts"] for p in served)
+    print(
+        f"\n{runs} isolated pages, site refusing 50%: {len(served)} served, {lost} lost; "
+        f"solves {provider['submitted']}, accepted {tally.accepted}, rejected "
+        f"{tally.rejected}, reportbad {provider['reports_bad']}, spend {tally.spend}"
+    )
+    assert all(p["status"] == 200 for p in served)
+    assert any(p["attempts"] > 1 for p in served)  # some pages needed a second token
+    # Every solve was judged once: the accepted ones are the pages served.
+    assert tally.accepted == len(served) == site["tokens_accepted"]
+    assert tally.accepted + tally.rejected == provider["submitted"]
+    assert attempts + 3 * lost == provider["submitted"]
+    # Every solve, the retries' too, is in the spend ($2.00 per 1000).
+    assert tally.spend == Decimal("0.002") * provider["submitted"]
+    assert provider["reports_bad"] == tally.rejected
+    assert provider["reports_refused"] == 0
+    # A refused page spent its attempts (CAPTCHA_TASKS_PAGE_ATTEMPTS = 3): none more.
+    assert all(p["attempts"] <= 3 for p in served)
+
+
+def test_report_solution_and_feedback_count_once_and_report_once(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    sandbox = sandbox_factory(demo_port=0)
+    worker_factory(_env(sandbox))
+    url = f"{sandbox.demo_url}/page/x"
+    key = sandbox.config.demo_sitekey
+    first = solve_recaptcha_v2.delay(key, url)
+    second = solve_recaptcha_v2.delay(key, url)
+    one, two = first.get(timeout=60), second.get(timeout=60)
+    assert one["task_id"] == first.id and two["task_id"] == second.id
+    # report_solution: counted rejected and told the provider; a second report is not.
+    assert report_solution.delay(first.id, correct=False).get(timeout=30)["reported"] == "bad"
+    again = report_solution.delay(first.id, correct=True).get(timeout=30)
+    assert again == {**again, "reported": "bad", "already": True}
+    # The public call: counted accepted; a later rejection of the same solve is ignored.
+    assert feedback(second.id, accepted=True) == {
+        "task_id": second.id,
+        "counted": True,
+        "verdict": "accepted",
+    }
+    assert feedback(second.id, accepted=False)["counted"] is False
+    with pytest.raises(UnknownSolve):
+        feedback("no-such-task", accepted=True)
+    tally = _book().window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (1, 1)
+    assert sandbox.stats()["reports_bad"] == 1
+    assert sandbox.stats()["reports_refused"] == 0
+    # A later solve's result carries the provider's acceptance rate for its type (read
+    # at most every 10 s, scaled: the engine's copy may be one read behind).
+    wait_until(
+        lambda: solve_recaptcha_v2.delay(key, url).get(timeout=60)["acceptance"] == 0.5,
+        timeout=60,
+        what="a result with the acceptance rate",
+    )
