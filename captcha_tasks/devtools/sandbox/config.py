@@ -360,6 +360,7 @@ class SandboxConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["api_keys"] = len(self.api_keys)
         out["latency"] = dict(self.latency)
+        out["reject_rates"] = dict(self.reject_rates)
         return out
 
 
