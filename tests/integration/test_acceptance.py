@@ -4,6 +4,7 @@ token is reported to its provider exactly once, report_solution and feedback() c
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -11,10 +12,12 @@ import pytest
 
 from captcha_tasks import report_solution, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.engine.acceptance import AcceptanceBook
+from captcha_tasks.devtools.sandbox import dev_api_key
+from captcha_tasks.engine.acceptance import AcceptanceBook, Tally
+from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.errors import ChallengeRejected, UnknownSolve
 from captcha_tasks.settings import get_settings
-from captcha_tasks.state import state_redis
+from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.feedback import feedback
 from captcha_tasks.worker.page_tasks import fetch_page
 from tests.support.workers import worker_env
@@ -107,3 +110,74 @@ def test_report_solution_and_feedback_count_once_and_report_once(
         timeout=60,
         what="a result with the acceptance rate",
     )
+
+
+def _two_providers(a: Any, b: Any) -> dict[str, str]:
+    """``main`` (2captcha, at ``a``, $1.00 per 1000) first, ``backup`` (captchaai, at
+    ``b``, $2.00 per 1000): order routing, the default."""
+    env = _env(a, CAPTCHA_TASKS_PROVIDERS="main,backup")
+    for name in ("CAPTCHA_TASKS_PROVIDER", "CAPTCHA_TASKS_API_KEY", "CAPTCHAAI_API_KEY"):
+        env.pop(name, None)
+    env.pop("CAPTCHA_TASKS_SOLVER_URL", None)
+    for name, protocol, sandbox, price in (
+        ("MAIN", "2captcha", a, "1.00"),
+        ("BACKUP", "captchaai", b, "2.00"),
+    ):
+        env[f"CAPTCHA_TASKS_{name}_PROTOCOL"] = protocol
+        env[f"CAPTCHA_TASKS_{name}_URL"] = sandbox.url
+        env[f"CAPTCHA_TASKS_{name}_API_KEY"] = dev_api_key(protocol)
+        env[f"CAPTCHA_TASKS_{name}_PRICES"] = f"recaptcha_v2={price}"
+    return env
+
+
+def test_a_site_refusing_70_percent_of_one_providers_tokens_still_serves_the_pages(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    a = sandbox_factory(
+        demo_port=0,
+        dialect="2captcha",
+        threads=20,
+        seed=11,
+        reject_rates={"2captcha": 0.7, "captchaai": 0.05},
+    )
+    b = sandbox_factory(dialect="captchaai", threads=20, seed=12)
+    a.demo.trust(b.state)  # the site judges both providers' tokens
+    worker_factory(_two_providers(a, b), concurrency=4)
+    runs = 50
+    sent = [fetch_page.delay(f"{a.demo_url}/page/{i}", isolated=True) for i in range(runs)]
+    served, lost = [], 0
+    for result in sent:
+        try:
+            served.append(result.get(timeout=180))
+        except ChallengeRejected:
+            lost += 1
+    figures = _book().window("recaptcha_v2")
+    main, backup = figures["main"], figures.get("backup", Tally())
+    wait_until(
+        lambda: (
+            a.stats()["reports_bad"] + b.stats()["reports_bad"] >= main.rejected + backup.rejected
+        ),
+        timeout=60,
+        what="the reports",
+    )
+    solves = {"main": a.stats()["submitted"], "backup": b.stats()["submitted"]}
+    settings = get_settings()
+    ledger = SpendLedger(state_redis(settings), Keys(settings.key_prefix))
+    spent = {name: ledger.last_hour(name, time.time()) for name in solves}
+    first_try = sum(p["attempts"] == 1 for p in served)
+    print(
+        f"\n{runs} isolated pages, order routing, the site refusing 70% of main's tokens "
+        f"and 5% of backup's: {len(served)} served ({first_try} at the first token), "
+        f"{lost} lost; solves {solves}; main {main}, backup {backup}; reportbad "
+        f"{a.stats()['reports_bad']} + {b.stats()['reports_bad']}; spend {spent}"
+    )
+    assert len(served) >= 0.9 * runs
+    assert all(p["status"] == 200 for p in served)
+    # Every solve, the retries' too, is in the spend, at its provider's price.
+    for name, price in (("main", Decimal("0.001")), ("backup", Decimal("0.002"))):
+        usd, count = spent[name].get("recaptcha_v2", (Decimal(0), 0))
+        assert count == solves[name] and usd == price * solves[name]
+    # Every token judged once, every refused one reported to its provider once.
+    assert main.total == solves["main"] and backup.total == solves["backup"]
+    assert (a.stats()["reports_bad"], b.stats()["reports_bad"]) == (main.rejected, backup.rejected)
+    assert a.stats()["reports_refused"] == b.stats()["reports_refused"] == 0

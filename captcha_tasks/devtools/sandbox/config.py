@@ -237,14 +237,17 @@ class SandboxConfig:
     refuse_keys: bool = False
     #: The demo site refuses this fraction of the tokens this sandbox solved that would
     #: otherwise pass (the site's verdict, as a real site's on a low-scoring solver):
-    #: keyed by the sandbox's ``dialect`` (``"2captcha"``...) or ``"*"`` for any, and
+    #: keyed by the ``dialect`` of the sandbox that solved it (``"2captcha"``...: this
+    #: one, or a peer the demo site trusts, :meth:`.demo_site.DemoSite.trust`) or ``"*"``, and
     #: per host as ``"host/dialect"`` or ``"host/*"`` (the ``Host`` the demo site was
     #: asked under, without port), the most specific key winning. Seeded by ``seed``.
     reject_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
-    def reject_rate(self, host: str) -> float:
-        """The share of good tokens the demo site refuses when asked as ``host``."""
-        for key in (f"{host}/{self.dialect}", f"{host}/*", self.dialect, "*"):
+    def reject_rate(self, host: str, dialect: str | None = None) -> float:
+        """The share of good tokens the demo site refuses when asked as ``host``, of
+        those solved by a sandbox speaking ``dialect`` (default: this one's)."""
+        dialect = dialect or self.dialect
+        for key in (f"{host}/{dialect}", f"{host}/*", dialect, "*"):
             if key in self.reject_rates:
                 return self.reject_rates[key]
         return 0.0

@@ -109,6 +109,7 @@ class DemoSite:
         self._sessions: dict[str, tuple[str, float]] = {}  # value -> (username, expires_at)
         self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
         self._rng = random.Random(state.config.seed)  # reject_rates' draws
+        self._peers: list[SandboxState] = []
 
     @property
     def sitekey(self) -> str:
@@ -127,10 +128,12 @@ class DemoSite:
         does: None if it passed, else the reason. A good token is still refused at the
         configured ``reject_rates`` for ``host`` (``site-rejected``), as a site refuses a
         solver whose tokens score low."""
-        verdict = self.state.verify(token, sitekey or self.sitekey)
+        issuer = next((peer for peer in self._peers if peer.knows(token)), self.state)
+        verdict = issuer.verify(token, sitekey or self.sitekey)
         passed = verdict.get("success") is True
         if passed:
-            rate = self.state.config.reject_rate(host.rsplit(":", 1)[0].lower())
+            host = host.rsplit(":", 1)[0].lower()
+            rate = self.state.config.reject_rate(host, issuer.config.dialect)
             with self._lock:
                 refused = rate > 0 and self._rng.random() < rate
             if refused:
@@ -141,6 +144,12 @@ class DemoSite:
             return None
         codes = verdict.get("error-codes")
         return ",".join(map(str, codes)) if isinstance(codes, list) and codes else "rejected"
+
+    def trust(self, peer: SandboxState) -> None:
+        """Also accept the tokens sandbox ``peer`` solves (another provider's, for a
+        site judged by several): its dialect keys their ``reject_rates``."""
+        with self._lock:
+            self._peers.append(peer)
 
     def issue_validation(self) -> str:
         value = secrets.token_urlsafe(32)
