@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
@@ -101,8 +102,12 @@ def test_a_crawl_of_100_protected_pages_spends_at_most_two_solves(
     assert stats.get("captcha_tasks/gave_up", 0) == 0
     # The requests that met the challenge waited for one fetch_page, not one each.
     assert stats["captcha_tasks/cluster_fetches"] <= 2 < stats["captcha_tasks/reissued"]
-    # The validation cookie the cluster earned is in the shared jar...
+    # Each token the crawl's solves used is counted accepted, through the cluster.
     settings = get_settings()
+    tally = AcceptanceBook(state_redis(settings), settings).window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (solves, 0)
+    assert stats.get("captcha_tasks/tokens_refused", 0) == 0
+    # The validation cookie the cluster earned is in the shared jar...
     jar = CookieStore(state_redis(settings), settings).load(_host(demo_sandbox))
     assert "qa_validation_cookie" in {c.name for c in jar}
     # ... and none of its values, nor any token, is in the crawl's log (COOKIES_DEBUG on).
