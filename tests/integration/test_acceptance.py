@@ -4,13 +4,14 @@ token is reported to its provider exactly once, report_solution and feedback() c
 
 from __future__ import annotations
 
+import asyncio
 import time
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from captcha_tasks import report_solution, solve_recaptcha_v2
+from captcha_tasks import aio, report_solution, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.engine.acceptance import AcceptanceBook, Tally
@@ -97,6 +98,8 @@ def test_report_solution_and_feedback_count_once_and_report_once(
         "verdict": "accepted",
     }
     assert feedback(second.id, accepted=False)["counted"] is False
+    late = asyncio.run(aio.feedback(second.id, accepted=False))
+    assert (late["counted"], late["verdict"]) == (False, "accepted")
     with pytest.raises(UnknownSolve):
         feedback("no-such-task", accepted=True)
     tally = _book().window("recaptcha_v2")["default"]
