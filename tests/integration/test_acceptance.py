@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+import requests
 
 from captcha_tasks import aio, report_solution, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
@@ -17,6 +18,7 @@ from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.engine.acceptance import AcceptanceBook, Tally
 from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.errors import ChallengeRejected, UnknownSolve
+from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.feedback import feedback
@@ -188,3 +190,26 @@ def test_a_site_refusing_70_percent_of_one_providers_tokens_still_serves_the_pag
     assert main.total == solves["main"] and backup.total == solves["backup"]
     assert (a.stats()["reports_bad"], b.stats()["reports_bad"]) == (main.rejected, backup.rejected)
     assert a.stats()["reports_refused"] == b.stats()["reports_refused"] == 0
+
+
+def test_a_shared_page_keeps_its_session_lock_through_its_attempts_then_frees_it(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    sandbox = sandbox_factory(demo_port=0, reject_rates={"*": 1.0})
+    worker_factory(_env(sandbox), concurrency=2)
+    host = sandbox.demo_url.split("//")[1]
+    with pytest.raises(ChallengeRejected):
+        fetch_page.delay(f"{sandbox.demo_url}/page/1").get(timeout=120)
+    settings = get_settings()
+    # Three tokens (CAPTCHA_TASKS_PAGE_ATTEMPTS), each refused and reported once; the
+    # host's lock is free once the attempts are spent.
+    wait_until(lambda: sandbox.stats()["reports_bad"] >= 3, timeout=60, what="the reports")
+    assert sandbox.stats()["submitted"] == 3 and sandbox.stats()["reports_bad"] == 3
+    assert SessionLock(state_redis(settings), settings, host).holder() is None
+    # The site told at runtime to accept them again: the next page is served.
+    answer = requests.post(f"{sandbox.url}/admin/config", json={"reject_rates": {}}, timeout=5)
+    answer.raise_for_status()
+    page = fetch_page.delay(f"{sandbox.demo_url}/page/2").get(timeout=120)
+    assert (page["status"], page["attempts"], page["solved"]) == (200, 1, True)
+    tally = _book().window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (1, 3)
