@@ -63,7 +63,8 @@ def feedback(task_id: str, accepted: bool = True) -> FeedbackResult:
     ``task_id`` (unknown, not solved yet, failed, a pooled token, or older than
     ``CAPTCHA_TASKS_REPORT_WINDOW``) and
     :class:`~captcha_tasks.errors.InvalidTaskInput` for an ``accepted`` that is not a bool.
+    Needs the shared state's Redis (``CAPTCHA_TASKS_STATE_URL``), as the workers do.
     """
-    if accepted not in (True, False) or not isinstance(accepted, bool | int):
+    if not isinstance(accepted, bool):  # "false" would be truthy: a verdict by mistake
         raise InvalidTaskInput("feedback: accepted must be true or false")
-    return judge(get_settings(), task_id, accepted=bool(accepted))
+    return judge(get_settings(), task_id, accepted=accepted)
