@@ -196,13 +196,24 @@ def fetch_page(
     captcha = _captcha(challenge, page.url)
     pooled = TokenPool(state_redis(settings), settings).take(captcha)
     if pooled is not None:
-        page = _submit_token(self, challenge, pooled["solution"], fields)
+        try:
+            page = _submit_token(self, challenge, pooled["solution"], fields)
+        except ChallengeRejected:
+            if settings.page_attempts <= 1:
+                raise
+            # A pooled token names no solve to count or report: the next one is solved.
+            log.info(
+                "Task %s[%s] the pooled token was refused: solving", self.name, self.request.id
+            )
+            return _solve_under_lock(self, url, _host(page.url), fields, attempt=2)
         return _result(page, solved=False, source="pool")
 
     return _solve_under_lock(self, url, _host(page.url), fields)
 
 
-def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str]) -> PageResult:
+def _solve_under_lock(
+    task: PageTask, url: str, host: str, fields: dict[str, str], *, attempt: int = 1
+) -> PageResult:
     """The host's session lock, a second look under it, and a solve that holds no worker
     (the task replaces itself; the lock goes to ``submit_challenge``)."""
     settings = task.settings
@@ -227,7 +238,8 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
         solve = _solve(task, challenge, page.url).on_error(
             release_session_lock.s(host=host, token=token)
         )
-        finish = _finish(task, challenge, page.url, fields, host=host, lock_token=token)
+        more = {"attempt": attempt} if attempt > 1 else {}
+        finish = _finish(task, challenge, page.url, fields, host=host, lock_token=token, **more)
     except BaseException:
         release_and_wake(task.app, lock)
         raise
@@ -306,6 +318,10 @@ def submit_challenge(
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise InvalidTaskInput("submit_challenge: attempt must be a positive integer")
+    if refused is not None and not (
+        isinstance(refused, list) and all(isinstance(name, str) for name in refused)
+    ):
+        raise InvalidTaskInput("submit_challenge: refused must be a list of provider names")
     handed_on = False
     try:
         if challenge_type == "datadome":
@@ -344,6 +360,8 @@ def submit_challenge(
             )
             avoid = [*(refused or []), str(solved.get("provider") or "")]
             again = _again(self, challenge, url, form, host, lock_token, isolated, attempt, avoid)
+            if again is None:  # the host's lock expired meanwhile: another visitor's turn
+                raise
             handed_on = True
             raise again from None
         _judged(self, solve_id, accepted=True)
@@ -358,7 +376,7 @@ def submit_challenge(
         solved=solved.get("source") == "api",
         source=solved.get("source"),
         captcha_id=solved.get("captcha_id"),
-        **({"task_id": solve_id} if solve_id else {}),
+        **({"task_id": solve_id} if solve_id and solved.get("source") == "api" else {}),
         attempts=attempt,
     )
 
@@ -389,11 +407,12 @@ def _again(
     isolated: bool,
     attempt: int,
     refused: list[str],
-) -> Exception:
+) -> Exception | None:
     """The page's next attempt: a fresh solve of ``challenge`` and its submit, under the
-    same task id, holding the same session lock (extended for the solve). The solve
-    avoids the providers whose tokens this page refused while another one is
-    configured (with every provider refused, any may solve it again)."""
+    same task id, holding the same session lock (extended for the solve; None if the
+    lock expired meanwhile: no attempt without it). The solve avoids the providers whose
+    tokens this page refused while another one is configured (with every provider
+    refused, any may solve it again)."""
     settings = task.settings
     names = [config.name for config in settings.providers()]
     refused = sorted({name for name in refused if name in names})
@@ -414,7 +433,8 @@ def _again(
             from ..engine.timing import DEADLINE
 
             lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
-            lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl)
+            if not lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl):
+                return None
             solve = solve.on_error(release_session_lock.s(host=host, token=lock_token))
             extra.update(host=host, lock_token=lock_token)
     finish = _finish(task, challenge, url, form, **extra)

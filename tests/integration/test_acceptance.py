@@ -16,8 +16,10 @@ from captcha_tasks import aio, report_solution, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.engine.acceptance import AcceptanceBook, Tally
+from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.errors import ChallengeRejected, UnknownSolve
+from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
@@ -213,3 +215,22 @@ def test_a_shared_page_keeps_its_session_lock_through_its_attempts_then_frees_it
     assert (page["status"], page["attempts"], page["solved"]) == (200, 1, True)
     tally = _book().window("recaptcha_v2")["default"]
     assert (tally.accepted, tally.rejected) == (1, 3)
+
+
+def test_a_refused_pooled_token_is_followed_by_a_solve(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    # Seed 1: the site's first draw refuses (0.13 < 0.5), its second accepts (0.85).
+    sandbox = sandbox_factory(demo_port=0, reject_rates={"*": 0.5}, seed=1)
+    worker_factory(_env(sandbox))
+    page_url = f"{sandbox.demo_url}/page/pooled"
+    settings = get_settings()
+    pool = TokenPool(state_redis(settings), settings)
+    pool.fill(RecaptchaV2(sandbox.config.demo_sitekey, page_url), target=1)
+    wait_until(lambda: pool.status()[0]["size"] == 1, timeout=60, what="a pooled token")
+    page = fetch_page.delay(page_url).get(timeout=120)
+    assert (page["status"], page["source"], page["attempts"]) == (200, "api", 2)
+    # The pooled token names no solve: only the solve that followed it is counted.
+    tally = _book().window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (1, 0)
+    assert sandbox.demo.stats()["tokens_rejected"] == 1
