@@ -9,8 +9,8 @@ Playwright helper, ``report_solution(task_id, correct=...)`` and
 **Counted once per solve.** The first verdict on a task id is the one counted (a mark,
 ``Keys.feedback``, set atomically with the counters by ``acceptance.lua``); a later one,
 from the same place or another, is ignored and answered with the verdict that was
-counted. Its provider is told about a rejected token once too (:meth:`claim_report`):
-whoever claims the report sends it, nobody else.
+counted. Its provider is told about a solve once too (:meth:`claim_report`): whoever
+claims the report sends it, nobody else.
 
 **What is counted.** Accepted and rejected tokens and the cost of their solves, per
 configured provider name and captcha type, in per-minute buckets (``Keys.acceptance``)
@@ -203,13 +203,16 @@ class AcceptanceBook:
             return Recorded(facts, True, verdict)
         return Recorded(facts, False, _VERDICT.get(str(got), verdict))
 
-    def claim_report(self, task_id: str) -> bool:
-        """Whether this caller is the one to tell ``task_id``'s provider (first claim)."""
+    def claim_report(self, task_id: str, report: str) -> str | None:
+        """Claim telling ``task_id``'s provider ``report`` (``good``/``bad``): None if this
+        caller is the one to tell it (the first claim), else what the first claim told."""
+        mark = self.keys.feedback(task_id)
         pipe = self.redis.pipeline()
-        pipe.hsetnx(self.keys.feedback(task_id), "reported", "1")
-        pipe.expire(self.keys.feedback(task_id), FEEDBACK_TTL)
-        claimed, _ = pipe.execute()
-        return bool(claimed)
+        pipe.hsetnx(mark, "reported", report)
+        pipe.hget(mark, "reported")
+        pipe.expire(mark, FEEDBACK_TTL)
+        claimed, told, _ = pipe.execute()
+        return None if claimed else str(told)
 
     def release_report(self, task_id: str) -> None:
         """Give a claim back (telling the provider failed; a retry claims it again)."""

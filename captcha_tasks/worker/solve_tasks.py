@@ -9,6 +9,7 @@ stores the result under the same task id, so ``AsyncResult.get()`` works as for 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import socket
@@ -717,8 +718,8 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> R
     The verdict also counts towards the provider's acceptance figures (the first
     verdict on a solve, from here or anywhere else, is the one counted), and the
     provider is told about a solve once: a second report (or one after ``fetch_page``
-    or :func:`captcha_tasks.feedback` reported it) returns ``"reported"`` as it was
-    and ``"already": True`` without calling the provider."""
+    or :func:`captcha_tasks.feedback` reported a refused token) returns what it was
+    told (``"reported"``) and ``"already": True`` without calling the provider."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidTaskInput("report_solution: task_id must be a solve task's id")
     if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
@@ -737,14 +738,13 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> R
     from ..errors import UnknownSolve
 
     book = AcceptanceBook(client, self.settings)
-    try:
-        verdict = book.record(task_id, accepted=bool(correct)).verdict
-    except UnknownSolve:  # submitted, not solved (yet): nothing to count
-        verdict = "accepted" if correct else "rejected"
-    reported: Literal["good", "bad"] = "good" if verdict == "accepted" else "bad"
+    with contextlib.suppress(UnknownSolve):  # submitted, not solved (yet): nothing to count
+        book.record(task_id, accepted=bool(correct))
+    reported: Literal["good", "bad"] = "good" if correct else "bad"
     found: ReportResult = {"task_id": task_id, "captcha_id": str(captcha_id), "reported": reported}
-    if not book.claim_report(task_id):
-        return {**found, "already": True}
+    told = book.claim_report(task_id, reported)
+    if told is not None:
+        return {**found, "reported": "good" if told == "good" else "bad", "already": True}
     try:
         # The type picks the report method at providers that have one per type.
         captcha_type = _CAPTCHA_TYPES.get(str(kind))

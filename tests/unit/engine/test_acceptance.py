@@ -107,10 +107,10 @@ def test_a_provider_is_told_once(client: redis.Redis, listed: Settings, keys: Ke
     book = AcceptanceBook(client, listed)
     task_id = _solved(client, keys)
     book.record(task_id, accepted=False)
-    assert book.claim_report(task_id) is True
-    assert book.claim_report(task_id) is False
+    assert book.claim_report(task_id, "bad") is None
+    assert book.claim_report(task_id, "good") == "bad"
     book.release_report(task_id)  # telling it failed: the next one tells it
-    assert book.claim_report(task_id) is True
+    assert book.claim_report(task_id, "good") is None
     assert client.ttl(keys.feedback(task_id)) > 0
 
 
