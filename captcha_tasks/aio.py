@@ -56,6 +56,7 @@ from .results import (
     BalanceResult,
     CoordinatesResult,
     DataDomeResult,
+    FeedbackResult,
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
@@ -68,7 +69,6 @@ from .settings import get_settings
 from .worker import altcha_tasks, page_tasks, solve_tasks
 from .worker.app import app
 from .worker.async_results import AsyncResult, await_result, waiter_for
-from .worker.feedback import FeedbackResult
 from .worker.result_backend import without_result_subscription
 from .worker.task_bases import misfit
 from .worker.typed import TaskResult, TypedTask

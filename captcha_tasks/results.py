@@ -21,6 +21,7 @@ __all__ = [
     "CoordinatesResult",
     "DataDomeResult",
     "DataDomeSolution",
+    "FeedbackResult",
     "FillResult",
     "GeeTestResult",
     "GeeTestSolution",
@@ -153,6 +154,16 @@ class ReportResult(TypedDict):
     captcha_id: str
     reported: Literal["good", "bad"]
     already: NotRequired[bool]
+
+
+class FeedbackResult(TypedDict):
+    """What :func:`captcha_tasks.feedback` did: ``counted`` (this call's verdict is the
+    one counted: a solve is counted once) and ``verdict``, the one counted for the solve
+    (``"accepted"`` or ``"rejected"``), this call's or an earlier one's."""
+
+    task_id: str
+    counted: bool
+    verdict: Literal["accepted", "rejected"]
 
 
 class PingResult(TypedDict):

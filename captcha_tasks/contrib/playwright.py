@@ -42,12 +42,12 @@ from urllib.parse import urlsplit
 
 from .. import aio
 from ..errors import ChallengeNotFound
+from ..results import FeedbackResult
 from ..session.cookie_model import CookieSnapshot, normalize_host
 from ..session.cookies import CookieStore
 from ..session.pages import check_url
 from ..settings import Settings, get_settings
 from ..state import state_redis
-from ..worker.feedback import FeedbackResult
 from ._page_scripts import FILL_JS, FIND_JS, Filled, Widget, widget_table
 
 if TYPE_CHECKING:

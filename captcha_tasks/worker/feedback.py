@@ -1,5 +1,5 @@
 """Telling the cluster whether a site accepted a token: :func:`feedback`, and the
-worker-side :func:`judge` that ``fetch_page`` and ``report_solution`` use.
+worker-side :func:`judge` that ``fetch_page`` uses.
 
 A verdict is counted once per solve (:mod:`captcha_tasks.engine.acceptance`); when the
 counted verdict is a rejection, the provider is told once (``report_solution``, which
@@ -8,27 +8,12 @@ claims the report: a refund where the provider gives one), whoever saw it first.
 
 from __future__ import annotations
 
-import logging
-
-from typing_extensions import TypedDict
-
 from ..errors import InvalidTaskInput
+from ..results import FeedbackResult
 from ..settings import Settings, get_settings
 from ..state import state_redis
 
-__all__ = ["FeedbackResult", "feedback", "judge"]
-
-log = logging.getLogger(__name__)
-
-
-class FeedbackResult(TypedDict):
-    """What :func:`feedback` did: ``counted`` (this call's verdict is the one counted:
-    a solve is counted once) and ``verdict``, the one counted for the solve
-    (``"accepted"`` or ``"rejected"``), this call's or an earlier one's."""
-
-    task_id: str
-    counted: bool
-    verdict: str
+__all__ = ["feedback", "judge"]
 
 
 def judge(
