@@ -24,6 +24,7 @@ from .worker.app import app
 
 if TYPE_CHECKING:
     from .worker.altcha_tasks import solve_altcha
+    from .worker.feedback import feedback
     from .worker.page_tasks import fetch_page
     from .worker.solve_tasks import (
         fill_token_pool,
@@ -61,6 +62,7 @@ __all__ = [
     "__version__",
     "app",
     "errors",
+    "feedback",
     "fetch_page",
     "fill_token_pool",
     "get_balance",
@@ -112,6 +114,7 @@ _LAZY = {
         ),
         _SOLVE,
     ),
+    "feedback": "worker.feedback",
     "fetch_page": "worker.page_tasks",
     "solve_altcha": "worker.altcha_tasks",
     "PinnedProxyTask": "worker.task_bases",

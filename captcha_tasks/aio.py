@@ -43,6 +43,7 @@ returned at once). No thread, no polling loop.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -55,6 +56,7 @@ from .results import (
     BalanceResult,
     CoordinatesResult,
     DataDomeResult,
+    FeedbackResult,
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
@@ -75,6 +77,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "aclose",
     "call",
+    "feedback",
     "fetch_page",
     "get_balance",
     "ping",
@@ -475,6 +478,14 @@ async def report_solution(
 ) -> ReportResult:
     """``await`` :func:`captcha_tasks.report_solution` (same arguments, and ``timeout=``)."""
     return await _call(solve_tasks.report_solution, locals())
+
+
+async def feedback(task_id: str, accepted: bool = True) -> FeedbackResult:
+    """``await`` :func:`captcha_tasks.feedback` (same arguments): its few Redis round
+    trips run on the loop's default executor, so the loop never waits on them."""
+    from .worker.feedback import feedback as feedback_now
+
+    return await asyncio.to_thread(feedback_now, task_id, accepted)
 
 
 @_checked

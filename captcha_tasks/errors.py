@@ -7,7 +7,8 @@
     ├── RedisUnavailable              a caller's .delay() could not reach the broker's Redis
     ├── InvalidTaskInput              rejected at the edge: nothing reached the provider
     │   ├── TargetNotAllowed          a page task's URL (or a redirect) is off the allowlist
-    │   └── ArgumentsMismatch         a call that does not fit the task's signature
+    │   ├── ArgumentsMismatch         a call that does not fit the task's signature
+    │   └── UnknownSolve              feedback for a task id with no finished solve known
     ├── SessionLockBusy               another worker holds a host's session lock (retried)
     ├── SessionLockTimeout            waited ~2 lock TTLs for a session lock, gave up
     ├── UnknownProxy                  no proxy with that id in the pool
@@ -78,6 +79,7 @@ __all__ = [
     "TargetNotAllowed",
     "TransientSolverError",
     "UnknownProxy",
+    "UnknownSolve",
 ]
 
 
@@ -142,6 +144,13 @@ class ArgumentsMismatch(InvalidTaskInput, TypeError):
     argument missing or too many): raised by ``.delay()``, ``.apply_async()`` and ``aio``
     in the caller, by the worker for a message another client sent. Also a
     ``TypeError``, what Python and Celery's own check raise for such a call."""
+
+
+class UnknownSolve(InvalidTaskInput):
+    """Feedback (:func:`captcha_tasks.feedback`) for a task id that names no finished
+    solve: unknown, not solved yet, failed, or past ``CAPTCHA_TASKS_REPORT_WINDOW``."""
+
+    default_code = "UNKNOWN_TASK"
 
 
 class TargetNotAllowed(InvalidTaskInput):

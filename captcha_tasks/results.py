@@ -21,6 +21,7 @@ __all__ = [
     "CoordinatesResult",
     "DataDomeResult",
     "DataDomeSolution",
+    "FeedbackResult",
     "FillResult",
     "GeeTestResult",
     "GeeTestSolution",
@@ -49,7 +50,10 @@ class SolveResult(TypedDict, Generic[S]):
     ``expires_at``: epoch seconds the token is good until (``None``: not a token);
     ``user_agent``: the browser the token is bound to, where the provider says (DataDome:
     always, the one it was solved as); ``proxy_id``: the pool proxy a DataDome cookie is
-    bound to (its id only, never its address or credentials)."""
+    bound to (its id only, never its address or credentials); ``task_id``: the solve's
+    own task id (what :func:`captcha_tasks.feedback` and ``report_solution`` take);
+    ``acceptance``: the share of this provider's tokens of this type sites accepted
+    over ``CAPTCHA_TASKS_ACCEPTANCE_WINDOW`` (``None``: no verdict yet)."""
 
     solution: S
     source: Literal["api", "pool"]
@@ -66,6 +70,8 @@ class SolveResult(TypedDict, Generic[S]):
     cost_source: NotRequired[Literal["provider", "configured"] | None]
     user_agent: NotRequired[str]
     proxy_id: NotRequired[str]
+    task_id: NotRequired[str]
+    acceptance: NotRequired[float | None]
 
 
 class GeeTestSolution(TypedDict):
@@ -140,9 +146,24 @@ class BalanceResult(TypedDict):
 
 
 class ReportResult(TypedDict):
+    """``reported``: what the provider was told (the verdict counted for the solve);
+    ``already``: true when it had been told before (by ``fetch_page``,
+    :func:`captcha_tasks.feedback` or an earlier report): not told again."""
+
     task_id: str
     captcha_id: str
     reported: Literal["good", "bad"]
+    already: NotRequired[bool]
+
+
+class FeedbackResult(TypedDict):
+    """What :func:`captcha_tasks.feedback` did: ``counted`` (this call's verdict is the
+    one counted: a solve is counted once) and ``verdict``, the one counted for the solve
+    (``"accepted"`` or ``"rejected"``), this call's or an earlier one's."""
+
+    task_id: str
+    counted: bool
+    verdict: Literal["accepted", "rejected"]
 
 
 class PingResult(TypedDict):
@@ -165,7 +186,9 @@ class FillResult(TypedDict):
 class PageResult(TypedDict):
     """A fetched page: its HTTP ``status`` and final ``url``; ``solved``: whether this
     call spent a solve; ``source``: where its token came from (``"api"``, ``"pool"``,
-    ``None`` when the page was not challenged)."""
+    ``None`` when the page was not challenged); ``task_id``: the solve whose token the
+    site accepted; ``attempts``: tokens submitted (more than 1: the site refused the
+    first ones, each solved afresh, counted rejected and reported bad)."""
 
     status: int
     url: str
@@ -173,3 +196,5 @@ class PageResult(TypedDict):
     source: Literal["api", "pool"] | None
     captcha_id: NotRequired[str | None]
     isolated: NotRequired[bool]
+    task_id: NotRequired[str]
+    attempts: NotRequired[int]

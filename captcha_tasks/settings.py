@@ -175,6 +175,19 @@ class Settings:
     #: fetch (``example.com`` also allows its subdomains; IP literals allowed only as
     #: written). Empty: page tasks fetch nothing.
     allowed_domains: tuple[str, ...] = ()
+    #: ``CAPTCHA_TASKS_ACCEPTANCE_HOSTS``: comma-separated site hosts whose accepted and
+    #: rejected tokens are also counted per host (exact host names, without port); every
+    #: other host counts only in its provider's and type's figures, so the counters stay
+    #: bounded (:mod:`captcha_tasks.engine.acceptance`).
+    acceptance_hosts: tuple[str, ...] = ()
+    #: ``CAPTCHA_TASKS_ACCEPTANCE_WINDOW``: seconds of feedback the acceptance figures
+    #: cover (per-minute buckets, not scaled): short, so a provider whose tokens sites
+    #: start to refuse shows within minutes.
+    acceptance_window: float = 900.0
+    #: ``CAPTCHA_TASKS_PAGE_ATTEMPTS``: tokens ``fetch_page`` submits to one challenged
+    #: page, each from a fresh solve, before it fails with ``ChallengeRejected`` (1: no
+    #: retry). Every refused token is counted rejected and reported to its provider.
+    page_attempts: int = 3
     #: ``CAPTCHA_TASKS_POOL_MIN_LIFE``: seconds of life a pooled token must have left
     #: to be handed out (scaled, like the token lifetimes it is compared with).
     pool_min_life: float = 10.0
@@ -360,6 +373,12 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "poll_reads": ("CAPTCHA_TASKS_POLL_READS", _between(float, 1.5, 10.0, "reads per solve")),
     "engine_threads": ("CAPTCHA_TASKS_ENGINE_THREADS", _number(int, 1)),
     "allowed_domains": ("CAPTCHA_TASKS_ALLOWED_DOMAINS", _domains),
+    "acceptance_hosts": ("CAPTCHA_TASKS_ACCEPTANCE_HOSTS", _domains),
+    "acceptance_window": (
+        "CAPTCHA_TASKS_ACCEPTANCE_WINDOW",
+        _between(float, 60, 86_400, "seconds"),
+    ),
+    "page_attempts": ("CAPTCHA_TASKS_PAGE_ATTEMPTS", _between(int, 1, 10, "attempts")),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),
     "lock_ttl": ("CAPTCHA_TASKS_LOCK_TTL", _number(float, 0.1)),
     "proxy_lease_ttl": ("CAPTCHA_TASKS_PROXY_LEASE_TTL", _number(float, 0.1)),

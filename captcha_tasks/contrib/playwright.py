@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 from .. import aio
 from ..errors import ChallengeNotFound
+from ..results import FeedbackResult
 from ..session.cookie_model import CookieSnapshot, normalize_host
 from ..session.cookies import CookieStore
 from ..session.pages import check_url
@@ -144,6 +145,23 @@ class PageSolve:
     fields: int  #: form fields now holding the token
     callback: str | None  #: the page function called with the token, if any
     token: str = field(repr=False)
+    #: The solve task's id (what :func:`captcha_tasks.feedback` takes); None for a
+    #: pooled token, which names no solve.
+    task_id: str | None = None
+
+    async def feedback(self, accepted: bool) -> FeedbackResult | None:
+        """Tell the cluster whether the site accepted this token (counted once per
+        solve; a rejection is reported to its provider once). None for a pooled token."""
+        if self.task_id is None:
+            return None
+        return await aio.feedback(self.task_id, accepted)
+
+    async def confirm(self, page: Page) -> FeedbackResult | None:
+        """After the page's form went with the token: the site accepted it unless the
+        page shows the same widget (its sitekey) again. Counts that verdict
+        (:meth:`feedback`) and returns it; None for a pooled token."""
+        again = await find_widget(page)
+        return await self.feedback(not (again is not None and again.sitekey == self.sitekey))
 
     @property
     def type(self) -> str:
@@ -236,6 +254,7 @@ async def solve_on_page(
         fields=filled.fields,
         callback=widget.callback if filled.callback == "scheduled" else None,
         token=token,
+        task_id=None if result.get("task_id") is None else str(result["task_id"]),
     )
     log.info(
         "solved the %s widget (sitekey %s) on %.200s in %.1f s: %s captcha %s, "

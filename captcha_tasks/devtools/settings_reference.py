@@ -90,6 +90,8 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_ALTCHA_SOLVER",
             "CAPTCHA_TASKS_QUEUE_TIMEOUT",
             "CAPTCHA_TASKS_REPORT_WINDOW",
+            "CAPTCHA_TASKS_ACCEPTANCE_WINDOW",
+            "CAPTCHA_TASKS_ACCEPTANCE_HOSTS",
             "CAPTCHA_TASKS_BATCH_POLL",
             "CAPTCHA_TASKS_POLL_INTERVAL",
             "CAPTCHA_TASKS_POLL_READS",
@@ -110,6 +112,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "Pages and sessions": (
         (
             "CAPTCHA_TASKS_ALLOWED_DOMAINS",
+            "CAPTCHA_TASKS_PAGE_ATTEMPTS",
             "CAPTCHA_TASKS_POOL_MIN_LIFE",
             "CAPTCHA_TASKS_LOCK_TTL",
             "CAPTCHA_TASKS_PROXY_LEASE_TTL",

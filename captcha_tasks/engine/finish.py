@@ -19,6 +19,7 @@ from .. import errors
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import Answer
 from ..provider.answers import for_type
+from .acceptance import AcceptanceRates
 from .breaker import Breaker
 from .jobs import Job, solve_result
 from .observer import SolveObserver
@@ -80,8 +81,10 @@ class Finisher:
         prices: Iterable[tuple[str, decimal.Decimal]] = (),
         provider_name: str = DEFAULT_PROVIDER,
         breaker: Breaker | None = None,
+        acceptance: AcceptanceRates | None = None,
     ) -> None:
         self.breaker = breaker
+        self.acceptance = acceptance
         self.queue = queue
         self.completer = completer
         self.provider = provider  # its protocol: results carry it as ``protocol``
@@ -153,6 +156,8 @@ class Finisher:
             user_agent=user_agent,
             proxy_id=proxy_id,
         )
+        if self.acceptance is not None:
+            result["acceptance"] = self.acceptance.rate(self.provider_name, job.type, at)
         fields = {"collected_at": at, "result": json.dumps(result)}
         spend = Spend(self.provider_name, job.type, at, cost)
         return _Solved(job, answer, result, fields, spend, cost_source)

@@ -155,6 +155,7 @@ def solve_result(
     return {
         "solution": solution,
         "source": "api",
+        "task_id": job.task_id,
         "type": job.type,
         "captcha_id": job.captcha_id,
         "solve_seconds": round(collected_at - submitted_at, 3),

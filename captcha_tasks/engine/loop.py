@@ -52,6 +52,7 @@ from ..provider import Provider
 from ..settings import Settings
 from ..state.clock import clock_of
 from ..state.outage import REDIS_OUTAGE
+from .acceptance import AcceptanceBook, AcceptanceRates
 from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
@@ -133,6 +134,7 @@ class Engine:
             provider=self.queue.config.protocol,
             provider_name=self.queue.provider_name,
             breaker=self.breaker,
+            acceptance=AcceptanceRates(AcceptanceBook(client, settings), settings.scaled(10.0)),
         )
         self.refusal = KeyRefusal(
             client,

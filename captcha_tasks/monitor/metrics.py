@@ -41,7 +41,7 @@ from .providers import BREAKER_OPEN_STATES, provider_states
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 # SolveObserver, NullObserver, solve_observer and set_solve_observer are
 # engine.observer's, importable from here too: beside PrometheusObserver, the observer
@@ -223,7 +223,7 @@ class StateCollector:
     def describe(self) -> list[GaugeMetricFamily]:
         return list(self._families().values())
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         families = self._families()
         for spec in self.settings.providers():  # configuration: known without Redis
             families["threads_limit"].add_metric([spec.name], spec.threads)
@@ -237,6 +237,39 @@ class StateCollector:
             return
         families["state_up"].add_metric([], 1)
         yield from families.values()
+        yield from self._acceptance()
+
+    def _acceptance(self) -> Iterator[CounterMetricFamily]:
+        """The sites' verdicts on tokens, every one since the cluster's totals began
+        (``Keys.acceptance_totals``): the cluster's counts, the same from every worker
+        (sum over ``host``, take the max over instances)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        from ..engine.acceptance import AcceptanceBook
+
+        labels = ["provider", "type", "host"]
+        accepted = CounterMetricFamily(
+            "captcha_tasks_tokens_accepted",
+            "Tokens the sites accepted, by provider, captcha type and host (a host of "
+            "CAPTCHA_TASKS_ACCEPTANCE_HOSTS, else other); cluster-wide.",
+            labels=labels,
+        )
+        rejected = CounterMetricFamily(
+            "captcha_tasks_tokens_rejected",
+            "Tokens the sites refused (each reported to its provider once), by provider, "
+            "captcha type and host; cluster-wide.",
+            labels=labels,
+        )
+        try:
+            totals = AcceptanceBook(self.redis, self.settings).totals()
+        except redis.RedisError as exc:
+            log.warning("metrics: Redis did not answer the acceptance read: %s", exc)
+            return
+        for (provider, kind, host), (yes, no) in sorted(totals.items()):
+            accepted.add_metric([provider, kind, host], yes)
+            rejected.add_metric([provider, kind, host], no)
+        yield accepted
+        yield rejected
 
     def _families(self) -> dict[str, GaugeMetricFamily]:
         from prometheus_client.core import GaugeMetricFamily

@@ -220,6 +220,8 @@ def collect(
             "proxies": [view.to_dict() for view in ProxyPool(client, settings).list()],
             "session_locks": session_locks(client, keys, settings),
             "providers": provider_states(client, settings, now),
+            "acceptance": acceptance_rows(client, settings, now),
+            "acceptance_window_s": settings.acceptance_window,
         }
         report["workers"] = workers.result() if workers is not None else None
         report["balances"] = [balance.result() for balance in balances]
@@ -229,6 +231,30 @@ def collect(
         for state, asked, spec in zip(report["providers"], report["balances"], specs, strict=True)
     ]
     return report
+
+
+def acceptance_rows(client: redis.Redis, settings: Settings, now: float) -> list[dict[str, Any]]:
+    """The sites' verdicts over ``CAPTCHA_TASKS_ACCEPTANCE_WINDOW`` per provider, type
+    and (listed) host: accepted, rejected, the acceptance rate and USD per accepted
+    token (None where there is none to divide by)."""
+    from ..engine.acceptance import AcceptanceBook
+
+    rows = []
+    for (provider, kind, host), tally in AcceptanceBook(client, settings).figures(now).items():
+        cost = tally.cost_per_accepted
+        rows.append(
+            {
+                "provider": provider,
+                "type": kind,
+                "host": host or None,
+                "accepted": tally.accepted,
+                "rejected": tally.rejected,
+                "rate": None if tally.rate is None else round(tally.rate, 4),
+                "spend": str(tally.spend),
+                "cost_per_accepted": None if cost is None else str(round(cost, 6).normalize()),
+            }
+        )
+    return rows
 
 
 def _with_balance_asked(
@@ -295,6 +321,7 @@ def render(report: dict[str, Any]) -> str:
         )
     lines += _balance_lines(report.get("balances") or [report["balance"]])
     lines += _provider_lines(report.get("providers", []), report["time"])
+    lines += _acceptance_lines(report.get("acceptance", []), report.get("acceptance_window_s"))
     lines += ["", "token pools"]
     lines += _table(
         ["pool", "type", "size", "filling", "target", "soonest expiry", "demand/min", "scope"],
@@ -355,6 +382,25 @@ def _provider_lines(providers: list[dict[str, Any]], now: float) -> list[str]:
     headers = ["provider", "protocol", "threads", "breaker", "balance", "spend last hour"]
     rows = [_provider_row(p, now) for p in providers]
     return ["", "providers", *_table(headers, rows, "none configured")]
+
+
+def _acceptance_lines(rows: list[dict[str, Any]], window: float | None) -> list[str]:
+    """Acceptance rate and USD per accepted token per provider and type (and host)."""
+    headers = ["provider", "type", "host", "accepted", "rejected", "rate", "USD per accepted"]
+    table = [
+        [
+            r["provider"],
+            r["type"],
+            r["host"] or "all",
+            str(r["accepted"]),
+            str(r["rejected"]),
+            "-" if r["rate"] is None else f"{100 * r['rate']:.1f}%",
+            r["cost_per_accepted"] or "-",
+        ]
+        for r in rows
+    ]
+    title = "acceptance" + (f", last {window / 60:g} min" if window else "")
+    return ["", title, *_table(headers, table, "no verdicts")]
 
 
 def breaker_text(breaker: dict[str, Any], now: float) -> str:

@@ -181,6 +181,8 @@ MONITOR_READS = (
     "timing",
     "balance",
     "spend",
+    "acceptance",
+    "acceptance_totals",
     "pools",
     "pool",
     "pool_takes",
@@ -212,6 +214,8 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
     "key_refused_prefix": "as key_refused",
     "key_refused_prefix_of": "as key_refused",
     "balance_check": "the balance check's turn (inside balance:*, read-only anyway)",
+    "feedback": "a solve's verdict mark (the job's provider, type and cost): the figures "
+    "are in acceptance",
     "mcp_in_flight": "the MCP server's per-agent leases: its own bookkeeping",
     "mcp_spend": "as mcp_in_flight (an agent's spend; the spend keys hold the cluster's)",
 }

@@ -76,6 +76,21 @@ key                           type    what
                                       one minute (epoch seconds // 60): ``cost:{type}``
                                       in nano-USD (integers add up exactly) and
                                       ``solves:{type}``. TTL: ``SPEND_TTL`` (2 h).
+``{p}acceptance:{minute}``    hash    the site's verdicts on tokens in one minute (epoch
+                                      seconds // 60): ``{provider}|{type}|{host}|a``
+                                      (accepted), ``...|r`` (rejected) and ``...|c``
+                                      (their solves' cost, nano-USD); ``{host}`` empty
+                                      for the per-type figures, else one of
+                                      ``CAPTCHA_TASKS_ACCEPTANCE_HOSTS``. TTL: the
+                                      acceptance window plus ``ACCEPTANCE_MARGIN``.
+``{p}acceptance:totals``      hash    every verdict since the key was made (what the
+                                      Prometheus counters show):
+                                      ``{provider}|{type}|{host}|a`` / ``|r``, ``{host}``
+                                      a listed host or ``other``. TTL:
+                                      ``ACCEPTANCE_TOTALS_TTL``, renewed by writes.
+``{p}feedback:{task_id}``     hash    a solve's verdict, counted once: ``verdict``
+                                      (``a``/``r``) and ``reported`` (its provider was
+                                      told, once). TTL: ``FEEDBACK_TTL``.
 ``{p}balance:{provider}``     hash    the provider's last balance check: ``usd``,
                                       ``checked_at``, ``stale`` (the last check
                                       failed), ``low`` (below the floor). TTL: 1 h.
@@ -112,8 +127,11 @@ from dataclasses import dataclass
 from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
 
 __all__ = [
+    "ACCEPTANCE_MARGIN",
+    "ACCEPTANCE_TOTALS_TTL",
     "BREAKER_TTL",
     "DEV_CLAIM_TTL",
+    "FEEDBACK_TTL",
     "MCP_SPEND_TTL",
     "PROXY_POOL_TTL",
     "SPEND_TTL",
@@ -129,6 +147,13 @@ PROXY_POOL_TTL = 30 * 86_400
 #: Seconds a spend bucket (one minute) lives: the last hour's sum needs 60 of them,
 #: the margin covers clocks a little apart.
 SPEND_TTL = 7_200
+#: Seconds an acceptance bucket outlives the window it is read in (clocks a little apart).
+ACCEPTANCE_MARGIN = 120
+#: Seconds the running acceptance totals live after their last write.
+ACCEPTANCE_TOTALS_TTL = 30 * 86_400
+#: Seconds a solve's verdict mark lives: longer than any job is kept for feedback
+#: (``CAPTCHA_TASKS_REPORT_WINDOW`` past its deadline), so no token is counted twice.
+FEEDBACK_TTL = 2 * 86_400
 #: Seconds an MCP agent's spend record lives after its last write: the hour its cap
 #: counts, and a margin for clocks a little apart.
 MCP_SPEND_TTL = 3_660
@@ -288,6 +313,18 @@ class Keys:
 
     def spend(self, provider: str, minute: int) -> str:
         return f"{self.prefix}spend:{provider}:{minute}"
+
+    # -- acceptance: the sites' verdicts on tokens ---------------------------------------
+
+    def acceptance(self, minute: int) -> str:
+        return f"{self.prefix}acceptance:{minute}"
+
+    @property
+    def acceptance_totals(self) -> str:
+        return f"{self.prefix}acceptance:totals"
+
+    def feedback(self, task_id: str) -> str:
+        return f"{self.prefix}feedback:{task_id}"
 
     def balance(self, provider: str) -> str:
         return f"{self.prefix}balance:{provider}"

@@ -197,13 +197,24 @@ def fetch_page(
     captcha = _captcha(challenge, page.url)
     pooled = TokenPool(state_redis(settings), settings).take(captcha)
     if pooled is not None:
-        page = _submit_token(self, challenge, pooled["solution"], fields)
+        try:
+            page = _submit_token(self, challenge, pooled["solution"], fields)
+        except ChallengeRejected:
+            if settings.page_attempts <= 1:
+                raise
+            # A pooled token names no solve to count or report: the next one is solved.
+            log.info(
+                "Task %s[%s] the pooled token was refused: solving", self.name, self.request.id
+            )
+            return _solve_under_lock(self, url, _host(page.url), fields, attempt=2)
         return _result(page, solved=False, source="pool")
 
     return _solve_under_lock(self, url, _host(page.url), fields)
 
 
-def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str]) -> PageResult:
+def _solve_under_lock(
+    task: PageTask, url: str, host: str, fields: dict[str, str], *, attempt: int = 1
+) -> PageResult:
     """The host's session lock, a second look under it, and a solve that holds no worker
     (the task replaces itself; the lock goes to ``submit_challenge``)."""
     settings = task.settings
@@ -228,7 +239,8 @@ def _solve_under_lock(task: PageTask, url: str, host: str, fields: dict[str, str
         solve = _solve(task, challenge, page.url).on_error(
             release_session_lock.s(host=host, token=token)
         )
-        finish = _finish(task, challenge, page.url, fields, host=host, lock_token=token)
+        more = {"attempt": attempt} if attempt > 1 else {}
+        finish = _finish(task, challenge, page.url, fields, host=host, lock_token=token, **more)
     except BaseException:
         release_and_wake(task.app, lock)
         raise
@@ -262,6 +274,7 @@ def _finish(
     # its end rather than a task the caller never called.
     finish = submit_challenge.s(
         url=page_url,
+        sitekey=challenge.sitekey,
         action=challenge.action,
         fields=challenge.fields,
         token_field=challenge.token_field,
@@ -289,12 +302,28 @@ def submit_challenge(
     host: str = "",
     lock_token: str = "",
     isolated: bool = False,
+    sitekey: str = "",
+    attempt: int = 1,
+    refused: list[str] | None = None,
 ) -> PageResult:
     """The second half of ``fetch_page``: submit the solved token, keep the cookies
-    (the mixin saves them for the cluster), release the host's session lock."""
+    (the mixin saves them for the cluster), release the host's session lock.
+
+    The site's verdict on the token is counted for its solve (the task's parent: the
+    engine sends this step with ``parent_id`` the solve's id). A refused token is
+    reported to its provider once, and while ``CAPTCHA_TASKS_PAGE_ATTEMPTS`` allows the
+    task goes on as a fresh ``solve | submit_challenge`` (same task id, the session
+    lock handed on); ``ChallengeRejected`` once the attempts are spent."""
     settings = self.settings
     if not isinstance(host, str) or not isinstance(lock_token, str):
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
+        raise InvalidTaskInput("submit_challenge: attempt must be a positive integer")
+    if refused is not None and not (
+        isinstance(refused, list) and all(isinstance(name, str) for name in refused)
+    ):
+        raise InvalidTaskInput("submit_challenge: refused must be a list of provider names")
+    handed_on = False
     try:
         if challenge_type == "datadome":
             page = _set_datadome_cookie(self, solved, action)
@@ -314,12 +343,33 @@ def submit_challenge(
             isinstance(k, str) and isinstance(v, str) for k, v in fields.items()
         ):
             raise InvalidTaskInput("submit_challenge: fields must map names to strings")
-        challenge = Challenge(str(challenge_type), "", token_field, action, dict(fields))
-        page = _submit_token(self, challenge, solved["solution"], _check_form(form))
+        challenge = Challenge(str(challenge_type), str(sitekey), token_field, action, dict(fields))
+        solve_id = str(solved.get("task_id") or self.request.parent_id or "")
+        try:
+            page = _submit_token(self, challenge, solved["solution"], _check_form(form))
+        except ChallengeRejected:
+            _judged(self, solve_id, accepted=False)
+            if attempt >= settings.page_attempts or not sitekey:
+                raise
+            log.info(
+                "Task %s[%s] %s refused the token (attempt %d of %d): solving again",
+                fetch_page.name,
+                self.request.id,
+                _host(action),
+                attempt,
+                settings.page_attempts,
+            )
+            avoid = [*(refused or []), str(solved.get("provider") or "")]
+            again = _again(self, challenge, url, form, host, lock_token, isolated, attempt, avoid)
+            if again is None:  # the host's lock expired meanwhile: another visitor's turn
+                raise
+            handed_on = True
+            raise again from None
+        _judged(self, solve_id, accepted=True)
         # The waiters read the cookies as soon as the lock is free: save them first.
         self.save_cookies()
     finally:
-        if lock_token:
+        if lock_token and not handed_on:
             lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
             release_and_wake(self.app, lock)
     return _result(
@@ -327,7 +377,69 @@ def submit_challenge(
         solved=solved.get("source") == "api",
         source=solved.get("source"),
         captcha_id=solved.get("captcha_id"),
+        **({"task_id": solve_id} if solve_id and solved.get("source") == "api" else {}),
+        attempts=attempt,
     )
+
+
+def _judged(task: PageTask, solve_id: str, *, accepted: bool) -> None:
+    """Count the site's verdict on solve ``solve_id``'s token (a rejection is reported to
+    its provider once); a token the engine did not solve (a pooled one) is not counted."""
+    from ..errors import UnknownSolve
+    from .feedback import judge
+
+    if not solve_id:
+        return
+    try:
+        judge(task.settings, solve_id, accepted=accepted)
+    except UnknownSolve:
+        log.debug("no solve %s to count the verdict for (a pooled token)", solve_id)
+    except Exception as exc:  # counting never costs the page
+        log.warning("could not count the verdict on solve %s: %s", solve_id, exc)
+
+
+def _again(
+    task: PageTask,
+    challenge: Challenge,
+    url: str,
+    form: dict[str, str],
+    host: str,
+    lock_token: str,
+    isolated: bool,
+    attempt: int,
+    refused: list[str],
+) -> Exception | None:
+    """The page's next attempt: a fresh solve of ``challenge`` and its submit, under the
+    same task id, holding the same session lock (extended for the solve; None if the
+    lock expired meanwhile: no attempt without it). The solve avoids the providers whose
+    tokens this page refused while another one is configured (with every provider
+    refused, any may solve it again)."""
+    settings = task.settings
+    names = [config.name for config in settings.providers()]
+    refused = sorted({name for name in refused if name in names})
+    exclude = refused if len(refused) < len(names) else []
+    extra: dict[str, Any] = {"attempt": attempt + 1, "refused": refused}
+    if isolated:
+        solve = app.signature(
+            _SOLVERS[challenge.type],
+            args=(challenge.sitekey, url),
+            kwargs={"exclude": exclude} if exclude else {},
+        )
+        extra["isolated"] = True
+    else:
+        solve = _solve(task, challenge, url)
+        if exclude:
+            solve.kwargs["exclude"] = exclude
+        if lock_token:
+            from ..engine.timing import DEADLINE
+
+            lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
+            if not lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl):
+                return None
+            solve = solve.on_error(release_session_lock.s(host=host, token=lock_token))
+            extra.update(host=host, lock_token=lock_token)
+    finish = _finish(task, challenge, url, form, **extra)
+    return _replace(task, solve, finish)
 
 
 def _set_datadome_cookie(task: PageTask, solved: Any, url: str) -> Page:

@@ -9,11 +9,12 @@ stores the result under the same task id, so ``AsyncResult.get()`` works as for 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from celery.exceptions import Ignore
 
@@ -712,7 +713,13 @@ def fill_token_pool(
 @task("captcha_tasks.report_solution", base=CheckedTask, max_retries=3)
 def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> ReportResult:
     """Tell the provider whether the answer of solve task ``task_id`` worked
-    (``reportbad`` refunds wrong answers; reports older than ~15 min are refused)."""
+    (``reportbad`` refunds wrong answers; reports older than ~15 min are refused).
+
+    The verdict also counts towards the provider's acceptance figures (the first
+    verdict on a solve, from here or anywhere else, is the one counted), and the
+    provider is told about a solve once: a second report (or one after ``fetch_page``
+    or :func:`captcha_tasks.feedback` reported a refused token) returns what it was
+    told (``"reported"``) and ``"already": True`` without calling the provider."""
     if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
         raise InvalidTaskInput("report_solution: task_id must be a solve task's id")
     if correct not in (True, False):  # "false" would be truthy: a reportgood by mistake
@@ -727,19 +734,29 @@ def report_solution(self: CheckedTask, task_id: str, correct: bool = False) -> R
             "submitted yet, or older than the report window)",
             "UNKNOWN_TASK",
         )
+    from ..engine.acceptance import AcceptanceBook
+    from ..errors import UnknownSolve
+
+    book = AcceptanceBook(client, self.settings)
+    with contextlib.suppress(UnknownSolve):  # submitted, not solved (yet): nothing to count
+        book.record(task_id, accepted=bool(correct))
+    reported: Literal["good", "bad"] = "good" if correct else "bad"
+    found: ReportResult = {"task_id": task_id, "captcha_id": str(captcha_id), "reported": reported}
+    told = book.claim_report(task_id, reported)
+    if told is not None:
+        return {**found, "reported": "good" if told == "good" else "bad", "already": True}
     try:
         # The type picks the report method at providers that have one per type.
         captcha_type = _CAPTCHA_TYPES.get(str(kind))
         # At the provider that solved it (several providers: the job names it).
         solver = self.solver_for(str(provider or ""))
-        solver.report(str(captcha_id), correct=bool(correct), captcha_type=captcha_type)
-    except TransientSolverError as exc:
-        raise self.retry_transient(exc) from exc
-    return {
-        "task_id": task_id,
-        "captcha_id": str(captcha_id),
-        "reported": "good" if correct else "bad",
-    }
+        solver.report(str(captcha_id), correct=reported == "good", captcha_type=captcha_type)
+    except BaseException as exc:
+        book.release_report(task_id)  # not told: a retry (or a later report) tells it
+        if isinstance(exc, TransientSolverError):
+            raise self.retry_transient(exc) from exc
+        raise
+    return found
 
 
 @task("captcha_tasks.ping", base=RedactedTask)

@@ -18,7 +18,7 @@ import requests
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from captcha_tasks import solve_recaptcha_v2
+from captcha_tasks import feedback, solve_recaptcha_v2
 from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import CaptchaUnsolvable
@@ -61,7 +61,9 @@ def busy_worker(celery_app: Any, sandbox: Any, worker_factory: Any) -> str:
         solve_recaptcha_v2.delay(SITEKEY, "https://example.com/bad").get(timeout=60)
     requests.post(admin, json={"unsolvable_rate": 0.0}, timeout=5).raise_for_status()
     for n in range(2):
-        solve_recaptcha_v2.delay(SITEKEY, f"https://example.com/{n}").get(timeout=60)
+        sent = solve_recaptcha_v2.delay(SITEKEY, f"https://example.com/{n}")
+        sent.get(timeout=60)
+        feedback(sent.id, accepted=n == 0)  # the token counters: one of each
     return f"http://127.0.0.1:{port}/metrics"
 
 

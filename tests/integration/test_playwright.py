@@ -22,6 +22,7 @@ from captcha_tasks.contrib.playwright import (
     solve_on_page,
 )
 from captcha_tasks.devtools.sandbox.demo_widgets import CALLBACK_NAME, CALLBACK_STORAGE_KEY, widgets
+from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.errors import ChallengeNotFound, TargetNotAllowed
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.settings import get_settings
@@ -120,7 +121,7 @@ def test_a_browser_passes_the_challenge_and_workers_read_on_without_a_solve(
     worker_factory(_env(demo_sandbox))
     demo = demo_sandbox.demo_url
 
-    async def scenario() -> tuple[Any, int]:
+    async def scenario() -> tuple[Any, int, Any]:
         page = await browser.context.new_page()
         await page.goto(f"{demo}/page/1")
         assert await page.title() == "Just a moment..."
@@ -128,9 +129,15 @@ def test_a_browser_passes_the_challenge_and_workers_read_on_without_a_solve(
         async with page.expect_navigation():
             await page.click("button[type=submit]")
         assert await page.inner_text("h1") == "page 1"
-        return solved, await export_cookies(browser.context, demo)
+        # The page shows no widget now: the site accepted the token, counted once.
+        verdict = await solved.confirm(page)
+        return solved, await export_cookies(browser.context, demo), verdict
 
-    solved, written = browser.run(scenario())
+    solved, written, verdict = browser.run(scenario())
+    assert verdict == {"task_id": solved.task_id, "counted": True, "verdict": "accepted"}
+    settings = get_settings()
+    tally = AcceptanceBook(state_redis(settings), settings).window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (1, 0)
     assert (solved.type, solved.sitekey) == ("recaptcha_v2", demo_sandbox.config.demo_sitekey)
     assert solved.source == "api" and solved.captcha_id and solved.callback is None
     assert solved.fields == 1 and solved.pageurl == f"{demo}/page/1"

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
@@ -101,8 +103,12 @@ def test_a_crawl_of_100_protected_pages_spends_at_most_two_solves(
     assert stats.get("captcha_tasks/gave_up", 0) == 0
     # The requests that met the challenge waited for one fetch_page, not one each.
     assert stats["captcha_tasks/cluster_fetches"] <= 2 < stats["captcha_tasks/reissued"]
-    # The validation cookie the cluster earned is in the shared jar...
+    # Each token the crawl's solves used is counted accepted, through the cluster.
     settings = get_settings()
+    tally = AcceptanceBook(state_redis(settings), settings).window("recaptcha_v2")["default"]
+    assert (tally.accepted, tally.rejected) == (solves, 0)
+    assert stats.get("captcha_tasks/tokens_refused", 0) == 0
+    # The validation cookie the cluster earned is in the shared jar...
     jar = CookieStore(state_redis(settings), settings).load(_host(demo_sandbox))
     assert "qa_validation_cookie" in {c.name for c in jar}
     # ... and none of its values, nor any token, is in the crawl's log (COOKIES_DEBUG on).
@@ -110,6 +116,23 @@ def test_a_crawl_of_100_protected_pages_spends_at_most_two_solves(
     assert secrets
     assert not leaks({"crawl log": log}, secrets)
     assert "Cookie: " not in log and "Set-Cookie: " not in log
+
+
+def test_a_site_refusing_tokens_is_counted_and_the_crawl_goes_on(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any, tmp_path: Path
+) -> None:
+    # Seed 1: the site refuses the first good token it sees and accepts the next one.
+    sandbox = sandbox_factory(demo_port=0, reject_rates={"*": 0.5}, seed=1)
+    worker_factory(_env(sandbox), concurrency=2)
+    items, stats, _ = _crawl(sandbox, tmp_path / "crawl", "shared")
+    assert [item.get("error") for item in items] == [None] * PAGES
+    refused = stats.get("captcha_tasks/tokens_refused", 0)
+    settings = get_settings()
+    tally = AcceptanceBook(state_redis(settings), settings).window("recaptcha_v2")["default"]
+    wait_until(lambda: sandbox.stats()["reports_bad"] >= refused, timeout=30, what="reports")
+    print(f"crawl with a refusing site: {tally}, refused per the crawl's stats: {refused}")
+    assert refused >= 1 and tally.rejected == refused == sandbox.stats()["reports_bad"]
+    assert tally.accepted + tally.rejected == sandbox.stats()["submitted"]
 
 
 def test_without_the_middlewares_every_item_is_a_challenge_page(

@@ -48,6 +48,7 @@ PUBLIC = [
     "__version__",
     "app",
     "errors",
+    "feedback",
     "fetch_page",
     "fill_token_pool",
     "get_balance",

@@ -70,6 +70,10 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
         ("CAPTCHA_TASKS_METRICS_PORT", "http", "METRICS_PORT must be a port number"),
         ("CAPTCHA_TASKS_METRICS_PORT", "65536", "METRICS_PORT must be 0-65535"),
         ("CAPTCHA_TASKS_STATE_URL", "http://x", "CAPTCHA_TASKS_STATE_URL must be a redis://"),
+        ("CAPTCHA_TASKS_ACCEPTANCE_WINDOW", "30", "ACCEPTANCE_WINDOW must be 60-86400"),
+        ("CAPTCHA_TASKS_ACCEPTANCE_HOSTS", "a.com,b c", "'b c' is not a host name"),
+        ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "0", "PAGE_ATTEMPTS must be 1-10"),
+        ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "11", "PAGE_ATTEMPTS must be 1-10"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:
@@ -345,3 +349,18 @@ def test_every_setting_and_provider_field_is_documented_from_its_variable() -> N
     providers = _field_comments(ProviderConfig)
     for field in dataclasses.fields(ProviderConfig):
         assert providers[field.name].startswith("``CAPTCHA_TASKS_"), field.name
+
+
+def test_acceptance_and_page_attempt_settings() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.acceptance_hosts, defaults.acceptance_window) == ((), 900.0)
+    assert defaults.page_attempts == 3
+    s = Settings.from_env(
+        {
+            "CAPTCHA_TASKS_ACCEPTANCE_HOSTS": "Shop.Example.com, b.test",
+            "CAPTCHA_TASKS_ACCEPTANCE_WINDOW": "300",
+            "CAPTCHA_TASKS_PAGE_ATTEMPTS": "1",
+        }
+    )
+    assert s.acceptance_hosts == ("b.test", "shop.example.com")
+    assert (s.acceptance_window, s.page_attempts) == (300.0, 1)

@@ -22,6 +22,11 @@ Past ``CAPTCHA_TASKS_MAX_REISSUES``, or when ``fetch_page`` fails or outlives
 (an ``IgnoreRequest``: its errback gets it) and one warning line. A challenge from a host
 off the allowlist reaches the spider as it is (logged once per host);
 ``request.meta["captcha_tasks_dont_solve"] = True`` does the same for one request.
+
+The site's verdict on every token is counted where the token is submitted, by
+``fetch_page`` on the cluster (the acceptance figures per provider and type; a refused
+token solved again up to ``CAPTCHA_TASKS_PAGE_ATTEMPTS``); the crawl's stats count the
+refused ones (``captcha_tasks/tokens_refused``).
 """
 
 from __future__ import annotations
@@ -153,6 +158,9 @@ class CaptchaTasksChallengeMiddleware:
             result = await self.cluster(url, timeout=timeout)
             self._stat("captcha_tasks/cluster_fetches")
             self._stat("captcha_tasks/solves", 1 if result.get("solved") else 0)
+            # The site's verdict on each token is counted by fetch_page on the cluster
+            # (acceptance per provider and type); the crawl's stats show the refused ones.
+            self._stat("captcha_tasks/tokens_refused", max(0, int(result.get("attempts") or 1) - 1))
             log.info(
                 "captcha_tasks: %s cleared by the cluster in %.2f s (solved here: %s, token: %s)",
                 host,

@@ -228,6 +228,15 @@ def _parse_latency(
     help="Unscaled seconds after submit during which reportbad/reportgood count.",
 )
 @click.option(
+    "--reject-rate",
+    "reject_rates",
+    multiple=True,
+    metavar="[HOST/]DIALECT=RATE",
+    help="The demo site refuses this share of good tokens from this sandbox (DIALECT: the "
+    "sandbox's --dialect or *; HOST/...: only when asked as that host). Repeatable; "
+    "also POST /admin/config reject_rates.",
+)
+@click.option(
     "--seed",
     type=int,
     default=None,
@@ -334,6 +343,14 @@ def _config(options: dict[str, Any]) -> SandboxConfig:
     latencies = dict.fromkeys(KINDS, latency_all) if latency_all is not None else {}
     latencies.update(options.pop("latency"))
     options["api_keys"] = options.pop("keys")
+    rates: dict[str, object] = {}
+    for given in options.pop("reject_rates"):
+        key, sep, rate = given.partition("=")
+        try:
+            rates[key.strip()] = float(rate) if sep else None
+        except ValueError:
+            rates[key.strip()] = None
+    options["reject_rates"] = rates
     if options["protocol"] != "classic" and _defaulted("dialect"):
         options["dialect"] = JSON_DIALECTS[0]
     try:

@@ -141,6 +141,7 @@ ADMIN_FIELDS = frozenset(
         "callback_duplicate_rate",
         "callback_late_seconds",
         "refuse_keys",
+        "reject_rates",
     }
 )
 
@@ -234,6 +235,22 @@ class SandboxConfig:
     #: Refuse every key, the always-accepted ones too (``ERROR_KEY_DOES_NOT_EXIST`` on
     #: submits, polls and ``getbalance``), as a provider answers a revoked key.
     refuse_keys: bool = False
+    #: The demo site refuses this fraction of the tokens this sandbox solved that would
+    #: otherwise pass (the site's verdict, as a real site's on a low-scoring solver):
+    #: keyed by the ``dialect`` of the sandbox that solved it (``"2captcha"``...: this
+    #: one, or a peer the demo site trusts, :meth:`.demo_site.DemoSite.trust`) or ``"*"``, and
+    #: per host as ``"host/dialect"`` or ``"host/*"`` (the ``Host`` the demo site was
+    #: asked under, without port), the most specific key winning. Seeded by ``seed``.
+    reject_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def reject_rate(self, host: str, dialect: str | None = None) -> float:
+        """The share of good tokens the demo site refuses when asked as ``host``, of
+        those solved by a sandbox speaking ``dialect`` (default: this one's)."""
+        dialect = dialect or self.dialect
+        for key in (f"{host}/{dialect}", f"{host}/*", dialect, "*"):
+            if key in self.reject_rates:
+                return self.reject_rates[key]
+        return 0.0
 
     @property
     def classic_dialect(self) -> Dialect:
@@ -271,6 +288,7 @@ class SandboxConfig:
         _number("report_window", self.report_window, low=0.0)
         for name in _RATES:
             _number(name, getattr(self, name), low=0.0, high=1.0)
+        object.__setattr__(self, "reject_rates", _reject_rates(self.reject_rates))
         object.__setattr__(self, "fault_paths", _fault_paths(self.fault_paths))
         object.__setattr__(self, "garbage_kinds", _garbage_kinds(self.garbage_kinds))
         if not 0 <= self.min_image_bytes <= self.max_image_bytes:
@@ -326,6 +344,8 @@ class SandboxConfig:
                 values[name] = _fault_paths(value)
             elif name == "garbage_kinds":
                 values[name] = _garbage_kinds(value)
+            elif name == "reject_rates":
+                values[name] = _reject_rates(value)
             elif name == "refuse_keys":
                 if not isinstance(value, bool):
                     raise ConfigurationError("refuse_keys must be true or false")
@@ -343,6 +363,7 @@ class SandboxConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["api_keys"] = len(self.api_keys)
         out["latency"] = dict(self.latency)
+        out["reject_rates"] = dict(self.reject_rates)
         return out
 
 
@@ -352,6 +373,13 @@ def _number(name: str, value: object, low: float = -math.inf, high: float = math
     if not low <= value <= high:  # also rejects NaN
         raise ConfigurationError(f"{name} must be within [{low}, {high}], got {value!r}")
     return float(value)
+
+
+def _reject_rates(value: object) -> Mapping[str, float]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
+        raise ConfigurationError('reject_rates must map "dialect", "*" or "host/dialect" to rates')
+    rates = {k: _number(f"reject_rates[{k}]", v, low=0.0, high=1.0) for k, v in value.items()}
+    return MappingProxyType(rates)
 
 
 def _fault_paths(value: object) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import random
 import re
 import secrets
 import ssl
@@ -113,6 +114,8 @@ class DemoSite:
         self._datadome_ips: dict[str, str] = {}  # solved cookie value -> the IP it is bound to
         # client IP -> the cookies (SHA-256 prefixes) that opened pages from it, and how often
         self._datadome_served: dict[str, dict[str, int]] = {}
+        self._rng = random.Random(state.config.seed)  # reject_rates' draws
+        self._peers: list[SandboxState] = []
 
     @property
     def sitekey(self) -> str:
@@ -126,16 +129,33 @@ class DemoSite:
         with self._lock:
             self._counts[counter] += 1
 
-    def check_token(self, token: str, sitekey: str | None = None) -> str | None:
+    def check_token(self, token: str, sitekey: str | None = None, *, host: str = "") -> str | None:
         """Spend ``token`` (for ``sitekey``, default the reCAPTCHA one) like /siteverify
-        does: None if it passed, else the reason."""
-        verdict = self.state.verify(token, sitekey or self.sitekey)
+        does: None if it passed, else the reason. A good token is still refused at the
+        configured ``reject_rates`` for ``host`` (``site-rejected``), as a site refuses a
+        solver whose tokens score low."""
+        issuer = next((peer for peer in self._peers if peer.knows(token)), self.state)
+        verdict = issuer.verify(token, sitekey or self.sitekey)
         passed = verdict.get("success") is True
+        if passed:
+            host = host.rsplit(":", 1)[0].lower()
+            rate = self.state.config.reject_rate(host, issuer.config.dialect)
+            with self._lock:
+                refused = rate > 0 and self._rng.random() < rate
+            if refused:
+                verdict = {"success": False, "error-codes": ["site-rejected"]}
+                passed = False
         self.count("tokens_accepted" if passed else "tokens_rejected")
         if passed:
             return None
         codes = verdict.get("error-codes")
         return ",".join(map(str, codes)) if isinstance(codes, list) and codes else "rejected"
+
+    def trust(self, peer: SandboxState) -> None:
+        """Also accept the tokens sandbox ``peer`` solves (another provider's, for a
+        site judged by several): its dialect keys their ``reject_rates``."""
+        with self._lock:
+            self._peers.append(peer)
 
     def issue_validation(self) -> str:
         value = secrets.token_urlsafe(32)
@@ -321,7 +341,9 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Bad request", "<h1>Bad request</h1>\n<p>next must be a local path</p>")
             return
         demo = self.server.demo
-        reason = demo.check_token(*posted_token(params, demo.sitekey))
+        reason = demo.check_token(
+            *posted_token(params, demo.sitekey), host=self.headers.get("Host", "")
+        )
         if reason is not None:
             self._failed(reason, target)
             return
@@ -336,7 +358,9 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Sign in", form)
             return
         demo = self.server.demo
-        reason = demo.check_token(params.get("g-recaptcha-response", ""))
+        reason = demo.check_token(
+            params.get("g-recaptcha-response", ""), host=self.headers.get("Host", "")
+        )
         if reason is not None:
             self._failed(reason, "/login")
             return

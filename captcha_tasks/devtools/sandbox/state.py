@@ -253,6 +253,11 @@ class SandboxState:
 
     # -- /siteverify ----------------------------------------------------------------
 
+    def knows(self, response: str) -> bool:
+        """Whether this sandbox issued the token ``response`` (spent or not)."""
+        with self._lock:
+            return bool(response) and response in self._tokens
+
     def verify(self, response: str, sitekey: str = "") -> dict[str, object]:
         """Check a token like a site-verify API: valid once, until it expires."""
         with self._lock:

@@ -58,8 +58,12 @@ class Demo:
             f"{self.url}{path}", data=data, timeout=5, allow_redirects=False, **kwargs
         )
 
-    def solve(self, sitekey: str | None = None, pageurl: str | None = None) -> str:
-        """A reCAPTCHA v2 token from the sandbox's in.php/res.php (as a fetcher gets one)."""
+    def solve(
+        self, sitekey: str | None = None, pageurl: str | None = None, *, at: Any = None
+    ) -> str:
+        """A reCAPTCHA v2 token from the sandbox's in.php/res.php (as a fetcher gets one);
+        ``at``: another sandbox's (a peer the demo site trusts)."""
+        api_url = (at or self.server).url
         submit = {
             "key": DEV_API_KEY,
             "method": "userrecaptcha",
@@ -68,12 +72,12 @@ class Demo:
             "json": "1",
         }
         with requests.Session() as api:
-            reply = api.post(f"{self.server.url}/in.php", data=submit, timeout=5).json()
+            reply = api.post(f"{api_url}/in.php", data=submit, timeout=5).json()
             assert reply["status"] == 1, reply
             poll = {"key": DEV_API_KEY, "action": "get", "id": reply["request"], "json": "1"}
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
-                answer = api.get(f"{self.server.url}/res.php", params=poll, timeout=5).json()
+                answer = api.get(f"{api_url}/res.php", params=poll, timeout=5).json()
                 if answer["request"] != "CAPCHA_NOT_READY":
                     assert answer["status"] == 1, answer
                     return str(answer["request"])
@@ -495,3 +499,60 @@ def test_cli_serves_the_demo_site() -> None:
             assert SITEKEY_RE.search(page.text)
         finally:
             assert stop_process(proc, timeout=10) == 0
+
+
+# -- the site's own verdict: reject_rates -----------------------------------------------
+
+
+def test_the_site_refuses_a_configured_share_of_good_tokens_per_dialect_and_host(
+    make_demo: Callable[..., Demo],
+) -> None:
+    demo = make_demo(reject_rates={"captchaai": 1.0, "localhost/*": 0.0})
+    assert reason_of(demo.verify(demo.solve())) == "site-rejected"
+    # The same site asked as another host: that host's rate (none refused).
+    accepted = demo.verify(demo.solve(), headers={"Host": "localhost"})
+    assert accepted.status_code == 302
+    # Told at runtime: accepted everywhere.
+    admin = requests.post(
+        f"{demo.server.url}/admin/config", json={"reject_rates": {"*": 0}}, timeout=5
+    )
+    assert admin.status_code == 200, admin.text
+    assert demo.verify(demo.solve()).status_code == 302
+    bad = requests.post(
+        f"{demo.server.url}/admin/config", json={"reject_rates": {"*": 2}}, timeout=5
+    )
+    assert bad.status_code == 400
+    stats = demo.stats()
+    assert (stats["tokens_accepted"], stats["tokens_rejected"]) == (2, 1)
+
+
+def test_the_sites_refusals_follow_the_seed(make_demo: Callable[..., Demo]) -> None:
+    def verdicts(demo: Demo) -> list[int]:
+        return [demo.verify(demo.solve()).status_code for _ in range(8)]
+
+    first = verdicts(make_demo(reject_rates={"*": 0.5}, seed=4))
+    assert verdicts(make_demo(reject_rates={"*": 0.5}, seed=4)) == first
+    assert set(first) == {302, 403}
+
+
+def test_a_peer_sandboxs_tokens_are_judged_by_its_dialect(
+    make_demo: Callable[..., Demo], sandbox_factory: Callable[..., SandboxServer]
+) -> None:
+    demo = make_demo(reject_rates={"2captcha": 1.0})
+    peer = sandbox_factory(time_scale=SCALE, dialect="2captcha")
+    demo.server.demo.trust(peer.state)
+    own = demo.solve()
+    assert demo.verify(own).status_code == 302  # captchaai: none refused
+    assert reason_of(demo.verify(demo.solve(at=peer))) == "site-rejected"
+
+
+def test_reject_rates_are_checked() -> None:
+    for bad in ({"*": 1.5}, {"*": "x"}, {"": 0.1}, ["*"]):
+        with pytest.raises(ConfigurationError):
+            SandboxConfig(reject_rates=bad)  # type: ignore[arg-type]
+    config = SandboxConfig(dialect="2captcha", reject_rates={"2captcha": 0.7, "a.test/*": 0.1})
+    assert (config.reject_rate("b.test"), config.reject_rate("a.test")) == (0.7, 0.1)
+    assert config.reject_rate("b.test", "captchaai") == 0.0
+    assert config.describe()["reject_rates"] == {"2captcha": 0.7, "a.test/*": 0.1}
+    bad = CliRunner().invoke(sandbox_command, ["--reject-rate", "*=often", "--time-scale", "1"])
+    assert bad.exit_code == 2 and "reject_rates[*]" in bad.output
