@@ -2,8 +2,8 @@
 
 What a scraping team pays for is a token the site accepts, not a solve. Every place
 that sees a site's verdict on a token records it here under the solve's task id:
-``fetch_page`` (the page served, or challenged again), the Scrapy middleware and the
-Playwright helper, ``report_solution(task_id, correct=...)`` and
+``fetch_page`` (the page served, or challenged again; the Scrapy middleware's tokens are
+submitted by it), the Playwright helper, ``report_solution(task_id, correct=...)`` and
 :func:`captcha_tasks.feedback`.
 
 **Counted once per solve.** The first verdict on a task id is the one counted (a mark,
