@@ -166,6 +166,7 @@ class SolveTask(CheckedTask):
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
         from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
+        from ..engine.cost_routing import ordered
         from ..engine.observer import solve_observer
         from ..engine.pool import TokenPool, pool_id_for
 
@@ -180,6 +181,10 @@ class SolveTask(CheckedTask):
         )
         routed = provider is not None or bool(excluded)
         client = state_redis(self.settings)
+        # CAPTCHA_TASKS_ROUTING=cost: the same providers, cheapest per accepted token first.
+        names = ordered(
+            client, self.settings, names, captcha.type, getattr(captcha, "pageurl", None)
+        )
         queue = functools.partial(
             admit_unless_pooled,
             client,
