@@ -245,18 +245,21 @@ def _run_mode(
         "time_scale": opts.time_scale,
         "jitter": opts.jitter,
         "latency": {"recaptcha_v2": DOCUMENTED_V2_SECONDS},
-        "seed": opts.seed,
     }
     a = SandboxServer(
         SandboxConfig(
             dialect="2captcha",
             demo_port=0,
             reject_rates={"2captcha": REFUSED["a"], "captchaai": REFUSED["b"]},
+            seed=opts.seed,
             **common,  # type: ignore[arg-type]
         )
     ).start()
     try:
-        b = SandboxServer(SandboxConfig(dialect="captchaai", **common)).start()  # type: ignore[arg-type]
+        # Its own seed: the same one would draw A's tokens, which the site (trusting both)
+        # would then take for B's, already used.
+        b_config = SandboxConfig(dialect="captchaai", seed=opts.seed + 1, **common)  # type: ignore[arg-type]
+        b = SandboxServer(b_config).start()
         try:
             assert a.demo is not None and a.demo_url is not None
             a.demo.trust(b.state)
