@@ -187,7 +187,8 @@ class Settings:
     #: ``CAPTCHA_TASKS_ROUTING``: how a request's route is ordered. ``order``: as
     #: ``CAPTCHA_TASKS_PROVIDERS`` lists them. ``cost``: by expected cost per accepted token
     #: for the captcha's type (and host, if listed in ``CAPTCHA_TASKS_ACCEPTANCE_HOSTS``),
-    #: drawn afresh for each request from the acceptance window (Thompson sampling,
+    #: drawn afresh for each request from the acceptance window, whose verdicts weigh
+    #: half as much every sixth of it (Thompson sampling,
     #: :mod:`captcha_tasks.engine.cost_routing`).
     routing: Literal["order", "cost"] = "order"
     #: ``CAPTCHA_TASKS_PAGE_ATTEMPTS``: tokens ``fetch_page`` submits to one challenged
