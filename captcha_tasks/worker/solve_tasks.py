@@ -98,8 +98,10 @@ class SolveTask(CheckedTask):
     Every solve task takes ``provider="main"`` (solve at that configured provider
     only) and ``exclude=["main", ...]`` (never at those): they narrow the request's
     route, ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's ``_TYPES``
-    and protocol (:func:`~captcha_tasks.provider.routing.route`). A routed request
-    skips the token pool: its token must come from the providers it names.
+    and protocol (:func:`~captcha_tasks.provider.routing.route`), and with
+    ``CAPTCHA_TASKS_ROUTING=cost`` reordered by cost per accepted token
+    (:mod:`captcha_tasks.engine.cost_routing`). A routed request skips the token pool:
+    its token must come from the providers it names.
     """
 
     abstract = True
