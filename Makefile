@@ -116,6 +116,7 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.
 	$(BIN)/captcha-tasks bench solve --callbacks --solves 1200
 	$(BIN)/captcha-tasks bench pages
+	$(BIN)/captcha-tasks bench routing
 	@# solve_altcha's proof of work, solved by the worker: solves per second per core.
 	$(BIN)/captcha-tasks bench altcha
 

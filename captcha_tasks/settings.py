@@ -184,6 +184,13 @@ class Settings:
     #: cover (per-minute buckets, not scaled): short, so a provider whose tokens sites
     #: start to refuse shows within minutes.
     acceptance_window: float = 900.0
+    #: ``CAPTCHA_TASKS_ROUTING``: how a request's route is ordered. ``order``: as
+    #: ``CAPTCHA_TASKS_PROVIDERS`` lists them. ``cost``: by expected cost per accepted token
+    #: for the captcha's type (and host, if listed in ``CAPTCHA_TASKS_ACCEPTANCE_HOSTS``),
+    #: drawn afresh for each request from the acceptance window, whose verdicts weigh
+    #: half as much every sixth of it (Thompson sampling,
+    #: :mod:`captcha_tasks.engine.cost_routing`).
+    routing: Literal["order", "cost"] = "order"
     #: ``CAPTCHA_TASKS_PAGE_ATTEMPTS``: tokens ``fetch_page`` submits to one challenged
     #: page, each from a fresh solve, before it fails with ``ChallengeRejected`` (1: no
     #: retry). Every refused token is counted rejected and reported to its provider.
@@ -378,6 +385,7 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
         "CAPTCHA_TASKS_ACCEPTANCE_WINDOW",
         _between(float, 60, 86_400, "seconds"),
     ),
+    "routing": ("CAPTCHA_TASKS_ROUTING", _choice("order", "cost")),
     "page_attempts": ("CAPTCHA_TASKS_PAGE_ATTEMPTS", _between(int, 1, 10, "attempts")),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),
     "lock_ttl": ("CAPTCHA_TASKS_LOCK_TTL", _number(float, 0.1)),

@@ -92,6 +92,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_REPORT_WINDOW",
             "CAPTCHA_TASKS_ACCEPTANCE_WINDOW",
             "CAPTCHA_TASKS_ACCEPTANCE_HOSTS",
+            "CAPTCHA_TASKS_ROUTING",
             "CAPTCHA_TASKS_BATCH_POLL",
             "CAPTCHA_TASKS_POLL_INTERVAL",
             "CAPTCHA_TASKS_POLL_READS",

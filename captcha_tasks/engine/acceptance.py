@@ -248,21 +248,31 @@ class AcceptanceBook:
     def figures(self, now: float | None = None) -> dict[tuple[str, str, str], Tally]:
         """Every tally over the window: ``(provider, type, host) -> Tally``, ``host`` ""
         for the per-type figures (all hosts), else a listed host's own."""
-        counts: dict[tuple[str, str, str, str], int] = {}
-        for bucket in self._buckets(now):
-            for field, value in bucket.items():
-                parts = str(field).split(_SEP)
-                if len(parts) == 4:
-                    key = (parts[0], parts[1], parts[2], parts[3])
-                    counts[key] = counts.get(key, 0) + int(value)
-        out: dict[tuple[str, str, str], Tally] = {}
-        for provider, kind, host in sorted({k[:3] for k in counts}):
-            out[(provider, kind, host)] = Tally(
-                counts.get((provider, kind, host, "a"), 0),
-                counts.get((provider, kind, host, "r"), 0),
-                from_nano(counts.get((provider, kind, host, "c"), 0)),
-            )
+        return _tallies(self._buckets(now))
+
+    def minutes(
+        self, captcha_type: str, host: str | None = None, *, now: float | None = None
+    ) -> list[tuple[float, dict[str, Tally]]]:
+        """:meth:`window`'s tallies minute by minute: ``(age, {provider: Tally})`` per
+        minute of the window, ``age`` the seconds from the middle of that minute to
+        ``now`` (at least 0), oldest first."""
+        now = self.clock() if now is None else now
+        wanted = self.host_key(host)
+        last = minute_of(now)
+        buckets = self._buckets(now)
+        first = last - len(buckets) + 1
+        out: list[tuple[float, dict[str, Tally]]] = []
+        for minute, bucket in zip(range(first, last + 1), buckets, strict=True):
+            tallies = {
+                provider: tally
+                for (provider, kind, at), tally in _tallies([bucket]).items()
+                if kind == captcha_type and at == wanted
+            }
+            out.append((max(0.0, now - (minute * 60 + 30)), tallies))
         return out
+
+    def host_key(self, host: str | None) -> str:
+        return host.lower() if host and host.lower() in self.hosts else _ALL_HOSTS
 
     def window(
         self, captcha_type: str, host: str | None = None, *, now: float | None = None
@@ -270,7 +280,7 @@ class AcceptanceBook:
         """``{provider name: Tally}`` for ``captcha_type`` over the window: of ``host``
         if it is one of ``CAPTCHA_TASKS_ACCEPTANCE_HOSTS``, else of every host. A provider
         with no verdict in the window is absent."""
-        wanted = host.lower() if host and host.lower() in self.hosts else _ALL_HOSTS
+        wanted = self.host_key(host)
         return {
             provider: tally
             for (provider, kind, at), tally in self.figures(now).items()
@@ -281,6 +291,25 @@ class AcceptanceBook:
         """The share of ``provider``'s ``captcha_type`` tokens accepted over the window."""
         tally = self.window(captcha_type, now=now).get(provider)
         return None if tally is None else tally.rate
+
+
+def _tallies(buckets: list[dict[str, str]]) -> dict[tuple[str, str, str], Tally]:
+    """The buckets' counts summed: ``(provider, type, host) -> Tally``."""
+    counts: dict[tuple[str, str, str, str], int] = {}
+    for bucket in buckets:
+        for field, value in bucket.items():
+            parts = str(field).split(_SEP)
+            if len(parts) == 4:
+                key = (parts[0], parts[1], parts[2], parts[3])
+                counts[key] = counts.get(key, 0) + int(value)
+    out: dict[tuple[str, str, str], Tally] = {}
+    for provider, kind, host in sorted({k[:3] for k in counts}):
+        out[(provider, kind, host)] = Tally(
+            counts.get((provider, kind, host, "a"), 0),
+            counts.get((provider, kind, host, "r"), 0),
+            from_nano(counts.get((provider, kind, host, "c"), 0)),
+        )
+    return out
 
 
 class AcceptanceRates:

@@ -98,8 +98,10 @@ class SolveTask(CheckedTask):
     Every solve task takes ``provider="main"`` (solve at that configured provider
     only) and ``exclude=["main", ...]`` (never at those): they narrow the request's
     route, ``CAPTCHA_TASKS_PROVIDERS``'s order filtered by each provider's ``_TYPES``
-    and protocol (:func:`~captcha_tasks.provider.routing.route`). A routed request
-    skips the token pool: its token must come from the providers it names.
+    and protocol (:func:`~captcha_tasks.provider.routing.route`), and with
+    ``CAPTCHA_TASKS_ROUTING=cost`` reordered by cost per accepted token
+    (:mod:`captcha_tasks.engine.cost_routing`). A routed request skips the token pool:
+    its token must come from the providers it names.
     """
 
     abstract = True
@@ -166,6 +168,7 @@ class SolveTask(CheckedTask):
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
         from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled
+        from ..engine.cost_routing import ordered
         from ..engine.observer import solve_observer
         from ..engine.pool import TokenPool, pool_id_for
 
@@ -180,6 +183,10 @@ class SolveTask(CheckedTask):
         )
         routed = provider is not None or bool(excluded)
         client = state_redis(self.settings)
+        # CAPTCHA_TASKS_ROUTING=cost: the same providers, cheapest per accepted token first.
+        names = ordered(
+            client, self.settings, names, captcha.type, getattr(captcha, "pageurl", None)
+        )
         queue = functools.partial(
             admit_unless_pooled,
             client,

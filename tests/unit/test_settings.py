@@ -74,6 +74,7 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
         ("CAPTCHA_TASKS_ACCEPTANCE_HOSTS", "a.com,b c", "'b c' is not a host name"),
         ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "0", "PAGE_ATTEMPTS must be 1-10"),
         ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "11", "PAGE_ATTEMPTS must be 1-10"),
+        ("CAPTCHA_TASKS_ROUTING", "cheapest", "CAPTCHA_TASKS_ROUTING"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:
@@ -355,6 +356,8 @@ def test_acceptance_and_page_attempt_settings() -> None:
     defaults = Settings.from_env({})
     assert (defaults.acceptance_hosts, defaults.acceptance_window) == ((), 900.0)
     assert defaults.page_attempts == 3
+    assert defaults.routing == "order"
+    assert Settings.from_env({"CAPTCHA_TASKS_ROUTING": "cost"}).routing == "cost"
     s = Settings.from_env(
         {
             "CAPTCHA_TASKS_ACCEPTANCE_HOSTS": "Shop.Example.com, b.test",

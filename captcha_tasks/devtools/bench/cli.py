@@ -19,18 +19,21 @@ from .altcha import AltchaOptions, format_altcha_report, run_altcha
 from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
 from .plot import write_plot
+from .routing import RoutingOptions, format_routing_report, run_routing
 from .solve import BASELINES, BenchOptions, format_report, run_bench
 
 __all__ = ["bench_group", "format_report"]
 
-Options = TypeVar("Options", BenchOptions, PagesOptions, AltchaOptions)
+Options = TypeVar("Options", BenchOptions, PagesOptions, AltchaOptions, RoutingOptions)
 Decorator = Callable[[Callable[..., None]], Callable[..., None]]
 #: An option of a benchmark: its declarations (space-separated), its type (None: a flag)
 #: and its help.
 Spec = tuple[str, "click.ParamType[Any, Any] | None", str]
 
 
-def _options(defaults: BenchOptions | PagesOptions | AltchaOptions, *specs: Spec) -> Decorator:
+def _options(
+    defaults: BenchOptions | PagesOptions | AltchaOptions | RoutingOptions, *specs: Spec
+) -> Decorator:
     """These options, in this order; each one's default (shown in ``--help``) is the field
     of ``defaults`` that its first declaration names."""
 
@@ -212,6 +215,41 @@ def pages_command(as_json: bool, **options: Any) -> None:
     process the run started.
     """
     _run_and_print(run_pages, PagesOptions(**options), format_pages_report, as_json)
+
+
+@bench_group.command("routing")
+@_options(
+    RoutingOptions(),
+    ("--pages", click.IntRange(1, 100_000), "Pages per run with A's tokens refused 70%."),
+    ("--after", click.IntRange(0, 100_000), "Pages per run after A's are refused 5% too."),
+    ("--in-flight", click.IntRange(1, 256), "Pages open at once (the scraper's concurrency)."),
+    ("--workers", click.IntRange(1, 16), "celery worker processes, each -P prefork."),
+    ("--concurrency -c", click.IntRange(1, 64), "Pool size of each worker (celery worker -c)."),
+    (
+        "--time-scale",
+        click.FloatRange(min=0.001),
+        "CAPTCHA_TASKS_TIME_SCALE (reCAPTCHA v2: 15 s x this); the acceptance window is "
+        "900 s x this (at least 60 s).",
+    ),
+    ("--jitter", click.FloatRange(0.0, 0.95), "Solve times vary by a factor in [1-J, 1+J]."),
+    ("--window", click.IntRange(1, 10_000), "Pages per figure of A's share of first solves."),
+    ("--seed", click.INT, "Seed of the sandboxes' random choices (the site's refusals)."),
+)
+@_log_dir_option(
+    "Keep worker, client and Redis logs here (default: a temporary directory, removed "
+    "unless a page failed otherwise than refused)."
+)
+@_JSON_OPTION
+def routing_command(as_json: bool, **options: Any) -> None:
+    """Order routing (A first) against cost routing (CAPTCHA_TASKS_ROUTING=cost), two
+    providers: A at $1.00 per 1000 whose tokens the demo site refuses 70% of the time, B
+    at $2.00 refused 5%; isolated fetch_page runs, then the site stops refusing A's
+    tokens more than B's. Spend per accepted page, pages per minute, A's share of first
+    solves over the run, and how soon cost routing goes back to A.
+
+    Progress goes to stderr; the report (or --json) to stdout.
+    """
+    _run_and_print(run_routing, RoutingOptions(**options), format_routing_report, as_json)
 
 
 @bench_group.command("altcha")

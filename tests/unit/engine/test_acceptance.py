@@ -152,3 +152,30 @@ def test_results_and_status_show_the_rate_and_the_cost_per_accepted_token(
     text = "\n".join(_acceptance_lines(rows, 300.0))
     assert "acceptance, last 5 min" in text
     assert "main" in text and "75.0%" in text and "0.001333" in text
+
+
+def test_the_window_minute_by_minute_with_each_minutes_age(
+    client: redis.Redis, listed: Settings, keys: Keys
+) -> None:
+    clock = Clock()
+    clock.now = 60 * (NOW // 60) + 45  # 15 s after the middle of its minute
+    book = AcceptanceBook(client, listed, clock=clock)
+    book.record(_solved(client, keys), accepted=False)
+    book.record(_solved(client, keys, url="https://other.test/"), accepted=True)
+    clock.now += 120
+    book.record(_solved(client, keys), accepted=True)
+    minutes = book.minutes("recaptcha_v2")
+    # The 300 s window: five minutes, oldest first, each aged from its middle.
+    assert [age for age, _ in minutes] == [255.0, 195.0, 135.0, 75.0, 15.0]
+    assert [tallies for _, tallies in minutes if tallies] == [
+        {"main": Tally(1, 1, Decimal("0.002"))},
+        {"main": Tally(1, 0, Decimal("0.001"))},
+    ]
+    # A listed host's own minutes; another host's are every host's.
+    host = [t for _, t in book.minutes("recaptcha_v2", "shop.example.com") if t]
+    assert host == [
+        {"main": Tally(0, 1, Decimal("0.001"))},
+        {"main": Tally(1, 0, Decimal("0.001"))},
+    ]
+    assert book.minutes("recaptcha_v2", "other.test") == minutes
+    assert all(not t for _, t in book.minutes("turnstile"))
