@@ -241,7 +241,8 @@ def pages_command(as_json: bool, **options: Any) -> None:
 )
 @_JSON_OPTION
 def routing_command(as_json: bool, **options: Any) -> None:
-    """Order routing (A first) against cost routing (CAPTCHA_TASKS_ROUTING=cost), two
+    """Order routing (A first), with one token per page and with the default attempts,
+    against cost routing (CAPTCHA_TASKS_ROUTING=cost), two
     providers: A at $1.00 per 1000 whose tokens the demo site refuses 70% of the time, B
     at $2.00 refused 5%; isolated fetch_page runs, then the site stops refusing A's
     tokens more than B's. Spend per accepted page, pages per minute, A's share of first

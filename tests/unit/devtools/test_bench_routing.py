@@ -84,9 +84,11 @@ def test_moving_back_is_the_first_page_from_which_a_takes_most_first_solves() ->
             "environment": {},
         },
         "cost_saving_whole": 0.15,
+        "cost_saving_one_token": 0.33,
         "logs": None,
         "wall_seconds": 1.0,
         "runs": {"cost": {"label": "cost", **m}},
     }
     text = format_routing_report(report)
     assert "pages until A takes the first solves back" in text and "15% less" in text
+    assert "33% less per accepted page than order routing with one token per page" in text
