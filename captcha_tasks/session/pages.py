@@ -53,11 +53,13 @@ __all__ = [
     "WIDGETS",
     "Challenge",
     "Page",
+    "Widget",
     "check_url",
     "detect_challenge",
     "fetch",
     "find_challenge",
     "find_datadome",
+    "find_widgets",
     "submit",
 ]
 
@@ -366,12 +368,23 @@ class Challenge:
     captcha_url: str = ""
 
 
-class _ChallengeParser(HTMLParser):
+@dataclass
+class Widget:
+    """A captcha widget of :data:`WIDGETS` in a page: its kind, site key and token field,
+    its attributes, and the form it sits in (``action`` as written, hidden fields), if any."""
+
+    type: str
+    sitekey: str
+    token_field: str
+    attributes: dict[str, str]
+    form: tuple[str, dict[str, str]] | None
+
+
+class _WidgetParser(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
-        self.found: Challenge | None = None
+        self.widgets: list[Widget] = []
         self._form: tuple[str, dict[str, str]] | None = None
-        self._form_of_widget: tuple[str, dict[str, str]] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = {name: value or "" for name, value in attrs}
@@ -381,17 +394,29 @@ class _ChallengeParser(HTMLParser):
             name = attributes.get("name")
             if name and attributes.get("type", "text").lower() == "hidden":
                 self._form[1][name] = attributes.get("value", "")
-        classes = attributes.get("class", "").split()
         sitekey = attributes.get("data-sitekey", "")
-        if self.found is None and sitekey:
-            for widget, (kind, token_field) in WIDGETS.items():
-                if widget in classes:
-                    self.found = Challenge(kind, sitekey, token_field, "")
-                    self._form_of_widget = self._form
+        if not sitekey:
+            return
+        classes = attributes.get("class", "").split()
+        for widget, (kind, token_field) in WIDGETS.items():
+            if widget in classes:
+                self.widgets.append(Widget(kind, sitekey, token_field, attributes, self._form))
+                return
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "form":
             self._form = None
+
+
+def find_widgets(html: str) -> list[Widget]:
+    """Every reCAPTCHA, Turnstile or hCaptcha widget in ``html``, in document order, its
+    site key as written (check it against :data:`SITEKEY_RE` before use)."""
+    if "data-sitekey" not in html:
+        return []
+    parser = _WidgetParser()
+    parser.feed(html)
+    parser.close()
+    return parser.widgets
 
 
 #: DataDome's challenge object in its 403 page: ``var dd={'rt':'c','cid':...}``.
@@ -443,15 +468,11 @@ def detect_challenge(page: Page) -> Challenge | None:
 def find_challenge(html: str, page_url: str) -> Challenge | None:
     """The first reCAPTCHA, Turnstile or hCaptcha widget in ``html``, with the form
     (absolute action URL and hidden fields) its token is submitted with."""
-    if "data-sitekey" not in html:
+    widgets = find_widgets(html)
+    if not widgets or not SITEKEY_RE.fullmatch(widgets[0].sitekey):
         return None
-    parser = _ChallengeParser()
-    parser.feed(html)
-    parser.close()
-    challenge = parser.found
-    if challenge is None or not SITEKEY_RE.fullmatch(challenge.sitekey):
-        return None
-    form = parser._form_of_widget
-    challenge.action = urljoin(page_url, form[0] if form else "")
-    challenge.fields = dict(form[1]) if form else {}
-    return challenge
+    first = widgets[0]
+    action, fields = first.form or ("", {})
+    return Challenge(
+        first.type, first.sitekey, first.token_field, urljoin(page_url, action), dict(fields)
+    )
