@@ -3,8 +3,8 @@
 Two providers, each a sandbox: A (2captcha's dialect) at $1.00 per 1000 solves, whose
 tokens the demo site refuses 70% of the time, and B (captchaai's) at $2.00 refused 5%;
 one demo site judges both (it trusts B's tokens, :meth:`.DemoSite.trust`). Three runs
-in one invocation (:data:`MODES`): order routing (A first) with one token per page, as
-``fetch_page`` was before it retried a refused page; order routing with the default
+in one invocation (:data:`MODES`): order routing (A first) with one token per page (a
+page fails at its first refused token); order routing with the default
 attempts (a refused page's retry goes to the provider not yet refused); cost routing.
 Each on a fresh Redis, fresh sandboxes and fresh ``celery worker`` processes, with the
 same steps:
@@ -56,8 +56,8 @@ __all__ = [
 ]
 
 #: (run, CAPTCHA_TASKS_ROUTING, CAPTCHA_TASKS_PAGE_ATTEMPTS or None for the default,
-#: report label) of the runs, in order. The first is order routing as it was before a page
-#: was retried: one token per page, A's unless A's breaker is open.
+#: report label) of the runs, in order. The first is order routing with one token per page
+#: (``CAPTCHA_TASKS_PAGE_ATTEMPTS=1``): a page fails at its first refused token.
 MODES: tuple[tuple[str, str, int | None, str], ...] = (
     ("order-1", "order", 1, "order (A first), one token per page"),
     ("order", "order", None, "order (A first)"),
