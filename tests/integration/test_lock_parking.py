@@ -65,7 +65,12 @@ def test_pages_waiting_for_the_lock_are_parked_and_re_sent_without_retries(
 def test_pages_parked_behind_a_killed_holder_finish_after_its_lock_expires(
     celery_app: Any, demo_sandbox: Any, worker_factory: Any, spawn: SpawnPython
 ) -> None:
-    ttl, pages = 3.0, 6
+    # The waiters give up 2 TTLs after they first parked: half a TTL of waiting here,
+    # then up to a TTL until the killed holder's lock expires (it extended it every
+    # quarter TTL), leave half a TTL or more for the first page's solve and the wake-ups.
+    # 5 s leaves 2.5 s against a solve of about 1.5 s at the tests' time scale, with room
+    # for a busy machine (3 s would leave 1.5 s: pages lost to SESSION_LOCK_TIMEOUT).
+    ttl, pages = 5.0, 6
     host = demo_sandbox.demo_url.split("//")[1]
     holder = spawn(LOCK_HOLDER, str(ttl), host)
     assert read_line(holder, 30) == "acquired"
