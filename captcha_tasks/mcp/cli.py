@@ -26,8 +26,13 @@ __all__ = ["mcp_command"]
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on."
 )
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="HTTP: the port to listen on.")  # fmt: skip
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="HTTP: the port to listen on.",
+)
 @click.option(
     "--agents-file",
     help='HTTP: a JSON file of the agents: {"agents": [{"name", "token", '

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 from celery import Celery
 
 from ...settings import Settings, get_settings
-from .seed_design import seed_redis_url
+from .seed_design import baseline_config, seed_redis_url
 
 __all__ = [
     "DIY_DB",
@@ -86,30 +86,14 @@ def split_concurrency(threads: int, workers: int) -> list[int]:
 app = Celery("diy_design", set_as_current=False)
 
 
-def _config(settings: Settings) -> dict[str, Any]:
-    url = diy_redis_url(settings.redis_url)
-    return {
-        "broker_url": url,
-        "result_backend": url,
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "task_acks_late": True,
-        "worker_prefetch_multiplier": 1,
-        "broker_connection_retry_on_startup": True,
-        "result_expires": settings.result_expires,
-    }
-
-
 def configure(settings: Settings) -> None:
     """Point the DIY app at ``settings``' Redis (db :data:`DIY_DB`) before it is first
     used. Otherwise it reads the environment when it is first configured."""
-    app.conf.update(_config(settings))
+    app.conf.update(baseline_config(settings, DIY_DB))
 
 
 # Lazy: importing this module reads no settings.
-app.add_defaults(lambda: _config(get_settings()))
+app.add_defaults(lambda: baseline_config(get_settings(), DIY_DB))
 
 
 @functools.cache

@@ -40,6 +40,7 @@ __all__ = [
     "SEED_POLL_WAIT",
     "SeedSolveError",
     "app",
+    "baseline_config",
     "configure",
     "seed_redis_url",
     "solve_recaptcha_v2",
@@ -69,8 +70,10 @@ def seed_redis_url(url: str, db: int = SEED_DB) -> str:
 app = Celery("seed_design", set_as_current=False)
 
 
-def _config(settings: Settings) -> dict[str, Any]:
-    url = seed_redis_url(settings.redis_url)
+def baseline_config(settings: Settings, db: int = SEED_DB) -> dict[str, Any]:
+    """A baseline's Celery configuration: ``settings``' Redis at database ``db`` for its
+    broker and results, JSON, acks late, prefetch 1 (what a careful user sets)."""
+    url = seed_redis_url(settings.redis_url, db)
     return {
         "broker_url": url,
         "result_backend": url,
@@ -88,11 +91,11 @@ def _config(settings: Settings) -> dict[str, Any]:
 def configure(settings: Settings) -> None:
     """Point the baseline's app at ``settings``' Redis (db :data:`SEED_DB`) before it is
     first used. Otherwise it reads the environment when it is first configured."""
-    app.conf.update(_config(settings))
+    app.conf.update(baseline_config(settings))
 
 
 # Lazy: importing this module reads no settings.
-app.add_defaults(lambda: _config(get_settings()))
+app.add_defaults(lambda: baseline_config(get_settings()))
 
 
 def _solve(sitekey: str, pageurl: str, first_wait: float = SEED_POLL_WAIT) -> dict[str, Any]:

@@ -8,6 +8,7 @@ with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS other
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from collections.abc import Mapping
@@ -99,40 +100,32 @@ def geetest_v4(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     return Submission("geetest_v4", fingerprint, hostname=hostname, captcha_id=captcha_id)
 
 
-def mt_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
-    """``method=mt_captcha``: ``sitekey`` (``MTPublic-...``), ``pageurl``."""
+def _site_key_and_page(
+    kind: str, key_re: re.Pattern[str], params: Mapping[str, str], fingerprint: bytes
+) -> Submission:
+    """A ``kind`` submitted as a site key matching ``key_re`` and a ``pageurl``."""
     sitekey = params.get("sitekey", "").strip()
-    if not _MTCAPTCHA_KEY_RE.match(sitekey):
+    if not key_re.match(sitekey):
         raise ApiError("ERROR_BAD_PARAMETERS")
     hostname = pageurl_host(params)
     check_proxy(params)
-    return Submission(
-        "mtcaptcha",
-        fingerprint,
-        sitekey=sitekey,
-        hostname=hostname,
-        action=params.get("action", ""),
-    )
+    return Submission(kind, fingerprint, sitekey=sitekey, hostname=hostname)
+
+
+def mt_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=mt_captcha``: ``sitekey`` (``MTPublic-...``), ``pageurl``, ``action``."""
+    submission = _site_key_and_page("mtcaptcha", _MTCAPTCHA_KEY_RE, params, fingerprint)
+    return dataclasses.replace(submission, action=params.get("action", ""))
 
 
 def prosopo(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     """``method=prosopo``: ``sitekey`` (an SS58 address, ``5...``), ``pageurl``."""
-    sitekey = params.get("sitekey", "").strip()
-    if not _PROSOPO_KEY_RE.match(sitekey):
-        raise ApiError("ERROR_BAD_PARAMETERS")
-    hostname = pageurl_host(params)
-    check_proxy(params)
-    return Submission("prosopo", fingerprint, sitekey=sitekey, hostname=hostname)
+    return _site_key_and_page("prosopo", _PROSOPO_KEY_RE, params, fingerprint)
 
 
 def friendly_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     """``method=friendly_captcha``: ``sitekey`` (the widget's ``data-sitekey``), ``pageurl``."""
-    sitekey = params.get("sitekey", "").strip()
-    if not _FRIENDLY_KEY_RE.match(sitekey):
-        raise ApiError("ERROR_BAD_PARAMETERS")
-    hostname = pageurl_host(params)
-    check_proxy(params)
-    return Submission("friendly_captcha", fingerprint, sitekey=sitekey, hostname=hostname)
+    return _site_key_and_page("friendly_captcha", _FRIENDLY_KEY_RE, params, fingerprint)
 
 
 def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
