@@ -69,7 +69,7 @@ from .settings import get_settings
 from .worker import altcha_tasks, page_tasks, solve_tasks
 from .worker.app import app
 from .worker.async_results import AsyncResult, await_result, waiter_for
-from .worker.result_backend import without_result_subscription
+from .worker.celery_internals.result_backend import without_result_subscription
 from .worker.task_bases import misfit
 from .worker.typed import TaskResult, TypedTask
 

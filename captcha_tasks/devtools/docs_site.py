@@ -10,7 +10,9 @@ A page asks for one with a marker line, replaced by :func:`on_page_markdown`:
   docstring, and its TTL constants;
 - ``<!-- generate:offers -->``: the provider x captcha type matrix of
   :func:`captcha_tasks.provider.offers.offer_matrix`;
-- ``<!-- generate:cli -->``: every ``captcha-tasks`` command, from its click group.
+- ``<!-- generate:cli -->``: every ``captcha-tasks`` command, from its click group;
+- ``<!-- generate:assumptions -->``: what the Celery seam relies on, its fallback and
+  upstream reference, from :data:`captcha_tasks.worker.celery_internals.contracts.ASSUMPTIONS`.
 
 Nothing here is imported by the runtime.
 """
@@ -25,6 +27,7 @@ from typing import Any
 __all__ = [
     "GENERATORS",
     "LABELS",
+    "assumptions_table",
     "cli_reference",
     "errors_tree",
     "offer_cell",
@@ -201,6 +204,21 @@ def cli_reference() -> str:
     return "\n".join(out)
 
 
+def assumptions_table() -> str:
+    """One row per assumption of the seam: what it relies on, what the worker does
+    where it does not hold, and the upstream issue that would let it go."""
+    from captcha_tasks.worker.celery_internals.contracts import ASSUMPTIONS
+
+    rows = [
+        "| assumption | relies on | where it does not hold | upstream |",
+        "|---|---|---|---|",
+    ]
+    for a in ASSUMPTIONS.values():
+        cells = (f"`{a.name}`", a.relies_on, a.fallback, a.upstream)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
 def _settings() -> str:
     from captcha_tasks.devtools.settings_reference import render
 
@@ -214,6 +232,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "redis-keys": redis_keys_table,
     "offers": offers_table,
     "cli": cli_reference,
+    "assumptions": assumptions_table,
 }
 
 

@@ -34,7 +34,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from ..settings import Settings, mask_url
 from ..state.keys import Keys
-from ..worker.result_backend import BACKENDS
+from ..worker.celery_internals.result_backend import backends
 from .procs import Child, Supervisor, free_port, http_ok, port_is_free, stop_process, wait_ready
 from .redis_server import RedisServer
 from .shared_redis import checkout_mark, claim_database, with_database
@@ -270,7 +270,7 @@ class DevStack:
         # The package's result backend (Celery reads override_backends only from a
         # configuration object): close_control() closes its consumer's connection, so
         # results collected later, after Redis stopped, unsubscribe nothing.
-        app.config_from_object({"override_backends": BACKENDS})
+        app.config_from_object({"override_backends": backends()})
         return app
 
     @staticmethod

@@ -98,8 +98,9 @@ def broker_queues(client: redis.Redis, names: list[str]) -> dict[str, Any]:
     worker but not acknowledged yet (``reserved``, all queues together).
 
     Task messages our app publishes are recorded as unacknowledged from the moment they
-    are queued (:mod:`captcha_tasks.worker.broker`), so the queued ones are taken off kombu's
-    count: exact while the listed queues are the only ones with a backlog."""
+    are queued (:mod:`captcha_tasks.worker.celery_internals.broker`), so the queued ones
+    are taken off kombu's count: exact while the listed queues are the only ones with a
+    backlog."""
     with client.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.llen(name)

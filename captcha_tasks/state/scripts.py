@@ -15,7 +15,7 @@ __all__ = ["run", "run_replicated", "script", "source"]
 
 @cache
 def _source(name: str) -> str:
-    return files(__package__).joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    return files(__package__).joinpath("lua").joinpath(f"{name}.lua").read_text(encoding="utf-8")
 
 
 def source(name: str) -> str:

@@ -16,7 +16,7 @@ needs to read ``maxnumber`` and CapMonster Cloud needs for its fields, and which
 every provider of a route able to take the same task. With nothing for the provider to
 load, its task is the proxyless one. The consumer admits a challenge given as JSON
 without the pool; a fetch or a proof of work goes to the pool
-(:class:`~.admit_inline.NotInline`). The caller's ``delay()`` runs the same checks
+(:class:`~.celery_internals.admit_inline.NotInline`). The caller's ``delay()`` runs the same checks
 first: a bad challenge, both or neither challenge arguments, a ``maxnumber`` the worker
 would refuse raise :class:`InvalidTaskInput` there, nothing sent.
 """
@@ -39,7 +39,7 @@ from ..session.pages import check_url, fetch
 from ..session.proxies import ProxyPool, proxy_url
 from ..settings import Settings
 from ..state import state_redis
-from .admit_inline import NotInline, admitting_inline
+from .celery_internals.admit_inline import NotInline, admitting_inline
 from .solve_tasks import SolveTask
 from .typed import task
 

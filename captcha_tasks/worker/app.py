@@ -10,37 +10,19 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from typing import Any
 
-import celery.app.amqp
-from billiard.einfo import ExceptionInfo, ExceptionWithTraceback  # type: ignore[import-untyped]
 from celery import Celery, signals
-from celery.exceptions import Ignore
 from celery.utils.imports import import_from_cwd
 
-__all__ = ["CONFIG_MODULE", "IgnoreInfo", "app", "config_module"]
+from .celery_internals.amqp import AMQP
+
+__all__ = ["CONFIG_MODULE", "app", "config_module"]
 
 log = logging.getLogger(__name__)
 
 #: The app's own configuration.
 CONFIG_MODULE = "captcha_tasks.worker.celeryconfig"
-
-
-class AMQP(celery.app.amqp.AMQP):  # type: ignore[misc]
-    """Celery's message builder, with the ``task-sent`` event under the name the task
-    is sent as (``shadow``: Celery's "name in logs and monitoring"), as its
-    ``task-received`` is. Celery names it by the task's real name, and event consumers
-    (Flower) keep the name of whichever event of a task they read last: a challenged
-    ``fetch_page``'s last step, sent under the page's name, would show as
-    ``submit_challenge`` whenever its ``task-sent`` arrived after its ``task-received``."""
-
-    def as_task_v2(self, task_id: str, name: str, *args: Any, **kwargs: Any) -> Any:
-        message = super().as_task_v2(task_id, name, *args, **kwargs)
-        shadow = message.headers.get("shadow")
-        if shadow and message.sent_event is not None:
-            message.sent_event["name"] = shadow
-        return message
 
 
 app = Celery(
@@ -114,25 +96,20 @@ _install_steps()
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if getattr(sender, "app", None) is not app:
         return  # another application's worker in this process
-    from celery.app import trace
-
     # Registers the fleet_version inspect command (Celery's command registry is global
     # to the process: only a worker of this app adds it).
     from . import control  # noqa: F401
+    from .celery_internals.broker import scrub_broker_stats
+    from .celery_internals.tracer import install_tracer_hooks
+    from .celery_internals.versions import warn_if_untested
 
-    # Celery logs every task's return value at INFO; a solve's is a single-use token
-    # (and a page's may carry form data). Log that the task succeeded, not what it
-    # returned: results are for the backend, not for log files.
-    trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"
-    # A solve's admitting execution ends with Ignore every time (see _ignore_info).
-    trace.ExceptionInfo = IgnoreInfo
-    # ... and logs what that meant itself, as a replaced or parked page does.
-    from .trace_log import quiet_ignored_for
-
+    warn_if_untested()
+    # No return values in Celery's log (a solve's is a single-use token; a page's may
+    # carry form data), a short record of a solve's Ignore, and the "ignored" line of
+    # the tasks that log what their Ignore meant themselves at DEBUG.
     tasks = sender.app.tasks
-    quiet_ignored_for(lambda name: bool(getattr(tasks.get(name), "logs_its_ignore", False)))
-
-    _scrub_broker_stats()
+    install_tracer_hooks(lambda name: bool(getattr(tasks.get(name), "logs_its_ignore", False)))
+    scrub_broker_stats()
 
     # A caller gives up on an unreachable result backend after a few seconds; a worker,
     # which must store the results of solves already paid for, keeps trying longer.
@@ -141,45 +118,3 @@ def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if options.get("retry_policy") == conf.get("CLIENT_BACKEND_RETRY"):
         options["retry_policy"] = conf.get("WORKER_BACKEND_RETRY")
         conf.result_backend_transport_options = options
-
-
-def _scrub_broker_stats() -> None:
-    """``inspect stats`` (and Flower's worker pages) show the broker connection: Celery
-    drops its password, but a sentinel:// list keeps the master's password in the URLs
-    kombu lists as ``alternates``, and the sentinels' own in the transport options."""
-    from celery.worker.consumer.connection import Connection
-
-    from .broker import scrub_broker_info
-
-    if getattr(Connection.info, "scrubbed", False):
-        return
-    celery_info = Connection.info
-
-    def info(self: Any, c: Any) -> dict[str, Any]:
-        found: dict[str, Any] = celery_info(self, c)
-        if isinstance(found.get("broker"), dict):
-            found["broker"] = scrub_broker_info(found["broker"])
-        return found
-
-    info.scrubbed = True  # type: ignore[attr-defined]
-    Connection.info = info
-
-
-class IgnoreInfo(ExceptionInfo):  # type: ignore[misc]
-    """Celery's tracer records how every execution that raised ended, ``Ignore`` too,
-    as billiard's ``ExceptionInfo``: the traceback formatted, each frame's code copied
-    with all its positions (the tracer's own function is hundreds of lines), twice, then
-    pickled (~40 kB) to the main process, which only acknowledges the message: for a
-    solve's admitting execution, which ends in ``Ignore``, that would be most of its
-    cost. ``Ignore`` is control flow, never logged with a traceback: its record here
-    keeps the exception and drops the frames. Every other exception is recorded in
-    full, as billiard's ``ExceptionInfo`` records it."""
-
-    def __init__(self, exc_info: Any = None, internal: bool = False) -> None:
-        kind, exception, tb = exc_info or sys.exc_info()
-        if not isinstance(exception, Ignore):
-            super().__init__((kind, exception, tb), internal)
-            return
-        self.type, self.tb, self.internal = kind, None, internal
-        self.traceback = f"{type(exception).__name__}: {exception}\n"
-        self.exception = ExceptionWithTraceback(exception, self.traceback)

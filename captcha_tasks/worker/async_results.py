@@ -38,6 +38,7 @@ from celery.result import AsyncResult
 from ..masking import mask_url
 from ..settings import Settings
 from ..state.redis import CONNECT_TIMEOUT, async_redis_client
+from .celery_internals.results import outcome
 
 __all__ = ["IDLE_CLOSE", "AsyncResult", "ResultWaiter", "await_result", "waiter_for"]
 
@@ -78,9 +79,8 @@ async def await_result(
         async_result = AsyncResult(async_result, app=app)
     meta = await waiter_for(app, settings).wait(async_result.id, timeout)
     # Celery's own path from a stored meta to get()'s answer: the same value, the same
-    # exception (rebuilt from its module and name), the same remote traceback handling.
-    async_result._maybe_set_cache(meta)
-    return async_result.maybe_throw(propagate=True)
+    # exception (rebuilt from its module and name).
+    return outcome(async_result, meta)
 
 
 class ResultWaiter:

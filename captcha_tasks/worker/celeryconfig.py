@@ -19,12 +19,12 @@ import click
 
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.settings import Settings, get_settings
-from captcha_tasks.worker.broker import (
+from captcha_tasks.worker.celery_internals.broker import (
     failover_strategy_for,
     sentinel_transport_options,
     transport_for,
 )
-from captcha_tasks.worker.result_backend import BACKENDS as _RESULT_BACKENDS
+from captcha_tasks.worker.celery_internals.result_backend import backends as _result_backends
 
 
 def _read_settings() -> Settings:
@@ -59,15 +59,16 @@ MAX_COUNTDOWN_SECONDS = min(300, VISIBILITY_TIMEOUT_SECONDS // 4)
 
 broker_url = _settings.broker_url
 # kombu's Redis transport, with task messages recorded as unacknowledged from the
-# moment they are published (captcha_tasks/worker/broker.py): a worker SIGKILLed between
-# taking a message off its queue and recording it cannot lose it. Its sentinel
-# variant for sentinel:// URLs, which stays on the list's first URL (broker.py).
+# moment they are published (worker/celery_internals/broker.py): a worker SIGKILLed
+# between taking a message off its queue and recording it cannot lose it. Its sentinel
+# variant for sentinel:// URLs, which stays on the list's first URL. kombu's own
+# transport where the assumptions that relies on do not hold (logged once).
 broker_transport = transport_for(broker_url)
 broker_failover_strategy = failover_strategy_for(broker_url)
 result_backend = _settings.result_backend
-# A final state stays final (captcha_tasks/worker/result_backend.py): a redelivered message's
-# STARTED never replaces the result the solve engine stored.
-override_backends = _RESULT_BACKENDS
+# A final state stays final (worker/celery_internals/result_backend.py): a redelivered
+# message's STARTED never replaces the result the solve engine stored.
+override_backends = _result_backends()
 broker_connection_retry_on_startup = True
 # rediss:// URLs: certificates are verified (against CAPTCHA_TASKS_REDIS_CA_CERTS if set).
 broker_use_ssl = _settings.redis_ssl_options(broker_url)

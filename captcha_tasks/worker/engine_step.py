@@ -19,10 +19,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from celery import bootsteps, signature
+from celery import bootsteps
 from celery.app.base import Celery
 from celery.app.task import Context
-from kombu.utils.objects import cached_property
 
 from ..engine import Engine, Job
 from ..engine.balance import BalanceWatch
@@ -33,6 +32,7 @@ from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
 from ..state import Keys, state_redis
 from ..state.clock import clock_of
+from .celery_internals import completion
 from .redacted import task_reprs
 
 __all__ = ["CeleryCompleter", "SolveEngineStep"]
@@ -59,7 +59,7 @@ class CeleryCompleter:
             self.cpu_seconds += spent
             self.stored += 1
 
-    @cached_property
+    @functools.cached_property
     def _events_enabled(self) -> bool:
         return bool(self.app.conf.worker_send_task_events)
 
@@ -93,11 +93,17 @@ class CeleryCompleter:
             yield  # events off, or nested: the outer batch sends them
             return
         try:
-            batch = self._dispatcher().producer.batch()
-            batch.__enter__()
+            producer = self._dispatcher().producer
+            if not hasattr(producer, "batch"):  # kombu before 5.7: one publish each
+                batch = None
+            else:
+                batch = producer.batch()
+                batch.__enter__()
         except Exception as exc:  # no broker now: each event tries on its own
             log.warning("could not batch events: %s", exc)
             self._local.dispatcher = None
+            batch = None
+        if batch is None:
             yield
             return
         self._local.batching = True
@@ -142,20 +148,11 @@ class CeleryCompleter:
         return {"argsrepr": argsrepr, "kwargsrepr": kwargsrepr}
 
     def succeed(self, job: Job, result: dict[str, Any]) -> None:
-        """What a worker does when a task returns: callbacks, the chain's next task,
-        then the result (with chord bookkeeping) and the event."""
+        """What a worker does when a task returns (:mod:`.celery_internals.completion`),
+        then the events and the log line."""
         started = time.thread_time()
         request = self._request(job)
-        chain = list(request.chain or ())
-        if request.callbacks or chain:
-            sent = {"parent_id": job.task_id, "root_id": request.root_id or job.task_id}
-            for callback in request.callbacks or ():
-                then = signature(callback, app=self.app)
-                then.apply_async((result,), **sent, **self._reprs(then, result))
-            if chain:
-                then = signature(chain.pop(), app=self.app)
-                then.apply_async((result,), chain=chain, **sent, **self._reprs(then, result))
-        self.app.backend.mark_as_done(job.task_id, result, request=request)
+        completion.succeed(self.app, job.task_id, request, result, self._reprs)
         shown = {k: v for k, v in result.items() if k != "solution"}
         solve_s, queued_s = result.get("solve_seconds"), result.get("queued_seconds")
         now = time.time()
@@ -176,10 +173,9 @@ class CeleryCompleter:
         self._count(started)
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None:
-        # mark_as_failure also calls the request's errbacks and ends its chord part.
         started = time.thread_time()
         request = self._request(job)
-        self.app.backend.mark_as_failure(job.task_id, error, request=request)
+        completion.fail(self.app, job.task_id, request, error)
         now = time.time()  # this host's clock against the job's Redis times (skew warned)
         self._started(job, job.submitted_at)
         self._send("task-failed", uuid=job.task_id, exception=repr(error), traceback="")

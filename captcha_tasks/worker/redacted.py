@@ -1,7 +1,8 @@
 """Tasks whose arguments are shown redacted wherever Celery shows a task.
 
 :class:`RedactedTask` computes ``argsrepr``/``kwargsrepr`` at send time (``apply_async``
-and ``retry``) and :class:`RedactedRequest` computes them again in the worker, so
+and ``retry``) and its worker-side request
+(:class:`~.celery_internals.request.RedactedRequest`) computes them again, so
 messages sent by other clients (``send_task``) are shown redacted too. What is masked
 and how is :mod:`captcha_tasks.redaction`'s business (plain functions); this module is
 where they meet Celery.
@@ -18,7 +19,6 @@ from typing import Any
 from celery import Task
 from celery.exceptions import MaxRetriesExceededError
 from celery.utils.saferepr import saferepr
-from celery.worker.request import Request
 
 from ..redaction import (
     HIDDEN,
@@ -26,11 +26,10 @@ from ..redaction import (
     MAX_REPR,
     known_secrets,
     redact_args,
-    scrub_result_repr,
     scrub_text,
 )
 
-__all__ = ["RedactedRequest", "RedactedTask", "redact_call", "send_redacted", "task_reprs"]
+__all__ = ["RedactedTask", "redact_call", "send_redacted", "task_reprs"]
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +95,7 @@ class RedactedTask(Task):  # type: ignore[misc]  # celery ships no type hints
     """
 
     abstract = True
-    Request = "captcha_tasks.worker.redacted:RedactedRequest"
+    Request = "captcha_tasks.worker.celery_internals.request:RedactedRequest"
 
     def redacted_reprs(self, args: Any, kwargs: Any) -> tuple[str, str]:
         return task_reprs(self, args, kwargs)
@@ -144,33 +143,3 @@ class RedactedTask(Task):  # type: ignore[misc]  # celery ships no type hints
             raise MaxRetriesExceededError(
                 f"Can't retry {self.name}[{request.id}] args:{argsrepr} kwargs:{kwargsrepr}"
             ) from None
-
-
-class RedactedRequest(Request):  # type: ignore[misc]  # celery ships no type hints
-    """A worker's view of a message of a :class:`RedactedTask`: reprs computed again
-    from the real arguments (whoever sent it), and shown by ``inspect`` in any mode."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        argsrepr, kwargsrepr = task_reprs(self._task, self._args, self._kwargs)
-        self._argsrepr = argsrepr
-        self._kwargsrepr = kwargsrepr
-        # What the execution's own logs read (trace.py: request.get("argsrepr")).
-        self._request_dict["argsrepr"] = argsrepr
-        self._request_dict["kwargsrepr"] = kwargsrepr
-
-    def info(self, safe: bool = False) -> dict[str, Any]:
-        """``inspect reserved/scheduled/active`` and ``query_task``: the reprs, never the
-        real arguments (Celery shows them unless ``active(safe=True)``)."""
-        shown: dict[str, Any] = super().info(safe=True)
-        return shown
-
-    def send_event(self, type: str, **fields: Any) -> None:
-        secrets = known_secrets()
-        for name in ("exception", "traceback"):
-            if isinstance(fields.get(name), str):
-                fields[name] = scrub_text(fields[name], secrets)
-        result = fields.get("result")
-        if isinstance(result, str):
-            fields["result"] = scrub_result_repr(result, secrets)
-        super().send_event(type, **fields)

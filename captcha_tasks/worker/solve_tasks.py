@@ -58,8 +58,9 @@ from ..results import (
 )
 from ..state import Keys, state_redis
 from ..version import worker_version
-from .admit_inline import NotInline, admitting_inline
-from .redacted import RedactedRequest, RedactedTask
+from .celery_internals.admit_inline import NotInline, admitting_inline
+from .celery_internals.request import RedactedRequest
+from .redacted import RedactedTask
 from .task_bases import CheckedTask
 from .typed import task
 
@@ -112,11 +113,11 @@ class SolveTask(CheckedTask):
     # the solve stays PENDING until the engine stores its outcome.
     track_started = False
     #: The admission logs itself and the engine the outcome: Celery's "ignored" line for
-    #: the admitting execution goes to DEBUG (:mod:`.trace_log`).
+    #: the admitting execution goes to DEBUG (:mod:`.celery_internals.tracer`).
     logs_its_ignore = True
     Request = "captcha_tasks.worker.solve_tasks:SolveRequest"
-    #: Admitted by the worker's consumer, without the pool (:mod:`.admit_inline`).
-    Strategy = "captcha_tasks.worker.admit_inline:solve_strategy"
+    #: Admitted by the worker's consumer, without the pool (:mod:`.celery_internals.admit_inline`).
+    Strategy = "captcha_tasks.worker.celery_internals.admit_inline:solve_strategy"
 
     #: A solve's body runs in the caller too, as a check (``delay`` raises, sends nothing).
     check_in_caller = True
@@ -210,7 +211,7 @@ class SolveTask(CheckedTask):
             outcome = queue()
         # The engine stores this task's result and logs its outcome; this run records no
         # state of its own (Celery's "ignored" line for it is not logged at INFO:
-        # worker.trace_log).
+        # worker.celery_internals.tracer).
         log.info(
             "Task %s[%s] %s",
             self.request.shadow or self.name,

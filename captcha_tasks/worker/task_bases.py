@@ -276,7 +276,7 @@ class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask)
     abstract = True
     lock_wait = "park"
     #: Its ``Ignore`` (replaced by a solve and a submit, or parked) is logged by the
-    #: task itself: Celery's "ignored" line goes to DEBUG (:mod:`.trace_log`).
+    #: task itself: Celery's "ignored" line goes to DEBUG (:mod:`.celery_internals.tracer`).
     logs_its_ignore = True
 
     def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:

@@ -48,7 +48,7 @@ from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
-from captcha_tasks.worker.broker import (
+from captcha_tasks.worker.celery_internals.broker import (
     failover_strategy_for,
     sentinel_transport_options,
     transport_for,

@@ -1,7 +1,7 @@
 """What callers write to collect results, through real workers: ``.get()`` in a loop,
 ``ResultSet(...).get()``, ``group(...).get()``, for pages and solves alike. The
 ``.get()`` of a task that has already finished returns at once (it used to wait up to
-a second each: see :mod:`captcha_tasks.worker.result_backend`)."""
+a second each: see :mod:`captcha_tasks.worker.celery_internals.result_backend`)."""
 
 from __future__ import annotations
 

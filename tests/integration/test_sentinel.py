@@ -31,12 +31,12 @@ from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, redis_client
 from captcha_tasks.worker.async_results import ResultWaiter
-from captcha_tasks.worker.broker import (
+from captcha_tasks.worker.celery_internals.broker import (
     failover_strategy_for,
     sentinel_transport_options,
     transport_for,
 )
-from captcha_tasks.worker.result_backend import SentinelResultBackend
+from captcha_tasks.worker.celery_internals.result_backend import SentinelResultBackend
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -233,8 +233,10 @@ def test_the_broker_stays_ours_with_its_password_after_a_failed_connection(
         failover_strategy=failover_strategy_for(url),
     ) as conn:
         conn.maybe_switch_next()
-        assert conn.transport_cls == "captcha_tasks.worker.broker:SentinelTransport"
+        assert (
+            conn.transport_cls == "captcha_tasks.worker.celery_internals.broker:SentinelTransport"
+        )
         assert (conn.password, conn.virtual_host) == (PASSWORD, "0")
         channel = conn.channel()  # pings the master: refused without the password
-        assert type(channel).__module__ == "captcha_tasks.worker.broker"
+        assert type(channel).__module__ == "captcha_tasks.worker.celery_internals.broker"
         channel.close()

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Self
+
+from typing_extensions import Self
 
 __all__ = ["BackgroundServer"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,14 @@ def start_worker(
     pool: str = "prefork",
     extra_args: list[str] | None = None,
     wait: bool = True,
+    launcher: Sequence[str] = ("-m", "celery"),
 ) -> WorkerProcess:
     """A worker named ``name`` with this process's environment and ``env``, logging to
-    ``log_dir/<name before the @>.log``; once it is ready, unless ``wait`` is false."""
+    ``log_dir/<name before the @>.log``; once it is ready, unless ``wait`` is false.
+    ``launcher``: what runs Celery's command line (``python -m celery`` by default)."""
     argv = [
         sys.executable,
-        "-m",
-        "celery",
+        *launcher,
         "-A",
         "captcha_tasks",
         "worker",

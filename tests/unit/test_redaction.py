@@ -28,9 +28,9 @@ from captcha_tasks import (
 )
 from captcha_tasks.errors import CaptchaTasksError, ProxyRejected, TargetNotAllowed
 from captcha_tasks.redaction import MASK, known_secrets, mask_url, mask_urls_in, scrub_text
+from captcha_tasks.worker.celery_internals.request import RedactedRequest
 from captcha_tasks.worker.page_tasks import fetch_page, release_session_lock, submit_challenge
 from captcha_tasks.worker.redacted import (
-    RedactedRequest,
     RedactedTask,
     _positional_names,
     redact_call,

@@ -19,12 +19,12 @@ from captcha_tasks.redaction import known_secrets
 from captcha_tasks.redis_urls import SentinelURL, parse_sentinel_url
 from captcha_tasks.settings import Settings
 from captcha_tasks.state.redis import async_redis_client, redis_client
-from captcha_tasks.worker.broker import (
+from captcha_tasks.worker.celery_internals.broker import (
     scrub_broker_info,
     sentinel_transport_options,
     transport_for,
 )
-from captcha_tasks.worker.result_backend import SentinelResultBackend
+from captcha_tasks.worker.celery_internals.result_backend import SentinelResultBackend
 
 DATA_PASSWORD = "Data-Pass-1234"
 SENTINEL_PASSWORD = "Sentinel-Pass-5678"
@@ -163,9 +163,13 @@ def test_async_clients_of_a_sentinel_url_too() -> None:
 
 def test_broker_and_backend_of_a_sentinel_url() -> None:
     s = Settings.from_env(ENV)
-    assert transport_for(URL) == "captcha_tasks.worker.broker:SentinelTransport"
-    assert transport_for("rediss://h/0") == "captcha_tasks.worker.broker:SslTransport"
-    assert transport_for("unix:///r.sock") == "captcha_tasks.worker.broker:Transport"
+    assert transport_for(URL) == "captcha_tasks.worker.celery_internals.broker:SentinelTransport"
+    assert (
+        transport_for("rediss://h/0") == "captcha_tasks.worker.celery_internals.broker:SslTransport"
+    )
+    assert (
+        transport_for("unix:///r.sock") == "captcha_tasks.worker.celery_internals.broker:Transport"
+    )
     options = sentinel_transport_options(s, URL)
     assert options["master_name"] == "mymaster"
     assert options["sentinel_kwargs"]["password"] == SENTINEL_PASSWORD
@@ -184,7 +188,7 @@ def test_broker_and_backend_of_a_sentinel_url() -> None:
     assert DATA_PASSWORD not in backend.as_uri()
     connection = app.connection_for_write()
     assert type(connection.transport).__name__ == "SentinelTransport"
-    assert connection.transport.Channel.__module__ == "captcha_tasks.worker.broker"
+    assert connection.transport.Channel.__module__ == "captcha_tasks.worker.celery_internals.broker"
     assert DATA_PASSWORD not in connection.as_uri()
     connection.release()
 

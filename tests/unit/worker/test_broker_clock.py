@@ -13,7 +13,7 @@ import pytest
 import redis
 from kombu import Connection
 
-from captcha_tasks.worker.broker import Channel
+from captcha_tasks.worker.celery_internals.broker import Channel
 
 VISIBILITY = 20
 
@@ -22,7 +22,7 @@ VISIBILITY = 20
 def channel(redis_url: str) -> Iterator[Channel]:
     with Connection(
         redis_url,
-        transport="captcha_tasks.worker.broker:Transport",
+        transport="captcha_tasks.worker.celery_internals.broker:Transport",
         transport_options={"visibility_timeout": VISIBILITY},
     ) as conn:
         chan = conn.default_channel

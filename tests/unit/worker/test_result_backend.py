@@ -12,7 +12,7 @@ import redis
 from celery.result import AsyncResult
 
 from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.worker import result_backend
+from captcha_tasks.worker.celery_internals import result_backend
 
 
 def _subscribers(client: redis.Redis, task_id: str) -> int:

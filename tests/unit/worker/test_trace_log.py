@@ -9,7 +9,11 @@ from collections.abc import Iterator
 import pytest
 from celery.app.trace import LOG_IGNORED
 
-from captcha_tasks.worker.trace_log import TRACE_LOGGER, QuietIgnored, quiet_ignored_for
+from captcha_tasks.worker.celery_internals.tracer import (
+    TRACE_LOGGER,
+    QuietIgnored,
+    quiet_ignored_for,
+)
 
 QUIET = {"captcha_tasks.solve_image", "captcha_tasks.fetch_page"}
 

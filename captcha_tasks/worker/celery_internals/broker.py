@@ -29,13 +29,27 @@ The unacknowledged index is stamped and swept by Redis's clock
 publisher and by the worker that takes a message, and swept by every worker, which puts
 back what is older than the visibility timeout. By its own clock a worker 30 s ahead
 would put back every message the others hold once the timeout is under 30 s, and a
-worker behind would hold back a dead worker's messages as long.
+worker behind would hold back a dead worker's messages as long (no upstream issue: kombu
+would need the sweep's ceiling taken from Redis's ``TIME``).
+
+What this relies on is the assumption ``kombu-redis-publish``
+(:mod:`.contracts`): kombu's ``Channel._put``, ``_q_for_pri``, the ``unacked`` records
+and ``Message._raw``. Where it does not hold, :func:`transport_for` names kombu's own
+Redis transport instead and says so once: the publish-time record is lost, the
+documented window comes back, nothing else changes (both write the same ``unacked``
+records, so callers and workers on either transport ack each other's messages).
+Per-queue expiry (``x-expires``), publish batches and the sweep's cadence options
+(``unacked_restore_interval``, ``unacked_restore_throttle``) exist from kombu 5.7 and
+are used where the channel has them; on older kombu the sweep keeps the same cadence
+by time (:meth:`QoS.restore_visible`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,13 +59,15 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps
 
-from ..masking import mask_url
-from ..redis_urls import is_sentinel
-from ..settings import Settings
-from ..state.clock import clock_of
-from ..state.redis import sentinel_kwargs
+from ...masking import mask_url
+from ...redis_urls import is_sentinel
+from ...settings import Settings
+from ...state.clock import clock_of
+from ...state.redis import sentinel_kwargs
+from .contracts import holds
 
 __all__ = [
+    "KOMBU_TRANSPORTS",
     "SENTINEL_FAILOVER",
     "TRANSPORTS",
     "Channel",
@@ -62,20 +78,19 @@ __all__ = [
     "Transport",
     "failover_strategy_for",
     "scrub_broker_info",
+    "scrub_broker_stats",
     "sentinel_transport_options",
     "transport_for",
 ]
 
 #: ``broker_transport`` for each URL scheme we serve.
 TRANSPORTS = {
-    "redis": "captcha_tasks.worker.broker:Transport",
-    "rediss": "captcha_tasks.worker.broker:SslTransport",
-    "sentinel": "captcha_tasks.worker.broker:SentinelTransport",
+    "redis": f"{__name__}:Transport",
+    "rediss": f"{__name__}:SslTransport",
+    "sentinel": f"{__name__}:SentinelTransport",
 }
-# kombu names a connection's URL (the worker's banner, Flower's broker page, `inspect`)
-# after its transport: show these under the URL's own scheme, as for kombu's aliases.
-for _scheme, _path in TRANSPORTS.items():
-    kombu_connection.resolve_aliases.setdefault(_path, _scheme)
+#: kombu's own transports for the same schemes (its aliases).
+KOMBU_TRANSPORTS = {"redis": "redis", "rediss": "rediss", "sentinel": "sentinel"}
 
 
 class QoS(kombu_redis.QoS):
@@ -91,6 +106,17 @@ class QoS(kombu_redis.QoS):
         virtual.QoS.append(self, message, delivery_tag)  # kombu's own bookkeeping
 
     def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> None:
+        if not hasattr(self.channel, "unacked_restore_throttle"):
+            # kombu before 5.7 scans only every 10th call (every ~100 s on a worker's
+            # 10 s timer) and has no option for it: here it scans at most once per
+            # ``unacked_restore_interval`` seconds of the transport options.
+            options = self.channel.connection.client.transport_options
+            every = float(options.get("unacked_restore_interval", 10))
+            now = time.monotonic()
+            if now - self.__dict__.get("_last_scan", -math.inf) < every:
+                return
+            self.__dict__["_last_scan"] = now
+            interval = 1
         # kombu puts back what its index has older than time() - visibility_timeout, by
         # this host's clock: move the timeout by how far this host is from Redis.
         timeout = self.channel.visibility_timeout
@@ -135,26 +161,26 @@ class Channel(kombu_redis.Channel):
         info = properties.get("delivery_info") or {}
         record = dumps([message, info.get("exchange", ""), info.get("routing_key", queue)])
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
+        # Queue expiry (``x-expires``): kombu 5.7 keeps it per queue in ``_expires``.
+        expires = getattr(self, "_expires", None) or {}
         expire = (
-            [self._q_for_pri(queue, p) for p in self.priority_steps]
-            if (self._expires and queue in self._expires)
-            else []
+            [self._q_for_pri(queue, p) for p in self.priority_steps] if queue in expires else []
         )
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
-            # Batched publishes: the batch's pipeline sends these commands together.
+            # Batched publishes (kombu 5.7): the batch's pipeline sends these together.
             batch.add("zadd", self.unacked_index_key, {tag: self.now()})
             batch.add("hset", self.unacked_key, tag, record)
             batch.add("lpush", key, dumps(message))
             for name in expire:
-                batch.add("pexpire", name, self._expires[queue])
+                batch.add("pexpire", name, expires[queue])
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=True) as pipe:
             pipe.zadd(self.unacked_index_key, {tag: self.now()})
             pipe.hset(self.unacked_key, tag, record)
             pipe.lpush(key, dumps(message))
             for name in expire:
-                pipe.pexpire(name, self._expires[queue])
+                pipe.pexpire(name, expires[queue])
             pipe.execute()
 
 
@@ -196,17 +222,33 @@ def _stay_on_the_first(alternates: Iterable[str]) -> Iterator[str]:
 #: ``broker_failover_strategy`` of ``sentinel://`` URLs (a name, so that ``inspect
 #: stats``, which lists it, stays JSON).
 SENTINEL_FAILOVER = "captcha-tasks-sentinel"
-kombu_connection.failover_strategies.setdefault(SENTINEL_FAILOVER, _stay_on_the_first)  # type: ignore[arg-type]
+
+
+def _register() -> bool:
+    """Name our transports and failover strategy in kombu's registries (once): kombu
+    shows a connection's URL (the worker's banner, Flower's broker page, ``inspect``)
+    under its transport's alias, and finds a failover strategy by name."""
+    if not holds("kombu-registries"):
+        return False
+    for scheme, path in TRANSPORTS.items():
+        kombu_connection.resolve_aliases.setdefault(path, scheme)
+    kombu_connection.failover_strategies.setdefault(SENTINEL_FAILOVER, _stay_on_the_first)  # type: ignore[arg-type]
+    return True
 
 
 def failover_strategy_for(url: str) -> str | None:
     """``broker_failover_strategy`` for a broker URL (None: kombu's round robin)."""
-    return SENTINEL_FAILOVER if is_sentinel(url) else None
+    return SENTINEL_FAILOVER if is_sentinel(url) and _register() else None
 
 
 def transport_for(url: str) -> str:
-    """The ``broker_transport`` for a broker URL (``unix://`` takes the plain one)."""
-    return TRANSPORTS.get(url.split("://", 1)[0].lower(), TRANSPORTS["redis"])
+    """The ``broker_transport`` for a broker URL (``unix://`` takes the plain one):
+    ours while kombu's channel is as it assumes, else kombu's own (logged once)."""
+    scheme = url.split("://", 1)[0].lower()
+    if not holds("kombu-redis-publish"):
+        return KOMBU_TRANSPORTS.get(scheme, "redis")
+    _register()
+    return TRANSPORTS.get(scheme, TRANSPORTS["redis"])
 
 
 def sentinel_transport_options(settings: Settings, url: str) -> dict[str, Any]:
@@ -232,3 +274,28 @@ def scrub_broker_info(info: dict[str, Any]) -> dict[str, Any]:
     info["alternates"] = [mask_url(url) for url in info.get("alternates") or ()]
     info["transport_options"] = filter_hidden_settings(info.get("transport_options") or {})
     return info
+
+
+def scrub_broker_stats() -> None:
+    """``inspect stats`` (and Flower's worker pages) show the broker connection through
+    the consumer's Connection step: Celery drops its password, but a sentinel:// list
+    keeps the master's password in the URLs kombu lists as ``alternates`` (masked by
+    Celery after 5.6.3: celery/celery#10485), and the sentinels' own in the transport
+    options (not masked upstream). Relies on ``celery-connection-info``
+    (:mod:`.contracts`); where it does not hold, the stats are Celery's own."""
+    if not holds("celery-connection-info"):
+        return
+    from celery.worker.consumer.connection import Connection
+
+    if getattr(Connection.info, "scrubbed", False):
+        return
+    celery_info = Connection.info
+
+    def info(self: Any, c: Any) -> dict[str, Any]:
+        found: dict[str, Any] = celery_info(self, c)
+        if isinstance(found.get("broker"), dict):
+            found["broker"] = scrub_broker_info(found["broker"])
+        return found
+
+    info.scrubbed = True  # type: ignore[attr-defined]
+    Connection.info = info

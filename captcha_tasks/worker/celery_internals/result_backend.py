@@ -40,6 +40,14 @@ None``, printed as ``Exception ignored in: AsyncResult.__del__`` once per result
 only a channel still subscribed is unsubscribed, and an ``atexit`` hook (which runs
 before finalization) closes the consumer's connection and forgets its channels, so the
 finalizers that come after have nothing to send.
+
+What this relies on is the assumption ``celery-redis-backend`` (:mod:`.contracts`):
+Celery's Redis backend stores every state through ``_store_result`` and
+``_set_with_state``, and its consumer keeps ``_pubsub`` and ``subscribed_to``. Where it
+does not hold, :func:`backends` names none, Celery's own Redis backend stores the
+results, and the worker says so once: the windows above come back (celery/celery#6090
+guards SUCCESS only; celery/celery#7052 is get()'s wait; celery/celery#10477, fixed
+after Celery 5.6.3 by celery/celery#10497, the second UNSUBSCRIBE).
 """
 
 from __future__ import annotations
@@ -57,13 +65,14 @@ from celery.backends.redis import ResultConsumer as RedisResultConsumer
 from celery.exceptions import BackendStoreError
 from kombu.utils.encoding import bytes_to_str
 
-from ..state.scripts import run
+from ...state.scripts import run
+from .contracts import holds
 
 __all__ = [
-    "BACKENDS",
     "ResultBackend",
     "ResultConsumer",
     "SentinelResultBackend",
+    "backends",
     "stop_result_consumers",
     "without_result_subscription",
 ]
@@ -112,7 +121,7 @@ class ResultConsumer(RedisResultConsumer):  # type: ignore[misc]
 
     def cancel_for(self, task_id: str) -> None:
         # Only a channel still subscribed has anything to unsubscribe (module docstring).
-        if self._get_key_for_task(task_id) in self.subscribed_to:
+        if self.backend.get_key_for_task(task_id) in self.subscribed_to:
             super().cancel_for(task_id)
 
     def on_wait_for_pending(self, result: Any, **kwargs: Any) -> None:
@@ -192,9 +201,13 @@ class SentinelResultBackend(ResultBackend, SentinelBackend):  # type: ignore[mis
     class stores every state with the same script."""
 
 
-#: Celery's ``override_backends``: these backends for the Redis URL schemes.
-BACKENDS = {
-    "redis": f"{__name__}:ResultBackend",
-    "rediss": f"{__name__}:ResultBackend",
-    "sentinel": f"{__name__}:SentinelResultBackend",
-}
+def backends() -> dict[str, str]:
+    """Celery's ``override_backends``: these backends for the Redis URL schemes, or none
+    (Celery's own) where ``celery-redis-backend`` does not hold."""
+    if not holds("celery-redis-backend"):
+        return {}
+    return {
+        "redis": f"{__name__}:ResultBackend",
+        "rediss": f"{__name__}:ResultBackend",
+        "sentinel": f"{__name__}:SentinelResultBackend",
+    }

@@ -16,6 +16,13 @@ a message with an ETA or under a rate limit, one in Celery's message protocol 1,
 that a token pool may serve, and any that raised (bad input, Redis unavailable): the
 pool runs it again and records what it raises as any task's failure. Admission is
 idempotent by task id, so that second run never queues a solve twice.
+
+Celery has no public hook for work done in the consumer (celery/celery#8337 asks for a
+configurable default strategy). What this relies on is the assumption
+``celery-strategy`` (:mod:`.contracts`): Celery's default strategy hands ready requests
+to ``consumer.on_task_request``, and ``celery.worker.state.task_ready`` ends one. Where
+it does not hold, :func:`solve_strategy` is Celery's default strategy itself, and every
+solve is admitted in the pool (slower, the same outcome), which it says once.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ import logging
 from typing import Any
 
 from celery.exceptions import Ignore
-from celery.worker.state import task_ready
-from celery.worker.strategy import default
+
+from .contracts import holds
 
 __all__ = ["NotInline", "admitting_inline", "solve_strategy"]
 
@@ -58,7 +65,12 @@ class _Consumer:
 
 
 def solve_strategy(task: Any, app: Any, consumer: Any, **options: Any) -> Any:
-    """Celery's default strategy for ``task``, admitting plain messages in the consumer."""
+    """Celery's default strategy for ``task``, admitting plain messages in the consumer
+    (every message goes to the pool where ``celery-strategy`` does not hold)."""
+    from celery.worker.strategy import default
+
+    if not holds("celery-strategy"):
+        return default(task, app, consumer, **options)
     to_pool = consumer.on_task_request
 
     def on_task_request(request: Any) -> None:
@@ -100,6 +112,8 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
     finally:
         task.pop_request()
         _inline.reset(token)
+    from celery.worker.state import task_ready
+
     task_ready(request)
     request.acknowledge()
     return True
