@@ -180,9 +180,12 @@ def test_a_version_outside_the_tested_range_is_logged_once(
 ) -> None:
     ranges = versions.tested_ranges()
     assert set(ranges) == {"celery", "kombu", "redis"}  # read from the installed metadata
+    assert versions.tested_pythons() == ["3.10", "3.11", "3.12", "3.13"]
     assert versions.outside_tested() == []  # this environment is a tested one
-    found = dict(versions.installed(), celery="5.7.0")
-    monkeypatch.setattr(versions, "installed", lambda: found)
+    here = versions.installed()
+    monkeypatch.setattr(versions, "installed", lambda: dict(here, python="3.14.0"))
+    assert versions.outside_tested() == ["Python 3.14.0 (tested: 3.10, 3.11, 3.12, 3.13)"]
+    monkeypatch.setattr(versions, "installed", lambda: dict(here, celery="5.7.0"))
     monkeypatch.setattr(versions, "_warned", False)
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         first = versions.warn_if_untested()

@@ -1,11 +1,12 @@
 """The Celery, kombu and redis-py versions captcha_tasks is tested with, and a check a
 worker runs when it starts.
 
-The tested ranges are the package's own declared dependencies (``pyproject.toml``, read
-back from the installed metadata): ``make compat`` runs the worker-level tests on every
-line those ranges admit, and its driver fails when the two disagree. A user whose
-application pins something else (``pip install --no-deps``, a vendored Celery) still
-gets a worker; it says once, at start, which version is outside the tested range.
+The tested ranges are the package's own declared dependencies and Python classifiers
+(``pyproject.toml``, read back from the installed metadata): ``make compat`` runs the
+worker-level tests on every line those ranges admit, and its driver fails when the two
+disagree. A user whose application pins something else (``pip install --no-deps``, a
+vendored Celery) still gets a worker; it says once, at start, which version is outside
+the tested range.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from importlib import metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 
-__all__ = ["PACKAGES", "installed", "outside_tested", "tested_ranges", "warn_if_untested"]
+__all__ = [
+    "PACKAGES",
+    "installed",
+    "outside_tested",
+    "tested_pythons",
+    "tested_ranges",
+    "warn_if_untested",
+]
 
 log = logging.getLogger("captcha_tasks.worker.celery_internals")
 
@@ -58,10 +66,24 @@ def tested_ranges() -> dict[str, SpecifierSet]:
     return ranges
 
 
+def tested_pythons() -> list[str]:
+    """The Python minor versions the package's classifiers name (``["3.10", ...]``)."""
+    try:
+        classifiers = metadata.metadata("captcha_tasks").get_all("Classifier") or []
+    except metadata.PackageNotFoundError:
+        return []
+    prefix = "Programming Language :: Python :: "
+    return [c[len(prefix) :] for c in classifiers if c.startswith(prefix + "3.")]
+
+
 def outside_tested() -> list[str]:
-    """One line per installed package whose version the tested range does not admit."""
+    """One line per installed package (and the Python) outside what was tested."""
     versions = installed()
     lines = []
+    pythons = tested_pythons()
+    minor = ".".join(versions["python"].split(".")[:2])
+    if pythons and minor not in pythons:
+        lines.append(f"Python {versions['python']} (tested: {', '.join(pythons)})")
     for name, specifier in tested_ranges().items():
         version = versions.get(name, "?")
         if version != "?" and not specifier.contains(version, prereleases=True):
