@@ -275,7 +275,7 @@ def parse_junit(path: Path, root: Path = ROOT) -> dict[str, Any]:
     per_file: dict[str, float] = {}
     for case in tree.iter("testcase"):
         # A module that fails to import: no class name, the module as the test's name.
-        test_file = _test_file(case.get("classname") or case.get("name", ""), root)
+        test_file = _test_file(case.get("classname") or case.get("name") or "", root)
         per_file[test_file] = per_file.get(test_file, 0.0) + float(case.get("time", "0") or 0)
         bad = case.find("failure")
         if bad is None:
