@@ -29,6 +29,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -417,7 +418,7 @@ def _run(
 ) -> tuple[int | None, bool]:
     """Run ``argv`` in a session of its own, its output in ``log``; past ``timeout`` stop
     its process group by PID. Returns (exit code, timed out)."""
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         proc = subprocess.Popen(
             list(argv),
             cwd=cwd,
@@ -460,11 +461,10 @@ def ensure_venv(
         return venv, 0.0, f"no interpreter at {python} (--python {row.python}=PATH)"
     started = time.monotonic()
     if venv.exists():
-        import shutil
-
         shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / f"{row.label}.install.log"
+    log.write_bytes(b"")
     code, late = _run([python, "-m", "venv", str(venv)], timeout=120, log=log, cwd=root)
     if code != 0:
         return venv, time.monotonic() - started, f"python -m venv failed: {_tail(log)}"
@@ -517,10 +517,15 @@ def run_row(
     if error is not None:
         result.first_failure, result.failure_line = "install", error
         return result
-    result.installed = installed_versions(venv)
+    try:
+        result.installed = installed_versions(venv)
+    except (subprocess.SubprocessError, OSError, ValueError) as exc:
+        result.first_failure, result.failure_line = "install", f"reading its versions: {exc}"
+        return result
     junit = venv / "junit.xml"
     junit.unlink(missing_ok=True)
     log = root / ".compat" / f"{row.label}.pytest.log"
+    log.write_bytes(b"")
     argv = [
         str(venv / "bin" / "python"),
         "-m",
@@ -602,7 +607,7 @@ def _parser() -> argparse.ArgumentParser:
             "kombu x redis-py), one row after another, each in its own venv under .compat/. "
             "Prints a Markdown table, writes .compat/results.json and the table of every row "
             "with a result into docs/reference/supported-versions.md. Exit code 1 when a row "
-            "of this run is red (every selected row runs regardless), 2 on bad arguments."
+            "of this run is red (every selected row runs unless --stop-on-red), 2 on bad arguments."
         ),
     )
     parser.add_argument(
@@ -612,7 +617,9 @@ def _parser() -> argparse.ArgumentParser:
         "found anywhere in the label (5.5, py3.13, kombu5.6); see --list",
     )
     parser.add_argument(
-        "--list", action="store_true", help="list the rows (label, pins, interpreter) and exit"
+        "--list",
+        action="store_true",
+        help="list the selected rows (label, pins, interpreter) and exit",
     )
     parser.add_argument(
         "--fresh",
@@ -652,13 +659,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     interpreters = _interpreters(args.python)
     rows = select_rows(ROWS, args.rows)
-    if args.list:
-        for row in ROWS:
-            print(f"{row.label:40} {' '.join(row.pins()):45} {interpreters.get(row.python, '?')}")
-        return 0
     if not rows:
         print(f"no row matches {args.rows!r} (see --list)", file=sys.stderr)
         return 2
+    if args.list:
+        for row in rows:
+            print(f"{row.label:40} {' '.join(row.pins()):45} {interpreters.get(row.python, '?')}")
+        return 0
 
     ranges = declared_ranges_match(ROWS)
     tests, missing = present_tests(ROOT, SELECTED_TESTS)
