@@ -87,10 +87,12 @@ _ALL_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
 #: The matrix. Celery 5.5 resolves kombu 5.5 (it pins kombu<5.6), whose Redis extra caps
 #: redis-py at 5.2.1; Celery 5.6 takes kombu 5.6 (redis-py <6.5) or 5.7 (redis-py >=6.4,<9).
+#: redis-py 8.2 needs Python 3.11: on 3.10 kombu 5.7 resolves redis-py 8.1.
 #: Celery 5.7.0 is left out: its worker exits on a Redis connection loss.
 ROWS: tuple[Row, ...] = (
     *_stack("celery5.5", "5.5.3", "5.5.4", "5.2.1", _ALL_PYTHONS),
-    *_stack("celery5.6-kombu5.7", "5.6.3", "5.7.0", "8.2.0", _ALL_PYTHONS),
+    *_stack("celery5.6-kombu5.7", "5.6.3", "5.7.0", "8.1.0", ["3.10"]),
+    *_stack("celery5.6-kombu5.7", "5.6.3", "5.7.0", "8.2.0", ["3.11", "3.12", "3.13"]),
     *_stack("celery5.6-kombu5.6", "5.6.3", "5.6.2", "6.4.0", ["3.12"]),
     *_stack("celery5.6-kombu5.7-redis7.4", "5.6.3", "5.7.0", "7.4.1", ["3.11"]),
     *_stack("celery5.6-kombu5.7-redis6.4", "5.6.3", "5.7.0", "6.4.0", ["3.13"]),
