@@ -23,7 +23,7 @@ FAULT_JOBS ?= 4
 PROVIDER ?= captchaai
 
 .DEFAULT_GOAL := help
-.PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower clean
+.PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -158,5 +158,11 @@ flower: $(STAMP)  ## Flower on 127.0.0.1:5555 behind basic auth (FLOWER_BASIC_AU
 	  exit 2;; esac
 	$(BIN)/celery -A captcha_tasks flower --address=127.0.0.1 --port=5555
 
-clean:  ## Remove the virtualenv, caches and .run/
-	rm -rf $(VENV) .run .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+# The version matrix (captcha_tasks/devtools/compat.py): a venv per row under .compat/.
+# make compat COMPAT_ARGS='--rows 5.5': only some rows (--list shows them, --help the rest).
+COMPAT_ARGS ?=
+compat: $(STAMP)  ## The worker-level tests on each Python x Celery x kombu x redis-py row; writes docs/reference/supported-versions.md's table
+	$(BIN)/python -m captcha_tasks.devtools.compat $(COMPAT_ARGS)
+
+clean:  ## Remove the virtualenv, caches, .run/ and .compat/
+	rm -rf $(VENV) .run .compat .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
