@@ -73,11 +73,6 @@ class Row:
     celery: str
     kombu: str
     redis: str
-    #: Why a row outside the supported ranges is run at all: it shows that the reason
-    #: for its exclusion still holds. Its tests are :data:`EXCLUSION_TESTS`; it is
-    #: expected red, does not count toward the exit code or the declared ranges, and a
-    #: green run says the exclusion may go.
-    excluded: str = ""
 
     def pins(self) -> list[str]:
         """The pip requirements that pin this row."""
@@ -93,8 +88,7 @@ _ALL_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 #: The matrix. Celery 5.5 resolves kombu 5.5 (it pins kombu<5.6), whose Redis extra caps
 #: redis-py at 5.2.1; Celery 5.6 takes kombu 5.6 (redis-py <6.5) or 5.7 (redis-py >=6.4,<9).
 #: redis-py 8.2 needs Python 3.11: on 3.10 kombu 5.7 resolves redis-py 8.1.
-#: Celery 5.7.0 is outside the supported range: its worker exits on a Redis connection
-#: loss. Its row runs only the test that shows it (:data:`EXCLUSION_TESTS`).
+#: Celery 5.7 requires kombu 5.7.
 ROWS: tuple[Row, ...] = (
     *_stack("celery5.5", "5.5.3", "5.5.4", "5.2.1", _ALL_PYTHONS),
     *_stack("celery5.6-kombu5.7", "5.6.3", "5.7.0", "8.1.0", ["3.10"]),
@@ -102,21 +96,13 @@ ROWS: tuple[Row, ...] = (
     *_stack("celery5.6-kombu5.6", "5.6.3", "5.6.2", "6.4.0", ["3.12"]),
     *_stack("celery5.6-kombu5.7-redis7.4", "5.6.3", "5.7.0", "7.4.1", ["3.11"]),
     *_stack("celery5.6-kombu5.7-redis6.4", "5.6.3", "5.7.0", "6.4.0", ["3.13"]),
-    Row(
-        "py3.12-celery5.7-excluded",
-        "3.12",
-        "5.7.0",
-        "5.7.0",
-        "8.2.0",
-        excluded="its worker exits on a Redis connection loss",
-    ),
+    *_stack("celery5.7", "5.7.0", "5.7.0", "8.1.0", ["3.10"]),
+    *_stack("celery5.7", "5.7.0", "5.7.0", "8.2.0", ["3.11", "3.12", "3.13"]),
 )
 
-#: What an excluded row runs: the test that shows why it is excluded.
-EXCLUSION_TESTS: tuple[str, ...] = ("tests/integration/test_connection_loss.py",)
-
 #: The worker-level tests each row runs: a solve's round trip, redelivery after a SIGKILL,
-#: result states, the user's own app, ``aio``, and the Celery/kombu seam's contracts.
+#: result states, the user's own app, ``aio``, a Redis restart under a worker, and the
+#: Celery/kombu seam's contracts, grep test and fallbacks.
 #: A file that does not exist (yet) is skipped with a note.
 SELECTED_TESTS: tuple[str, ...] = (
     "tests/integration/test_worker_roundtrip.py",
@@ -220,8 +206,6 @@ class RowResult:
     file_seconds: dict[str, float] = field(default_factory=dict)
     missing_tests: list[str] = field(default_factory=list)
     checked: str = ""
-    #: The row's exclusion reason (:attr:`Row.excluded`), empty for a supported row.
-    excluded: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -253,13 +237,7 @@ def render_table(results: Sequence[RowResult], *, checked: bool = False) -> str:
         def version(name: str, r: RowResult = r) -> str:
             return r.installed.get(name) or r.pins.get(name) or "?"
 
-        if r.excluded and r.green:
-            outcome = f"excluded ({_cell(r.excluded)}), but green: the exclusion may go"
-        elif r.excluded:
-            outcome = f"excluded: {_cell(r.excluded)}; reproduced"
-            if r.first_failure:
-                outcome += f" by `{_cell(r.first_failure)}`"
-        elif r.green:
+        if r.green:
             outcome = "green"
         else:
             outcome = "red"
@@ -385,8 +363,7 @@ def declared_ranges_match(
     too: its range is then whatever that other library allows.
 
     The suggested range of each library is ``>=X.Y`` of its lowest pin and ``<X.(Y+1)``
-    of its highest. Excluded rows (:attr:`Row.excluded`) are not tested lines."""
-    rows = [row for row in rows if not row.excluded]
+    of its highest."""
     declared = _declared(pyproject)
     problems: list[str] = []
     suggested: dict[str, str] = {}
@@ -542,7 +519,6 @@ def run_row(
         pins={"python": row.python, "celery": row.celery, "kombu": row.kombu, "redis": row.redis},
         missing_tests=list(missing),
         checked=datetime.date.today().isoformat(),
-        excluded=row.excluded,
     )
     venv, result.install_seconds, error = ensure_venv(row, python, fresh=fresh, root=root)
     if error is not None:
@@ -561,7 +537,7 @@ def run_row(
         str(venv / "bin" / "python"),
         "-m",
         "pytest",
-        *(EXCLUSION_TESTS if row.excluded else tests),
+        *tests,
         "-p",
         "no:cacheprovider",
         "-q",
@@ -717,7 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f"; {result.first_failure}: {result.failure_line}" if not result.green else ""),
             flush=True,
         )
-        if not result.green and not result.excluded and not args.keep_going:
+        if not result.green and not args.keep_going:
             break
 
     results_path = WORK_DIR / "results.json"
@@ -755,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in ranges.problems:
             print(f"  - {problem}")
         print("  tested: " + ", ".join(f"{k}{v}" for k, v in ranges.suggested.items()))
-    return 0 if all(r.green for r in results if not r.excluded) else 1
+    return 0 if all(r.green for r in results) else 1
 
 
 if __name__ == "__main__":

@@ -19,8 +19,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from celery import bootsteps
-from celery.app.base import Celery
+from celery import Celery, bootsteps
 from celery.app.task import Context
 
 from ..engine import Engine, Job
@@ -85,10 +84,11 @@ class CeleryCompleter:
     @contextlib.contextmanager
     def batched(self) -> Iterator[None]:
         """The events of the outcomes stored inside (this thread's) reach the broker in
-        one round trip at the end (kombu's publish batch), not one each: a batch poll's
-        solves. Each result is still stored at once, before its event; the events are
-        sent at the end even if the block raises (their results are stored). Events
-        stay best effort: a batch that fails is logged, never raised."""
+        one round trip at the end, not one each: a batch poll's solves (kombu 5.7's
+        publish batch; with an older kombu, one publish each). Each result is still
+        stored at once, before its event; the events are sent at the end even if the
+        block raises (their results are stored). Events stay best effort: a batch that
+        fails is logged, never raised."""
         if not self._events_enabled or getattr(self._local, "batching", False):
             yield  # events off, or nested: the outer batch sends them
             return

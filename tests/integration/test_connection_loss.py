@@ -1,8 +1,8 @@
 """A worker rides out its Redis going away and coming back, and solves afterwards.
 
-This is the behaviour Celery 5.7.0 broke (its worker exits with "Unrecoverable error"
-on a broker connection loss), which keeps 5.7 out of the supported range: ``make
-compat`` runs this test on a Celery 5.7 row to show whether a release fixed it.
+A Celery 5.7.0 worker was once seen to exit ("Unrecoverable error") on a broker
+connection loss instead; ``make compat`` runs this test on every supported line, so a
+release that does that again shows up red.
 """
 
 from __future__ import annotations

@@ -207,14 +207,3 @@ def test_the_projects_own_ranges_are_exactly_the_tested_lines() -> None:
     check = declared_ranges_match(ROWS)
     assert check.problems == [], check.suggested
     assert set(check.suggested) == {"celery", "kombu", "redis"}
-
-
-def test_an_excluded_row_is_no_tested_line_and_reads_as_excluded() -> None:
-    excluded = Row("py3.12-celery5.7-x", "3.12", "5.7.0", "5.7.0", "8.2.0", excluded="it exits")
-    assert declared_ranges_match((*SAMPLE_ROWS, excluded)).suggested["celery"] == ">=5.5,<5.7"
-    pins = {"python": "3.12", "celery": "5.7.0", "kombu": "5.7.0", "redis": "8.2.0"}
-    red = RowResult("x", pins, excluded="it exits", first_failure="tests/t.py::test_restart")
-    green = RowResult("x", pins, excluded="it exits", green=True)
-    table = render_table([red, green])
-    assert "excluded: it exits; reproduced by `tests/t.py::test_restart`" in table
-    assert "excluded (it exits), but green: the exclusion may go" in table

@@ -141,7 +141,8 @@ class Channel(kombu_redis.Channel):
         """kombu builds a new ``redis.Redis`` (hundreds of response callbacks copied)
         for every publish, event and ack that passes no client, to use its channel's
         connection pool for one command: here one client per pool is built once and
-        reused (a client is thread-safe; each command checks a connection out)."""
+        reused (a client is thread-safe; each command checks a connection out). No
+        upstream issue found; kombu would need to cache the client it builds."""
         if client:
             yield client
             return
@@ -207,7 +208,8 @@ class SentinelTransport(kombu_redis.SentinelTransport):
 
 
 def _stay_on_the_first(alternates: Iterable[str]) -> Iterator[str]:
-    """kombu's failover strategy for a ``sentinel://`` list (``broker_failover_strategy``).
+    """kombu's failover strategy for a ``sentinel://`` list (``broker_failover_strategy``;
+    closest upstream issue: celery/kombu#357, failover across alternates).
 
     After a failed connection kombu moves to the next URL of a list and reads it as a
     new broker: kombu's own sentinel transport instead of ours (the scheme names it),

@@ -236,7 +236,7 @@ def _celery_connection_info() -> None:
     connection = _module("celery.worker.consumer.connection")
     step = _attr(connection, "Connection", "celery.worker.consumer.connection")
     _parameters(_attr(step, "info", "Celery's consumer Connection step"), "c", "its `info`")
-    _module("celery.app.utils").filter_hidden_settings  # noqa: B018 (an attribute check)
+    _attr(_module("celery.app.utils"), "filter_hidden_settings", "celery.app.utils")
 
 
 #: Every assumption of the seam, by name.

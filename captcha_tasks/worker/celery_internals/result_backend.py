@@ -188,10 +188,17 @@ class ResultBackend(RedisBackend):  # type: ignore[misc]
         if isinstance(value, str) and len(value) > self._MAX_STR_VALUE_SIZE:
             raise BackendStoreError("value too large for Redis backend")
         final = "final" if state in states.READY_STATES else "passing"
-        return self.ensure(self._set_unless_final, (key, value, final))
+        # Celery 5.7 keeps failures for ``result_failure_expires`` (``failure_expires``);
+        # earlier releases, and states other than FAILURE, for ``result_expires``.
+        expires = self.expires
+        if state == states.FAILURE and getattr(self, "failure_expires", None) is not None:
+            expires = self.failure_expires
+        return self.ensure(self._set_unless_final, (key, value, final, expires))
 
-    def _set_unless_final(self, key: Any, value: Any, final: str = "passing") -> bool:
-        args = [value, int(self.expires or 0), final]
+    def _set_unless_final(
+        self, key: Any, value: Any, final: str = "passing", expires: Any = None
+    ) -> bool:
+        args = [value, int(expires or 0), final]
         return bool(run(self.client, "store_result", [key], args))
 
 

@@ -61,3 +61,18 @@ def test_after_the_exit_hook_a_collected_result_touches_no_connection(
     # A send after it (another atexit hook, say) starts the consumer again.
     consumer.consume_from(task_id)
     assert _subscribers(client, task_id) == 1
+
+
+def test_a_failure_is_kept_for_its_own_expiry_where_celery_has_one(
+    celery_app: Any, client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Celery 5.7's result_failure_expires (the backend's failure_expires); before 5.7 the
+    # attribute is absent and every state is kept for result_expires.
+    backend = celery_app.backend
+    monkeypatch.setattr(backend, "expires", 3600, raising=False)
+    monkeypatch.setattr(backend, "failure_expires", 60, raising=False)
+    failed, done = str(uuid.uuid4()), str(uuid.uuid4())
+    backend.mark_as_failure(failed, ValueError("no"))
+    backend.mark_as_done(done, {"ok": True})
+    assert 0 < client.ttl(f"celery-task-meta-{failed}") <= 60
+    assert 60 < client.ttl(f"celery-task-meta-{done}") <= 3600
