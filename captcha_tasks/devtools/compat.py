@@ -101,8 +101,9 @@ ROWS: tuple[Row, ...] = (
 )
 
 #: The worker-level tests each row runs: a solve's round trip, redelivery after a SIGKILL,
-#: result states, the user's own app, ``aio``, a Redis restart under a worker, and the
-#: Celery/kombu seam's contracts, grep test and fallbacks.
+#: result states, the user's own app, ``aio``, a Redis restart and an outage under a
+#: worker (reported once, in Celery's log format of each line), and the Celery/kombu
+#: seam's contracts, grep test and fallbacks.
 #: A file that does not exist (yet) is skipped with a note.
 SELECTED_TESTS: tuple[str, ...] = (
     "tests/integration/test_worker_roundtrip.py",
@@ -115,6 +116,7 @@ SELECTED_TESTS: tuple[str, ...] = (
     "tests/integration/test_result_get.py",
     "tests/integration/test_callbacks.py",
     "tests/integration/test_connection_loss.py",
+    "tests/integration/test_worker_startup.py",
     "tests/unit/test_celery_contracts.py",
     "tests/unit/test_celery_seam.py",
     "tests/integration/test_celery_fallbacks.py",

@@ -16,7 +16,8 @@
 
 Once Redis answered, an outage later is retried as before by each part on its own,
 and reported once per outage (:mod:`captcha_tasks.state.outage`): Celery's consumer's
-reports of its reconnections go there too (:class:`ConsumerOutageFilter`).
+reports of its reconnections go there too
+(:mod:`.celery_internals.consumer_log`).
 
 The steps that use Redis or the providers (the engine, the proxy lease, the callback
 receiver, metrics) require this one, and the consumer starts after every worker step.
@@ -39,11 +40,10 @@ from ..masking import mask_url, mask_urls_in
 from ..provider import make_provider
 from ..provider_config import DEFAULT_PROVIDER, key_variable
 from ..settings import Settings, get_settings
-from ..state.outage import REDIS_OUTAGE
 from ..state.redis import redis_client
+from .celery_internals.consumer_log import install_consumer_filter
 
 __all__ = [
-    "ConsumerOutageFilter",
     "StartupCheckStep",
     "redis_in_use",
     "refused_keys",
@@ -142,40 +142,6 @@ def _say_refused(name: str, variable: str, exc: InvalidApiKey, *, last: bool) ->
             variable,
             exc.code,
         )
-
-
-#: Celery's consumer logs each failed reconnection (an ERROR, every 2-16 s) and the
-#: lost connection (a WARNING with its traceback); its connection step, "Connected to".
-CONSUMER_LOGGERS = ("celery.worker.consumer.consumer", "celery.worker.consumer.connection")
-
-
-class ConsumerOutageFilter(logging.Filter):
-    """Hands Celery's consumer's reports of a lost broker to :data:`REDIS_OUTAGE`
-    (one warning per outage for the whole worker) instead of logging each retry; the
-    retries themselves are Celery's, unchanged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.msg if isinstance(record.msg, str) else ""
-        if message.startswith("consumer: Cannot connect to"):
-            args = record.args if isinstance(record.args, tuple) else ()
-            REDIS_OUTAGE.failed("the consumer", str(args[1]) if len(args) > 1 else message)
-            return False
-        if message.startswith("consumer: Connection to broker lost"):
-            exc = record.exc_info[1] if record.exc_info else None
-            REDIS_OUTAGE.failed("the consumer", exc if exc is not None else "connection lost")
-            return False
-        if message.startswith("Connected to") and REDIS_OUTAGE.ongoing:
-            REDIS_OUTAGE.ok()  # says that Redis is back, once
-            return False
-        return True
-
-
-def install_consumer_filter() -> None:
-    """Once per process."""
-    for name in CONSUMER_LOGGERS:
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, ConsumerOutageFilter) for f in logger.filters):
-            logger.addFilter(ConsumerOutageFilter())
 
 
 class StartupCheckStep(bootsteps.StartStopStep):  # type: ignore[misc]

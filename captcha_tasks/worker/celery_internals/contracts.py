@@ -239,6 +239,20 @@ def _celery_connection_info() -> None:
     _attr(_module("celery.app.utils"), "filter_hidden_settings", "celery.app.utils")
 
 
+def _celery_consumer_log() -> None:
+    consumer = _module("celery.worker.consumer.consumer")
+    retry = _attr(consumer, "CONNECTION_RETRY", "celery.worker.consumer.consumer")
+    error = _attr(consumer, "CONNECTION_ERROR", "celery.worker.consumer.consumer")
+    if not str(retry).startswith("consumer: Connection to broker lost"):
+        raise Broken("Celery's CONNECTION_RETRY no longer starts 'consumer: Connection to'")
+    if not str(error).startswith("consumer: Cannot connect to"):
+        raise Broken("Celery's CONNECTION_ERROR no longer starts 'consumer: Cannot connect'")
+    step = _attr(
+        _module("celery.worker.consumer.connection"), "Connection", "celery.worker.consumer"
+    )
+    _source_mentions(step.start, "'Connected to %s'", "Celery's consumer Connection step")
+
+
 #: Every assumption of the seam, by name.
 ASSUMPTIONS: dict[str, Assumption] = {
     a.name: a
@@ -319,6 +333,15 @@ ASSUMPTIONS: dict[str, Assumption] = {
             "task-sent events carry the task's real name, not the name it was sent as",
             "celery/celery#4347",
             _celery_sent_event,
+        ),
+        Assumption(
+            "celery-consumer-log",
+            "Celery's consumer logs a lost broker and each failed reconnection with its "
+            "`CONNECTION_RETRY` and `CONNECTION_ERROR` texts, and 'Connected to' when back",
+            "Celery's own lines: a warning when the connection is lost and an error at each "
+            "failed reconnection, besides the worker's one outage report",
+            "none: would need a signal on connection loss and recovery",
+            _celery_consumer_log,
         ),
         Assumption(
             "celery-connection-info",
