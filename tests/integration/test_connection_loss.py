@@ -1,8 +1,7 @@
 """A worker rides out its Redis going away and coming back, and solves afterwards.
 
-A Celery 5.7.0 worker was once seen to exit ("Unrecoverable error") on a broker
-connection loss instead; ``make compat`` runs this test on every supported line, so a
-release that does that again shows up red.
+A worker that exits on a broker connection loss instead ("Unrecoverable error") fails
+here; ``make compat`` runs this test on every supported Celery line.
 """
 
 from __future__ import annotations
