@@ -13,7 +13,8 @@ used: where it does not hold, the touch point takes the public path and says so 
 redis-py is outside the tested ranges.
 
 - :mod:`.broker`: kombu's Redis transport, a task message recorded as unacknowledged
-  when it is published (``kombu-redis-publish``, ``kombu-registries``);
+  when it is published (``kombu-redis-publish``, ``kombu-registries``), and the broker
+  entry of ``inspect stats`` without secrets (``celery-connection-info``);
 - :mod:`.admit_inline`: solves admitted in the worker's consumer (``celery-strategy``);
 - :mod:`.result_backend`: a final state stays final; ``get()`` returns at once
   (``celery-redis-backend``);
@@ -23,6 +24,8 @@ redis-py is outside the tested ranges.
 - :mod:`.tracer`: no return values in Celery's log, a short record of ``Ignore``
   (``celery-log-success``, ``celery-exception-info``);
 - :mod:`.amqp`: ``task-sent`` under the name the task is sent as (``celery-sent-event``);
+- :mod:`.consumer_log`: the consumer's lost-broker lines handed to the worker's one
+  outage report (``celery-consumer-log``);
 - :mod:`.completion`: the tracer's success path, run by the solve engine (public API
   only: here because it mirrors what the tracer does).
 """
