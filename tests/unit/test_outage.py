@@ -7,14 +7,7 @@ import logging
 import pytest
 
 from captcha_tasks.state.outage import SETTLE, RedisOutage
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import ManualClock
 
 
 def _said(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
@@ -24,7 +17,7 @@ def _said(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 def test_an_outage_is_warned_about_once_and_its_end_said_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(100.0)
     outage = RedisOutage(logging.getLogger("test.outage"), clock)
     caplog.set_level(logging.DEBUG, "test.outage")
     outage.ok()  # nothing on: nothing said
@@ -52,7 +45,7 @@ def test_a_success_right_after_the_first_failure_does_not_end_the_outage(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A Redis shutting down still answers its open connections for a moment.
-    clock = Clock()
+    clock = ManualClock(100.0)
     outage = RedisOutage(logging.getLogger("test.outage"), clock)
     caplog.set_level(logging.DEBUG, "test.outage")
     outage.failed("the consumer", "refused")

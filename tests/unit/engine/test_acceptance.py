@@ -17,16 +17,9 @@ from captcha_tasks.errors import UnknownSolve
 from captcha_tasks.monitor.status import _acceptance_lines, acceptance_rows
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from tests.support.clock import ManualClock
 
 NOW = 1_800_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _solved(
@@ -60,7 +53,7 @@ def listed(settings: Settings) -> Settings:
 def test_verdicts_count_per_provider_type_and_listed_host_once_each(
     client: redis.Redis, listed: Settings, keys: Keys
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     book = AcceptanceBook(client, listed, clock=clock)
     main = [_solved(client, keys) for _ in range(4)]
     backup = _solved(client, keys, provider="backup", cost="0.002", url="https://other.test/")
@@ -88,7 +81,7 @@ def test_verdicts_count_per_provider_type_and_listed_host_once_each(
 
 
 def test_the_window_forgets_old_minutes(client: redis.Redis, listed: Settings, keys: Keys) -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     book = AcceptanceBook(client, listed, clock=clock)
     book.record(_solved(client, keys), accepted=False)
     clock.now += 120
@@ -127,7 +120,7 @@ def test_unknown_unsolved_and_failed_solves_are_refused(
 def test_results_and_status_show_the_rate_and_the_cost_per_accepted_token(
     client: redis.Redis, listed: Settings, keys: Keys
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     book = AcceptanceBook(client, listed, clock=clock)
     rates = AcceptanceRates(book, every=10.0)
     assert rates.rate("main", "recaptcha_v2", clock.now) is None
@@ -157,7 +150,7 @@ def test_results_and_status_show_the_rate_and_the_cost_per_accepted_token(
 def test_the_window_minute_by_minute_with_each_minutes_age(
     client: redis.Redis, listed: Settings, keys: Keys
 ) -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     clock.now = 60 * (NOW // 60) + 45  # 15 s after the middle of its minute
     book = AcceptanceBook(client, listed, clock=clock)
     book.record(_solved(client, keys), accepted=False)

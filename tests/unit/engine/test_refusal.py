@@ -19,28 +19,21 @@ from captcha_tasks.engine.timing import FirstPollLearner
 from captcha_tasks.errors import CaptchaTasksError, InvalidApiKey
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from tests.support.clock import ManualClock
 
 from .conftest import FakeProvider, Outcomes
 
 REFUSED = InvalidApiKey("ERROR_KEY_DOES_NOT_EXIST: refused", "ERROR_KEY_DOES_NOT_EXIST")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock(time.time())
 
 
 @pytest.fixture
 def make_refusal(
-    client: redis.Redis, settings: Settings, clock: Clock
+    client: redis.Redis, settings: Settings, clock: ManualClock
 ) -> Callable[..., tuple[KeyRefusal, EngineStats]]:
     def make(
         name: str = "engine@a", workers: tuple[str, ...] = ("a",)
@@ -58,7 +51,7 @@ def test_a_refusal_pauses_until_the_key_is_taken_again(
     make_refusal: Callable[..., tuple[KeyRefusal, EngineStats]],
     client: redis.Redis,
     keys: Keys,
-    clock: Clock,
+    clock: ManualClock,
 ) -> None:
     refusal, stats = make_refusal()
     provider = FakeProvider(key_refused=True)
@@ -113,7 +106,7 @@ def test_when_every_key_is_refused_the_waiting_jobs_fail_with_the_refusal(
     client: redis.Redis,
     settings: Settings,
     admit_jobs: Callable[..., list[str]],
-    clock: Clock,
+    clock: ManualClock,
 ) -> None:
     ids = admit_jobs(4)
     clock.now = time.time()  # after the admissions

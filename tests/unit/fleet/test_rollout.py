@@ -19,6 +19,7 @@ from captcha_tasks.fleet.rollout import (
     auto_drain_timeout,
     summary_json,
 )
+from tests.support.clock import ManualClock
 
 WORKERS = ["celery@w1", "celery@w2", "celery@w3", "celery@w4"]
 
@@ -76,20 +77,9 @@ class FakeFleet:
         return RestartOutcome(True, "ok", 0.5)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def run(fleet: FakeFleet, **options: object) -> tuple[dict[str, object], list[str]]:
     lines: list[str] = []
-    clock = Clock()
+    clock = ManualClock()
     opts = RolloutOptions(**{"to_version": "2.0", "drain_timeout": 5.0, **options})  # type: ignore[arg-type]
     rollout = Rollout(fleet, fleet.restart, opts, echo=lines.append, clock=clock, sleep=clock.sleep)
     return rollout.run(), lines
@@ -212,7 +202,7 @@ def test_restart_failure_counts_as_a_failed_gate() -> None:
         return original(worker, version)
 
     lines: list[str] = []
-    clock = Clock()
+    clock = ManualClock()
     rollout = Rollout(
         fleet, restart, RolloutOptions("2.0"), echo=lines.append, clock=clock, sleep=clock.sleep
     )

@@ -9,16 +9,9 @@ import pytest
 
 from captcha_tasks.errors import CaptchaUnsolvable, InvalidTaskInput, SolveTimeout
 from captcha_tasks.monitor.watch import ResultsCollector, error_code, render, task_type
+from tests.support.clock import ManualClock
 
 TOKEN = "03AFcWeA-secret-token-never-shown"
-
-
-class Clock:
-    def __init__(self, now: float = 1_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def received(task_id: str, name: str, **extra: Any) -> dict[str, Any]:
@@ -91,7 +84,7 @@ def test_error_codes_are_read_from_exception_reprs(text: str, code: str) -> None
 
 
 def test_counts_by_type_code_and_source() -> None:
-    clock = Clock()
+    clock = ManualClock(1_000.0)
     c = ResultsCollector(clock=clock)
     c.feed(received("a", "captcha_tasks.solve_recaptcha_v2"))
     c.feed(received("b", "captcha_tasks.solve_recaptcha_v2"))
@@ -118,7 +111,7 @@ def test_counts_by_type_code_and_source() -> None:
 
 
 def test_json_line_shape_and_no_secret_in_it() -> None:
-    c = ResultsCollector(clock=Clock())
+    c = ResultsCollector(clock=ManualClock(1_000.0))
     c.feed(
         {
             "type": "task-sent",
@@ -171,7 +164,7 @@ def test_type_without_a_name_from_the_result_or_the_lookup() -> None:
         looked.append(task_id)
         return {"f1": "hcaptcha", "f2": "Not A Type!"}.get(task_id)
 
-    c = ResultsCollector(clock=Clock(), type_lookup=lookup)
+    c = ResultsCollector(clock=ManualClock(1_000.0), type_lookup=lookup)
     # The engine's own event for a solve received before the watch started.
     ok = c.feed(succeeded("s1", {"source": "api", "type": "turnstile", "solve_seconds": 2.0}))
     assert ok is not None and ok.type == "turnstile" and ok.name is None
@@ -184,7 +177,7 @@ def test_type_without_a_name_from_the_result_or_the_lookup() -> None:
 
 
 def test_a_task_counts_once_and_retries_are_counted_apart() -> None:
-    c = ResultsCollector(clock=Clock())
+    c = ResultsCollector(clock=ManualClock(1_000.0))
     c.feed(received("r", "captcha_tasks.get_balance"))
     c.feed({"type": "task-retried", "uuid": "r", "exception": "RateLimited('x')"})
     c.feed(received("r", "captcha_tasks.get_balance"))
@@ -197,7 +190,7 @@ def test_a_task_counts_once_and_retries_are_counted_apart() -> None:
 
 
 def test_rate_is_per_minute_over_a_sliding_window() -> None:
-    clock = Clock(0.0)
+    clock = ManualClock(0.0)
     c = ResultsCollector(clock=clock, window=60)
     for second in range(30):  # one result per second for 30 s: 60/min
         clock.now = float(second)
@@ -220,7 +213,7 @@ def test_rate_is_per_minute_over_a_sliding_window() -> None:
 
 
 def test_workers_alive_from_heartbeats_and_gone_when_offline() -> None:
-    clock = Clock(0.0)
+    clock = ManualClock(0.0)
     c = ResultsCollector(clock=clock)
     c.feed({"type": "worker-heartbeat", "hostname": "w1@h"})
     c.feed({"type": "worker-online", "hostname": "w2@h"})
@@ -232,7 +225,7 @@ def test_workers_alive_from_heartbeats_and_gone_when_offline() -> None:
 
 
 def test_render_shows_the_counts() -> None:
-    clock = Clock(0.0)
+    clock = ManualClock(0.0)
     c = ResultsCollector(clock=clock)
     c.feed(received("a", "captcha_tasks.solve_recaptcha_v2"))
     c.feed(succeeded("a"))
@@ -244,7 +237,7 @@ def test_render_shows_the_counts() -> None:
 
 
 def test_the_provider_that_solved_it_is_shown_by_its_configured_name() -> None:
-    c = ResultsCollector(clock=Clock())
+    c = ResultsCollector(clock=ManualClock(1_000.0))
     c.feed(received("m1", "captcha_tasks.solve_recaptcha_v2"))
 
     # What the engine's task-succeeded carries: the protocol and the configured name.
@@ -270,7 +263,7 @@ def test_the_provider_that_solved_it_is_shown_by_its_configured_name() -> None:
 
 
 def test_no_provider_line_before_any_result_names_one() -> None:
-    c = ResultsCollector(clock=Clock())
+    c = ResultsCollector(clock=ManualClock(1_000.0))
     c.feed(succeeded("p1", {"solution": TOKEN, "source": "pool", "type": "recaptcha_v2"}))
     assert c.snapshot()["by_provider"] == {}
     assert "solved by" not in render(c, title="t")

@@ -10,6 +10,7 @@ from celery.worker.consumer.consumer import CONNECTION_ERROR, CONNECTION_RETRY
 
 from captcha_tasks.state.outage import RedisOutage
 from captcha_tasks.worker.celery_internals import consumer_log
+from tests.support.clock import ManualClock
 
 LOGGER = "celery.worker.consumer.consumer"
 
@@ -21,21 +22,13 @@ def _record(
     return logging.LogRecord(LOGGER, logging.WARNING, __file__, 1, msg, args, info)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def outage(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> RedisOutage:
+def outage(monkeypatch: pytest.MonkeyPatch, clock: ManualClock) -> RedisOutage:
     fresh = RedisOutage(clock=clock)
     monkeypatch.setattr(consumer_log, "REDIS_OUTAGE", fresh)
     return fresh
@@ -52,7 +45,10 @@ def outage(monkeypatch: pytest.MonkeyPatch, clock: Clock) -> RedisOutage:
     ids=["celery-5.5-5.6", "celery-5.7"],
 )
 def test_a_lost_broker_is_one_outage_and_connected_ends_it(
-    outage: RedisOutage, clock: Clock, lost: logging.LogRecord, caplog: pytest.LogCaptureFixture
+    outage: RedisOutage,
+    clock: ManualClock,
+    lost: logging.LogRecord,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     quiet = consumer_log.ConsumerOutageFilter()
     retry = _record(CONNECTION_ERROR, ("redis://h:6379//", "Error 111", "Trying again in 2s"))
