@@ -139,18 +139,25 @@ def _two_providers(a: Any, b: Any) -> dict[str, str]:
     return env
 
 
-def test_a_site_refusing_70_percent_of_one_providers_tokens_still_serves_the_pages(
-    celery_app: Any, sandbox_factory: Any, worker_factory: Any
-) -> None:
+def _judged_pair(sandbox_factory: Any, *, seed: int) -> tuple[Any, Any]:
+    """A (2captcha, whose demo site refuses 70 % of its tokens and 5 % of CaptchaAI's)
+    and B (captchaai): the site on A judges both providers' tokens."""
     a = sandbox_factory(
         demo_port=0,
         dialect="2captcha",
         threads=60,
-        seed=11,
+        seed=seed,
         reject_rates={"2captcha": 0.7, "captchaai": 0.05},
     )
-    b = sandbox_factory(dialect="captchaai", threads=60, seed=12)
-    a.demo.trust(b.state)  # the site judges both providers' tokens
+    b = sandbox_factory(dialect="captchaai", threads=60, seed=seed + 1)
+    a.demo.trust(b.state)
+    return a, b
+
+
+def test_a_site_refusing_70_percent_of_one_providers_tokens_still_serves_the_pages(
+    celery_app: Any, sandbox_factory: Any, worker_factory: Any
+) -> None:
+    a, b = _judged_pair(sandbox_factory, seed=11)
     worker_factory(_two_providers(a, b), concurrency=4)
     runs = 50
     sent = [fetch_page.delay(f"{a.demo_url}/page/{i}", isolated=True) for i in range(runs)]

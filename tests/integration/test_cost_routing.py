@@ -21,7 +21,7 @@ from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
-from tests.integration.test_acceptance import _two_providers
+from tests.integration.test_acceptance import _judged_pair, _two_providers
 
 pytestmark = pytest.mark.integration
 
@@ -46,15 +46,7 @@ def _wave(demo_url: str, start: int, a: Any, b: Any) -> tuple[int, int, int]:
 def test_cost_routing_learns_the_cheaper_provider_per_accepted_page_and_comes_back(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
-    a = sandbox_factory(
-        demo_port=0,
-        dialect="2captcha",
-        threads=60,
-        seed=21,
-        reject_rates={"2captcha": 0.7, "captchaai": 0.05},
-    )
-    b = sandbox_factory(dialect="captchaai", threads=60, seed=22)
-    a.demo.trust(b.state)
+    a, b = _judged_pair(sandbox_factory, seed=21)
     env = _two_providers(a, b)
     # A two-minute window (its verdicts' half-life 20 s): the test's few minutes.
     env.update(CAPTCHA_TASKS_ROUTING="cost", CAPTCHA_TASKS_ACCEPTANCE_WINDOW="120")

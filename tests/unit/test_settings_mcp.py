@@ -110,18 +110,22 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return seen
 
 
+#: The MCP settings both command tests start from.
+_FROM_ENV = {
+    "CAPTCHA_TASKS_MCP_AGENTS": AGENTS,
+    "CAPTCHA_TASKS_MCP_AGENT": "from-env",
+    "CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT": "3",
+    "CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR": "0.25",
+    "CAPTCHA_TASKS_MCP_TIMEOUT": "45",
+}
+
+
 def test_the_settings_are_the_command_defaults(
     settings_env: Callable[..., None], served: dict[str, Any]
 ) -> None:
     from captcha_tasks.cli.main import main
 
-    settings_env(
-        CAPTCHA_TASKS_MCP_AGENTS=AGENTS,
-        CAPTCHA_TASKS_MCP_AGENT="from-env",
-        CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT="3",
-        CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR="0.25",
-        CAPTCHA_TASKS_MCP_TIMEOUT="45",
-    )
+    settings_env(**_FROM_ENV)
     out = CliRunner().invoke(main, ["mcp"])
     assert out.exit_code == 0, out.output
     stdio = served["stdio"]
@@ -144,13 +148,7 @@ def test_the_options_override_the_settings(
 ) -> None:
     from captcha_tasks.cli.main import main
 
-    settings_env(
-        CAPTCHA_TASKS_MCP_AGENTS=AGENTS,
-        CAPTCHA_TASKS_MCP_AGENT="from-env",
-        CAPTCHA_TASKS_MCP_MAX_IN_FLIGHT="3",
-        CAPTCHA_TASKS_MCP_MAX_SPEND_PER_HOUR="0.25",
-        CAPTCHA_TASKS_MCP_TIMEOUT="45",
-    )
+    settings_env(**_FROM_ENV)
     given = ["--max-in-flight", "9", "--max-spend-per-hour", "5", "--timeout", "12"]
     out = CliRunner().invoke(main, ["mcp", "--agent", "from-option", *given])
     assert out.exit_code == 0, out.output

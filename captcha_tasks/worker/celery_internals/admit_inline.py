@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from celery.exceptions import Ignore
@@ -71,18 +72,21 @@ def solve_strategy(task: Any, app: Any, consumer: Any, **options: Any) -> Any:
 
     if not holds("celery-strategy"):
         return default(task, app, consumer, **options)
+    from celery.worker.state import task_ready
+
     to_pool = consumer.on_task_request
 
     def on_task_request(request: Any) -> None:
-        if not admit_in_consumer(task, request):
+        if not admit_in_consumer(task, request, task_ready):
             to_pool(request)
 
     return default(task, app, _Consumer(consumer, on_task_request), **options)
 
 
-def admit_in_consumer(task: Any, request: Any) -> bool:
+def admit_in_consumer(task: Any, request: Any, task_ready: Callable[[Any], None]) -> bool:
     """Run ``task``'s admission for ``request`` here; True if it ended with the job in
-    Redis and the message acknowledged, False to send it to the pool instead."""
+    Redis and the message acknowledged (``task_ready`` told), False to send it to the
+    pool instead."""
     if request.eta is not None:
         return False
     payload = request.message.payload
@@ -112,8 +116,6 @@ def admit_in_consumer(task: Any, request: Any) -> bool:
     finally:
         task.pop_request()
         _inline.reset(token)
-    from celery.worker.state import task_ready
-
     task_ready(request)
     request.acknowledge()
     return True
