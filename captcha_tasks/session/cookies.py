@@ -73,11 +73,13 @@ from .cookie_model import (
 
 __all__ = [
     "MAX_TTL",
+    "PAGE_JAR_TTL",
     "SESSION_COOKIE_TTL",
     "VISITOR_BOUND_COOKIES",
     "CookieSnapshot",
     "CookieStore",
     "MergeResult",
+    "PageJar",
     "SharedSession",
     "StoredCookie",
     "decode_loaded",
@@ -102,6 +104,9 @@ SESSION_COOKIE_TTL = 86_400
 #: the solving providers: the cookie is good only from the IP and User-Agent it was
 #: solved with).
 VISITOR_BOUND_COOKIES = frozenset({"datadome"})
+#: Seconds an isolated page's own jar (:class:`PageJar`) outlives its last write: longer
+#: than any page's solves and retries, so it is gone even when its last step never runs.
+PAGE_JAR_TTL = 3_600
 
 
 def visitor_id(proxy_id: str | None, user_agent: str, worker: str | None = None) -> str | None:
@@ -145,12 +150,16 @@ class CookieStore:
         self.max_ttl = max_ttl
         self.session_ttl = session_ttl
 
+    def jar_key(self, host: str) -> str:
+        """The key of the jar this store keeps ``host``'s (normalized) cookies in."""
+        return self.keys.cookies(host)
+
     def load(self, host: str, visitor: str | None = None) -> list[StoredCookie]:
         """The host's live cookies (expired ones are deleted on the way): the shared ones
         and, with a ``visitor``, that visitor's own visitor-bound ones."""
         host = normalize_host(host)
         now = repr(self.clock())
-        flat = run(self.client, "cookies_load", [self.keys.cookies(host)], [now])
+        flat = run(self.client, "cookies_load", [self.jar_key(host)], [now])
         shared = [c for c in decode_loaded(flat, host) if not visitor_bound(c.identity)]
         if visitor is None:
             return shared
@@ -239,7 +248,7 @@ class CookieStore:
 
     def clear(self, host: str) -> int:
         """Forget every shared cookie of the host; returns how many there were."""
-        key = self.keys.cookies(normalize_host(host))
+        key = self.jar_key(normalize_host(host))
         pipe = self.client.pipeline(transaction=True)
         pipe.hlen(key)
         pipe.delete(key)
@@ -255,7 +264,7 @@ class CookieStore:
         own: list[Op] = []
         for op in ops:
             (own if visitor_bound(op[1]) else shared).append(op)
-        jars = [(self.keys.cookies(host), shared)]
+        jars = [(self.jar_key(host), shared)]
         if visitor is not None:
             jars.append((self.keys.visitor_cookies(host, visitor), own))
         total = MergeResult()
@@ -268,6 +277,23 @@ class CookieStore:
                 total.written + int(written), total.stale + int(stale), total.deleted + int(deleted)
             )
         return total
+
+
+class PageJar(CookieStore):
+    """One isolated page's own cookies (``Keys.page_cookies``): what the site set when
+    ``fetch_page(..., isolated=True)`` loaded it (a session cookie its form's one-time
+    field is bound to, say) goes with the page to the step that posts the form, on
+    whichever worker that runs, and to each reload of a retry; no other task reads it.
+    Same layout, freshness rule and TTL as the shared jars, with :data:`PAGE_JAR_TTL` both
+    as the cap and as a session cookie's lifetime; the page's last step deletes it
+    (:meth:`clear`)."""
+
+    def __init__(self, client: redis.Redis, settings: Settings, page_id: str) -> None:
+        super().__init__(client, settings, max_ttl=PAGE_JAR_TTL, session_ttl=PAGE_JAR_TTL)
+        self.page_id = page_id
+
+    def jar_key(self, host: str) -> str:
+        return self.keys.page_cookies(host, self.page_id)
 
 
 def decode_loaded(flat: list[str], host: str) -> list[StoredCookie]:

@@ -204,6 +204,7 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
     "wake": "nudges between engines: nothing to show",
     "cookies": "session cookies of the sites",
     "visitor_cookies": "as cookies (one visitor's, under the host's cookies key)",
+    "page_cookies": "as cookies (one isolated page's, under the host's cookies key)",
     "session_parked": "parked page tasks' messages, arguments included",
     "worker_proxy": "which proxy a worker holds: status reads the lease instead",
     "worker_proxy_prefix": "as worker_proxy",

@@ -40,6 +40,12 @@ key                           type    what
                                       is the pinned proxy id and a hash of the user
                                       agent (no credentials). Layout and TTL: as
                                       ``cookies:{host}``.
+``{p}cookies:{host}:page:{id}`` hash  an isolated page's own cookies (``fetch_page``
+                                      task ``id``), carried from its load to its
+                                      post across workers, never shared; deleted
+                                      when the page ends. Layout: as
+                                      ``cookies:{host}``; TTL: as it, capped at
+                                      ``PAGE_JAR_TTL``.
 ``{p}lock:session:{host}``    string  the session lock of a host (owner token). TTL:
                                       the lock timeout, so a crashed holder frees it.
 ``{p}lock:parked:{host}``     zset    tasks parked waiting for that lock: each member
@@ -234,6 +240,9 @@ class Keys:
 
     def visitor_cookies(self, host: str, visitor: str) -> str:
         return f"{self.prefix}cookies:{host}:visitor:{visitor}"
+
+    def page_cookies(self, host: str, page_id: str) -> str:
+        return f"{self.prefix}cookies:{host}:page:{page_id}"
 
     def session_lock(self, host: str) -> str:
         return f"{self.prefix}lock:session:{host}"

@@ -73,6 +73,8 @@ _SOLVERS = {
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
     "datadome": "captcha_tasks.solve_datadome",
 }
+#: Challenges a refused page is solved again for, on the form its reload shows.
+_RETRIED = frozenset({"recaptcha_v2", "turnstile", "hcaptcha"})
 
 
 def _check_form(form: Any) -> dict[str, str]:
@@ -188,7 +190,7 @@ def fetch_page(
         else:
             solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
         finish = _finish(self, challenge, page.url, fields, isolated=True)
-        raise _replace(self, solve, finish)
+        raise _replace(self, page.url, solve, finish)
     if challenge.type == "datadome":  # a cookie bound to one identity: never pooled
         return _solve_under_lock(self, url, _host(page.url), fields)
 
@@ -244,12 +246,14 @@ def _solve_under_lock(
     except BaseException:
         release_and_wake(task.app, lock)
         raise
-    raise _replace(task, solve, finish)
+    raise _replace(task, page.url, solve, finish)
 
 
-def _replace(task: PageTask, solve: Any, finish: Any) -> Exception:
+def _replace(task: PageTask, page_url: str, solve: Any, finish: Any) -> Exception:
     """End ``task``'s execution: it goes on as ``solve | finish``, ``finish`` under its
-    id. Logged and told to event consumers as that (not as Celery's "ignored")."""
+    id, with ``page_url``'s cookies as this execution leaves them. Logged and told to
+    event consumers as that (not as Celery's "ignored")."""
+    task.hand_on_cookies(page_url)
     try:
         # Celery sends the chain and raises Ignore (it returns only for an eager task).
         replaced: Exception = task.replace(solve | finish)
@@ -325,6 +329,7 @@ def submit_challenge(
         raise InvalidTaskInput("submit_challenge: refused must be a list of provider names")
     handed_on = False
     try:
+        check_url(url, settings)
         if challenge_type == "datadome":
             page = _set_datadome_cookie(self, solved, action)
             self.save_cookies()
@@ -345,30 +350,46 @@ def submit_challenge(
             raise InvalidTaskInput("submit_challenge: fields must map names to strings")
         challenge = Challenge(str(challenge_type), str(sitekey), token_field, action, dict(fields))
         solve_id = str(solved.get("task_id") or self.request.parent_id or "")
+        self.carry_page_cookies(url)  # as the visitor that loaded the form
         try:
             page = _submit_token(self, challenge, solved["solution"], _check_form(form))
         except ChallengeRejected:
-            _judged(self, solve_id, accepted=False)
             if attempt >= settings.page_attempts or not sitekey:
+                _judged(self, solve_id, accepted=False)
                 raise
+            page, fresh = _reload(self, url, solve_id)
+            if fresh is not None:
+                log.info(
+                    "Task %s[%s] %s refused the token (attempt %d of %d): solving again "
+                    "for the form the page shows now",
+                    fetch_page.name,
+                    self.request.id,
+                    _host(action),
+                    attempt,
+                    settings.page_attempts,
+                )
+                avoid = [*(refused or []), str(solved.get("provider") or "")]
+                again = _again(
+                    self, fresh, page.url, form, host, lock_token, isolated, attempt, avoid
+                )
+                if again is None:  # the host's lock expired meanwhile: another visitor's turn
+                    raise
+                handed_on = True
+                raise again from None
             log.info(
-                "Task %s[%s] %s refused the token (attempt %d of %d): solving again",
+                "Task %s[%s] %s answered the token as refused, but the page loads unchallenged "
+                "now: served",
                 fetch_page.name,
                 self.request.id,
                 _host(action),
-                attempt,
-                settings.page_attempts,
             )
-            avoid = [*(refused or []), str(solved.get("provider") or "")]
-            again = _again(self, challenge, url, form, host, lock_token, isolated, attempt, avoid)
-            if again is None:  # the host's lock expired meanwhile: another visitor's turn
-                raise
-            handed_on = True
-            raise again from None
-        _judged(self, solve_id, accepted=True)
+        else:
+            _judged(self, solve_id, accepted=True)
         # The waiters read the cookies as soon as the lock is free: save them first.
         self.save_cookies()
     finally:
+        if not handed_on:
+            self.end_page(url)
         if lock_token and not handed_on:
             lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
             release_and_wake(self.app, lock)
@@ -380,6 +401,28 @@ def submit_challenge(
         **({"task_id": solve_id} if solve_id and solved.get("source") == "api" else {}),
         attempts=attempt,
     )
+
+
+def _reload(task: PageTask, url: str, solve_id: str) -> tuple[Page, Challenge | None]:
+    """``url`` loaded again in the same session (proxy, cookies, user agent) after the
+    site refused the token of solve ``solve_id``, and the challenge it shows now (its
+    form, one-time fields and sitekey as of this load), or None when it is no longer
+    challenged. The token's verdict is counted by what the reload shows: challenged
+    still, it was refused (reported to its provider once); not challenged, the post did
+    pass (nothing else changed this visitor's cookies since its load)."""
+    try:
+        page = fetch(task.browser(), url, task.settings)
+    except BaseException:
+        _judged(task, solve_id, accepted=False)
+        raise
+    challenge = detect_challenge(page)
+    _judged(task, solve_id, accepted=challenge is None)
+    if challenge is not None and challenge.type not in _RETRIED:
+        raise ChallengeRejected(
+            f"{_host(url)} refused the token and now shows a {challenge.type} challenge: "
+            "not solved again within this page's attempts"
+        )
+    return page, challenge
 
 
 def _judged(task: PageTask, solve_id: str, *, accepted: bool) -> None:
@@ -439,7 +482,7 @@ def _again(
             solve = solve.on_error(release_session_lock.s(host=host, token=lock_token))
             extra.update(host=host, lock_token=lock_token)
     finish = _finish(task, challenge, url, form, **extra)
-    return _replace(task, solve, finish)
+    return _replace(task, url, solve, finish)
 
 
 def _set_datadome_cookie(task: PageTask, solved: Any, url: str) -> Page:

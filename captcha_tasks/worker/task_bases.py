@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import difflib
 import inspect
+import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -34,7 +35,9 @@ from ..errors import (
 from ..forksafe import PerProcess
 from ..masking import mask_url
 from ..provider import Provider
+from ..session.cookies import PageJar, normalize_host
 from ..settings import Settings, get_settings
+from ..state import state_redis
 from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
@@ -49,6 +52,8 @@ __all__ = [
     "misfit",
     "unchecked_sends",
 ]
+
+log = logging.getLogger(__name__)
 
 #: The provider client of each process, by settings.
 _solvers: PerProcess[Provider] = PerProcess()
@@ -291,6 +296,49 @@ class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask)
         # which fails it under this task's id and releases the host's lock by errback.
         with unchecked_sends():
             return super().on_replace(sig)
+
+    def page_jar(self) -> PageJar | None:
+        """This page's own copy of its cookies (:class:`PageJar`, by the task id every
+        step of the page keeps); None outside a task's execution."""
+        page_id = self.request.id
+        if not isinstance(page_id, str) or not page_id:
+            return None
+        settings = get_settings()
+        return PageJar(state_redis(settings), settings, page_id)
+
+    def hand_on_cookies(self, url: str) -> None:
+        """The page goes on in another step (maybe on another worker): the host's shared
+        cookies are saved, and this session's own copy of the page's host cookies kept
+        for that step (:meth:`carry_page_cookies`). A failure is logged: the step after
+        meets the site's verdict on what it has."""
+        try:
+            self.save_cookies()
+            jar = self.page_jar()
+            if jar is not None:
+                jar.merge(self.http, normalize_host(url))
+        except redis.RedisError as exc:
+            log.warning("%s: could not keep the page's cookies: %s", self.name, exc)
+
+    def carry_page_cookies(self, url: str) -> None:
+        """Load the cookies this page's earlier step left (:meth:`hand_on_cookies`) over
+        the session's: the step posts the form as the visitor that loaded it (a site's
+        one-time form field is bound to that visitor's session cookie), and what differs
+        from the host's shared jar is merged into it when the step ends."""
+        jar = self.page_jar()
+        if jar is not None:
+            jar.apply(self.http, normalize_host(url))
+
+    def end_page(self, url: str) -> None:
+        """The page's last step: its own copy of the cookies is deleted."""
+        jar = self.page_jar() if isinstance(url, str) else None
+        if jar is None:
+            return
+        try:
+            jar.clear(normalize_host(url))
+        except InvalidTaskInput:
+            pass  # no page's URL: no jar of it was kept
+        except redis.RedisError as exc:  # its TTL ends it
+            log.warning("%s: could not delete the page's cookies: %s", self.name, exc)
 
     def browser(self) -> Any:
         """This execution's HTTP session: shared cookies in, the worker's proxy on."""

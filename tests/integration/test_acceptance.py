@@ -141,13 +141,15 @@ def _two_providers(a: Any, b: Any) -> dict[str, str]:
 
 def _judged_pair(sandbox_factory: Any, *, seed: int) -> tuple[Any, Any]:
     """A (2captcha, whose demo site refuses 70 % of its tokens and 5 % of CaptchaAI's)
-    and B (captchaai): the site on A judges both providers' tokens."""
+    and B (captchaai): the site on A judges both providers' tokens, and shows another
+    sitekey on every load (each form takes only a token for its own)."""
     a = sandbox_factory(
         demo_port=0,
         dialect="2captcha",
         threads=60,
         seed=seed,
         reject_rates={"2captcha": 0.7, "captchaai": 0.05},
+        demo_rotate_sitekey=True,
     )
     b = sandbox_factory(dialect="captchaai", threads=60, seed=seed + 1)
     a.demo.trust(b.state)
@@ -188,6 +190,8 @@ def test_a_site_refusing_70_percent_of_one_providers_tokens_still_serves_the_pag
         f"{a.stats()['reports_bad']} + {b.stats()['reports_bad']}; spend {spent}"
     )
     assert len(served) >= 0.9 * runs
+    # Each attempt posted a form of its own load, as the visitor that loaded it.
+    assert (a.demo.stats()["stale_forms"], a.demo.stats()["expired_forms"]) == (0, 0)
     # Order routing: every page's first token came from main.
     assert solves["main"] >= runs
     assert all(p["status"] == 200 for p in served)

@@ -2,7 +2,10 @@
 
 Two providers, each a sandbox: A (2captcha's dialect) at $1.00 per 1000 solves, whose
 tokens the demo site refuses 70% of the time, and B (captchaai's) at $2.00 refused 5%;
-one demo site judges both (it trusts B's tokens, :meth:`.DemoSite.trust`). Three runs
+one demo site judges both (it trusts B's tokens, :meth:`.DemoSite.trust`). The site is
+as strict as real ones: each load's form is good once, for the visitor that loaded it,
+and shows another sitekey (``demo_rotate_sitekey``); it counts the posts of stale or
+expired forms, which the report shows. Three runs
 in one invocation (:data:`MODES`): order routing (A first) with one token per page (a
 page fails at its first refused token); order routing with the default
 attempts (a refused page's retry goes to the provider not yet refused); cost routing.
@@ -49,6 +52,7 @@ from .stack import DECIDED, DOCUMENTED_V2_SECONDS, Processes, passed_environment
 __all__ = [
     "MODES",
     "PRICES",
+    "SITE_COUNTERS",
     "RoutingOptions",
     "format_routing_report",
     "routing_metrics",
@@ -69,6 +73,9 @@ PRICES = {"a": decimal.Decimal("0.001"), "b": decimal.Decimal("0.002")}
 REFUSED = {"a": 0.7, "b": 0.05}
 #: The share of every provider's tokens the site refuses after the change.
 REFUSED_AFTER = 0.05
+#: The demo site's counters each run reports: forms served, and posts of stale forms
+#: (spent, another visitor's, missing) or expired ones (both 0 when every post is fresh).
+SITE_COUNTERS = ("forms_issued", "stale_forms", "expired_forms", "tokens_rejected")
 #: Pages before the steady state: cost routing must have converged within them.
 CONVERGED_BY = 100
 #: Pages over which A must take most first solves to count as "moved back".
@@ -148,6 +155,7 @@ def _phase(
         "accepted": accepted,
         "solves": len(charged),
         "solves_a": sum(j["provider"] == "a" for j in charged),
+        "solves_per_accepted": len(charged) / accepted if accepted else None,
         "spend": float(spend),
         "spend_per_accepted": float(spend / accepted) if accepted else None,
         "first_a": firsts.count("a") / len(firsts) if firsts else None,
@@ -261,6 +269,7 @@ def _run_mode(
             dialect="2captcha",
             demo_port=0,
             reject_rates={"2captcha": REFUSED["a"], "captchaai": REFUSED["b"]},
+            demo_rotate_sitekey=True,
             seed=opts.seed,
             **common,  # type: ignore[arg-type]
         )
@@ -350,6 +359,9 @@ def _measure(
         "a": a.stats().get("submitted"),
         "b": b.stats().get("submitted"),
     }
+    assert a.demo is not None
+    site = a.demo.stats()
+    metrics["site"] = {name: site[name] for name in SITE_COUNTERS}
     whole = metrics["whole"]
     say(
         f"{label}: {whole['accepted']}/{whole['pages']} pages, "
@@ -418,6 +430,7 @@ def _phase_rows(key: str, title: str) -> list[Row]:
         section(title),
         Row("pages accepted / pages", lambda run: fields("accepted", "pages")(run.get(key) or {})),
         Row("solves (of them A's)", lambda run: fields("solves", "solves_a")(run.get(key) or {})),
+        Row("solves per accepted page", get("solves_per_accepted", ".2f")),
         Row("USD per accepted page", get("spend_per_accepted", ".6f")),
         Row("share of first solves at A", get("first_a", ".0%")),
         Row("pages per minute, real", get("pages_per_minute", ".1f")),
@@ -435,6 +448,12 @@ _ROWS: list[Row] = [
     Row("real seconds after the change", field("back_after_seconds", ".1f")),
     Row("scaled minutes (real / time scale)", field("back_after_minutes_scaled", ".1f")),
     Row("pages lost (ChallengeRejected) / otherwise failed", fields("failed", "broken")),
+    section("the site, over the whole run"),
+    Row(
+        "forms served / stale posts / expired posts",
+        lambda run: fields("forms_issued", "stale_forms", "expired_forms")(run.get("site") or {}),
+    ),
+    Row("tokens refused", lambda run: field("tokens_rejected", "d")(run.get("site") or {})),
 ]
 
 

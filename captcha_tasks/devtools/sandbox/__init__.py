@@ -32,10 +32,18 @@ from .config import (
     SandboxConfig,
     dev_api_key,
 )
-from .demo_site import DEMO_COUNTERS, SESSION_COOKIE, VALIDATION_COOKIE, DemoSite
+from .demo_site import (
+    CSRF_FIELD,
+    DEMO_COUNTERS,
+    SESSION_COOKIE,
+    VALIDATION_COOKIE,
+    VISITOR_COOKIE,
+    DemoSite,
+)
 from .server import SandboxServer
 
 __all__ = [
+    "CSRF_FIELD",
     "DEFAULT_LATENCY",
     "DEMO_COUNTERS",
     "DEMO_SITEKEY",
@@ -46,6 +54,7 @@ __all__ = [
     "SESSION_COOKIE",
     "TOKEN_TTL",
     "VALIDATION_COOKIE",
+    "VISITOR_COOKIE",
     "DemoSite",
     "SandboxConfig",
     "SandboxServer",

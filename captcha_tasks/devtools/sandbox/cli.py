@@ -268,6 +268,19 @@ def _parse_latency(
     help="The sitekey the demo site shows and accepts tokens for.",
 )
 @click.option(
+    "--demo-form-ttl",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=600.0,
+    show_default=True,
+    help="Unscaled seconds a demo challenge form (its one-time csrf_token) stays good.",
+)
+@click.option(
+    "--demo-rotate-sitekey",
+    is_flag=True,
+    help="Each load of a demo challenge page shows another sitekey; its form takes only "
+    "tokens solved for that one.",
+)
+@click.option(
     "--verbose",
     "-v",
     is_flag=True,

@@ -142,6 +142,8 @@ ADMIN_FIELDS = frozenset(
         "callback_late_seconds",
         "refuse_keys",
         "reject_rates",
+        "demo_form_ttl",
+        "demo_rotate_sitekey",
     }
 )
 
@@ -224,6 +226,13 @@ class SandboxConfig:
     demo_port: int | None = None
     #: The reCAPTCHA sitekey the demo site shows and accepts tokens for.
     demo_sitekey: str = DEMO_SITEKEY
+    #: Unscaled seconds a challenge form of the demo site stays good: each load carries
+    #: a one-time ``csrf_token`` bound to the visitor's ``demo_visitor`` cookie, refused
+    #: once posted, from another visitor, or this long after the load.
+    demo_form_ttl: float = 600.0
+    #: Each load of a challenge page shows the widget with another sitekey (the last
+    #: four characters a counter), and its form takes only tokens solved for that one.
+    demo_rotate_sitekey: bool = False
     #: Wire formats served (see :data:`PROTOCOLS`); ``both`` serves them on one port.
     protocol: Protocol = "classic"
     #: Callbacks (``pingback`` / ``callbackUrl``, :mod:`.callbacks`): the fraction never
@@ -286,6 +295,9 @@ class SandboxConfig:
         _number("slow_seconds", self.slow_seconds, low=0.0)
         _number("callback_late_seconds", self.callback_late_seconds, low=0.0)
         _number("report_window", self.report_window, low=0.0)
+        _number("demo_form_ttl", self.demo_form_ttl, low=1e-6)
+        if not isinstance(self.demo_rotate_sitekey, bool):
+            raise ConfigurationError("demo_rotate_sitekey must be true or false")
         for name in _RATES:
             _number(name, getattr(self, name), low=0.0, high=1.0)
         object.__setattr__(self, "reject_rates", _reject_rates(self.reject_rates))
@@ -346,9 +358,9 @@ class SandboxConfig:
                 values[name] = _garbage_kinds(value)
             elif name == "reject_rates":
                 values[name] = _reject_rates(value)
-            elif name == "refuse_keys":
+            elif name in ("refuse_keys", "demo_rotate_sitekey"):
                 if not isinstance(value, bool):
-                    raise ConfigurationError("refuse_keys must be true or false")
+                    raise ConfigurationError(f"{name} must be true or false")
                 values[name] = value
             elif name in ("dialect", "over_limit_code"):
                 if not isinstance(value, str):

@@ -10,7 +10,12 @@ Routes:
 ``GET /page/<anything>``
     With a valid ``qa_validation_cookie``: the content page (``<h1>page ...</h1>``).
     Without: a 200 challenge page with ``<div class="g-recaptcha" data-sitekey=...>``
-    and a form posting ``g-recaptcha-response`` and ``next`` to ``/verify``.
+    and a form posting ``g-recaptcha-response``, ``next`` and ``csrf_token`` to
+    ``/verify``. As on real sites, each load's form is good once: its ``csrf_token`` is
+    bound to the visitor's ``demo_visitor`` cookie (set on the first load), spent by the
+    first post, and stale ``demo_form_ttl`` (scaled) after the load; with
+    ``demo_rotate_sitekey`` each load shows another sitekey and its form takes only
+    tokens solved for that one.
     ``?widget=turnstile`` or ``?widget=hcaptcha`` shows that widget instead, and
     ``&callback=1`` names a page function in ``data-callback`` (``demo_widgets``).
     ``?widget=datadome``: behind DataDome instead. The page opens with a ``datadome``
@@ -22,11 +27,14 @@ Routes:
     ``t: 'bv'``, a banned IP). The cookie stays good until it expires: it is a session,
     not a single-use token.
 ``POST /verify``
-    A good token (in any widget's field, for that widget's sitekey) sets
+    A form this visitor loaded and has not posted yet (else 403 ``stale-form`` or
+    ``expired-form``, before the token is looked at: it is not spent), then a good token
+    (in any widget's field, for the sitekey that form showed) sets
     ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and redirects (302) to
     ``next`` (a local path only); a bad one answers 403 and its reason.
 ``GET|POST /login``, ``GET /account``
-    Username, password and a token sign in (``demo_session`` cookie, 302 to /account).
+    Username, password and a token, posted with the form ``GET /login`` gave (the same
+    one-time ``csrf_token``), sign in (``demo_session`` cookie, 302 to /account).
 ``GET /stats``, ``POST /reset``, ``GET /healthz``
     Counters (:data:`DEMO_COUNTERS`), zeroing them, liveness.
 ``GET /redirect?to=URL``
@@ -38,6 +46,7 @@ Tokens, passwords and cookie values are never logged.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import random
@@ -56,11 +65,14 @@ from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
 from .state import SandboxState
 
 __all__ = [
+    "CSRF_FIELD",
     "DEMO_COUNTERS",
+    "MAX_FORMS",
     "SESSION_COOKIE",
     "SESSION_TTL",
     "VALIDATION_COOKIE",
     "VALIDATION_TTL",
+    "VISITOR_COOKIE",
     "DemoHTTPServer",
     "DemoHandler",
     "DemoSite",
@@ -74,6 +86,12 @@ SESSION_COOKIE = "demo_session"
 VALIDATION_TTL = 1800.0
 #: Unscaled seconds a login session stays valid.
 SESSION_TTL = 1800.0
+#: The session cookie naming a visitor; each challenge form is bound to it.
+VISITOR_COOKIE = "demo_visitor"
+#: The hidden field carrying a challenge form's one-time token.
+CSRF_FIELD = "csrf_token"
+#: Forms kept at most (the oldest forgotten first, as stale): a bound on the site's memory.
+MAX_FORMS = 100_000
 
 #: Counters in the demo site's ``/stats`` (zeroed by ``POST /reset``).
 DEMO_COUNTERS = (
@@ -82,13 +100,17 @@ DEMO_COUNTERS = (
     "tokens_accepted",  # tokens that passed (POST /verify, POST /login)
     "tokens_rejected",  # missing, unknown, reused, expired or wrong-sitekey tokens
     "cookies_rejected",  # unknown or expired validation cookies presented to /page/*
+    "forms_issued",  # challenge and login forms served, each with its one-time csrf_token
+    "stale_forms",  # posts whose csrf_token is missing, unknown, spent or another visitor's
+    "expired_forms",  # posts of a form loaded more than demo_form_ttl (scaled) before
     "login_forms",  # GET /login
     "logins",  # successful POST /login
     "redirects",  # GET /redirect answered with a 302
 )
 
 _SECRETS_RE = re.compile(
-    r"((?:key|secret|response|password|token|qa_validation_cookie|demo_session)=)[^&;\s\"']*",
+    r"((?:key|secret|response|password|token|qa_validation_cookie|demo_session|demo_visitor)=)"
+    r"[^&;\s\"']*",
     re.IGNORECASE,
 )
 _ROUTES = frozenset({"/", "/verify", "/login", "/account", "/redirect", "/stats", "/reset"})
@@ -116,6 +138,8 @@ class DemoSite:
         self._datadome_served: dict[str, dict[str, int]] = {}
         self._rng = random.Random(state.config.seed)  # reject_rates' draws
         self._peers: list[SandboxState] = []
+        self._forms: dict[str, IssuedForm] = {}  # csrf_token -> the form it was issued with
+        self._loads = 0  # challenge forms issued: the rotating sitekey's counter
 
     @property
     def sitekey(self) -> str:
@@ -156,6 +180,45 @@ class DemoSite:
         site judged by several): its dialect keys their ``reject_rates``."""
         with self._lock:
             self._peers.append(peer)
+
+    def widget_sitekey(self, sitekey: str) -> str:
+        """The sitekey this load shows for a widget whose own is ``sitekey``: itself, or
+        with ``demo_rotate_sitekey`` its last four characters a hex counter (a key of the
+        same format, another on every load)."""
+        if not self.state.config.demo_rotate_sitekey:
+            return sitekey
+        with self._lock:
+            self._loads += 1
+            return f"{sitekey[:-4]}{self._loads % 0x10000:04x}"
+
+    def issue_form(self, visitor: str, token_field: str, sitekey: str) -> str:
+        """A one-time ``csrf_token`` for a form loaded by ``visitor`` that takes a token in
+        ``token_field`` solved for ``sitekey``."""
+        value = secrets.token_urlsafe(24)
+        with self._lock:
+            now = self._clock()
+            _prune(self._forms, now, lambda form: form.expires_at)
+            while len(self._forms) >= MAX_FORMS:
+                del self._forms[next(iter(self._forms))]
+            ttl = self.lifetime(self.state.config.demo_form_ttl)
+            self._forms[value] = IssuedForm(visitor, token_field, sitekey, now + ttl)
+            self._counts["forms_issued"] += 1
+        return value
+
+    def take_form(self, csrf_token: str, visitor: str | None) -> IssuedForm | str:
+        """Spend the form of ``csrf_token`` as ``visitor`` posts it: the form, or why it is
+        refused (``stale-form``: missing, unknown, spent or another visitor's;
+        ``expired-form``). Another visitor's post does not spend it."""
+        with self._lock:
+            form = self._forms.get(csrf_token) if csrf_token else None
+            if form is None or visitor is None or form.visitor != visitor:
+                self._counts["stale_forms"] += 1
+                return "stale-form"
+            del self._forms[csrf_token]
+            if self._clock() >= form.expires_at:
+                self._counts["expired_forms"] += 1
+                return "expired-form"
+            return form
 
     def issue_validation(self) -> str:
         value = secrets.token_urlsafe(32)
@@ -227,6 +290,17 @@ class DemoSite:
             self._datadome_served = {}
 
 
+@dataclasses.dataclass(frozen=True)
+class IssuedForm:
+    """A challenge or login form as the site served it: to whom, the field its token goes
+    in and the sitekey it showed, and when it goes stale (the site's clock)."""
+
+    visitor: str
+    token_field: str
+    sitekey: str
+    expires_at: float
+
+
 def _prune(entries: dict[str, Any], now: float, expiry: Callable[[Any], float]) -> None:
     """Drop expired entries from the front (insertion order is expiry order)."""
     for value in list(entries):
@@ -268,7 +342,7 @@ class DemoHandler(SandboxHandler):
             self._login(query, body)
         elif path == "/login":
             demo.count("login_forms")
-            self._html(200, "Sign in", self._login_form())
+            self._form_page(200, "Sign in", self._login_form)
         elif path == "/account" and not post:
             self._account()
         elif path == "/redirect" and not post:
@@ -304,14 +378,21 @@ class DemoHandler(SandboxHandler):
             self._html(200, f"page {name}", body)
             return
         demo.count("challenges")
-        form = (
-            "<h1>Checking that you are not a robot</h1>\n"
-            '<form method="post" action="/verify">\n'
-            f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
-            f"{widget_markup(*page_widget(query, demo.sitekey))}"
-            '<button type="submit">Continue</button>\n</form>'
-        )
-        self._html(200, "Just a moment...", form)
+        widget, callback = page_widget(query, demo.sitekey)
+
+        def challenge_form(visitor: str) -> str:
+            shown = dataclasses.replace(widget, sitekey=demo.widget_sitekey(widget.sitekey))
+            csrf = demo.issue_form(visitor, shown.field, shown.sitekey)
+            return (
+                "<h1>Checking that you are not a robot</h1>\n"
+                '<form method="post" action="/verify">\n'
+                f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
+                f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
+                f"{widget_markup(shown, callback)}"
+                '<button type="submit">Continue</button>\n</form>'
+            )
+
+        self._form_page(200, "Just a moment...", challenge_form)
 
     def _datadome(self, path: str, target: str, *, banned: bool) -> None:
         demo = self.server.demo
@@ -341,9 +422,7 @@ class DemoHandler(SandboxHandler):
             self._html(400, "Bad request", "<h1>Bad request</h1>\n<p>next must be a local path</p>")
             return
         demo = self.server.demo
-        reason = demo.check_token(
-            *posted_token(params, demo.sitekey), host=self.headers.get("Host", "")
-        )
+        reason = self._check_post(params)
         if reason is not None:
             self._failed(reason, target)
             return
@@ -354,13 +433,10 @@ class DemoHandler(SandboxHandler):
         params = self._params(query, body)
         username = params.get("username", "").strip()
         if not username or not params.get("password"):
-            form = self._login_form("username and password are required")
-            self._html(400, "Sign in", form)
+            self._form_page(400, "Sign in", self._login_form, "username and password are required")
             return
         demo = self.server.demo
-        reason = demo.check_token(
-            params.get("g-recaptcha-response", ""), host=self.headers.get("Host", "")
-        )
+        reason = self._check_post(params, only_field="g-recaptcha-response")
         if reason is not None:
             self._failed(reason, "/login")
             return
@@ -393,19 +469,49 @@ class DemoHandler(SandboxHandler):
         )
         self._html(403, "Verification failed", body)
 
-    def _login_form(self, error: str = "") -> str:
+    def _check_post(self, params: dict[str, str], *, only_field: str = "") -> str | None:
+        """Why a posted form is refused (None: it passes): first the form itself (one
+        this visitor loaded, not posted before, not expired), then its token, checked
+        for the sitekey that form showed (a token in another widget's field: for that
+        widget's own sitekey). ``only_field``: the one field a token is taken from."""
+        demo = self.server.demo
+        form = demo.take_form(params.get(CSRF_FIELD, ""), self._cookie(VISITOR_COOKIE))
+        if isinstance(form, str):
+            return form
+        if only_field:
+            token, sitekey = params.get(only_field, ""), form.sitekey
+        else:
+            token, sitekey = posted_token(params, demo.sitekey)
+            if token and params.get(form.token_field) == token:
+                sitekey = form.sitekey
+        return demo.check_token(token, sitekey, host=self.headers.get("Host", ""))
+
+    def _login_form(self, visitor: str, error: str = "") -> str:
+        demo = self.server.demo
         message = f'<p class="error">{html.escape(error)}</p>\n' if error else ""
+        widget = page_widget("", demo.sitekey)[0]
+        widget = dataclasses.replace(widget, sitekey=demo.widget_sitekey(widget.sitekey))
+        csrf = demo.issue_form(visitor, widget.field, widget.sitekey)
         return (
             f"<h1>Sign in</h1>\n{message}"
             '<form method="post" action="/login">\n'
+            f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
             '<input type="text" name="username" autocomplete="username">\n'
             '<input type="password" name="password" autocomplete="current-password">\n'
-            f"{self._captcha()}"
+            f"{widget_markup(widget)}"
             '<button type="submit">Sign in</button>\n</form>'
         )
 
-    def _captcha(self) -> str:
-        return widget_markup(page_widget("", self.server.demo.sitekey)[0])
+    def _form_page(self, status: int, title: str, form: Callable[..., str], *args: str) -> None:
+        """A page whose form is bound to the visitor: ``form(visitor, *args)`` under the
+        visitor's ``demo_visitor`` cookie, set here when the request carries none."""
+        visitor = self._cookie(VISITOR_COOKIE)
+        headers: dict[str, str] = {}
+        if not visitor:
+            visitor = secrets.token_urlsafe(16)
+            secure = isinstance(self.request, ssl.SSLSocket)
+            headers["Set-Cookie"] = _session_cookie_header(VISITOR_COOKIE, visitor, secure)
+        self._html(status, title, form(visitor, *args), headers)
 
     def _params(self, query: str, body: bytes) -> dict[str, str]:
         try:
@@ -426,9 +532,12 @@ class DemoHandler(SandboxHandler):
                     return value.strip().strip('"')
         return None
 
-    def _html(self, status: int, title: str, body: str) -> None:
+    def _html(
+        self, status: int, title: str, body: str, headers: dict[str, str] | None = None
+    ) -> None:
         page = _PAGE.format(title=html.escape(title), body=body).encode()
-        self._send(status, page, "text/html; charset=utf-8", {"Cache-Control": "no-store"})
+        headers = {"Cache-Control": "no-store", **(headers or {})}
+        self._send(status, page, "text/html; charset=utf-8", headers)
 
 
 def _local_path(target: str) -> str | None:
@@ -441,6 +550,12 @@ def _local_path(target: str) -> str | None:
         return None
     parts = urlsplit(target)
     return None if parts.scheme or parts.netloc else target
+
+
+def _session_cookie_header(name: str, value: str, secure: bool) -> str:
+    """A session cookie (no Max-Age: it lasts as long as the visitor's browser)."""
+    flags = "; Secure" if secure else ""
+    return f"{name}={value}; Path=/; HttpOnly; SameSite=Lax{flags}"
 
 
 def _cookie_header(name: str, value: str, lifetime: float, secure: bool) -> str:

@@ -26,6 +26,7 @@ from captcha_tasks.devtools.sandbox import (
     DEV_API_KEY,
     SESSION_COOKIE,
     VALIDATION_COOKIE,
+    VISITOR_COOKIE,
     SandboxConfig,
     SandboxServer,
     sandbox_command,
@@ -84,8 +85,26 @@ class Demo:
                 time.sleep(0.005)
         raise AssertionError("the sandbox did not solve the captcha")
 
+    def form(self, path: str = "/page/1") -> dict[str, str]:
+        """The hidden fields of the form ``path`` serves this visitor now (a fresh load:
+        the site's one-time ``csrf_token`` among them), loaded without the validation
+        cookie, as a challenge page it is served."""
+        visitor = self.session.cookies.get(VISITOR_COOKIE)
+        cookies = {VISITOR_COOKIE: visitor} if visitor else {}
+        page = requests.get(f"{self.url}{path}", cookies=cookies, timeout=5)
+        if not visitor:
+            self.session.cookies.set(VISITOR_COOKIE, page.cookies[VISITOR_COOKIE])
+        return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.text))
+
     def verify(self, token: str, next_path: str = "/page/1", **kwargs: Any) -> requests.Response:
-        return self.post("/verify", {"g-recaptcha-response": token, "next": next_path}, **kwargs)
+        """Post ``token`` with a form loaded for it (``next_path``'s challenge)."""
+        form = self.form(next_path or "/page/1") if next_path.startswith("/") else self.form()
+        data = {**form, "g-recaptcha-response": token, "next": next_path}
+        return self.post("/verify", data, **kwargs)
+
+    def login(self, data: dict[str, str]) -> requests.Response:
+        """Post ``data`` with the sign-in form loaded for it."""
+        return self.post("/login", {**self.form("/login"), **data})
 
     def stats(self) -> dict[str, int]:
         return dict(self.get("/stats").json())
@@ -133,7 +152,17 @@ def test_a_page_without_cookie_is_a_challenge(demo: Demo) -> None:
     assert '<input type="hidden" name="next" value="/page/7?q=1">' in page
     assert 'name="g-recaptcha-response"' in page
     assert "<h1>page 7</h1>" not in page
-    assert demo.stats() == {**dict.fromkeys(DEMO_COUNTERS, 0), "challenges": 1}
+    assert demo.stats() == {**dict.fromkeys(DEMO_COUNTERS, 0), "challenges": 1, "forms_issued": 1}
+    # The form is bound to the visitor the page gave a session cookie.
+    csrf = re.search(r'<input type="hidden" name="csrf_token" value="([A-Za-z0-9_\-]{32})">', page)
+    assert csrf, page
+    assert re.fullmatch(
+        rf"{VISITOR_COOKIE}=[A-Za-z0-9_\-]{{22}}; Path=/; HttpOnly; SameSite=Lax",
+        reply.headers["Set-Cookie"],
+    )
+    again = demo.session.get(f"{demo.url}/page/7?q=1", timeout=5)
+    assert "Set-Cookie" not in again.headers  # the visitor keeps its session
+    assert csrf[1] not in again.text  # and each load has its own form
 
 
 def test_a_solved_token_earns_the_cookie_and_opens_pages(demo: Demo) -> None:
@@ -158,13 +187,14 @@ def test_a_solved_token_earns_the_cookie_and_opens_pages(demo: Demo) -> None:
         assert "g-recaptcha" not in content.text
     # Following the redirect, as a browser does.
     followed = demo.session.post(
-        f"{demo.url}/verify", data={"g-recaptcha-response": demo.solve(), "next": "/page/9"}
+        f"{demo.url}/verify",
+        data={**demo.form("/page/9"), "g-recaptcha-response": demo.solve(), "next": "/page/9"},
     )
     assert followed.status_code == 200
     assert "<h1>page 9</h1>" in followed.text
     stats = demo.stats()
     assert stats["pages_served"] == 4
-    assert (stats["challenges"], stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 2, 0)
+    assert (stats["challenges"], stats["tokens_accepted"], stats["tokens_rejected"]) == (3, 2, 0)
     # The demo site spends the sandbox's own tokens: /siteverify saw them too.
     assert demo.server.stats()["tokens_verified"] == 2
 
@@ -172,16 +202,14 @@ def test_a_solved_token_earns_the_cookie_and_opens_pages(demo: Demo) -> None:
 def test_a_token_is_single_use_and_shared_with_siteverify(demo: Demo) -> None:
     token = demo.solve()
     assert demo.verify(token).status_code == 302
-    with requests.Session() as other:
-        again = other.post(
-            f"{demo.url}/verify",
-            data={"g-recaptcha-response": token, "next": "/page/1"},
-            allow_redirects=False,
-            timeout=5,
-        )
+    other = Demo(demo.server)  # another visitor, with a form of its own
+    try:
+        again = other.verify(token)
         assert reason_of(again) == "timeout-or-duplicate"
         assert "Set-Cookie" not in again.headers
-        assert "g-recaptcha" in other.get(f"{demo.url}/page/1", timeout=5).text
+        assert "g-recaptcha" in other.get("/page/1").text
+    finally:
+        other.close()
     siteverify = requests.post(f"{demo.server.url}/siteverify", data={"response": token}, timeout=5)
     assert siteverify.json()["error-codes"] == ["timeout-or-duplicate"]
     # And a token spent at /siteverify no longer opens the demo site.
@@ -235,7 +263,7 @@ def test_cookies_expire_at_their_scaled_lifetime(make_demo: Callable[..., Demo])
     reply = demo.verify(demo.solve())
     assert "Max-Age=4;" in reply.headers["Set-Cookie"]
     login = {"username": "u", "password": "p", "g-recaptcha-response": demo.solve()}
-    assert demo.post("/login", login).status_code == 302
+    assert demo.login(login).status_code == 302
     issued = time.monotonic()  # both were issued before this moment
     cookies = {name: demo.session.cookies[name] for name in (VALIDATION_COOKIE, SESSION_COOKIE)}
     with requests.Session() as replay:  # the server's clock decides, not the cookie jar
@@ -249,7 +277,8 @@ def test_cookies_expire_at_their_scaled_lifetime(make_demo: Callable[..., Demo])
     forged = requests.get(f"{demo.url}/page/1", cookies={VALIDATION_COOKIE: "made-up"}, timeout=5)
     assert "g-recaptcha" in forged.text
     stats = demo.stats()
-    assert (stats["pages_served"], stats["challenges"], stats["cookies_rejected"]) == (1, 2, 2)
+    # Challenges: the form verify() loaded, and the two pages after the cookies expired.
+    assert (stats["pages_served"], stats["challenges"], stats["cookies_rejected"]) == (1, 3, 2)
 
 
 # -- login --------------------------------------------------------------------------
@@ -266,12 +295,12 @@ def test_login_flow(demo: Demo) -> None:
     assert match and match[1] == DEMO_SITEKEY
     token = demo.solve(pageurl=f"{demo.url}/login")
     user = {"username": "alice <admin>", "password": "hunter2"}
-    missing = demo.post("/login", {"username": "alice", "g-recaptcha-response": token})
+    missing = demo.login({"username": "alice", "g-recaptcha-response": token})
     assert missing.status_code == 400
-    bad = demo.post("/login", {**user, "g-recaptcha-response": "03AFcWeAnope"})
+    bad = demo.login({**user, "g-recaptcha-response": "03AFcWeAnope"})
     assert reason_of(bad) == "invalid-input-response"
     assert SESSION_COOKIE not in demo.session.cookies
-    ok = demo.post("/login", {**user, "g-recaptcha-response": token})
+    ok = demo.login({**user, "g-recaptcha-response": token})
     assert (ok.status_code, ok.headers["Location"]) == (302, "/account")
     assert re.fullmatch(
         rf"{SESSION_COOKIE}=[A-Za-z0-9_\-]{{40,}}; Path=/; Max-Age=18; HttpOnly; SameSite=Lax",
@@ -280,7 +309,7 @@ def test_login_flow(demo: Demo) -> None:
     page = demo.get("/account")
     assert page.status_code == 200
     assert "Signed in as alice &lt;admin&gt;" in page.text
-    reused = demo.post("/login", {**user, "g-recaptcha-response": token})
+    reused = demo.login({**user, "g-recaptcha-response": token})
     assert reason_of(reused) == "timeout-or-duplicate"
     forged = requests.get(
         f"{demo.url}/account",
@@ -290,7 +319,7 @@ def test_login_flow(demo: Demo) -> None:
     )
     assert forged.status_code == 302
     stats = demo.stats()
-    assert (stats["logins"], stats["login_forms"]) == (1, 1)
+    assert (stats["logins"], stats["login_forms"]) == (1, 5)  # a form for each post
     assert (stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 2)
 
 
@@ -300,13 +329,14 @@ def test_login_flow(demo: Demo) -> None:
 def test_stats_reset_and_healthz(demo: Demo) -> None:
     demo.get("/page/1")
     demo.get("/login")
-    demo.verify("03AFcWeAnope")
+    demo.verify("03AFcWeAnope")  # loads /page/1's form again
     stats = demo.stats()
     assert set(stats) == set(DEMO_COUNTERS)
     assert {"pages_served", "challenges", "tokens_accepted", "tokens_rejected", "logins"} <= set(
         stats
     )
-    assert (stats["challenges"], stats["login_forms"], stats["tokens_rejected"]) == (1, 1, 1)
+    assert (stats["challenges"], stats["login_forms"], stats["tokens_rejected"]) == (2, 1, 1)
+    assert (stats["forms_issued"], stats["stale_forms"], stats["expired_forms"]) == (3, 0, 0)
     assert demo.server.demo is not None
     assert demo.server.demo.stats() == stats
     assert demo.get("/reset").status_code == 405
@@ -400,15 +430,17 @@ def test_logs_never_show_tokens_passwords_or_cookies(
     loud = make_demo(verbose=True)
     token = loud.solve()
     loud.session.post(
-        f"{loud.url}/verify?g-recaptcha-response={token}", data={"next": "/page/1"}, timeout=5
+        f"{loud.url}/verify?g-recaptcha-response={token}",
+        data={**loud.form(), "next": "/page/1"},
+        timeout=5,
     )
     login = loud.solve()
-    loud.post("/login", {"username": "u", "password": "hunter2", "g-recaptcha-response": login})
+    loud.login({"username": "u", "password": "hunter2", "g-recaptcha-response": login})
     loud.get("/account")
     lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
     assert any("demo POST /verify 302" in line for line in lines), lines
     secrets = [token, login, "hunter2", *loud.session.cookies.values()]
-    assert len(secrets) == 5
+    assert len(secrets) == 6  # the validation, session and visitor cookies among them
     for secret in secrets:
         assert secret not in caplog.text
 
@@ -556,3 +588,66 @@ def test_reject_rates_are_checked() -> None:
     assert config.describe()["reject_rates"] == {"2captcha": 0.7, "a.test/*": 0.1}
     bad = CliRunner().invoke(sandbox_command, ["--reject-rate", "*=often", "--time-scale", "1"])
     assert bad.exit_code == 2 and "reject_rates[*]" in bad.output
+
+
+# -- forms as strict as real sites' ---------------------------------------------------
+
+
+def test_a_form_is_good_once_for_the_visitor_it_was_served_to(demo: Demo) -> None:
+    form = demo.form("/page/1")
+    assert set(form) == {"next", "csrf_token"}
+    token = demo.solve()
+    first = demo.post("/verify", {**form, "g-recaptcha-response": "03AFcWeAnope"})
+    assert reason_of(first) == "invalid-input-response"  # the token was judged: form spent
+    again = demo.post("/verify", {**form, "g-recaptcha-response": token})
+    assert reason_of(again) == "stale-form"
+    with requests.Session() as thief:  # another visitor posting this visitor's form
+        thief.cookies.set(VISITOR_COOKIE, "someone-else")
+        stolen = thief.post(
+            f"{demo.url}/verify",
+            data={**demo.form("/page/1"), "g-recaptcha-response": token},
+            allow_redirects=False,
+            timeout=5,
+        )
+        assert reason_of(stolen) == "stale-form"
+    missing = demo.post("/verify", {"next": "/page/1", "g-recaptcha-response": token})
+    assert reason_of(missing) == "stale-form"
+    # Refused as stale, the token was never looked at: it still opens a fresh form.
+    assert demo.verify(token).status_code == 302
+    stats = demo.stats()
+    assert (stats["stale_forms"], stats["expired_forms"]) == (3, 0)
+    assert (stats["tokens_accepted"], stats["tokens_rejected"]) == (1, 1)
+
+
+def test_a_form_expires_at_its_scaled_lifetime(make_demo: Callable[..., Demo]) -> None:
+    demo = make_demo(demo_form_ttl=20.0)  # 0.2 s at SCALE
+    form = demo.form("/page/1")
+    token = demo.solve()
+    time.sleep(20.0 * SCALE + 0.1)
+    late = demo.post("/verify", {**form, "g-recaptcha-response": token})
+    assert reason_of(late) == "expired-form"
+    assert demo.verify(token).status_code == 302  # a fresh form, the same unspent token
+    assert (demo.stats()["expired_forms"], demo.stats()["stale_forms"]) == (1, 0)
+
+
+def test_a_rotating_sitekey_takes_only_tokens_for_the_form_that_showed_it(
+    make_demo: Callable[..., Demo],
+) -> None:
+    demo = make_demo(demo_rotate_sitekey=True)
+    shown = [SITEKEY_RE.search(demo.get("/page/1").text) for _ in range(3)]
+    keys = [match[1] for match in shown if match]
+    assert len(set(keys)) == 3
+    assert all(len(key) == len(DEMO_SITEKEY) and key[:-4] == DEMO_SITEKEY[:-4] for key in keys)
+    # A token for the sitekey an earlier load showed is refused on this load's form.
+    page = demo.get("/page/1").text
+    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    current = SITEKEY_RE.search(page)
+    assert current
+    stale_key = demo.post("/verify", {**form, "g-recaptcha-response": demo.solve(sitekey=keys[0])})
+    assert reason_of(stale_key) == "sitekey-secret-mismatch"
+    page = demo.get("/page/1").text
+    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    fresh = SITEKEY_RE.search(page)
+    assert fresh
+    token = demo.solve(sitekey=fresh[1])
+    assert demo.post("/verify", {**form, "g-recaptcha-response": token}).status_code == 302

@@ -97,9 +97,11 @@ def test_a_variant_token_in_its_own_field_opens_pages(
     widget = widgets(server.config.demo_sitekey)[name]
     token = _solve(server, method, key_name, widget.sitekey, f"{url}/page/1")
     with requests.Session() as browser:
+        form = find_challenge(browser.get(f"{url}/page/1?widget={name}", timeout=5).text, url)
+        assert form is not None
         passed = browser.post(
             f"{url}/verify",
-            data={widget.field: token, "next": f"/page/1?widget={name}"},
+            data={**form.fields, widget.field: token, "next": f"/page/1?widget={name}"},
             timeout=5,
             allow_redirects=False,
         )
@@ -113,12 +115,15 @@ def test_a_token_for_another_widgets_sitekey_is_refused(demo: tuple[SandboxServe
     recaptcha_token = _solve(
         server, "userrecaptcha", "googlekey", server.config.demo_sitekey, f"{url}/page/1"
     )
-    refused = requests.post(
-        f"{url}/verify",
-        data={"cf-turnstile-response": recaptcha_token, "next": "/page/1"},
-        timeout=5,
-        allow_redirects=False,
-    )
+    with requests.Session() as browser:
+        form = find_challenge(browser.get(f"{url}/page/1", timeout=5).text, url)
+        assert form is not None
+        refused = browser.post(
+            f"{url}/verify",
+            data={**form.fields, "cf-turnstile-response": recaptcha_token, "next": "/page/1"},
+            timeout=5,
+            allow_redirects=False,
+        )
     assert refused.status_code == 403
     assert "sitekey-secret-mismatch" in refused.text
 
