@@ -107,7 +107,7 @@ def test_a_number_beyond_maxnumber_is_not_found_and_fails_typed() -> None:
         ({**create_challenge(KEY, 1), "maxnumber": "100"}, "'maxnumber'"),
         ({**create_challenge(KEY, 1), "maxnumber": True}, "'maxnumber'"),
         ({**create_challenge(KEY, 1), "maxnumber": 0}, "'maxnumber'"),
-        ("x" * 5000, "over 4096 bytes"),
+        ("x" * 17_000, "over 16384 bytes"),
     ],
 )
 def test_what_is_not_a_challenge_is_refused_naming_the_fault(raw: Any, names: str) -> None:
