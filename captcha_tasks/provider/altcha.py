@@ -238,7 +238,7 @@ def parse_challenge(raw: object, *, max_number_bound: int = sys.maxsize) -> Altc
 
 def _parse_v1(raw: Mapping[str, Any]) -> AltchaChallenge:
     algorithm = raw.get("algorithm", "SHA-256")
-    if algorithm not in ALGORITHMS:
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS:
         raise _bad(f"algorithm {algorithm!r:.40} is not one of {', '.join(ALGORITHMS)}")
     challenge = _text(raw, "challenge", max_len=128).lower()
     if not _HEX.fullmatch(challenge) or len(challenge) != _DIGEST_HEX[algorithm]:
@@ -250,7 +250,7 @@ def _parse_v1(raw: Mapping[str, Any]) -> AltchaChallenge:
         max_number = DEFAULT_MAX_NUMBER
     if isinstance(max_number, bool) or not isinstance(max_number, int) or max_number < 1:
         raise _bad(f"'maxnumber' must be a positive integer, got {max_number!r:.40}")
-    return AltchaChallenge(str(algorithm), challenge, salt, signature, max_number)
+    return AltchaChallenge(algorithm, challenge, salt, signature, max_number)
 
 
 def _check_max_number(challenge: AltchaChallenge, bound: int) -> None:

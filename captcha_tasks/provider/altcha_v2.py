@@ -57,7 +57,7 @@ from altcha.v2 import (
 
 from ..errors import InvalidTaskInput, SolveTimeout
 
-__all__ = ["ALGORITHMS_V2", "AltchaChallengeV2", "parse_v2"]
+__all__ = ["ALGORITHMS_V2", "AltchaChallengeV2", "parse_v2", "seconds_per_unit"]
 
 #: Each v2 algorithm the official library (altcha 2.3, ``altcha/v2.py``) derives keys
 #: for, exactly as it spells them: its family and the digest it hashes with. Other
@@ -215,14 +215,14 @@ def parse_v2(raw: Mapping[str, Any]) -> AltchaChallengeV2:
     if not isinstance(fields, Mapping):
         raise _bad("'parameters' must be a JSON object")
     algorithm = fields.get("algorithm")
-    if algorithm not in ALGORITHMS_V2:
+    if not isinstance(algorithm, str) or algorithm not in ALGORITHMS_V2:
         raise _bad(f"algorithm {algorithm!r:.40} is not one of {', '.join(ALGORITHMS_V2)}")
     signature = raw.get("signature")
     if signature is not None and (not isinstance(signature, str) or len(signature) > 256):
         raise _bad("'signature' must be a string (at most 256 characters)")
     _hex(fields, "nonce", even=True)
     salt = _hex(fields, "salt", even=True)
-    family, digest = ALGORITHMS_V2[str(algorithm)]
+    family, digest = ALGORITHMS_V2[algorithm]
     key_length = _count(fields, "keyLength", DEFAULT_KEY_LENGTH, 1, 1024)
     prefix = (
         DEFAULT_KEY_PREFIX
@@ -246,9 +246,7 @@ def parse_v2(raw: Mapping[str, Any]) -> AltchaChallengeV2:
             raise _bad("ARGON2ID's memoryCost must be at least 8 KiB per lane of parallelism")
         if key_length < 4 or len(salt) < 16:
             raise _bad("ARGON2ID needs a keyLength of 4 or more and a salt of 8 bytes or more")
-    return AltchaChallengeV2(
-        raw, str(algorithm), cost, key_length, prefix, memory_cost, parallelism
-    )
+    return AltchaChallengeV2(raw, algorithm, cost, key_length, prefix, memory_cost, parallelism)
 
 
 #: What :func:`seconds_per_unit` times: each family's ``cost``, ``memoryCost`` and
@@ -287,11 +285,12 @@ def seconds_per_unit(family: str, digest: str) -> float:
 
 @functools.cache
 def _attempt_overhead() -> float:
-    """Seconds the library's search spends on a counter besides its derivation's work."""
+    """Seconds the library's search spends on a counter besides its derivation's work
+    (a one-hash derivation, timed a hundred times over)."""
     parameters = ChallengeParameters("SHA-256", "00" * 16, "00" * 16, 1)
-    return (
-        _best_of(
-            3, lambda: [derive_key_sha(parameters, b"\0" * 16, b"\0" * 20) for _ in range(100)]
-        )
-        / 100
-    )
+
+    def hundred() -> None:
+        for _ in range(100):
+            derive_key_sha(parameters, b"\0" * 16, b"\0" * 20)
+
+    return _best_of(3, hundred) / 100

@@ -100,6 +100,7 @@ def test_a_number_beyond_maxnumber_is_not_found_and_fails_typed() -> None:
         ("{not json", "not JSON"),
         ("[1, 2]", "JSON object"),
         ({**create_challenge(KEY, 1), "algorithm": "MD5"}, "algorithm"),
+        ({**create_challenge(KEY, 1), "algorithm": ["SHA-1"]}, "algorithm"),
         ({**create_challenge(KEY, 1), "challenge": "xyz"}, "'challenge'"),
         ({**create_challenge(KEY, 1), "challenge": "ab" * 20}, "'challenge'"),  # SHA-1 long
         ({**create_challenge(KEY, 1), "salt": ""}, "'salt'"),

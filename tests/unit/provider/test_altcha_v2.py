@@ -176,6 +176,7 @@ def _with(kdf: str = "SHA-256", **fields: Any) -> dict[str, Any]:
         ({"parameters": []}, "'parameters'"),
         (_with(algorithm="sha-256"), "algorithm"),
         (_with(algorithm="PBKDF2/SHA-1"), "algorithm"),
+        (_with(algorithm=["SCRYPT"]), "algorithm"),
         (_with(nonce="xyz"), "nonce"),
         (_with(salt="abc"), "salt"),
         (_with(cost=0), "cost"),
