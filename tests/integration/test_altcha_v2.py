@@ -145,7 +145,6 @@ def _verified(challenge: dict[str, Any], payload: str) -> bool:
     return ok
 
 
-@pytest.mark.long
 def test_every_algorithm_the_library_offers_is_solved_and_verified_by_it(
     worker_factory: Any, site: ChallengeSite, no_provider: str
 ) -> None:
