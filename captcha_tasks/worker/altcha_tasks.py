@@ -193,7 +193,9 @@ def solve_altcha(
         challenge = read_challenge(text)
         if _to_provider(settings, challenge):
             return self.admit(lambda: Altcha(pageurl, text))
-        check_bounds(challenge, bounds)
+        if self.checking_call():
+            # The caller's bounds; the worker's are checked where it solves (solve_payload).
+            check_bounds(challenge, bounds)
     else:
         url = _challenge_url(pageurl, challenge_url)
         # The caller checks the URL's form, and its allowlist if it has one; no DNS here
