@@ -117,7 +117,8 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery
 	$(BIN)/captcha-tasks bench solve --callbacks --solves 1200
 	$(BIN)/captcha-tasks bench pages
 	$(BIN)/captcha-tasks bench routing
-	@# solve_altcha's proof of work, solved by the worker: solves per second per core.
+	@# solve_altcha's proof of work, solved by the worker: solves per second per core for
+	@# every algorithm of the official altcha library (v1 and v2), beside its own solver.
 	$(BIN)/captcha-tasks bench altcha
 
 screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)

@@ -138,17 +138,30 @@ class Settings:
     key_prefix: str = "ct:"
     #: ``CAPTCHA_TASKS_MAX_IMAGE_BYTES``: largest image accepted (the stricter documented limit).
     max_image_bytes: int = 100_000
-    #: ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``: the largest ``maxnumber`` of an Altcha challenge
-    #: ``solve_altcha`` takes; larger ones are refused unsolved (``ALTCHA_TOO_HARD``). The
-    #: worker hashes up to that many numbers on one core, about 2 million a second
-    #: (``captcha-tasks bench altcha``): the default bounds a solve at a few seconds.
+    #: ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``: the largest ``maxnumber`` of an ALTCHA v1
+    #: challenge ``solve_altcha`` takes; larger ones are refused unsolved
+    #: (``ALTCHA_TOO_HARD``). The worker hashes up to that many numbers on one core, about
+    #: 2 million a second (``captcha-tasks bench altcha``): the default bounds a solve at a
+    #: few seconds.
     altcha_max_number: int = 10_000_000
-    #: ``CAPTCHA_TASKS_ALTCHA_SOLVER``: who solves an Altcha. ``worker`` (the default):
-    #: the worker itself, never a provider, nothing spent. ``provider``: every Altcha is
-    #: an ordinary solve at a configured provider that offers it (``TYPE_NOT_OFFERED``
-    #: where none does), paid as any solve. ``auto``: the worker solves a challenge whose
-    #: ``maxnumber`` is within ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``, a provider the ones
-    #: over it (instead of refusing them ``ALTCHA_TOO_HARD``).
+    #: ``CAPTCHA_TASKS_ALTCHA_MAX_SECONDS``: seconds of one core ``solve_altcha`` may spend
+    #: on a challenge. Checked before any work against what the challenge is expected to
+    #: take (v1: its whole range; v2: the key derivations its prefix makes expected, at
+    #: rates the process measures), refused unsolved over it (``ALTCHA_TOO_HARD``); and
+    #: the search's deadline, past which it gives up (``SolveTimeout``, ``ALTCHA_DEADLINE``).
+    altcha_max_seconds: float = 20.0
+    #: ``CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB``: MiB one key derivation of an ALTCHA v2
+    #: challenge may allocate (scrypt's ``128 * r * (N + p)`` bytes, Argon2id's
+    #: ``memoryCost`` KiB), in each pool process that solves one; more is refused before
+    #: any work (``ALTCHA_TOO_MUCH_MEMORY``).
+    altcha_max_memory_mib: int = 256
+    #: ``CAPTCHA_TASKS_ALTCHA_SOLVER``: who solves an ALTCHA. ``worker`` (the default):
+    #: the worker itself, never a provider, nothing spent. ``provider``: every v1 challenge
+    #: is an ordinary solve at a configured provider that offers ALTCHA
+    #: (``TYPE_NOT_OFFERED`` where none does), paid as any solve; a v2 one is refused
+    #: (``ALTCHA_V2_NOT_OFFERED``: no provider documents v2). ``auto``: the worker solves a
+    #: v1 challenge within the ``CAPTCHA_TASKS_ALTCHA_MAX_*`` bounds, a provider the ones
+    #: past them (instead of refusing them); v2 challenges are the worker's, within them.
     altcha_solver: Literal["worker", "provider", "auto"] = "worker"
     #: ``CAPTCHA_TASKS_QUEUE_TIMEOUT``: seconds a solve may wait for a free thread
     #: before it fails with SolveTimeout (not scaled: it is the operator's patience).
@@ -372,6 +385,14 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     "key_prefix": ("CAPTCHA_TASKS_KEY_PREFIX", _key_prefix),
     "max_image_bytes": ("CAPTCHA_TASKS_MAX_IMAGE_BYTES", _number(int, 100)),
     "altcha_max_number": ("CAPTCHA_TASKS_ALTCHA_MAX_NUMBER", _number(int, 1)),
+    "altcha_max_seconds": (
+        "CAPTCHA_TASKS_ALTCHA_MAX_SECONDS",
+        _between(float, 0.01, 3600, "seconds"),
+    ),
+    "altcha_max_memory_mib": (
+        "CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB",
+        _between(int, 1, 65_536, "MiB"),
+    ),
     "altcha_solver": ("CAPTCHA_TASKS_ALTCHA_SOLVER", _choice("worker", "provider", "auto")),
     "queue_timeout": ("CAPTCHA_TASKS_QUEUE_TIMEOUT", _number(float, 1.0)),
     "report_window": ("CAPTCHA_TASKS_REPORT_WINDOW", _number(float, 0.0)),

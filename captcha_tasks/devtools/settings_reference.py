@@ -87,6 +87,8 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_ENGINE_THREADS",
             "CAPTCHA_TASKS_MAX_IMAGE_BYTES",
             "CAPTCHA_TASKS_ALTCHA_MAX_NUMBER",
+            "CAPTCHA_TASKS_ALTCHA_MAX_SECONDS",
+            "CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB",
             "CAPTCHA_TASKS_ALTCHA_SOLVER",
             "CAPTCHA_TASKS_QUEUE_TIMEOUT",
             "CAPTCHA_TASKS_REPORT_WINDOW",

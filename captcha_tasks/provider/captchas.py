@@ -575,9 +575,10 @@ class Grid(Captcha):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Altcha(Captcha):
-    """An Altcha proof of work for a provider to solve: the page and the challenge JSON
-    its widget fetched (``{"algorithm", "challenge", "maxnumber", "salt", "signature"}``,
-    as text). The worker fetches a ``challenge_url`` itself before a provider sees it
+    """An Altcha proof of work for a provider to solve: the page and the ALTCHA v1
+    challenge JSON its widget fetched (``{"algorithm", "challenge", "maxnumber", "salt",
+    "signature"}``, as text); no provider takes v2's. The worker fetches a
+    ``challenge_url`` itself before a provider sees it
     (:mod:`captcha_tasks.worker.altcha_tasks`), so every provider gets the same task."""
 
     type: ClassVar[Literal["altcha"]] = "altcha"
@@ -590,7 +591,8 @@ class Altcha(Captcha):
 
     def challenge(self) -> AltchaChallenge:
         """``challenge_json`` parsed and checked (whatever its ``maxnumber``: the bound is
-        the worker's own, a provider's is its business)."""
+        the worker's own, a provider's is its business); a v2 challenge is refused
+        (``ALTCHA_V2_NOT_OFFERED``)."""
         from .altcha import parse_challenge  # the proof of work's module: Altcha's alone
 
         return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)

@@ -75,6 +75,10 @@ def test_provider_dialect_follows_the_url_unless_set() -> None:
         ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "0", "PAGE_ATTEMPTS must be 1-10"),
         ("CAPTCHA_TASKS_PAGE_ATTEMPTS", "11", "PAGE_ATTEMPTS must be 1-10"),
         ("CAPTCHA_TASKS_ROUTING", "cheapest", "CAPTCHA_TASKS_ROUTING"),
+        ("CAPTCHA_TASKS_ALTCHA_MAX_SECONDS", "0", "ALTCHA_MAX_SECONDS must be 0.01-3600"),
+        ("CAPTCHA_TASKS_ALTCHA_MAX_SECONDS", "soon", "ALTCHA_MAX_SECONDS must be seconds"),
+        ("CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB", "0", "ALTCHA_MAX_MEMORY_MIB must be 1-65536"),
+        ("CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB", "1.5", "ALTCHA_MAX_MEMORY_MIB must be MiB"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, fragment: str) -> None:
@@ -367,3 +371,13 @@ def test_acceptance_and_page_attempt_settings() -> None:
     )
     assert s.acceptance_hosts == ("b.test", "shop.example.com")
     assert (s.acceptance_window, s.page_attempts) == (300.0, 1)
+
+
+def test_altcha_bounds() -> None:
+    defaults = Settings.from_env({})
+    assert (defaults.altcha_max_number, defaults.altcha_max_seconds) == (10_000_000, 20.0)
+    assert defaults.altcha_max_memory_mib == 256
+    s = Settings.from_env(
+        {"CAPTCHA_TASKS_ALTCHA_MAX_SECONDS": "2.5", "CAPTCHA_TASKS_ALTCHA_MAX_MEMORY_MIB": "64"}
+    )
+    assert (s.altcha_max_seconds, s.altcha_max_memory_mib) == (2.5, 64)

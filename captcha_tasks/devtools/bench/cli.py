@@ -13,9 +13,8 @@ import click
 
 from ...cli.errors import require_extra
 from ...errors import CaptchaTasksError
-from ...provider.altcha import ALGORITHMS
 from ...settings import PROVIDERS
-from .altcha import AltchaOptions, format_altcha_report, run_altcha
+from .altcha import EVERY, AltchaOptions, format_altcha_report, run_altcha
 from .callbacks import format_callback_report, run_callback_bench
 from .pages import PagesOptions, format_pages_report, run_pages
 from .plot import write_plot
@@ -256,19 +255,26 @@ def routing_command(as_json: bool, **options: Any) -> None:
 @bench_group.command("altcha")
 @_options(
     AltchaOptions(),
-    ("--max-number", click.IntRange(1, 100_000_000), "The challenges' maxnumber."),
-    ("--solves", click.IntRange(1, 100_000), "Challenges each process solves."),
-    ("--processes", click.IntRange(0, 64), "Processes of the whole run (0: one per core)."),
-    ("--algorithm", click.Choice(sorted(ALGORITHMS)), "The challenges' hash."),
-    ("--seed", click.INT, "Seed of the challenges' random numbers."),
+    ("--max-number", click.IntRange(1, 100_000_000), "v1 challenges' maxnumber."),
+    ("--solves", click.IntRange(1, 100_000), "v1 challenges each column solves."),
+    ("--seconds", click.FloatRange(0.01, 600), "v2: seconds of search each column times."),
+    ("--seed", click.INT, "Seed of v1's random numbers."),
+)
+@click.option(
+    "--algorithm",
+    "algorithms",
+    multiple=True,
+    type=click.Choice(EVERY),
+    help="Only this algorithm (repeatable; default: every one the library offers).",
 )
 @_JSON_OPTION
-def altcha_command(as_json: bool, **options: Any) -> None:
-    """solve_altcha's proof of work on this machine: hashes per second per core, solves
-    per second per core at --max-number (numbers drawn at random, as sites draw them),
-    and a whole run with one process per core. No Redis, worker or provider: the solve
-    is the worker's own loop.
+def altcha_command(as_json: bool, algorithms: tuple[str, ...], **options: Any) -> None:
+    """solve_altcha's proof of work on this machine: solves per second per core for every
+    algorithm the official altcha library offers (v1's three hashes, v2's eight key
+    derivations at the library's defaults), beside the library's own solver on the same
+    challenges. No Redis, worker or provider: the solve is the worker's own.
 
     Progress goes to stderr; the report (or --json) to stdout.
     """
-    _run_and_print(run_altcha, AltchaOptions(**options), format_altcha_report, as_json)
+    run_options = AltchaOptions(algorithms=algorithms, **options)
+    _run_and_print(run_altcha, run_options, format_altcha_report, as_json)

@@ -100,6 +100,7 @@ def test_a_number_beyond_maxnumber_is_not_found_and_fails_typed() -> None:
         ("{not json", "not JSON"),
         ("[1, 2]", "JSON object"),
         ({**create_challenge(KEY, 1), "algorithm": "MD5"}, "algorithm"),
+        ({**create_challenge(KEY, 1), "algorithm": ["SHA-1"]}, "algorithm"),
         ({**create_challenge(KEY, 1), "challenge": "xyz"}, "'challenge'"),
         ({**create_challenge(KEY, 1), "challenge": "ab" * 20}, "'challenge'"),  # SHA-1 long
         ({**create_challenge(KEY, 1), "salt": ""}, "'salt'"),
@@ -107,7 +108,7 @@ def test_a_number_beyond_maxnumber_is_not_found_and_fails_typed() -> None:
         ({**create_challenge(KEY, 1), "maxnumber": "100"}, "'maxnumber'"),
         ({**create_challenge(KEY, 1), "maxnumber": True}, "'maxnumber'"),
         ({**create_challenge(KEY, 1), "maxnumber": 0}, "'maxnumber'"),
-        ("x" * 5000, "over 4096 bytes"),
+        ("x" * 17_000, "over 16384 bytes"),
     ],
 )
 def test_what_is_not_a_challenge_is_refused_naming_the_fault(raw: Any, names: str) -> None:
