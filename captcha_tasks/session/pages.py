@@ -49,6 +49,7 @@ from ..masking import mask_url, mask_urls_in
 from ..settings import Settings
 
 __all__ = [
+    "ALTCHA_FIELD",
     "SITEKEY_RE",
     "WIDGETS",
     "Challenge",
@@ -57,6 +58,7 @@ __all__ = [
     "check_url",
     "detect_challenge",
     "fetch",
+    "find_altcha",
     "find_challenge",
     "find_datadome",
     "find_widgets",
@@ -354,11 +356,19 @@ WIDGETS = {
 SITEKEY_RE = re.compile(r"[A-Za-z0-9_.-]{10,100}")
 
 
+#: The form field ALTCHA's widget posts its payload in when its ``name`` names none.
+ALTCHA_FIELD = "altcha"
+#: The longest ``name`` taken from an ALTCHA widget for the field its payload goes in.
+MAX_FIELD_NAME = 100
+
+
 @dataclass
 class Challenge:
     """A captcha widget found in a page, and the form that carries its token; or a
     DataDome challenge (``type`` ``datadome``, ``captcha_url`` its captcha's address,
-    ``action`` the page to load again once its cookie is set)."""
+    ``action`` the page to load again once its cookie is set); or an ALTCHA widget
+    (``type`` ``altcha``, no sitekey: ``captcha_url`` the address of its challenge, or
+    ``challenge_json`` the challenge itself where the widget carries it inline)."""
 
     type: str
     sitekey: str
@@ -366,6 +376,7 @@ class Challenge:
     action: str
     fields: dict[str, str] = field(default_factory=dict)
     captcha_url: str = ""
+    challenge_json: str = ""
 
 
 @dataclass
@@ -384,10 +395,15 @@ class _WidgetParser(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.widgets: list[Widget] = []
+        self.altcha: list[Widget] = []
         self._form: tuple[str, dict[str, str]] | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = {name: value or "" for name, value in attrs}
+        if tag == "altcha-widget":
+            field_name = attributes.get("name") or ALTCHA_FIELD
+            self.altcha.append(Widget("altcha", "", field_name, attributes, self._form))
+            return
         if tag == "form":
             self._form = (attributes.get("action", ""), {})
         elif tag == "input" and self._form is not None:
@@ -408,15 +424,53 @@ class _WidgetParser(HTMLParser):
             self._form = None
 
 
+def _parsed(html: str) -> _WidgetParser:
+    parser = _WidgetParser()
+    parser.feed(html)
+    parser.close()
+    return parser
+
+
 def find_widgets(html: str) -> list[Widget]:
     """Every reCAPTCHA, Turnstile or hCaptcha widget in ``html``, in document order, its
     site key as written (check it against :data:`SITEKEY_RE` before use)."""
     if "data-sitekey" not in html:
         return []
-    parser = _WidgetParser()
-    parser.feed(html)
-    parser.close()
-    return parser.widgets
+    return _parsed(html).widgets
+
+
+def find_altcha(html: str, page_url: str) -> Challenge | None:
+    """The first ALTCHA widget (``<altcha-widget>``) in ``html`` that says where its
+    challenge is, with the form its payload is posted with. The widget's ``challenge``
+    (a URL, or the challenge's JSON), else ``challengejson``, else ``challengeurl``
+    (the attributes of earlier widget versions); a URL is resolved against the page, as
+    the widget resolves it. The payload goes in the field its ``name`` names
+    (:data:`ALTCHA_FIELD` by default)."""
+    if "altcha-widget" not in html:
+        return None
+    for widget in _parsed(html).altcha:
+        attributes = widget.attributes
+        source = (
+            attributes.get("challenge")
+            or attributes.get("challengejson")
+            or attributes.get("challengeurl")
+            or ""
+        ).strip()
+        name = widget.token_field
+        if not source or len(name) > MAX_FIELD_NAME or not name.isprintable():
+            continue
+        action, fields = widget.form or ("", {})
+        inline = source.startswith("{")
+        return Challenge(
+            "altcha",
+            "",
+            name,
+            urljoin(page_url, action),
+            dict(fields),
+            captcha_url="" if inline else urljoin(page_url, source),
+            challenge_json=source if inline else "",
+        )
+    return None
 
 
 #: DataDome's challenge object in its 403 page: ``var dd={'rt':'c','cid':...}``.
@@ -467,9 +521,12 @@ def detect_challenge(page: Page) -> Challenge | None:
 
 def find_challenge(html: str, page_url: str) -> Challenge | None:
     """The first reCAPTCHA, Turnstile or hCaptcha widget in ``html``, with the form
-    (absolute action URL and hidden fields) its token is submitted with."""
+    (absolute action URL and hidden fields) its token is submitted with; else the first
+    ALTCHA widget (:func:`find_altcha`)."""
     widgets = find_widgets(html)
-    if not widgets or not SITEKEY_RE.fullmatch(widgets[0].sitekey):
+    if not widgets:
+        return find_altcha(html, page_url)
+    if not SITEKEY_RE.fullmatch(widgets[0].sitekey):
         return None
     first = widgets[0]
     action, fields = first.form or ("", {})

@@ -3,7 +3,13 @@
 ``fetch_page(url, *, form=None)`` loads the host's shared cookies, requests the page
 through the worker's pinned proxy, and if the page is challenged (a reCAPTCHA,
 Turnstile or hCaptcha sitekey in it) gets a token (a pooled one first) and submits
-it, then saves the cookies for the whole cluster. A DataDome challenge (an HTTP 403
+it, then saves the cookies for the whole cluster. An ALTCHA widget's proof of work is
+solved by ``solve_altcha`` (on a worker, by default) and its payload posted the same
+way. A token the site refuses is solved again, up to ``CAPTCHA_TASKS_PAGE_ATTEMPTS``,
+for the form and widget the page shows when loaded again in the same session (a
+site's form is good once); each page carries its own copy of the site's cookies from
+its load to its post (:class:`~captcha_tasks.session.cookies.PageJar`), so the form
+goes out as the visitor that loaded it. A DataDome challenge (an HTTP 403
 with DataDome's captcha) is solved as the visitor that met it: through the worker's
 pinned proxy and with its session's user agent (DataDome binds its cookie to both),
 and its last step runs on the same worker (its direct queue), which sets the cookie
@@ -72,9 +78,10 @@ _SOLVERS = {
     "turnstile": "captcha_tasks.solve_turnstile",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
     "datadome": "captcha_tasks.solve_datadome",
+    "altcha": "captcha_tasks.solve_altcha",
 }
 #: Challenges a refused page is solved again for, on the form its reload shows.
-_RETRIED = frozenset({"recaptcha_v2", "turnstile", "hcaptcha"})
+_RETRIED = frozenset({"recaptcha_v2", "turnstile", "hcaptcha", "altcha"})
 
 
 def _check_form(form: Any) -> dict[str, str]:
@@ -102,14 +109,22 @@ def _captcha(challenge: Challenge, page_url: str) -> Captcha:
     return RecaptchaV2(challenge.sitekey, page_url)
 
 
-def _solve(task: PageTask, challenge: Challenge, page_url: str) -> Any:
+def _solve(task: PageTask, challenge: Challenge, page_url: str, *, isolated: bool = False) -> Any:
     """The solve of ``challenge``: through the proxy this worker fetched the page with
-    (DataDome: required, with the session's user agent and the cookie it was given)."""
+    (DataDome: required, with the session's user agent and the cookie it was given; an
+    isolated visitor's other solves: no proxy). ALTCHA's: its challenge, given inline
+    or fetched from its URL (allowlisted hosts only) by the worker that solves it."""
+    proxy = {"proxy_id": task.proxy_id} if task.proxy_id and not isolated else {}
+    if challenge.type == "altcha":
+        source = (
+            {"challenge_json": challenge.challenge_json}
+            if challenge.challenge_json
+            else {"challenge_url": challenge.captcha_url}
+        )
+        return app.signature(_SOLVERS["altcha"], args=(page_url,), kwargs={**source, **proxy})
     if challenge.type != "datadome":
         return app.signature(
-            _SOLVERS[challenge.type],
-            args=(challenge.sitekey, page_url),
-            kwargs={"proxy_id": task.proxy_id} if task.proxy_id else {},
+            _SOLVERS[challenge.type], args=(challenge.sitekey, page_url), kwargs=proxy
         )
     if not task.proxy_id:
         raise NoProxyAvailable(
@@ -185,13 +200,11 @@ def fetch_page(
         return _result(page, solved=False, source=None)
 
     if isolated:
-        if challenge.type == "datadome":
-            solve = _solve(self, challenge, page.url)
-        else:
-            solve = app.signature(_SOLVERS[challenge.type], args=(challenge.sitekey, page.url))
+        solve = _solve(self, challenge, page.url, isolated=challenge.type != "datadome")
         finish = _finish(self, challenge, page.url, fields, isolated=True)
         raise _replace(self, page.url, solve, finish)
-    if challenge.type == "datadome":  # a cookie bound to one identity: never pooled
+    if challenge.type in ("datadome", "altcha"):
+        # Never pooled: a cookie bound to one identity; a proof of work for one challenge.
         return _solve_under_lock(self, url, _host(page.url), fields)
 
     from ..engine.pool import TokenPool  # the worker's side: enqueuing loads no engine
@@ -354,7 +367,7 @@ def submit_challenge(
         try:
             page = _submit_token(self, challenge, solved["solution"], _check_form(form))
         except ChallengeRejected:
-            if attempt >= settings.page_attempts or not sitekey:
+            if attempt >= settings.page_attempts or challenge_type not in _RETRIED:
                 _judged(self, solve_id, accepted=False)
                 raise
             page, fresh = _reload(self, url, solve_id)
@@ -462,25 +475,19 @@ def _again(
     refused = sorted({name for name in refused if name in names})
     exclude = refused if len(refused) < len(names) else []
     extra: dict[str, Any] = {"attempt": attempt + 1, "refused": refused}
+    solve = _solve(task, challenge, url, isolated=isolated)
+    if exclude and challenge.type != "altcha":  # ALTCHA's is solved by the worker
+        solve.kwargs["exclude"] = exclude
     if isolated:
-        solve = app.signature(
-            _SOLVERS[challenge.type],
-            args=(challenge.sitekey, url),
-            kwargs={"exclude": exclude} if exclude else {},
-        )
         extra["isolated"] = True
-    else:
-        solve = _solve(task, challenge, url)
-        if exclude:
-            solve.kwargs["exclude"] = exclude
-        if lock_token:
-            from ..engine.timing import DEADLINE
+    elif lock_token:
+        from ..engine.timing import DEADLINE
 
-            lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
-            if not lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl):
-                return None
-            solve = solve.on_error(release_session_lock.s(host=host, token=lock_token))
-            extra.update(host=host, lock_token=lock_token)
+        lock = SessionLock.adopt(state_redis(settings), settings, host, lock_token)
+        if not lock.extend(settings.scaled(DEADLINE[challenge.type]) + settings.lock_ttl):
+            return None
+        solve = solve.on_error(release_session_lock.s(host=host, token=lock_token))
+        extra.update(host=host, lock_token=lock_token)
     finish = _finish(task, challenge, url, form, **extra)
     return _replace(task, url, solve, finish)
 

@@ -18,6 +18,11 @@ Routes:
     tokens solved for that one.
     ``?widget=turnstile`` or ``?widget=hcaptcha`` shows that widget instead, and
     ``&callback=1`` names a page function in ``data-callback`` (``demo_widgets``).
+    ``?widget=altcha``: ALTCHA's widget instead (``<altcha-widget challenge=...>``,
+    its payload posted in ``altcha``): a v2 challenge (``PBKDF2/SHA-256``) made by the
+    official ``altcha`` library from ``/altcha/challenge``; ``&altcha=v1``: a v1
+    challenge from the earlier widget's ``challengeurl``; ``&altcha=inline``: the v2
+    challenge in the page itself.
     ``?widget=datadome``: behind DataDome instead. The page opens with a ``datadome``
     cookie the sandbox solved (any dialect, in.php or JSON), sent from the user agent it
     was solved as and from the IP it was solved from (the IP it is first presented from
@@ -32,6 +37,10 @@ Routes:
     (in any widget's field, for the sitekey that form showed) sets
     ``qa_validation_cookie`` (HttpOnly, ~1800 s x time_scale) and redirects (302) to
     ``next`` (a local path only); a bad one answers 403 and its reason.
+``GET /altcha/challenge``
+    A fresh ALTCHA challenge signed with the site's key (``?version=1``: a v1 one). The
+    payload of its solution passes ``/verify`` once, before its ``expires``, as the
+    library's own ``verify_solution`` judges it.
 ``GET|POST /login``, ``GET /account``
     Username, password and a token, posted with the form ``GET /login`` gave (the same
     one-time ``csrf_token``), sign in (``demo_session`` cookie, 302 to /account).
@@ -46,9 +55,12 @@ Tokens, passwords and cookie values are never logged.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import datetime
 import hashlib
 import html
+import json
 import random
 import re
 import secrets
@@ -59,6 +71,9 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
+
+import altcha
+import altcha.v1
 
 from .demo_widgets import DATADOME_WIDGET, datadome_page, page_widget, posted_token, widget_markup
 from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
@@ -92,10 +107,23 @@ VISITOR_COOKIE = "demo_visitor"
 CSRF_FIELD = "csrf_token"
 #: Forms kept at most (the oldest forgotten first, as stale): a bound on the site's memory.
 MAX_FORMS = 100_000
+#: ``?widget=`` of a page behind ALTCHA, and the field its widget posts the payload in.
+ALTCHA_WIDGET = "altcha"
+ALTCHA_FIELD = "altcha"
+#: The site's v2 challenges: this key derivation at this cost, the counter to find drawn
+#: from 0 to ``ALTCHA_MAX_COUNTER`` (the library's deterministic mode: one answer).
+ALTCHA_ALGORITHM = "PBKDF2/SHA-256"
+ALTCHA_COST = 1_000
+ALTCHA_MAX_COUNTER = 200
+#: The site's v1 challenges' ``maxnumber`` (SHA-256).
+ALTCHA_V1_MAX_NUMBER = 50_000
+#: Unscaled seconds a challenge stays good (its signed ``expires``).
+ALTCHA_TTL = 600.0
 
 #: Counters in the demo site's ``/stats`` (zeroed by ``POST /reset``).
 DEMO_COUNTERS = (
     "pages_served",  # content pages (/page/* with a valid validation cookie)
+    "altcha_challenges",  # GET /altcha/challenge
     "challenges",  # challenge pages (/page/* without one)
     "tokens_accepted",  # tokens that passed (POST /verify, POST /login)
     "tokens_rejected",  # missing, unknown, reused, expired or wrong-sitekey tokens
@@ -113,7 +141,9 @@ _SECRETS_RE = re.compile(
     r"[^&;\s\"']*",
     re.IGNORECASE,
 )
-_ROUTES = frozenset({"/", "/verify", "/login", "/account", "/redirect", "/stats", "/reset"})
+_ROUTES = frozenset(
+    {"/", "/verify", "/login", "/account", "/redirect", "/stats", "/reset", "/altcha/challenge"}
+)
 _PAGE = (
     '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
     "</head>\n<body>\n{body}\n</body></html>\n"
@@ -140,6 +170,8 @@ class DemoSite:
         self._peers: list[SandboxState] = []
         self._forms: dict[str, IssuedForm] = {}  # csrf_token -> the form it was issued with
         self._loads = 0  # challenge forms issued: the rotating sitekey's counter
+        self._altcha_key = secrets.token_hex(32)  # signs the site's ALTCHA challenges
+        self._altcha_spent: dict[str, float] = {}  # a solved challenge's signature -> expiry
 
     @property
     def sitekey(self) -> str:
@@ -219,6 +251,72 @@ class DemoSite:
                 self._counts["expired_forms"] += 1
                 return "expired-form"
             return form
+
+    def altcha_challenge(self, version: int = 2) -> dict[str, Any]:
+        """A fresh ALTCHA challenge as the widget fetches it, made by the official
+        library with the site's key: v2 (key derivation) or v1 (a hash)."""
+        ttl = self.lifetime(ALTCHA_TTL)
+        self.count("altcha_challenges")
+        with self._lock:
+            counter = self._rng.randint(0, ALTCHA_MAX_COUNTER)
+            number = self._rng.randint(0, ALTCHA_V1_MAX_NUMBER)
+        if version == 1:
+            expires = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=ttl)
+            options = altcha.v1.ChallengeOptions(
+                algorithm="SHA-256",
+                max_number=ALTCHA_V1_MAX_NUMBER,
+                hmac_key=self._altcha_key,
+                number=number,
+                expires=expires,
+            )
+            v1 = altcha.v1.create_challenge(options)
+            return dict(v1.to_dict())
+        challenge = altcha.create_challenge(
+            ALTCHA_ALGORITHM,
+            ALTCHA_COST,
+            counter=counter,
+            expires_at=int(time.time() + max(1.0, ttl)),
+            hmac_secret=self._altcha_key,
+        )
+        return dict(challenge.to_dict())
+
+    def check_altcha(self, payload: str) -> str | None:
+        """Judge an ALTCHA payload as the site's server does: the library's own
+        ``verify_solution`` (v2) or ``verify_solution_v1`` (v1) with the site's key, and
+        a challenge solved once. None if it passed, else the reason."""
+        reason = self._altcha_reason(payload)
+        self.count("tokens_accepted" if reason is None else "tokens_rejected")
+        return reason
+
+    def _altcha_reason(self, payload: str) -> str | None:
+        if not payload:
+            return "missing-input-response"
+        try:
+            decoded = json.loads(base64.b64decode(payload, validate=True))
+        except ValueError:
+            return "altcha-invalid"
+        if not isinstance(decoded, dict):
+            return "altcha-invalid"
+        challenge = decoded.get("challenge")
+        if isinstance(challenge, dict):  # v2: {"challenge": {parameters, signature}, ...}
+            result = altcha.verify_solution(payload, self._altcha_key)
+            if not result.verified:
+                return "altcha-expired" if result.expired else "altcha-invalid"
+            signature = str(challenge.get("signature"))
+            expires_at = float(challenge.get("parameters", {}).get("expiresAt") or 0)
+        else:
+            verified, _ = altcha.v1.verify_solution(payload, self._altcha_key, True)
+            if not verified:
+                return "altcha-invalid"
+            signature = str(decoded.get("signature"))
+            expires_at = time.time() + self.lifetime(ALTCHA_TTL)
+        with self._lock:
+            now = time.time()
+            _prune(self._altcha_spent, now, lambda expires: expires)
+            if signature in self._altcha_spent:
+                return "altcha-replayed"
+            self._altcha_spent[signature] = max(expires_at, now + 1.0)
+        return None
 
     def issue_validation(self) -> str:
         value = secrets.token_urlsafe(32)
@@ -336,6 +434,9 @@ class DemoHandler(SandboxHandler):
         post = self.command == "POST"
         if path.startswith("/page/") and not post:
             self._page(path, query)
+        elif path == "/altcha/challenge" and not post:
+            version = dict(parse_qsl(query)).get("version") == "1"
+            self._send_json(200, demo.altcha_challenge(1 if version else 2))
         elif path == "/verify" and post:
             self._verify(query, body)
         elif path == "/login" and post:
@@ -378,6 +479,11 @@ class DemoHandler(SandboxHandler):
             self._html(200, f"page {name}", body)
             return
         demo.count("challenges")
+        if params.get("widget") == ALTCHA_WIDGET:
+            self._form_page(
+                200, "Just a moment...", self._altcha_form, target, params.get("altcha", "")
+            )
+            return
         widget, callback = page_widget(query, demo.sitekey)
 
         def challenge_form(visitor: str) -> str:
@@ -469,6 +575,27 @@ class DemoHandler(SandboxHandler):
         )
         self._html(403, "Verification failed", body)
 
+    def _altcha_form(self, visitor: str, target: str, variant: str) -> str:
+        """The challenge form of a page behind ALTCHA: the widget where it looks for its
+        challenge (``variant``: ``v1``, ``inline``, or the current widget's URL)."""
+        demo = self.server.demo
+        csrf = demo.issue_form(visitor, ALTCHA_FIELD, "")
+        if variant == "v1":
+            widget = '<altcha-widget challengeurl="/altcha/challenge?version=1"></altcha-widget>'
+        elif variant == "inline":
+            inline = html.escape(json.dumps(demo.altcha_challenge()), quote=True)
+            widget = f'<altcha-widget challenge="{inline}"></altcha-widget>'
+        else:
+            widget = '<altcha-widget challenge="/altcha/challenge"></altcha-widget>'
+        return (
+            "<h1>Checking that you are not a robot</h1>\n"
+            '<form method="post" action="/verify">\n'
+            f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
+            f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
+            f"{widget}\n"
+            '<button type="submit">Continue</button>\n</form>'
+        )
+
     def _check_post(self, params: dict[str, str], *, only_field: str = "") -> str | None:
         """Why a posted form is refused (None: it passes): first the form itself (one
         this visitor loaded, not posted before, not expired), then its token, checked
@@ -478,6 +605,8 @@ class DemoHandler(SandboxHandler):
         form = demo.take_form(params.get(CSRF_FIELD, ""), self._cookie(VISITOR_COOKIE))
         if isinstance(form, str):
             return form
+        if form.token_field == ALTCHA_FIELD:
+            return demo.check_altcha(params.get(ALTCHA_FIELD, ""))
         if only_field:
             token, sitekey = params.get(only_field, ""), form.sitekey
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import http.client
 import logging
 import os
@@ -94,7 +95,7 @@ class Demo:
         page = requests.get(f"{self.url}{path}", cookies=cookies, timeout=5)
         if not visitor:
             self.session.cookies.set(VISITOR_COOKIE, page.cookies[VISITOR_COOKIE])
-        return dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page.text))
+        return hidden_fields(page.text)
 
     def verify(self, token: str, next_path: str = "/page/1", **kwargs: Any) -> requests.Response:
         """Post ``token`` with a form loaded for it (``next_path``'s challenge)."""
@@ -127,6 +128,12 @@ def make_demo(sandbox_factory: Callable[..., SandboxServer]) -> Iterator[Callabl
 @pytest.fixture
 def demo(make_demo: Callable[..., Demo]) -> Demo:
     return make_demo()
+
+
+def hidden_fields(page: str) -> dict[str, str]:
+    """A page's hidden form fields, as a browser posts them (entities decoded)."""
+    pairs = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page)
+    return {name: html.unescape(value) for name, value in pairs}
 
 
 def reason_of(reply: requests.Response) -> str:
@@ -640,14 +647,63 @@ def test_a_rotating_sitekey_takes_only_tokens_for_the_form_that_showed_it(
     assert all(len(key) == len(DEMO_SITEKEY) and key[:-4] == DEMO_SITEKEY[:-4] for key in keys)
     # A token for the sitekey an earlier load showed is refused on this load's form.
     page = demo.get("/page/1").text
-    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    form = hidden_fields(page)
     current = SITEKEY_RE.search(page)
     assert current
     stale_key = demo.post("/verify", {**form, "g-recaptcha-response": demo.solve(sitekey=keys[0])})
     assert reason_of(stale_key) == "sitekey-secret-mismatch"
     page = demo.get("/page/1").text
-    form = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', page))
+    form = hidden_fields(page)
     fresh = SITEKEY_RE.search(page)
     assert fresh
     token = demo.solve(sitekey=fresh[1])
     assert demo.post("/verify", {**form, "g-recaptcha-response": token}).status_code == 302
+
+
+# -- ALTCHA, made and judged by the official library --------------------------------
+
+
+@pytest.mark.parametrize("variant", ["", "v1", "inline"])
+def test_an_altcha_page_is_passed_once_with_a_payload_the_library_solved(
+    demo: Demo, variant: str
+) -> None:
+    import base64
+    import json
+
+    import altcha
+    import altcha.v1
+
+    path = f"/page/4?widget=altcha{'&altcha=' + variant if variant else ''}"
+    page = demo.get(path).text
+    widget = re.search(r'<altcha-widget (challenge|challengeurl)="([^"]+)"', page)
+    assert widget, page
+    source = html.unescape(widget[2])
+    raw = json.loads(source) if source.startswith("{") else demo.get(source).json()
+    if variant == "v1":
+        # The Python library's spelling (altcha-lib's JavaScript writes maxnumber).
+        assert raw["algorithm"] == "SHA-256" and raw["maxNumber"] == 50_000
+        found = altcha.v1.solve_challenge(
+            raw["challenge"], raw["salt"], raw["algorithm"], raw["maxNumber"], 0
+        )
+        assert found is not None
+        payload = base64.b64encode(
+            json.dumps(
+                {
+                    **{k: raw[k] for k in ("algorithm", "challenge", "salt", "signature")},
+                    "number": found.number,
+                }
+            ).encode()
+        ).decode()
+    else:
+        assert raw["parameters"]["algorithm"] == "PBKDF2/SHA-256"
+        challenge = altcha.Challenge.from_dict(raw)
+        solution = altcha.solve_challenge(challenge)
+        assert solution is not None
+        payload = altcha.Payload(challenge, solution).to_base64()
+    passed = demo.post("/verify", {**hidden_fields(page), "altcha": payload})
+    assert (passed.status_code, passed.headers["Location"]) == (302, path), passed.text
+    again = demo.post("/verify", {**demo.form(path), "altcha": payload})
+    assert reason_of(again) == "altcha-replayed"
+    forged = demo.post("/verify", {**demo.form(path), "altcha": payload[:-8] + "AAAAAAA="})
+    assert reason_of(forged) == "altcha-invalid"
+    assert (demo.stats()["tokens_accepted"], demo.stats()["tokens_rejected"]) == (1, 2)

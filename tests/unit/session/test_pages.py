@@ -164,3 +164,56 @@ def test_turnstile_and_plain_pages() -> None:
     assert found.action == "https://example.com/"
     assert find_challenge("<h1>page 7</h1>", "https://example.com/") is None
     assert find_challenge('<div data-sitekey="x"></div>', "https://example.com/") is None
+
+
+@pytest.mark.parametrize(
+    "widget,url,inline",
+    [
+        (
+            '<altcha-widget challenge="/altcha/c"></altcha-widget>',
+            "https://shop.example/altcha/c",
+            "",
+        ),
+        (
+            '<altcha-widget challengeurl="c?v=1"></altcha-widget>',
+            "https://shop.example/p/c?v=1",
+            "",
+        ),
+        (
+            '<altcha-widget challenge="{&quot;signature&quot;: &quot;s&quot;}"></altcha-widget>',
+            "",
+            '{"signature": "s"}',
+        ),
+        (
+            '<altcha-widget challengejson=\'{"salt": "x"}\'></altcha-widget>',
+            "",
+            '{"salt": "x"}',
+        ),
+    ],
+)
+def test_an_altcha_widget_says_where_its_challenge_is(widget: str, url: str, inline: str) -> None:
+    page = (
+        '<form method="post" action="/verify"><input type="hidden" name="csrf_token" '
+        f'value="t1">{widget}</form>'
+    )
+    challenge = find_challenge(page, "https://shop.example/p/1")
+    assert challenge is not None
+    assert (challenge.type, challenge.sitekey, challenge.token_field) == ("altcha", "", "altcha")
+    assert (challenge.captcha_url, challenge.challenge_json) == (url, inline)
+    assert challenge.action == "https://shop.example/verify"
+    assert challenge.fields == {"csrf_token": "t1"}
+
+
+def test_an_altcha_widget_posts_in_the_field_its_name_names_and_a_sitekey_widget_comes_first() -> (
+    None
+):
+    named = '<altcha-widget name="pow" challenge="/c"></altcha-widget>'
+    found = find_challenge(named, "https://shop.example/")
+    assert found is not None and found.token_field == "pow"
+    both = (
+        named + '<div class="h-captcha" data-sitekey="5ab0c1d2-e3f4-4a5b-8c6d-7e8f9a0b1c2d"></div>'
+    )
+    found = find_challenge(both, "https://shop.example/")
+    assert found is not None and found.type == "hcaptcha"
+    # A widget that says nothing of its challenge is not one to solve.
+    assert find_challenge("<altcha-widget></altcha-widget>", "https://shop.example/") is None
