@@ -36,6 +36,7 @@ LAZY_COMMANDS: dict[str, str] = {
     "proxies": "captcha_tasks.cli.proxies:proxies_group",
     "watch": "captcha_tasks.cli.monitor:watch_command",
     "status": "captcha_tasks.cli.monitor:status_command",
+    "purge": "captcha_tasks.cli.purge:purge_command",
     "rollout": "captcha_tasks.cli.fleet:rollout_command",
     "check": "captcha_tasks.cli.fleet:check_command",
     "bridge": "captcha_tasks.cli.bridge:bridge_group",

@@ -28,9 +28,14 @@ from .queue import SolveQueue
 from .spend import DEFAULT_PROVIDER, CostSource, Spend, price_of, tell_spent
 from .timing import FirstPollLearner
 
-__all__ = ["Completer", "Finisher"]
+__all__ = ["Completer", "Finisher", "revoked_fields"]
 
 log = logging.getLogger(__name__)
+
+
+def revoked_fields(reason: str) -> dict[str, Any]:
+    """What a revoked job's hash records of its end (it ends ``failed``, ``revoked`` set)."""
+    return {"error": "REVOKED", "error_type": "TaskRevoked", "error_message": reason, "revoked": 1}
 
 
 class Completer(Protocol):
@@ -39,6 +44,8 @@ class Completer(Protocol):
     def succeed(self, job: Job, result: dict[str, Any]) -> None: ...
 
     def fail(self, job: Job, error: CaptchaTasksError) -> None: ...
+
+    def revoke(self, job: Job, reason: str) -> None: ...
 
 
 class _Solved(NamedTuple):
@@ -213,6 +220,40 @@ class Finisher:
         self.queue.reported(job.task_id)
         return True
 
+    def revoke(self, job: Job, reason: str) -> str:
+        """End ``job`` as revoked (Celery's ``revoke``): its caller's ``get()`` raises
+        ``TaskRevokedError``. One no provider was sent (``waiting``, ``submitting``)
+        leaves the queue and spends nothing; one at the provider (``polling``: this
+        lane's) is read no more, and its captcha, billed at submit, is counted in the
+        spend. Returns the state it was revoked from, ``""`` if it was not this engine's
+        to end now (ended already; being sent, or another lane's at the provider)."""
+        now = self.clock()
+        fields = revoked_fields(reason)
+        if job.state == "polling":
+            if job.provider != self.provider_name:
+                return ""
+            cost, source = price_of(job.type, None, self.prices)
+            spend = Spend(self.provider_name, job.type, now, cost)
+            ended = self.queue.finish(
+                job, "failed", fields, now, captcha_id=job.captcha_id, spend=spend
+            )
+            if ended:
+                tell_spent(spend, source)
+            was = "polling" if ended else ""
+        elif job.state == "submitting" and job.provider != self.provider_name:
+            return ""
+        else:
+            was = self.queue.revoke_unsent(job, fields, now)
+        if not was:
+            return ""
+        self.observer.noted("revoked")
+        if job.pool:
+            self.pool.fill_ended(job.pool, job.task_id)
+        else:
+            self.completer.revoke(job, reason)
+        self.queue.reported(job.task_id)
+        return was
+
     def report_again(self, job: Job, fields: dict[str, str]) -> None:
         """A job that ended but whose engine died before telling Celery: tell it now
         from the stored outcome (callbacks may run twice then, as with any redelivered
@@ -226,6 +267,8 @@ class Finisher:
             return
         if job.state == "done":
             self.completer.succeed(job, json.loads(fields["result"]))
+        elif fields.get("revoked"):
+            self.completer.revoke(job, fields.get("error_message", "revoked"))
         else:
             cls = getattr(errors, fields.get("error_type", ""), None)
             if not (isinstance(cls, type) and issubclass(cls, CaptchaTasksError)):

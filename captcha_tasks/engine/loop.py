@@ -39,7 +39,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -72,6 +73,12 @@ log = logging.getLogger(__name__)
 
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
+#: Seconds an engine keeps trying a revocation it cannot settle yet: a job being sent
+#: (ended once its captcha id is recorded, or its send fails), at another provider's
+#: lane (that lane's engine ends it), or not admitted yet (its message on its way).
+REVOKE_PATIENCE = 60.0
+#: Least seconds between two looks at the revocations not settled yet.
+REVOKE_EVERY = 0.5
 #: Least seconds between two of an engine's looks at Redis (not one per call that ends:
 #: :mod:`.own_due` knows what its own calls scheduled): for what other engines and
 #: expired claims make due.
@@ -179,6 +186,11 @@ class Engine:
         )
         self.submitter = Submitter(self, provider)
         self.poller.on_freed = self.refill
+        # Revoked task ids not settled yet -> when to stop trying (monotonic seconds).
+        self._revoking: dict[str, float] = {}
+        self._revoke_lock = threading.Lock()
+        self._revoke_reason = "revoked"
+        self._revoke_looked = float("-inf")
 
     @property
     def provider(self) -> Provider:
@@ -216,12 +228,69 @@ class Engine:
         with contextlib.suppress(redis.RedisError):  # else its mark expires on its own
             self.refusal.forget()
 
+    def revoke(self, task_ids: Iterable[str], reason: str = "revoked") -> None:
+        """Revoke these solves (Celery's ``revoke`` reached this worker), on the engine's
+        thread at its next turn (:meth:`.Finisher.revoke`): a waiting one leaves the queue
+        unsent; one at the provider is read no more. A job this engine cannot end yet
+        (being sent; at another provider; not admitted yet) is tried again for
+        :data:`REVOKE_PATIENCE` seconds."""
+        until = time.monotonic() + REVOKE_PATIENCE
+        with self._revoke_lock:
+            self._revoke_reason = reason
+            for task_id in task_ids:
+                self._revoking[str(task_id)] = until
+            self._revoke_looked = float("-inf")
+        self._kick.set()
+
+    @property
+    def calls_in_progress(self) -> int:
+        """Provider calls (submits and reads) this engine is making now."""
+        return self._in_flight()
+
+    def revoking(self) -> int:
+        """Revocations this engine has not settled yet."""
+        with self._revoke_lock:
+            return len(self._revoking)
+
+    def _revoke_pending(self) -> bool:
+        """Settle what revocations it can; True if any job was ended."""
+        now = time.monotonic()
+        with self._revoke_lock:
+            if not self._revoking or now - self._revoke_looked < REVOKE_EVERY:
+                return False
+            self._revoke_looked = now
+            pending, reason = dict(self._revoking), self._revoke_reason
+        settled, ended = [], False
+        for task_id, until in pending.items():
+            fields = self.queue.job_fields(task_id)
+            job = Job.from_fields(task_id, fields) if fields else None
+            if job is not None and job.state not in ("done", "failed", "sending"):
+                was = self.finisher.revoke(job, reason)
+                if was:
+                    ended = True
+                    log.info(
+                        "engine %s: revoked %s (%s)",
+                        self.name,
+                        task_id,
+                        "nothing sent" if was != "polling" else "no longer read",
+                    )
+                    settled.append(task_id)
+                    continue
+            if (job is not None and job.state in ("done", "failed")) or now > until:
+                settled.append(task_id)
+        with self._revoke_lock:
+            for task_id in settled:
+                if self._revoking.get(task_id) == pending[task_id]:
+                    del self._revoking[task_id]
+        return ended
+
     def _run(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
             try:
                 looked = self._looked_at
-                worked = self.step()
+                worked = self._revoke_pending()
+                worked = self.step() or worked
                 if not worked:
                     self._idle()
                 if worked or self._looked_at != looked:

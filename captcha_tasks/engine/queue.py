@@ -373,6 +373,25 @@ class SolveQueue:
             args += [name, value]
         return keys, args
 
+    def job_fields(self, task_id: str) -> dict[str, str]:
+        """A job's fields as they are now ({} when there is no such job)."""
+        fields: dict[str, str] = self.redis.hgetall(self.keys.job(task_id))  # type: ignore[assignment]
+        return fields
+
+    def revoke_unsent(
+        self, job: Job, fields: dict[str, Any], now: float, *, waiting_only: bool = False
+    ) -> str:
+        """End ``job``, which no provider has been sent, with ``fields`` (``revoke.lua``):
+        out of the waiting queue, its thread freed if it took one of this lane's. The
+        state it was revoked from (``waiting``, ``submitting``), or ``""`` when it was not
+        this call's to end (ended, being sent, at the provider, another lane's; taken for
+        a submit, with ``waiting_only``)."""
+        args: list[Any] = [job.task_id, now + self.claim_s, "waiting" if waiting_only else ""]
+        for name, value in fields.items():
+            args += [name, value]
+        keys = [self.keys.job(job.task_id), self.keys.waiting, self.due_key, self.budget_key]
+        return str(run(self.redis, "revoke", keys, args) or "")
+
     def reported(self, task_id: str) -> None:
         """An ended job's outcome reached its caller: nobody needs to report it again."""
         self.reported_many([task_id])

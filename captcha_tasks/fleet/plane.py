@@ -17,18 +17,26 @@ __all__ = ["ControlPlane", "Pending", "RestartOutcome", "Restarter", "shell_rest
 
 @dataclass(frozen=True)
 class Pending:
-    """Tasks a worker still holds."""
+    """Work a worker still holds: its active, reserved and scheduled tasks, and the
+    provider calls its solve engines are making (``inspect solves``; the solves
+    themselves are the cluster's, and other workers' engines go on with them)."""
 
     active: int = 0
     reserved: int = 0
     scheduled: int = 0
+    solve_calls: int = 0
 
     @property
     def total(self) -> int:
-        return self.active + self.reserved + self.scheduled
+        return self.active + self.reserved + self.scheduled + self.solve_calls
 
     def as_dict(self) -> dict[str, int]:
-        return {"active": self.active, "reserved": self.reserved, "scheduled": self.scheduled}
+        return {
+            "active": self.active,
+            "reserved": self.reserved,
+            "scheduled": self.scheduled,
+            "solve_calls": self.solve_calls,
+        }
 
 
 class ControlPlane(Protocol):

@@ -252,7 +252,8 @@ class Rollout:
                 worker,
                 f"drain timeout after {report.drain_seconds:.1f} s with "
                 f"{pending.active} active, {pending.reserved} reserved, "
-                f"{pending.scheduled} scheduled left: late acks requeue them, "
+                f"{pending.scheduled} scheduled, {pending.solve_calls} provider calls "
+                "left: late acks requeue the tasks, the engine's stop waits for its calls, "
                 "none is lost",
             )
 

@@ -90,15 +90,15 @@ def _install_steps() -> None:
 
 
 _install_steps()
+# The inspect commands (fleet_version, solves): the `celery` command line sends only those
+# registered in its own process, so they are registered wherever the app is imported.
+from . import inspect_commands  # noqa: E402, F401
 
 
 @signals.worker_init.connect  # type: ignore[untyped-decorator]
 def _on_worker_init(sender: Any = None, **_: Any) -> None:
     if getattr(sender, "app", None) is not app:
         return  # another application's worker in this process
-    # Registers the fleet_version inspect command (Celery's command registry is global
-    # to the process: only a worker of this app adds it).
-    from . import control  # noqa: F401
     from .celery_internals.broker import scrub_broker_stats
     from .celery_internals.tracer import install_tracer_hooks
     from .celery_internals.versions import warn_if_untested

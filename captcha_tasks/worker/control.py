@@ -1,41 +1,24 @@
-"""Remote-control commands every worker answers (imported by ``captcha_tasks.app``).
-
-``fleet_version``: what a worker runs, for ``captcha-tasks rollout`` (and anyone)::
-
-    celery -A captcha_tasks inspect fleet_version
-    -> {"celery@w1": {"version": "0.2.0", "pid": 4242, "hostname": "celery@w1"}}
-
-It answers from the worker's main process, so it reports the version the process
-was started with (``CAPTCHA_TASKS_VERSION``, else the package's).
-"""
+"""Celery remote control for the rollout (:class:`CeleryControlPlane`); the inspect
+commands every worker answers are in :mod:`.inspect_commands`."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from celery import Celery
 from celery.utils.nodenames import worker_direct
-from celery.worker.control import inspect_command
 
 from ..fleet.health import HealthResult, run_health_check
 from ..fleet.rollout import Pending
-from ..version import worker_version
+from .inspect_commands import FLEET_VERSION_COMMAND, SOLVES_COMMAND, fleet_version, solves
 
-__all__ = ["FLEET_VERSION_COMMAND", "CeleryControlPlane", "fleet_version"]
-
-#: The inspect command's name (``app.control.broadcast(FLEET_VERSION_COMMAND, reply=True)``).
-FLEET_VERSION_COMMAND = "fleet_version"
-
-
-@inspect_command()  # type: ignore[untyped-decorator]
-def fleet_version(state: Any, **kwargs: Any) -> dict[str, Any]:
-    """The version this worker reports, its pid and node name."""
-    return {
-        "version": worker_version(),
-        "pid": os.getpid(),
-        "hostname": state.consumer.hostname,
-    }
+__all__ = [
+    "FLEET_VERSION_COMMAND",
+    "SOLVES_COMMAND",
+    "CeleryControlPlane",
+    "fleet_version",
+    "solves",
+]
 
 
 class CeleryControlPlane:
@@ -92,7 +75,10 @@ class CeleryControlPlane:
             if not isinstance(reply, list):
                 return None
             counts.append(len(reply))
-        return Pending(*counts)
+        held = self._broadcast(SOLVES_COMMAND, worker).get(worker)
+        calls = held.get("calls", 0) if isinstance(held, dict) else 0
+        active, reserved, scheduled = counts
+        return Pending(active, reserved, scheduled, solve_calls=int(calls))
 
     def health(self, worker: str, check: str, expected_version: str) -> HealthResult:
         return run_health_check(

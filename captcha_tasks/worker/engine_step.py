@@ -31,12 +31,20 @@ from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
 from ..state import Keys, state_redis
 from ..state.clock import clock_of
-from .celery_internals import completion
+from .celery_internals import completion, revoke
 from .redacted import task_reprs
 
-__all__ = ["CeleryCompleter", "SolveEngineStep"]
+__all__ = ["CeleryCompleter", "SolveEngineStep", "running_engines"]
 
 log = logging.getLogger(__name__)
+
+#: The engines of the worker running in this process (one per provider), while it runs.
+_running: list[Engine] = []
+
+
+def running_engines() -> list[Engine]:
+    """This worker's engines (none outside a worker, or before its start)."""
+    return list(_running)
 
 
 class CeleryCompleter:
@@ -192,6 +200,16 @@ class CeleryCompleter:
             )
         self._count(started)
 
+    def revoke(self, job: Job, reason: str) -> None:
+        """What a worker does with a revoked task (the backend's ``mark_as_revoked``: its
+        caller's ``get()`` raises ``TaskRevokedError``), then the event and the log line."""
+        started = time.thread_time()
+        request = self._request(job)
+        self.app.backend.mark_as_revoked(job.task_id, reason, request=request)
+        self._send("task-revoked", uuid=job.task_id, terminated=False, signum=None, expired=False)
+        log.info("Task %s[%s] revoked: %s", self._name(job, request), job.task_id, reason)
+        self._count(started)
+
 
 class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
     """Starts the engine once the worker's pool is up; stops it on shutdown."""
@@ -264,11 +282,23 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
                 settings.batch_poll,
             )
 
+        if self.engines:
+            revoke.install(self.revoke)
+        _running[:] = self.engines
+
+    def revoke(self, task_ids: list[str], terminate: bool) -> None:
+        """Celery's ``revoke`` reached this worker: every engine of it ends those of the
+        ids that are solves it can end (waiting, or at its provider); ``terminate`` changes
+        nothing, as no pool process runs a solve."""
+        for engine in self.engines:
+            engine.revoke(task_ids)
+
     def stop(self, worker: Any) -> None:
         for watch in self.balances:
             watch.stop()
         self.balances = []
         engines, self.engines = self.engines, []
+        _running.clear()
         for engine in engines:
             engine.stop()
         if engines:

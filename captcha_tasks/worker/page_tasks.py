@@ -31,18 +31,21 @@ errback if the solve fails.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any, cast
 from urllib.parse import urlsplit
 
+import redis
 from celery.exceptions import Ignore
+from celery.signals import task_revoked
 from celery.utils.nodenames import worker_direct
 
 from ..errors import ChallengeRejected, InvalidTaskInput, NoProxyAvailable
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
 from ..results import PageResult
 from ..session import parking
-from ..session.cookies import CookieStore
+from ..session.cookies import CookieStore, PageJar, normalize_host
 from ..session.locks import SessionLock
 from ..session.pages import (
     Challenge,
@@ -532,6 +535,27 @@ def release_session_lock(
 
     settings = get_settings()
     release_and_wake(self.app, SessionLock.adopt(state_redis(settings), settings, host, token))
+
+
+@task_revoked.connect
+def release_revoked_page(sender: Any = None, request: Any = None, **kwargs: Any) -> None:
+    """A page revoked while its solve ran: Celery drops its last step (``submit_challenge``,
+    under the page's id) unrun, so the host's session lock that step holds is released
+    here, and the page's own cookies deleted, instead of waiting for the lock's TTL."""
+    if getattr(sender, "name", None) != submit_challenge.name:
+        return
+    from ..settings import get_settings
+
+    given = getattr(request, "kwargs", None) or {}
+    host, token, url = given.get("host"), given.get("lock_token"), given.get("url")
+    settings = get_settings()
+    client = state_redis(settings)
+    if isinstance(host, str) and isinstance(token, str) and host and token:
+        release_and_wake(app, SessionLock.adopt(client, settings, host, token))
+    page_id = getattr(request, "id", None)
+    if isinstance(url, str) and isinstance(page_id, str) and page_id:
+        with contextlib.suppress(InvalidTaskInput, redis.RedisError):
+            PageJar(client, settings, page_id).clear(normalize_host(url))
 
 
 @app.task(name="captcha_tasks.sweep_session_lock", base=RedactedTask, bind=True, ignore_result=True)

@@ -13,8 +13,10 @@ used: where it does not hold, the touch point takes the public path and says so 
 redis-py is outside the tested ranges.
 
 - :mod:`.broker`: kombu's Redis transport, a task message recorded as unacknowledged
-  when it is published (``kombu-redis-publish``, ``kombu-registries``), and the broker
-  entry of ``inspect stats`` without secrets (``celery-connection-info``);
+  when it is published (``kombu-redis-publish``, ``kombu-registries``), a purge that
+  ends the waiting solves too (``kombu-redis-purge``), and the broker entry of
+  ``inspect stats`` without secrets (``celery-connection-info``);
+- :mod:`.revoke`: Celery's ``revoke`` handed to the engines (``celery-revoke-command``);
 - :mod:`.admit_inline`: solves admitted in the worker's consumer (``celery-strategy``);
 - :mod:`.result_backend`: a final state stays final; ``get()`` returns at once
   (``celery-redis-backend``);

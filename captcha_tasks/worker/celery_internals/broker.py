@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
 import time
 from collections.abc import Iterable, Iterator
@@ -65,6 +66,8 @@ from ...settings import Settings
 from ...state.clock import clock_of
 from ...state.redis import sentinel_kwargs
 from .contracts import holds
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "KOMBU_TRANSPORTS",
@@ -151,6 +154,31 @@ class Channel(kombu_redis.Channel):
         if cached is None or cached.connection_pool is not pool:
             cached = self.__dict__["_pool_client"] = self._create_client()
         yield cached
+
+    def _purge(self, queue: str) -> int:
+        """kombu's purge of ``queue`` (``celery purge``, ``app.control.purge()``), and,
+        when solve tasks are sent to it, the solves waiting for a provider's thread
+        (:func:`captcha_tasks.worker.purge.purge_waiting_solves`): admitted as soon as a
+        worker received them, they are in no queue of the broker, and a purge that
+        found none of them would say the queue is empty while they run on. Relies on
+        kombu's ``queue_purge`` calling ``_purge`` (``kombu-redis-purge``); where it does
+        not, the broker's queue alone is purged and ``captcha-tasks purge`` ends the
+        waiting solves. No upstream issue: kombu has no hook around a purge."""
+        purged = int(super()._purge(queue))
+        if not holds("kombu-redis-purge"):
+            return purged
+        from celery import current_app
+
+        from ..purge import purge_waiting_solves, solve_queues
+
+        app = current_app._get_current_object()
+        if queue not in solve_queues(app):
+            return purged
+        try:
+            return purged + purge_waiting_solves(app)
+        except Exception as exc:  # the broker's queue is purged all the same
+            log.warning("could not purge the waiting solves: %s", exc)
+            return purged
 
     def _put(self, queue: str, message: dict[str, Any], **kwargs: Any) -> None:
         headers = message.get("headers") or {}

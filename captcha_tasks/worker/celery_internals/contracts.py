@@ -253,6 +253,29 @@ def _celery_consumer_log() -> None:
     _source_mentions(step.start, "'Connected to %s'", "Celery's consumer Connection step")
 
 
+def _kombu_redis_purge() -> None:
+    virtual = _module("kombu.transport.virtual.base")
+    channel = _attr(virtual, "Channel", "kombu.transport.virtual.base")
+    _source_mentions(
+        _attr(channel, "queue_purge", "kombu's virtual Channel"),
+        "self._purge(",
+        "kombu's `queue_purge`",
+    )
+    redis_channel = _attr(_module("kombu.transport.redis"), "Channel", "kombu.transport.redis")
+    _parameters(_attr(redis_channel, "_purge", "kombu's Redis Channel"), "queue", "its `_purge`")
+
+
+def _celery_revoke_command() -> None:
+    control = _module("celery.worker.control")
+    panel = _attr(control, "Panel", "celery.worker.control")
+    handlers = _attr(panel, "data", "Celery's control Panel")
+    if not isinstance(handlers, dict) or not callable(handlers.get("revoke")):
+        raise Broken("Celery's control Panel no longer keeps its `revoke` handler in `data`")
+    _parameters(handlers["revoke"], "state task_id terminate signal", "Celery's `revoke` handler")
+    pidbox = _attr(_module("celery.worker.pidbox"), "Pidbox", "celery.worker.pidbox")
+    _source_mentions(pidbox.__init__, "Panel.data", "Celery's Pidbox")
+
+
 #: Every assumption of the seam, by name.
 ASSUMPTIONS: dict[str, Assumption] = {
     a.name: a
@@ -342,6 +365,25 @@ ASSUMPTIONS: dict[str, Assumption] = {
             "failed reconnection, besides the worker's one outage report",
             "none: would need a signal on connection loss and recovery",
             _celery_consumer_log,
+        ),
+        Assumption(
+            "kombu-redis-purge",
+            "kombu's `queue_purge` (`celery purge`, `app.control.purge()`) empties a queue "
+            "through its channel's `_purge(queue)`",
+            "a purge empties the broker's queue only: `captcha-tasks purge` ends the solves "
+            "waiting for a thread",
+            "none: kombu has no hook around a purge",
+            _kombu_redis_purge,
+        ),
+        Assumption(
+            "celery-revoke-command",
+            "Celery's workers answer remote-control commands from `Panel.data`, the dict "
+            "their Pidbox hands its mailbox, where `revoke(state, task_id, terminate, "
+            "signal)` is kept under its name",
+            "`revoke()` reaches only what Celery itself holds: a solve already admitted runs "
+            "on (`captcha-tasks purge` ends every solve waiting for a thread)",
+            "none: would need a signal when a worker receives a revoke",
+            _celery_revoke_command,
         ),
         Assumption(
             "celery-connection-info",

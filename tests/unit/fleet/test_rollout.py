@@ -123,9 +123,19 @@ def test_drain_waits_for_held_tasks_and_reports_what_is_left() -> None:
     fleet = FakeFleet(held={WORKERS[0]: [Pending(1, 2, 0)] * 100, WORKERS[1]: [Pending(1, 0, 0)]})
     summary, lines = run(fleet, drain_timeout=3.0)
     details = {d["worker"]: d for d in summary["details"]}  # type: ignore[attr-defined]
-    assert details[WORKERS[0]]["left_at_restart"] == {"active": 1, "reserved": 2, "scheduled": 0}
+    assert details[WORKERS[0]]["left_at_restart"] == {
+        "active": 1,
+        "reserved": 2,
+        "scheduled": 0,
+        "solve_calls": 0,
+    }
     assert details[WORKERS[0]]["drain_seconds"] >= 3.0
-    assert details[WORKERS[1]]["left_at_restart"] == {"active": 0, "reserved": 0, "scheduled": 0}
+    assert details[WORKERS[1]]["left_at_restart"] == {
+        "active": 0,
+        "reserved": 0,
+        "scheduled": 0,
+        "solve_calls": 0,
+    }
     assert any("drain timeout" in line and "none is lost" in line for line in lines)
     assert summary["status"] == "completed"
 
