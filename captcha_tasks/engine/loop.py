@@ -74,9 +74,12 @@ log = logging.getLogger(__name__)
 #: Most captcha ids in one batch poll.
 BATCH_MAX = 50
 #: Seconds an engine keeps trying a revocation it cannot settle yet: a job being sent
-#: (ended once its captcha id is recorded, or its send fails), at another provider's
-#: lane (that lane's engine ends it), or not admitted yet (its message on its way).
+#: (ended once its captcha id is recorded, or its send fails) or at another provider's
+#: lane (that lane's engine ends it).
 REVOKE_PATIENCE = 60.0
+#: Seconds it looks for a revoked id that is no job (yet): a solve whose message is
+#: still on its way is admitted within them; any other task's id is dropped after them.
+REVOKE_UNKNOWN_PATIENCE = 5.0
 #: Least seconds between two looks at the revocations not settled yet.
 REVOKE_EVERY = 0.5
 #: Least seconds between two of an engine's looks at Redis (not one per call that ends:
@@ -186,7 +189,7 @@ class Engine:
         )
         self.submitter = Submitter(self, provider)
         self.poller.on_freed = self.refill
-        # Revoked task ids not settled yet -> when to stop trying (monotonic seconds).
+        # Revoked task ids not settled yet -> when the revoke came (monotonic seconds).
         self._revoking: dict[str, float] = {}
         self._revoke_lock = threading.Lock()
         self._revoke_reason = "revoked"
@@ -232,13 +235,13 @@ class Engine:
         """Revoke these solves (Celery's ``revoke`` reached this worker), on the engine's
         thread at its next turn (:meth:`.Finisher.revoke`): a waiting one leaves the queue
         unsent; one at the provider is read no more. A job this engine cannot end yet
-        (being sent; at another provider; not admitted yet) is tried again for
-        :data:`REVOKE_PATIENCE` seconds."""
-        until = time.monotonic() + REVOKE_PATIENCE
+        (being sent; at another provider) is tried again for :data:`REVOKE_PATIENCE`
+        seconds, an id that is no job for :data:`REVOKE_UNKNOWN_PATIENCE`."""
+        now = time.monotonic()
         with self._revoke_lock:
             self._revoke_reason = reason
             for task_id in task_ids:
-                self._revoking[str(task_id)] = until
+                self._revoking[str(task_id)] = now
             self._revoke_looked = float("-inf")
         self._kick.set()
 
@@ -261,22 +264,19 @@ class Engine:
             self._revoke_looked = now
             pending, reason = dict(self._revoking), self._revoke_reason
         settled, ended = [], False
-        for task_id, until in pending.items():
+        for task_id, since in pending.items():
             fields = self.queue.job_fields(task_id)
-            job = Job.from_fields(task_id, fields) if fields else None
-            if job is not None and job.state not in ("done", "failed", "sending"):
-                was = self.finisher.revoke(job, reason)
-                if was:
-                    ended = True
-                    log.info(
-                        "engine %s: revoked %s (%s)",
-                        self.name,
-                        task_id,
-                        "nothing sent" if was != "polling" else "no longer read",
-                    )
+            if not fields:
+                if now - since > REVOKE_UNKNOWN_PATIENCE:
                     settled.append(task_id)
-                    continue
-            if (job is not None and job.state in ("done", "failed")) or now > until:
+                continue
+            job = Job.from_fields(task_id, fields)
+            if job.state in ("done", "failed"):
+                settled.append(task_id)
+            elif job.state != "sending" and self.finisher.revoke(job, reason):
+                ended = True  # its completer logs it, as Celery logs a revoked task
+                settled.append(task_id)
+            elif now - since > REVOKE_PATIENCE:
                 settled.append(task_id)
         with self._revoke_lock:
             for task_id in settled:
