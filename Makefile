@@ -21,6 +21,9 @@ INTEGRATION_JOBS ?= 5
 FAULT_JOBS ?= 4
 # The provider `make run` plays (captcha-tasks dev --provider).
 PROVIDER ?= captchaai
+# Several providers at once instead (captcha-tasks dev --providers), e.g.
+# `make run PROVIDERS=captchaai,capsolver`: a sandbox each, the workers configured with all.
+PROVIDERS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
@@ -45,8 +48,8 @@ venv: $(STAMP)  ## Create the virtualenv and install the package with its dev to
 
 venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs ([run] extra)
 
-run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
-	$(BIN)/captcha-tasks dev --provider $(PROVIDER)
+run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider; PROVIDERS=captchaai,capsolver: two)
+	$(BIN)/captcha-tasks dev $(if $(PROVIDERS),--providers $(PROVIDERS),--provider $(PROVIDER))
 
 test: $(STAMP)  ## Lint, types and every test tier side by side, then a summary (tests/suite.py)
 	$(BIN)/python -m tests.suite
