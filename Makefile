@@ -31,6 +31,10 @@ PROVIDERS ?=
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+# setuptools' "Editable installation" notice, which pip shows past --quiet (it re-raises
+# the build backend's warnings as its own), says nothing a user of this checkout acts on.
+$(STAMP) $(RUN_STAMP): export PYTHONWARNINGS := ignore:Editable installation:UserWarning
+
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import shlex
 import sys
@@ -47,7 +48,7 @@ from .redis_server import RedisServer
 from .shared_redis import checkout_mark, claim_database, with_database
 from .signals import StopSignals
 
-__all__ = ["DevOptions", "provider_name", "run_dev"]
+__all__ = ["CeleryStartupNoise", "DevOptions", "provider_name", "run_dev"]
 
 #: Solver time scale of the dev stack unless CAPTCHA_TASKS_TIME_SCALE says otherwise.
 DEV_TIME_SCALE = 0.2
@@ -89,6 +90,41 @@ def provider_name(protocol: str) -> str:
     """The name ``--providers`` gives a provider playing ``protocol`` in
     ``CAPTCHA_TASKS_PROVIDERS`` (names take no ``-``): ``2captcha-v2`` -> ``2captcha_v2``."""
     return protocol.replace("-", "_")
+
+
+class CeleryStartupNoise:
+    """Which lines of a worker's output the terminal shows (its log keeps them all):
+    not Celery's start-up banner (from its ``-------------- name@host vX`` line through
+    the ``[tasks]`` list, up to the first log record) nor a Python warning printed
+    before it (its message, to the source line ending it, as Celery's SecurityWarning
+    for a worker run as root). Everything else shows, errors included; one instance
+    per worker, fed its lines in order."""
+
+    _BANNER = re.compile(rb"^ -+ \S+ v\d")
+    _WARNING = re.compile(rb"^\S+:\d+: \w*Warning: ")
+    _RECORD = re.compile(rb"^\[\d{4}-\d\d-\d\d ")
+
+    def __init__(self) -> None:
+        self._in: str | None = None  # "banner" or "warning" while inside one
+        self._started = False  # the first log record came: no banner after it
+
+    def __call__(self, line: bytes) -> bool:
+        if self._RECORD.match(line):
+            self._in, self._started = None, True
+            return True
+        if self._in == "warning":
+            if line.startswith(b"  "):  # the warning's source line ends it
+                self._in = None
+            return False
+        if self._in == "banner" or self._started:
+            return self._in is None
+        if self._WARNING.match(line):
+            self._in = "warning"
+            return False
+        if self._BANNER.match(line):
+            self._in = "banner"
+            return False
+        return bool(line.strip())  # the blank lines around the banner
 
 
 class _Stop(BaseException):
@@ -376,7 +412,13 @@ class DevStack:
                 name,
             ]
             children.append(
-                self.processes.spawn(f"worker{index}", argv, to_terminal=True, stop_timeout=30.0)
+                self.processes.spawn(
+                    f"worker{index}",
+                    argv,
+                    to_terminal=True,
+                    shown=CeleryStartupNoise(),
+                    stop_timeout=30.0,
+                )
             )
             names.append(name.replace("%h", os.uname().nodename))
         control = self._control_app()

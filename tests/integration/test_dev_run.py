@@ -236,8 +236,12 @@ def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.S
         )
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert "pong" in ping.stdout
-        # Every child's log is in the run directory, the worker's too (also on the terminal).
-        assert " ready." in (tmp_path / "run" / "logs" / "worker1.log").read_text()
+        # Every child's log is in the run directory, the worker's too (also on the terminal,
+        # but for Celery's start-up banner, which only the log keeps).
+        log = (tmp_path / "run" / "logs" / "worker1.log").read_text()
+        assert " ready." in log and "[tasks]" in log
+        assert re.search(r"^\[.*\] dev1@\S+ ready\.$", out, re.MULTILINE), out
+        assert "[tasks]" not in out and "-------------- dev1@" not in out, out
 
         os.killpg(run.pgid, sig)
         left = run.wait_until_gone(GONE_WITHIN)
