@@ -432,14 +432,17 @@ def test_two_providers_each_played_by_a_sandbox(tmp_path: Path) -> None:
         solved = _in_another_terminal(
             run,
             env_file,
-            "from captcha_tasks import solve_recaptcha_v2 as s\n"
-            f"for name in ('captchaai', 'capsolver'):\n"
+            "from captcha_tasks import get_balance, solve_recaptcha_v2 as s\n"
+            "print(get_balance.delay(provider='capsolver').get(timeout=30))\n"
+            "for name in ('captchaai', 'capsolver'):\n"
             f"    r = s.delay({SMOKE_SITEKEY!r}, 'https://example.com/x', provider=name)\n"
             "    r = r.get(timeout=60)\n"
             "    print('solved by', r['provider'], r['protocol'])\n",
         )
         assert solved.returncode == 0, solved.stdout + solved.stderr
         assert solved.stdout.splitlines() == [
+            # As the several providers guide shows it: the configured name, the protocol.
+            "{'balance': '100.0', 'provider': 'capsolver', 'protocol': 'capsolver'}",
             "solved by captchaai captchaai",
             "solved by capsolver capsolver",
         ], solved.stdout
