@@ -80,8 +80,13 @@ faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints 
 
 # The documentation site (mkdocs.yml, docs/): built into .run/site.
 DOCS_PORT ?= 8000
-docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebuilt on change
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+# A Python started with SIGINT ignored keeps it ignored (a shell without job control, an
+# editor's task runner, `make docs &`): mkdocs serve would then outlive Ctrl-C and
+# `kill -INT`. It runs with Python's own SIGINT handler put back, in make's place (exec).
+DOCS_SERVE := import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); \
+	from mkdocs.__main__ import cli; sys.argv[0] = "mkdocs"; cli()
+docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebuilt on change; Ctrl-C stops it
+	NO_MKDOCS_2_WARNING=1 exec $(BIN)/python -c '$(DOCS_SERVE)' serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 docs-check: $(STAMP)  ## Build the site with --strict, then check every link, anchor and cited path (part of make test)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
