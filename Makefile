@@ -21,12 +21,19 @@ INTEGRATION_JOBS ?= 5
 FAULT_JOBS ?= 4
 # The provider `make run` plays (captcha-tasks dev --provider).
 PROVIDER ?= captchaai
+# Several providers at once instead (captcha-tasks dev --providers), e.g.
+# `make run PROVIDERS=captchaai,capsolver`: a sandbox each, the workers configured with all.
+PROVIDERS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+# setuptools' "Editable installation" notice, which pip shows past --quiet (it re-raises
+# the build backend's warnings as its own), says nothing a user of this checkout acts on.
+$(STAMP) $(RUN_STAMP): export PYTHONWARNINGS := ignore:Editable installation:UserWarning
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -45,8 +52,8 @@ venv: $(STAMP)  ## Create the virtualenv and install the package with its dev to
 
 venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs ([run] extra)
 
-run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider)
-	$(BIN)/captcha-tasks dev --provider $(PROVIDER)
+run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider; PROVIDERS=captchaai,capsolver: two)
+	$(BIN)/captcha-tasks dev $(if $(PROVIDERS),--providers $(PROVIDERS),--provider $(PROVIDER))
 
 test: $(STAMP)  ## Lint, types and every test tier side by side, then a summary (tests/suite.py)
 	$(BIN)/python -m tests.suite
@@ -73,8 +80,13 @@ faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints 
 
 # The documentation site (mkdocs.yml, docs/): built into .run/site.
 DOCS_PORT ?= 8000
-docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebuilt on change
-	$(BIN)/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
+# A Python started with SIGINT ignored keeps it ignored (a shell without job control, an
+# editor's task runner, `make docs &`): mkdocs serve would then outlive Ctrl-C and
+# `kill -INT`. It runs with Python's own SIGINT handler put back, in make's place (exec).
+DOCS_SERVE := import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); \
+	from mkdocs.__main__ import cli; sys.argv[0] = "mkdocs"; cli()
+docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebuilt on change; Ctrl-C stops it
+	NO_MKDOCS_2_WARNING=1 exec $(BIN)/python -c '$(DOCS_SERVE)' serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 docs-check: $(STAMP)  ## Build the site with --strict, then check every link, anchor and cited path (part of make test)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean

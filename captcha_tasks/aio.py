@@ -170,7 +170,7 @@ def _checked(
         except TypeError as exc:
             task = app.tasks[f"captcha_tasks.{awaiting.__name__}"]
             given = {k: v for k, v in kwargs.items() if k != "timeout"}
-            raise misfit(task, exc, given) from None
+            raise misfit(task, exc, given, args) from None
         return await awaiting(*args, **kwargs)
 
     return checked

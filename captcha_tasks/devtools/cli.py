@@ -79,6 +79,14 @@ __all__ = ["dev_command", "screenshot_command"]
     "2captcha-v2, anticaptcha, capsolver and capmonster speak the JSON task API.",
 )
 @click.option(
+    "--providers",
+    default="",
+    metavar="A,B,...",
+    help="Several providers at once, in order of preference (e.g. captchaai,capsolver): a "
+    "sandbox plays each and the workers get CAPTCHA_TASKS_PROVIDERS with all of them, each "
+    "named after its protocol (2captcha-v2 as 2captcha_v2). Replaces --provider.",
+)
+@click.option(
     "--no-smoke",
     is_flag=True,
     help="Skip the round trip at start (ping, get_balance, a reCAPTCHA v2 solve and a "
@@ -94,6 +102,7 @@ def dev_command(
     time_scale: float | None,
     run_dir: Path,
     provider: str,
+    providers: str,
     no_smoke: bool,
 ) -> None:
     """Start Redis (if unreachable), the sandbox, workers and Flower; Ctrl-C stops all.
@@ -113,8 +122,22 @@ def dev_command(
         run_dir=run_dir,
         smoke=not no_smoke,
         provider=provider,
+        providers=_providers(providers),
     )
     sys.exit(run_dev(options, get_settings()))
+
+
+def _providers(value: str) -> tuple[str, ...]:
+    """``--providers``' protocols, each a ``--provider`` value named once."""
+    chosen = tuple(p.strip() for p in value.split(",") if p.strip())
+    for name in chosen:
+        if name not in PROVIDERS:
+            raise click.BadParameter(
+                f"{name!r} is not one of {', '.join(PROVIDERS)}", param_hint="'--providers'"
+            )
+    if len(set(chosen)) != len(chosen):
+        raise click.BadParameter("name each provider once", param_hint="'--providers'")
+    return chosen
 
 
 @click.command("screenshot")

@@ -253,11 +253,12 @@ def spawn(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     to_terminal: bool = False,
+    shown: Callable[[bytes], bool] | None = None,
     stop_timeout: float = 10.0,
 ) -> Child:
     """Start ``argv`` in a session of its own (a Ctrl-C reaches its owner only, which
     stops it by PID), stdin closed, stdout and stderr appended to ``log_path`` (and,
-    ``to_terminal``, copied to ours as well)."""
+    ``to_terminal``, copied to ours as well: the lines ``shown`` accepts, in order)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     offset = log_path.stat().st_size if log_path.exists() else 0
     out = log_path.open("ab")
@@ -278,21 +279,22 @@ def spawn(
     if to_terminal and proc.stdout is not None:
         # Ends at the child's end of output (it exited); the file closes with it.
         threading.Thread(
-            target=_tee, args=(proc.stdout, out), name=f"tee-{name}", daemon=True
+            target=_tee, args=(proc.stdout, out, shown), name=f"tee-{name}", daemon=True
         ).start()
     else:
         out.close()
     return Child(name, proc, log_path, stop_timeout, offset)
 
 
-def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
-    """Copy a child's output to its log file and to our terminal, line by line."""
+def _tee(stream: IO[bytes], log: IO[bytes], shown: Callable[[bytes], bool] | None) -> None:
+    """Copy a child's output to its log file and, the lines ``shown`` accepts (all
+    without it), to our terminal, line by line."""
     terminal: IO[bytes] | None = sys.stdout.buffer
     with stream, log:
         for line in iter(stream.readline, b""):
             log.write(line)
             log.flush()
-            if terminal is not None:
+            if terminal is not None and (shown is None or shown(line)):
                 try:
                     terminal.write(line)
                     terminal.flush()
@@ -349,6 +351,7 @@ class Supervisor:
         *,
         env: Mapping[str, str] | None = None,
         to_terminal: bool = False,
+        shown: Callable[[bytes], bool] | None = None,
         stop_timeout: float = 10.0,
     ) -> Child:
         child = spawn(
@@ -358,6 +361,7 @@ class Supervisor:
             env=env or self.env,
             cwd=self.cwd,
             to_terminal=to_terminal,
+            shown=shown,
             stop_timeout=stop_timeout,
         )
         self.children.append(child)

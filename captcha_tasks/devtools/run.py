@@ -1,8 +1,9 @@
 """``captcha-tasks dev`` (what ``make run`` starts): the whole product on one machine.
 
 Starts, in order, a local ``redis-server`` (only if ``CAPTCHA_TASKS_REDIS_URL`` is
-unreachable), the solver sandbox, a Celery worker and Flower; waits until each
-answers; prints where each listens; runs a smoke round trip; then waits. Ctrl-C
+unreachable), the solver sandbox (one per provider with ``--providers``), a Celery worker
+and Flower; waits until each answers; prints where each listens; runs a smoke round trip;
+then waits. Ctrl-C
 or SIGTERM stops them in reverse order, by PID, and nothing is left behind; a second
 signal during that stop kills what is left instead of waiting for it.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import secrets
 import shlex
 import sys
@@ -32,6 +34,12 @@ import redis
 from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 
+from ..provider_config import (
+    OTHER_KEY_VARIABLE,
+    PROVIDERS_VARIABLE,
+    SINGLE_PROVIDER_VARIABLES,
+    variable,
+)
 from ..settings import Settings, mask_url
 from ..state.keys import Keys
 from ..worker.celery_internals.result_backend import backends
@@ -40,7 +48,7 @@ from .redis_server import RedisServer
 from .shared_redis import checkout_mark, claim_database, with_database
 from .signals import StopSignals
 
-__all__ = ["DevOptions", "run_dev"]
+__all__ = ["CeleryStartupNoise", "DevOptions", "provider_name", "run_dev"]
 
 #: Solver time scale of the dev stack unless CAPTCHA_TASKS_TIME_SCALE says otherwise.
 DEV_TIME_SCALE = 0.2
@@ -71,6 +79,52 @@ class DevOptions:
     #: The provider the sandbox plays and the workers are configured for
     #: (``CAPTCHA_TASKS_PROVIDER``): a JSON one runs the sandbox's JSON task API.
     provider: str = "captchaai"
+    #: Several providers instead of ``provider``, in order of preference: a sandbox plays
+    #: each (the demo site on the first one's), and the workers are configured with all
+    #: of them (``CAPTCHA_TASKS_PROVIDERS``), each named after its protocol
+    #: (:func:`provider_name`).
+    providers: tuple[str, ...] = ()
+
+
+def provider_name(protocol: str) -> str:
+    """The name ``--providers`` gives a provider playing ``protocol`` in
+    ``CAPTCHA_TASKS_PROVIDERS`` (names take no ``-``): ``2captcha-v2`` -> ``2captcha_v2``."""
+    return protocol.replace("-", "_")
+
+
+class CeleryStartupNoise:
+    """Which lines of a worker's output the terminal shows (its log keeps them all):
+    not Celery's start-up banner (from its ``-------------- name@host vX`` line through
+    the ``[tasks]`` list, up to the first log record) nor a Python warning printed
+    before it (its message, to the source line ending it, as Celery's SecurityWarning
+    for a worker run as root). Everything else shows, errors included; one instance
+    per worker, fed its lines in order."""
+
+    _BANNER = re.compile(rb"^ -+ \S+ v\d")
+    _WARNING = re.compile(rb"^\S+:\d+: \w*Warning: ")
+    _RECORD = re.compile(rb"^\[\d{4}-\d\d-\d\d ")
+
+    def __init__(self) -> None:
+        self._in: str | None = None  # "banner" or "warning" while inside one
+        self._started = False  # the first log record came: no banner after it
+
+    def __call__(self, line: bytes) -> bool:
+        if self._RECORD.match(line):
+            self._in, self._started = None, True
+            return True
+        if self._in == "warning":
+            if line.startswith(b"  "):  # the warning's source line ends it
+                self._in = None
+            return False
+        if self._in == "banner" or self._started:
+            return self._in is None
+        if self._WARNING.match(line):
+            self._in = "warning"
+            return False
+        if self._BANNER.match(line):
+            self._in = "banner"
+            return False
+        return bool(line.strip())  # the blank lines around the banner
 
 
 class _Stop(BaseException):
@@ -217,14 +271,14 @@ class DevStack:
         )
         return url
 
-    def start_sandbox(self) -> str:
+    def _spawn_sandbox(
+        self, name: str, provider: str, port: int, demo_port: int | None
+    ) -> tuple[Child, str]:
+        """A sandbox playing ``provider`` on ``port`` (and the demo site on ``demo_port``),
+        once it answers; its URL."""
         from ..settings import PROTOCOLS
-        from .sandbox import dev_api_key
 
-        provider = self.options.provider
         protocol = PROTOCOLS[provider]  # type: ignore[index]  # a PROVIDERS value (the CLI)
-        port = _pick_port(self.options.sandbox_port)
-        demo_port = _pick_port(self.options.demo_port)
         argv = [
             sys.executable,
             "-m",
@@ -234,33 +288,77 @@ class DevStack:
             str(port),
             "--threads",
             str(self.options.sandbox_threads),
-            "--demo-port",
-            str(demo_port),
             "--protocol",
             protocol,
             "--dialect",
             provider,
         ]
+        if demo_port is not None:
+            argv += ["--demo-port", str(demo_port)]
         if self.options.time_scale is not None:
             argv += ["--time-scale", str(self.options.time_scale)]
-        child = self.processes.spawn("sandbox", argv)
+        child = self.processes.spawn(name, argv)
         url = f"http://127.0.0.1:{port}"
-        self._wait(child, http_ok(f"{url}/healthz"), timeout=20, what="the sandbox")
-        self.env["CAPTCHA_TASKS_SOLVER_URL"] = url
-        self.env["CAPTCHA_TASKS_API_KEY"] = dev_api_key(provider)
-        self.env.pop("CAPTCHAAI_API_KEY", None)
-        self.env["CAPTCHA_TASKS_PROVIDER"] = provider
-        self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
+        self._wait(child, http_ok(f"{url}/healthz"), timeout=20, what=f"the {name}")
+        return child, url
+
+    def start_sandbox(self) -> str:
+        """The sandbox (one per provider with ``providers``) and the variables that
+        configure the workers for it; the (first) sandbox's URL."""
+        from .sandbox import dev_api_key
+
+        # The workers refuse the single-provider variables beside CAPTCHA_TASKS_PROVIDERS:
+        # the stack's way of configuring its provider(s) replaces the other one's.
+        unused = SINGLE_PROVIDER_VARIABLES if self.options.providers else (PROVIDERS_VARIABLE,)
+        dropped = [name for name in unused if self.env.pop(name, None)]
+        self.env.pop(OTHER_KEY_VARIABLE, None)
+        if set(dropped) - {"CAPTCHA_TASKS_SOLVER_URL", "CAPTCHA_TASKS_API_KEY"}:
+            how = "--providers" if self.options.providers else "--provider"
+            _say(f"sandbox : not used with {how}: {', '.join(dropped)} (from the environment)")
         if self.options.time_scale is not None:
             self.env["CAPTCHA_TASKS_TIME_SCALE"] = str(self.options.time_scale)
+        scale = self.env.get("CAPTCHA_TASKS_TIME_SCALE", "1.0")
+        demo_port = _pick_port(self.options.demo_port)
+        if not self.options.providers:
+            provider = self.options.provider
+            port = _pick_port(self.options.sandbox_port)
+            child, url = self._spawn_sandbox("sandbox", provider, port, demo_port)
+            self.env["CAPTCHA_TASKS_SOLVER_URL"] = url
+            self.env["CAPTCHA_TASKS_API_KEY"] = dev_api_key(provider)
+            self.env["CAPTCHA_TASKS_PROVIDER"] = provider
+            self.env["CAPTCHA_TASKS_THREADS"] = str(self.options.sandbox_threads)
+            _say(f"sandbox : {url}  (stats: {url}/stats, time scale {scale}, pid {child.proc.pid})")
+            first = url
+        else:
+            # Set once every sandbox runs: a sandbox reads the settings too, and would
+            # refuse a provider named before its variables are.
+            names = [provider_name(p) for p in self.options.providers]
+            configured = {PROVIDERS_VARIABLE: ",".join(names)}
+            first = ""
+            for n, (name, provider) in enumerate(zip(names, self.options.providers, strict=True)):
+                preferred = self.options.sandbox_port + n if self.options.sandbox_port else 0
+                port = _pick_port(preferred)
+                child, url = self._spawn_sandbox(
+                    f"sandbox-{name}", provider, port, demo_port if n == 0 else None
+                )
+                first = first or url
+                configured[variable(name, "PROTOCOL")] = provider
+                configured[variable(name, "URL")] = url
+                configured[variable(name, "API_KEY")] = dev_api_key(provider)
+                configured[variable(name, "THREADS")] = str(self.options.sandbox_threads)
+                _say(
+                    f"sandbox : {name}: {url}  (stats: {url}/stats, time scale {scale}, "
+                    f"pid {child.proc.pid})"
+                )
+            self.env.update(configured)
         # The demo site is the one target page tasks may fetch here (unless configured).
         demo = f"127.0.0.1:{demo_port}"
         allowed = self.env.get("CAPTCHA_TASKS_ALLOWED_DOMAINS", "")
         self.env["CAPTCHA_TASKS_ALLOWED_DOMAINS"] = f"{allowed},{demo}" if allowed else demo
-        scale = self.env.get("CAPTCHA_TASKS_TIME_SCALE", "1.0")
-        _say(f"sandbox : {url}  (stats: {url}/stats, time scale {scale}, pid {child.proc.pid})")
-        _say(f"demo    : http://{demo}/page/1  (a protected site for fetch_page; /stats)")
-        return url
+        first_name = provider_name(self.options.providers[0]) if self.options.providers else ""
+        trusts = f"; it accepts {first_name}'s tokens only" if self.options.providers else ""
+        _say(f"demo    : http://{demo}/page/1  (a protected site for fetch_page; /stats{trusts})")
+        return first
 
     def _control_app(self) -> Celery:
         """The supervisor's own Celery client of the stack's Redis (pings, the smoke)."""
@@ -314,7 +412,13 @@ class DevStack:
                 name,
             ]
             children.append(
-                self.processes.spawn(f"worker{index}", argv, to_terminal=True, stop_timeout=30.0)
+                self.processes.spawn(
+                    f"worker{index}",
+                    argv,
+                    to_terminal=True,
+                    shown=CeleryStartupNoise(),
+                    stop_timeout=30.0,
+                )
             )
             names.append(name.replace("%h", os.uname().nodename))
         control = self._control_app()
@@ -363,12 +467,19 @@ class DevStack:
         try:
             started = time.monotonic()
             pong = self._result(control.send_task("captcha_tasks.ping"), timeout=30, what="ping")
-            balance = self._result(
-                control.send_task("captcha_tasks.get_balance"), timeout=60, what="get_balance"
-            )
+            balances = []
+            names: list[str | None] = [provider_name(p) for p in self.options.providers]
+            for name in names or [None]:
+                balance = self._result(
+                    control.send_task("captcha_tasks.get_balance", kwargs={"provider": name}),
+                    timeout=60,
+                    what="get_balance",
+                )
+                balances.append(f"{name} {balance['balance']}" if name else balance["balance"])
+            sandboxes = "the sandboxes" if self.options.providers else "the sandbox"
             _say(
                 f"smoke   : ping -> {pong['hostname']} v{pong['version']}; get_balance -> "
-                f"{balance['balance']} via the sandbox ({time.monotonic() - started:.2f} s)"
+                f"{', '.join(balances)} via {sandboxes} ({time.monotonic() - started:.2f} s)"
             )
             started = time.monotonic()
             solved = self._result(
@@ -379,8 +490,9 @@ class DevStack:
                 timeout=120,
                 what="solve_recaptcha_v2",
             )
+            by = f" at {solved['provider']}" if self.options.providers else ""
             _say(
-                f"smoke   : solve_recaptcha_v2 -> captcha {solved['captcha_id']}, token "
+                f"smoke   : solve_recaptcha_v2 -> captcha {solved['captcha_id']}{by}, token "
                 f"{solved['solution'][:12]}... ({time.monotonic() - started:.2f} s end to end)"
             )
             started = time.monotonic()
@@ -406,6 +518,7 @@ class DevStack:
         "CAPTCHA_TASKS_SOLVER_URL",
         "CAPTCHA_TASKS_PROVIDER",
         "CAPTCHA_TASKS_API_KEY",
+        "CAPTCHA_TASKS_PROVIDERS",
         "CAPTCHA_TASKS_THREADS",
         "CAPTCHA_TASKS_TIME_SCALE",
         "CAPTCHA_TASKS_ALLOWED_DOMAINS",
@@ -420,7 +533,20 @@ class DevStack:
         """``export`` lines for the variables the stack's processes got (the key is the
         sandbox's, not a real one), readable by the owner only; removed at stop."""
         lines = ["# captcha-tasks dev: `source` this in another terminal; removed at stop."]
-        for name in self.ENV_NAMES:
+        providers = [
+            variable(provider_name(p), suffix)
+            for p in self.options.providers
+            for suffix in (
+                "PROTOCOL",
+                "URL",
+                "API_KEY",
+                "THREADS",
+                "TYPES",
+                "PRICES",
+                "BALANCE_FLOOR",
+            )
+        ]
+        for name in (*self.ENV_NAMES, *providers):
             if self.env.get(name):
                 lines.append(f"export {name}={shlex.quote(self.env[name])}")
         self.env_file.parent.mkdir(parents=True, exist_ok=True)

@@ -95,6 +95,9 @@ def provider_states(client: redis.Redis, settings: Settings, now: float) -> list
                 "spend_last_hour": usd_text(total(spend)),
                 "spend_last_hour_by_type": {t: usd_text(usd) for t, (usd, _) in spend.items()},
                 "solves_last_hour": sum(n for _, n in spend.values()),
+                "unpriced_solves_last_hour": sum(
+                    n for t, (usd, n) in spend.items() if not usd and t not in dict(spec.prices)
+                ),
             }
         )
     return out

@@ -417,13 +417,24 @@ def breaker_text(breaker: dict[str, Any], now: float) -> str:
     return text + (f": {breaker['reason']}" if breaker.get("reason") else "")
 
 
+def _spend_text(p: dict[str, Any]) -> str:
+    """The last hour's spend: ``unknown`` for solves of a type with no price (none
+    configured, none reported by the provider), which count as nothing in the sum."""
+    solves, unpriced = p["solves_last_hour"], p.get("unpriced_solves_last_hour", 0)
+    if not unpriced:
+        return f"{p['spend_last_hour']} USD ({solves} solves)"
+    if unpriced == solves:
+        return f"unknown ({solves} solves, no price)"
+    return f"at least {p['spend_last_hour']} USD ({solves} solves, {unpriced} with no price)"
+
+
 def _provider_row(p: dict[str, Any], now: float) -> list[str]:
     balance = "unknown" if p["balance"] is None else f"{p['balance']} USD"
     if p["balance_stale"]:
         balance += " (stale)"
     if p["below_floor"]:
         balance += f" below floor {p['balance_floor']}"
-    spend = f"{p['spend_last_hour']} USD ({p['solves_last_hour']} solves)"
+    spend = _spend_text(p)
     t = p["threads"]
     threads = f"{t['in_use']} / {t['limit']}"
     if t["learned_limit"] is not None and t["learned_limit"] < t["limit"]:

@@ -18,7 +18,7 @@ import contextvars
 import difflib
 import inspect
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import kombu.exceptions
@@ -201,7 +201,7 @@ class CheckedTask(SolverTask):
         try:
             self.__header__(*(args or ()), **(kwargs or {}))
         except TypeError as exc:
-            raise misfit(self, exc, kwargs or {}) from None
+            raise misfit(self, exc, kwargs or {}, args or ()) from None
 
     def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """The body, as the caller's check runs it (not ``__call__``: no scopes, no
@@ -238,7 +238,7 @@ class CheckedTask(SolverTask):
         try:
             inspect.signature(self.run).bind_partial(None, *(args or ()), **(kwargs or {}))
         except TypeError as exc:
-            raise misfit(self, exc, kwargs or {}) from None
+            raise misfit(self, exc, kwargs or {}, args or ()) from None
 
     def _binds(self, args: Any, kwargs: Any) -> bool:
         try:
@@ -251,14 +251,21 @@ class CheckedTask(SolverTask):
         try:
             inspect.signature(self.run).bind(*args, **kwargs)
         except TypeError as exc:
-            raise misfit(self, exc, kwargs) from None
+            raise misfit(self, exc, kwargs, args) from None
         super().before_start(task_id, args, kwargs)
 
 
-def misfit(task: Any, exc: TypeError, kwargs: Mapping[str, Any]) -> ArgumentsMismatch:
-    """The refusal of a call that does not fit ``task``'s signature: each keyword it does
-    not take with the nearest one it does (a misspelling), else Python's own words."""
+def misfit(
+    task: Any, exc: TypeError, kwargs: Mapping[str, Any], args: Sequence[Any] = ()
+) -> ArgumentsMismatch:
+    """The refusal of a call that does not fit ``task``'s signature: too many positional
+    ``args`` counted as the caller passed them (a bound task's ``self`` is not theirs),
+    each keyword it does not take with the nearest one it does (a misspelling), else
+    Python's own words."""
     params = inspect.signature(task.run).parameters
+    too_many = _too_many_positional(task, params, len(args))
+    if too_many:
+        return ArgumentsMismatch(f"{task.name}: {too_many}")
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return ArgumentsMismatch(f"{task.name}: {exc}")
     known = [n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL]
@@ -272,6 +279,20 @@ def misfit(task: Any, exc: TypeError, kwargs: Mapping[str, Any]) -> ArgumentsMis
     return ArgumentsMismatch(
         f"{task.name}: unknown option(s) {', '.join(shown)}; allowed: {', '.join(known)}"
     )
+
+
+def _too_many_positional(task: Any, params: Mapping[str, inspect.Parameter], given: int) -> str:
+    """Python's words for ``given`` positional arguments past what ``task.run`` takes
+    (``params``: its signature's, without a bound task's ``self``); empty if they fit."""
+    kinds = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if given <= len(kinds) or any(p.kind is p.VAR_POSITIONAL for p in params.values()):
+        return ""
+    least = sum(1 for p in kinds if p.default is p.empty)
+    takes = f"{len(kinds)}" if least == len(kinds) else f"from {least} to {len(kinds)}"
+    plural = "" if takes == "1" else "s"
+    were = "was" if given == 1 else "were"
+    name = getattr(task.run, "__name__", task.name)
+    return f"{name}() takes {takes} positional argument{plural} but {given} {were} given"
 
 
 class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import redis
 
-from captcha_tasks import aio, solve_image, solve_recaptcha_v2
+from captcha_tasks import aio, get_balance, solve_image, solve_recaptcha_v2
 from captcha_tasks.errors import ArgumentsMismatch, InvalidTaskInput, TargetNotAllowed
 from captcha_tasks.settings import get_settings
 from captcha_tasks.worker.page_tasks import fetch_page
@@ -179,6 +179,42 @@ def test_a_call_that_does_not_fit_the_signature_is_a_type_error_and_invalid_inpu
         with pytest.raises(TypeError) as caught:
             call()
         assert isinstance(caught.value, ArgumentsMismatch)  # an InvalidTaskInput too
+    assert broker.llen(QUEUE) == 0 and broker.dbsize() == 0
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda: solve_recaptcha_v2.delay(V2_KEY, PAGE, "c", "d"),
+            "solve_recaptcha_v2() takes 2 positional arguments but 4 were given",
+        ),
+        (
+            lambda: solve_recaptcha_v2.si(V2_KEY, PAGE, "c"),
+            "solve_recaptcha_v2() takes 2 positional arguments but 3 were given",
+        ),
+        (
+            lambda: get_balance.delay("main", "backup"),
+            "get_balance() takes from 0 to 1 positional arguments but 2 were given",
+        ),
+        (
+            lambda: asyncio.run(aio.solve_recaptcha_v2(V2_KEY, PAGE, "c", "d")),  # type: ignore[call-arg]
+            "solve_recaptcha_v2() takes 2 positional arguments but 4 were given",
+        ),
+        (
+            # The worker's own check of a message another client sent.
+            lambda: solve_recaptcha_v2.before_start("id", (V2_KEY, PAGE, "c"), {}),
+            "solve_recaptcha_v2() takes 2 positional arguments but 3 were given",
+        ),
+    ],
+    ids=["delay", "si", "optional", "aio", "worker"],
+)
+def test_too_many_positional_arguments_are_counted_as_the_caller_passed_them(
+    broker: redis.Redis, call: Callable[[], Any], words: str
+) -> None:
+    with pytest.raises(ArgumentsMismatch) as caught:
+        call()
+    assert str(caught.value).endswith(f": {words}"), caught.value
     assert broker.llen(QUEUE) == 0 and broker.dbsize() == 0
 
 

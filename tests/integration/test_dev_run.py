@@ -114,8 +114,9 @@ AS_A_TERMINAL_JOB = (
 )
 
 
-def _make_run(tmp_path: Path, env: dict[str, str]) -> list[str]:
-    """The argv of `make run` for the test's Makefile (written on first use)."""
+def _make_run(tmp_path: Path, env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
+    """The argv of `make run` for the test's Makefile (written on first use); ``extra``:
+    more options of `captcha-tasks dev`."""
     makefile = tmp_path / "Makefile"
     if not makefile.exists():
         argv = [
@@ -129,13 +130,16 @@ def _make_run(tmp_path: Path, env: dict[str, str]) -> list[str]:
             ),
             *("--sandbox-port", env["TEST_SANDBOX_PORT"], "--flower-port", env["TEST_FLOWER_PORT"]),
             *("--demo-port", env["TEST_DEMO_PORT"]),
+            *extra,
         ]
         makefile.write_text(f"run:\n\t{shlex.join(argv)}\n")
     return [*AS_A_TERMINAL_JOB, "make", "-s", "-f", str(makefile), "run"]
 
 
 @contextlib.contextmanager
-def dev_under_make(tmp_path: Path, *, own_redis: bool = True) -> Iterator[_DevRun]:
+def dev_under_make(
+    tmp_path: Path, *, own_redis: bool = True, extra: tuple[str, ...] = ()
+) -> Iterator[_DevRun]:
     """Start the stack under `make` and yield once it printed "up."; on the way out,
     SIGKILL by PID whatever of its tree is still running. ``own_redis``: point
     CAPTCHA_TASKS_REDIS_URL at a free port, where the supervisor starts a redis-server;
@@ -154,7 +158,7 @@ def dev_under_make(tmp_path: Path, *, own_redis: bool = True) -> Iterator[_DevRu
         TEST_DEMO_PORT=str(ports["demo"]),
     )
     make = subprocess.Popen(
-        _make_run(tmp_path, env),
+        _make_run(tmp_path, env, extra),
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -232,8 +236,12 @@ def test_signal_to_the_group_stops_the_whole_stack(tmp_path: Path, sig: signal.S
         )
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert "pong" in ping.stdout
-        # Every child's log is in the run directory, the worker's too (also on the terminal).
-        assert " ready." in (tmp_path / "run" / "logs" / "worker1.log").read_text()
+        # Every child's log is in the run directory, the worker's too (also on the terminal,
+        # but for Celery's start-up banner, which only the log keeps).
+        log = (tmp_path / "run" / "logs" / "worker1.log").read_text()
+        assert " ready." in log and "[tasks]" in log
+        assert re.search(r"^\[.*\] dev1@\S+ ready\.$", out, re.MULTILINE), out
+        assert "[tasks]" not in out and "-------------- dev1@" not in out, out
 
         os.killpg(run.pgid, sig)
         left = run.wait_until_gone(GONE_WITHIN)
@@ -405,3 +413,39 @@ def test_a_second_stack_in_the_same_run_directory_is_refused(tmp_path: Path) -> 
         assert ping.returncode == 0 and "dev1@" in ping.stdout, ping.stdout + ping.stderr
         _stop_with_sigint(run)
         assert not env_file.exists()  # removed by the stack that wrote it
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.long
+def test_two_providers_each_played_by_a_sandbox(tmp_path: Path) -> None:
+    """`make run PROVIDERS=captchaai,capsolver`: a sandbox each, the workers configured
+    with both; a second terminal pins a solve to either with what `.run/env` says."""
+    with dev_under_make(tmp_path, extra=("--providers", "captchaai,capsolver")) as run:
+        out = run.out()
+        assert re.search(r"sandbox : captchaai: http://127\.0\.0\.1:\d+ ", out), out
+        assert re.search(r"sandbox : capsolver: http://127\.0\.0\.1:\d+ ", out), out
+        assert "get_balance -> captchaai 100.0000, capsolver 100.0 via the sandboxes" in out
+        assert re.search(r"smoke   : solve_recaptcha_v2 -> captcha \S+ at captchaai,", out)
+        assert re.search(r"smoke   : fetch_page .* -> HTTP 200, solved=True", out), out
+        env_file = tmp_path / "run" / "env"
+        assert "CAPTCHA_TASKS_PROVIDERS=captchaai,capsolver" in env_file.read_text()
+        solved = _in_another_terminal(
+            run,
+            env_file,
+            "from captcha_tasks import get_balance, solve_recaptcha_v2 as s\n"
+            "print(get_balance.delay(provider='capsolver').get(timeout=30))\n"
+            "for name in ('captchaai', 'capsolver'):\n"
+            f"    r = s.delay({SMOKE_SITEKEY!r}, 'https://example.com/x', provider=name)\n"
+            "    r = r.get(timeout=60)\n"
+            "    print('solved by', r['provider'], r['protocol'])\n",
+        )
+        assert solved.returncode == 0, solved.stdout + solved.stderr
+        assert solved.stdout.splitlines() == [
+            # As the several providers guide shows it: the configured name, the protocol.
+            "{'balance': '100.0', 'provider': 'capsolver', 'protocol': 'capsolver'}",
+            "solved by captchaai captchaai",
+            "solved by capsolver capsolver",
+        ], solved.stdout
+        out = _stop_with_sigint(run)
+        for name in ("sandbox-captchaai", "sandbox-capsolver"):
+            assert re.search(rf"stopped {name} \(pid \d+, exit 0\)", out), out

@@ -58,14 +58,16 @@ def test_the_observer_counts_spend_by_source_and_solves_by_provider() -> None:
     assert value("provider_solves_total", provider="default", type="turnstile") == 1
 
 
-def _spend(settings: Settings, costs: list[str], at: float) -> None:
+def _spend(
+    settings: Settings, costs: list[str | None], at: float, captcha_type: str = "recaptcha_v2"
+) -> None:
     client = state_redis(settings)
     queue = SolveQueue(client, settings, claim_s=10)
     for n, cost in enumerate(costs):
         task_id = str(uuid.uuid4())
         assert admit(client, settings, task_id, RecaptchaV2(SITEKEY, f"https://e.com/{n}"))
         job = Job.from_fields(task_id, client.hgetall(Keys(settings.key_prefix).job(task_id)))
-        spend = Spend("default", "recaptcha_v2", at, D(cost))
+        spend = Spend("default", captcha_type, at, None if cost is None else D(cost))
         assert queue.finish(job, "done", {"result": "{}"}, at, spend=spend)
 
 
@@ -135,6 +137,7 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
         "spend_last_hour": "0.00409",
         "spend_last_hour_by_type": {"recaptcha_v2": "0.00409"},
         "solves_last_hour": 2,
+        "unpriced_solves_last_hour": 0,
     }
     page = render(report)
     lines = page.splitlines()
@@ -155,6 +158,29 @@ def test_status_shows_each_provider_with_budget_balance_and_spend(settings: Sett
     assert lines[2].startswith("thread budget   2 / 7 in use")  # the old lines stay
     json.dumps(report)  # --json prints it
     assert API_KEY not in page and API_KEY not in json.dumps(report)
+
+
+def test_solves_with_no_price_show_as_unknown_spend_not_zero(settings: Settings) -> None:
+    # No price configured for the type and none reported by the provider: no cost.
+    _spend(settings, [None, None], time.time() - 5)
+    report = _status(settings)
+    (provider,) = report["providers"]  # type: ignore[misc]
+    assert provider["solves_last_hour"] == 2 and provider["unpriced_solves_last_hour"] == 2
+    page = render(report)
+    row = page.splitlines()[page.splitlines().index("providers") + 2]
+    assert "unknown (2 solves, no price)" in row and "0 USD" not in row
+
+
+def test_spend_is_a_lower_bound_where_some_types_have_no_price(settings: Settings) -> None:
+    now = time.time()
+    _spend(settings, ["0.002"], now - 5)
+    _spend(settings, [None, None], now - 5, captcha_type="image")
+    # A price of 0 configured is a price: those solves cost nothing, knowingly.
+    free = with_provider(settings, prices=(("turnstile", D(0)),))
+    _spend(free, [None], now - 5, captcha_type="turnstile")
+    page = render(_status(free))
+    row = page.splitlines()[page.splitlines().index("providers") + 2]
+    assert "at least 0.002 USD (4 solves, 2 with no price)" in row, row
 
 
 def test_status_before_any_check_or_solve(settings: Settings) -> None:
