@@ -117,15 +117,17 @@ def _celery(*argv: str) -> subprocess.CompletedProcess[str]:
 def test_celery_inspect_shows_the_solves_and_celery_purge_ends_the_waiting_ones(
     celery_app: Any, sandbox_factory: Any, worker_factory: Any
 ) -> None:
-    sandbox = sandbox_factory(threads=5, latency={"recaptcha_v2": 60.0}, jitter=0.0)
+    # 3 s a solve, 2 threads: 15 rounds; the two `celery` commands (a few seconds each on
+    # a loaded machine) run while 20 or more solves wait.
+    sandbox = sandbox_factory(threads=2, latency={"recaptcha_v2": 60.0}, jitter=0.0)
     node = f"controls-{os.getpid()}@127.0.0.1"
-    env = worker_env(sandbox.url, CAPTCHA_TASKS_THREADS="5")
+    env = worker_env(sandbox.url, CAPTCHA_TASKS_THREADS="2")
     worker = worker_factory(env, name=node, concurrency=2)
     settings = get_settings()
     client = state_redis(settings)
     sent = [solve_recaptcha_v2.delay(SITEKEY, f"https://example.com/p/{i}") for i in range(30)]
     wait_until(lambda: _jobs(client) == 30, timeout=20, what="30 solves admitted")
-    wait_until(lambda: sandbox.stats()["in_flight"] == 5, timeout=20, what="5 at the provider")
+    wait_until(lambda: sandbox.stats()["in_flight"] == 2, timeout=20, what="2 at the provider")
 
     keys = Keys(settings.key_prefix)
     before = thread_budget(client, keys, settings, time.time())
@@ -135,7 +137,7 @@ def test_celery_inspect_shows_the_solves_and_celery_purge_ends_the_waiting_ones(
     reply = json.loads(shown.stdout)[node]
     # What captcha-tasks status counts, as of some moment between the two reads.
     assert before["waiting"] >= reply["waiting"] >= after["waiting"]
-    assert reply["in_flight"] == before["in_flight"] == 5
+    assert reply["in_flight"] == before["in_flight"] == 2
     assert [engine["provider"] for engine in reply["engines"]] == ["default"]
     # Celery's own inspect lists none of them: the reason for the command above.
     active = _celery("inspect", "active", "--json", "-d", node, "--timeout", "10")
@@ -145,12 +147,14 @@ def test_celery_inspect_shows_the_solves_and_celery_purge_ends_the_waiting_ones(
     assert purged.returncode == 0, purged.stderr
     assert "Purged " in purged.stdout, (purged.stdout, purged.stderr)
     count = int(purged.stdout.split("Purged ")[1].split()[0])
-    assert count >= 15  # the waiting solves (the broker's queue was empty)
+    # The solves waiting at that moment (the broker's queue was empty): 28 less two
+    # for each round that ended during the commands.
+    assert count >= 15
     assert client.zcard(keys.waiting) == 0
     outcomes = {"SUCCESS": 0, "REVOKED": 0}
     for result in sent:
         try:
-            result.get(timeout=60)
+            result.get(timeout=90)
             outcomes["SUCCESS"] += 1
         except TaskRevokedError:
             outcomes["REVOKED"] += 1

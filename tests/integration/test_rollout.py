@@ -184,7 +184,12 @@ def test_rollout_under_load_loses_nothing(make_fleet: Callable[..., Fleet]) -> N
     assert summary["rolled_back"] == []
     for detail in summary["details"]:
         assert detail["health"]["ok"] and detail["health"]["version"] == NEW
-        assert detail["left_at_restart"] == {"active": 0, "reserved": 0, "scheduled": 0}
+        assert detail["left_at_restart"] == {
+            "active": 0,
+            "reserved": 0,
+            "scheduled": 0,
+            "solve_calls": 0,
+        }
     assert "drained in" in progress and "[4/4]" in progress
     assert fleet.versions() == dict.fromkeys(WORKERS, NEW)
 
