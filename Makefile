@@ -3,7 +3,10 @@
 # `make run` with what the stack needs (the [run] extra), every other target with the
 # whole [dev] set. Each stamp says its set is installed for this pyproject.toml; [dev]
 # holds [run], so installing it marks both, and a venv made by `make run` is completed,
-# not rebuilt, by the first target that needs more.
+# not rebuilt, by the first target that needs more. The [dev] set is installed with
+# --upgrade-strategy eager: every dependency at the newest release its range allows, as
+# a user's fresh `pip install` resolves it. `make sdk` keeps the official SDKs, whose
+# exact pins would hold those back, in a venv of its own, $(SDK_VENV).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,6 +14,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUN_STAMP := $(VENV)/.installed-run
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+SDK_VENV ?= .venv-sdk
+SDK_BIN := $(SDK_VENV)/bin
+SDK_STAMP := $(SDK_VENV)/.installed
+# The protocol-fidelity tests, official SDKs against the sandbox: `make sdk` runs them in
+# $(SDK_VENV) and `make integration` leaves them out.
+SDK_TESTS := tests/integration/test_official_*.py
 PYTEST_ARGS ?=
 # pytest-xdist processes per tier. The tiers wait on sockets and sleeping solvers far more
 # than they compute, so they take more processes than the machine has cores. The
@@ -19,6 +28,7 @@ PYTEST_ARGS ?=
 UNIT_JOBS ?= 3
 INTEGRATION_JOBS ?= 5
 FAULT_JOBS ?= 4
+SDK_JOBS ?= 3
 # The provider `make run` plays (captcha-tasks dev --provider).
 PROVIDER ?= captchaai
 # Several providers at once instead (captcha-tasks dev --providers), e.g.
@@ -26,7 +36,7 @@ PROVIDER ?= captchaai
 PROVIDERS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv venv-run run test lint types unit integration faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
+.PHONY: help venv venv-run venv-sdk run test lint types unit integration sdk faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -38,8 +48,15 @@ $(STAMP) $(RUN_STAMP): export PYTHONWARNINGS := ignore:Editable installation:Use
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) -e '.[dev]'
+	$(PIP) --upgrade --upgrade-strategy eager -e '.[dev]'
 	@touch $(STAMP) $(RUN_STAMP)
+
+$(SDK_STAMP): pyproject.toml
+	@test -x $(SDK_BIN)/python || $(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(SDK_BIN)/python -m pip install --quiet --disable-pip-version-check \
+		--upgrade --upgrade-strategy eager -e '.[sdk]'
+	@touch $(SDK_STAMP)
 
 # Nothing to install when the [dev] set already is, for this pyproject.toml.
 $(RUN_STAMP): pyproject.toml
@@ -51,6 +68,8 @@ $(RUN_STAMP): pyproject.toml
 venv: $(STAMP)  ## Create the virtualenv and install the package with its dev tools
 
 venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs ([run] extra)
+
+venv-sdk: $(SDK_STAMP)  ## Create $(SDK_VENV): the package and the official SDKs ([sdk] extra)
 
 run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider; PROVIDERS=captchaai,capsolver: two)
 	$(BIN)/captcha-tasks dev $(if $(PROVIDERS),--providers $(PROVIDERS),--provider $(PROVIDER))
@@ -69,7 +88,11 @@ unit: $(STAMP)  ## Unit tests (no processes but in-process servers)
 	$(BIN)/pytest tests/unit -n $(UNIT_JOBS) $(PYTEST_ARGS)
 
 integration: $(STAMP)  ## Tests with real redis-server, celery worker and sandbox processes
-	$(BIN)/pytest tests/integration -n $(INTEGRATION_JOBS) --maxschedchunk 2 --durations=25 $(PYTEST_ARGS)
+	$(BIN)/pytest tests/integration --ignore-glob '$(SDK_TESTS)' -n $(INTEGRATION_JOBS) \
+		--maxschedchunk 2 --durations=25 $(PYTEST_ARGS)
+
+sdk: $(SDK_STAMP)  ## The official SDKs against the sandbox, in $(SDK_VENV) (part of make test)
+	$(SDK_BIN)/pytest $(SDK_TESTS) -n $(SDK_JOBS) $(PYTEST_ARGS)
 
 faults: $(STAMP)  ## The fault suite at quick scale (part of make test); prints its table
 	@rm -f .run/chaos/quick.jsonl
@@ -177,5 +200,5 @@ COMPAT_ARGS ?=
 compat: $(STAMP)  ## The worker-level tests on each Python x Celery x kombu x redis-py row; writes docs/reference/supported-versions.md's table
 	$(BIN)/python -m captcha_tasks.devtools.compat $(COMPAT_ARGS)
 
-clean:  ## Remove the virtualenv, caches, .run/ and .compat/
-	rm -rf $(VENV) .run .compat .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+clean:  ## Remove the virtualenvs, caches, .run/ and .compat/
+	rm -rf $(VENV) $(SDK_VENV) .run .compat .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

@@ -1,8 +1,10 @@
-"""``make test``: lint, types and the three test tiers, side by side, then one summary.
+"""``make test``: lint, types and the four test tiers, side by side, then one summary.
 
 ``python -m tests.suite [TIER ...]`` runs the named tiers (all of them by default) as
 ``make <tier>`` children (the ``docs`` tier: ``make docs-check``, the site built with
-``--strict`` and its links checked), each writing its whole output to ``.run/test/<tier>.log``.
+``--strict`` and its links checked; the ``sdk`` tier: ``make sdk``, the official SDKs'
+tests in a virtualenv of their own, bootstrapped on first use), each writing its whole
+output to ``.run/test/<tier>.log``.
 While they run, one progress line a while says how far each has come; at the end, a
 table gives each tier's counts and wall time, then the failures (and the tail of each
 failed tier's log), then every test skipped for want of a tool, with the command that
@@ -32,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / ".run" / "test"
 
 #: Every tier, in the order the summary lists them.
-TIERS = ("lint", "types", "docs", "unit", "integration", "faults")
+TIERS = ("lint", "types", "docs", "unit", "integration", "sdk", "faults")
 #: The make target of a tier whose name is not one (``make docs`` serves the site).
 TARGETS = {"docs": "docs-check"}
 #: Tiers that wait for another to end before they start (``tier: after``).
@@ -73,7 +75,7 @@ class Tier:
 
     @property
     def is_pytest(self) -> bool:
-        return self.name in ("unit", "integration", "faults")
+        return self.name in ("unit", "integration", "sdk", "faults")
 
     def start(self) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,22 @@
 """The version matrix (``make compat``): the worker-level tests on each supported line of
-Celery, kombu and redis-py, under Python 3.10 to 3.13.
+Celery, kombu and redis-py, under Python 3.10 to 3.13, and every declared dependency at
+both ends of its range.
 
-Each row of :data:`ROWS` is an interpreter and exact pins of the three libraries. A row
-gets a virtualenv of its own under ``.compat/<label>/`` (plain ``python -m venv`` and
+Most rows of :data:`ROWS` are an interpreter and exact pins of the three libraries. Two
+more take every requirement of the runtime and of each user-facing extra
+(:data:`USER_EXTRAS`) from pyproject.toml: the ``newest`` row at the newest release its
+range allows (``pip install --upgrade --upgrade-strategy eager``, as a fresh install
+resolves it), the ``oldest`` row at its declared floor (a constraints file that pins each
+floor ``==``; what the project does not declare resolves as pip chooses). Those two also
+run the extras' tests (:data:`EXTRA_TESTS`).
+
+A row gets a virtualenv of its own under ``.compat/<label>/`` (plain ``python -m venv`` and
 pip), the package installed in it (editable, with the ``[compat]`` extra: what the
 selected tests import), then pytest on :data:`SELECTED_TESTS` in that venv. The venv is
 kept for the next run while its stamp (the row's pins, the interpreter, pyproject.toml's
-hash) still matches; ``--fresh`` rebuilds it. Rows run one after another: the tests start
-redis-servers and worker processes, and the machine has few cores.
+hash) still matches; ``--fresh`` rebuilds it. The newest row's venv is upgraded in place
+on every run. Rows run one after another: the tests start redis-servers and worker
+processes, and the machine has few cores.
 
 At the end: a Markdown table (one line per row), ``.compat/results.json`` (the last result
 of every row, this run's and earlier ones'), and the same table, for every row with a
@@ -16,7 +25,8 @@ code is 1 when a row of this run is red.
 
 :func:`declared_ranges_match` checks, without a venv, that pyproject.toml's ranges for
 Celery, kombu and redis-py admit every pinned version and nothing outside the tested
-lines, and says what they should be.
+lines, and says what they should be; and that every other requirement of the runtime and
+the user-facing extras declares a floor for the oldest row to pin.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ import xml.etree.ElementTree as ET  # pytest's own report, not untrusted input
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -51,32 +61,54 @@ else:  # pragma: no cover - the driver runs in the project's venv, 3.11 or later
     import tomli as tomllib
 
 __all__ = [
+    "EXTRA_TESTS",
     "ROWS",
     "SELECTED_TESTS",
+    "USER_EXTRAS",
     "RangeCheck",
     "Row",
     "RowResult",
     "declared_ranges_match",
+    "floor_constraints",
     "main",
     "render_table",
     "select_rows",
 ]
 
 
+#: How a row chooses its dependencies: Celery, kombu and redis-py at the row's pins (the
+#: rest as pip resolves), or every declared requirement at its newest or its oldest.
+Resolution = Literal["pinned", "newest", "oldest"]
+
+
 @dataclass(frozen=True)
 class Row:
     """One combination: an interpreter (``"3.12"``) and exact versions of the three
-    libraries (each the latest patch of its line)."""
+    libraries (each the latest patch of its line), or, for a ``newest`` or ``oldest`` row,
+    an interpreter alone."""
 
     label: str
     python: str
-    celery: str
-    kombu: str
-    redis: str
+    celery: str = ""
+    kombu: str = ""
+    redis: str = ""
+    resolution: Resolution = "pinned"
 
     def pins(self) -> list[str]:
-        """The pip requirements that pin this row."""
+        """The pip requirements that pin this row (none for ``newest`` and ``oldest``)."""
+        if self.resolution != "pinned":
+            return []
         return [f"celery=={self.celery}", f"kombu=={self.kombu}", f"redis=={self.redis}"]
+
+    def extras(self) -> tuple[str, ...]:
+        """The package's extras installed in the row's venv."""
+        return ("compat",) if self.resolution == "pinned" else ("compat", *USER_EXTRAS)
+
+    def tests(self) -> tuple[str, ...]:
+        """The test files the row runs."""
+        if self.resolution == "pinned":
+            return SELECTED_TESTS
+        return (*SELECTED_TESTS, *(test for extra in USER_EXTRAS for test in EXTRA_TESTS[extra]))
 
 
 def _stack(label: str, celery: str, kombu: str, redis: str, pythons: Iterable[str]) -> list[Row]:
@@ -88,7 +120,8 @@ _ALL_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 #: The matrix. Celery 5.5 resolves kombu 5.5 (it pins kombu<5.6), whose Redis extra caps
 #: redis-py at 5.2.1; Celery 5.6 takes kombu 5.6 (redis-py <6.5) or 5.7 (redis-py >=6.4,<9).
 #: redis-py 8.2 needs Python 3.11: on 3.10 kombu 5.7 resolves redis-py 8.1.
-#: Celery 5.7 requires kombu 5.7.
+#: Celery 5.7 requires kombu 5.7. The newest row runs on the newest Python, the oldest
+#: on the oldest.
 ROWS: tuple[Row, ...] = (
     *_stack("celery5.5", "5.5.3", "5.5.4", "5.2.1", _ALL_PYTHONS),
     *_stack("celery5.6-kombu5.7", "5.6.3", "5.7.0", "8.1.0", ["3.10"]),
@@ -98,7 +131,39 @@ ROWS: tuple[Row, ...] = (
     *_stack("celery5.6-kombu5.7-redis6.4", "5.6.3", "5.7.0", "6.4.0", ["3.13"]),
     *_stack("celery5.7", "5.7.0", "5.7.0", "8.1.0", ["3.10"]),
     *_stack("celery5.7", "5.7.0", "5.7.0", "8.2.0", ["3.11", "3.12", "3.13"]),
+    Row("py3.13-newest", "3.13", resolution="newest"),
+    Row("py3.10-oldest", "3.10", resolution="oldest"),
 )
+
+#: The extras a user installs (``pip install 'captcha_tasks[mcp]'``): the newest and oldest
+#: rows install each and take each requirement's range at both ends. The others
+#: (:data:`TOOLING_EXTRAS`) are this repository's own tools.
+USER_EXTRAS = ("aio", "mcp", "nats", "playwright", "scrapy")
+TOOLING_EXTRAS = ("compat", "dev", "run", "sdk")
+
+#: The tests of each user-facing extra, run by the newest and oldest rows beside
+#: :data:`SELECTED_TESTS` (``aio``'s, test_aio.py, is among those).
+EXTRA_TESTS: Mapping[str, tuple[str, ...]] = {
+    "aio": (),
+    "mcp": (
+        "tests/integration/test_mcp.py",
+        "tests/unit/test_mcp_tools.py",
+        "tests/unit/test_mcp_agents.py",
+        "tests/unit/test_settings_mcp.py",
+    ),
+    "nats": ("tests/integration/test_bridge_nats.py", "tests/unit/bridge/test_bridge.py"),
+    "playwright": (
+        "tests/integration/test_playwright.py",
+        "tests/unit/contrib/test_browser_cookies.py",
+    ),
+    "scrapy": (
+        "tests/integration/test_scrapy.py",
+        "tests/unit/contrib/test_scrapy_challenge.py",
+        "tests/unit/contrib/test_scrapy_coalesce.py",
+        "tests/unit/contrib/test_scrapy_cookies.py",
+        "tests/unit/contrib/test_scrapy_options.py",
+    ),
+}
 
 #: The worker-level tests each row runs: a solve's round trip, redelivery after a SIGKILL,
 #: result states, the user's own app, ``aio``, a Redis restart and an outage under a
@@ -130,8 +195,11 @@ DEFAULT_INTERPRETERS: Mapping[str, str] = {
     "3.13": "/root/.pyenv/versions/3.13.0/bin/python3.13",
 }
 
-#: The distributions whose installed versions each row records.
+#: The distributions whose installed versions each row records; the newest and oldest rows
+#: also record every requirement they take from pyproject.toml.
 RECORDED = ("celery", "kombu", "redis", "billiard", "hiredis")
+#: Recorded on the newest and oldest rows beside the declared requirements: mcp's pydantic.
+RECORDED_TOO = ("pydantic",)
 
 #: The libraries whose pyproject.toml ranges :func:`declared_ranges_match` checks.
 CHECKED = ("celery", "kombu", "redis")
@@ -141,6 +209,8 @@ WORK_DIR = ROOT / ".compat"
 DOCS_PAGE = ROOT / "docs" / "reference" / "supported-versions.md"
 TABLE_START = "<!-- compat-table:start -->"
 TABLE_END = "<!-- compat-table:end -->"
+RANGES_START = "<!-- compat-ranges:start -->"
+RANGES_END = "<!-- compat-ranges:end -->"
 
 #: Limits on one row's pip install and on its pytest run (each test also has pytest's
 #: own ``timeout``); past them the process group is stopped and the row is red.
@@ -194,6 +264,7 @@ class RowResult:
     label: str
     pins: dict[str, str]
     installed: dict[str, str | None] = field(default_factory=dict)
+    resolution: str = "pinned"
     passed: int = 0
     failed: int = 0
     errors: int = 0
@@ -230,7 +301,7 @@ def _cell(text: str) -> str:
 def render_table(results: Sequence[RowResult], *, checked: bool = False) -> str:
     """The Markdown table: one line per result, the versions as installed (the pins where
     the row did not get as far as installing). ``checked`` adds the date of each run."""
-    head = ["Python", "Celery", "kombu", "redis-py", "passed", "failed", "wall", "result"]
+    head = ["row", "Python", "Celery", "kombu", "redis-py", "passed", "failed", "wall", "result"]
     if checked:
         head.append("checked")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -251,6 +322,7 @@ def render_table(results: Sequence[RowResult], *, checked: bool = False) -> str:
                 )
                 outcome += f" ({_cell(line)})"
         cells = [
+            "pins" if r.resolution == "pinned" else r.resolution,
             version("python"),
             version("celery"),
             version("kombu"),
@@ -266,12 +338,36 @@ def render_table(results: Sequence[RowResult], *, checked: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def replace_between_markers(text: str, table: str) -> str:
+def render_ranges(results: Sequence[RowResult], pyproject: Path | None = None) -> str:
+    """The Markdown table of every requirement of the runtime and the user-facing extras:
+    its declared range and the version the oldest and the newest row installed."""
+    by_kind = {r.resolution: r for r in results}
+    lines = [
+        "| requirement | of | declared | oldest row | newest row |",
+        "|---|---|---|---|---|",
+    ]
+
+    def installed(kind: str, name: str) -> str:
+        result = by_kind.get(kind)
+        return (result.installed.get(name) or "-") if result is not None else "not run"
+
+    for name, spec, group in declared_requirements(pyproject or ROOT / "pyproject.toml"):
+        cells = [name, group, _cell(spec), installed("oldest", name), installed("newest", name)]
+        lines.append("| " + " | ".join(cells) + " |")
+    for name in RECORDED_TOO:
+        cells = [name, "mcp's", "(not declared)", installed("oldest", name)]
+        lines.append("| " + " | ".join([*cells, installed("newest", name)]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_between_markers(
+    text: str, table: str, start_marker: str = TABLE_START, end_marker: str = TABLE_END
+) -> str:
     """``text`` with what lies between the table's marker comments replaced by ``table``."""
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"the page has no {TABLE_START} ... {TABLE_END} markers")
-    return text[: start + len(TABLE_START)] + "\n\n" + table + "\n" + text[end:]
+        raise ValueError(f"the page has no {start_marker} ... {end_marker} markers")
+    return text[: start + len(start_marker)] + "\n\n" + table + "\n" + text[end:]
 
 
 def parse_junit(path: Path, root: Path = ROOT) -> dict[str, Any]:
@@ -342,6 +438,46 @@ class RangeCheck:
         return not self.problems
 
 
+def declared_requirements(pyproject: Path) -> list[tuple[str, str, str]]:
+    """Every requirement of the runtime and of the user-facing extras, as (name, range,
+    where: ``runtime`` or ``[extra]``), in pyproject.toml's order; a name the runtime
+    declares already is left out of an extra."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    groups = [("runtime", project.get("dependencies", []))]
+    extras = project.get("optional-dependencies", {})
+    groups += [(f"[{extra}]", extras.get(extra, [])) for extra in USER_EXTRAS]
+    found: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for group, lines in groups:
+        for line in lines:
+            req = Requirement(line)
+            name = req.name.lower()
+            if name == "captcha-tasks" or name in seen:
+                continue
+            seen.add(name)
+            found.append((name, str(req.specifier), group))
+    return found
+
+
+def _floor(spec: SpecifierSet) -> Version | None:
+    """The lowest version ``spec`` names as admitted (``>=``, ``==``, ``~=``)."""
+    floors = [Version(s.version) for s in spec if s.operator in (">=", "==", "~=")]
+    return min(floors) if floors else None
+
+
+def floor_constraints(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """The oldest row's constraints: each requirement of the runtime and the user-facing
+    extras pinned ``==`` its declared floor. A requirement without one raises ValueError
+    (:func:`declared_ranges_match` names it too)."""
+    out = []
+    for name, spec, group in declared_requirements(pyproject):
+        floor = _floor(SpecifierSet(spec))
+        if floor is None:
+            raise ValueError(f"{name} ({group}) declares no floor: {spec or 'any version'}")
+        out.append(f"{name}=={floor}")
+    return out
+
+
 def _declared(pyproject: Path) -> dict[str, SpecifierSet | None]:
     data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     found: dict[str, SpecifierSet | None] = dict.fromkeys(CHECKED)
@@ -365,12 +501,21 @@ def declared_ranges_match(
     too: its range is then whatever that other library allows.
 
     The suggested range of each library is ``>=X.Y`` of its lowest pin and ``<X.(Y+1)``
-    of its highest."""
+    of its highest. The newest and oldest rows pin nothing; for them every requirement of
+    the runtime and the user-facing extras must declare a floor, and pyproject.toml's
+    extras must each be one of :data:`USER_EXTRAS` or :data:`TOOLING_EXTRAS`."""
     declared = _declared(pyproject)
     problems: list[str] = []
     suggested: dict[str, str] = {}
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+    extras = set(project.get("optional-dependencies", {}))
+    for extra in sorted(extras - set(USER_EXTRAS) - set(TOOLING_EXTRAS)):
+        problems.append(f"[{extra}]: neither a user-facing nor a tooling extra of compat.py")
+    for name, text, group in declared_requirements(pyproject):
+        if _floor(SpecifierSet(text)) is None:
+            problems.append(f"{name} ({group}): no floor for the oldest row to pin")
     for name in CHECKED:
-        pinned = sorted({Version(getattr(row, name)) for row in rows})
+        pinned = sorted({Version(getattr(row, name)) for row in rows if row.resolution == "pinned"})
         if not pinned:
             continue
         low, high = pinned[0], pinned[-1]
@@ -457,29 +602,47 @@ def _tail(log: Path, lines: int = 1) -> str:
 def ensure_venv(
     row: Row, python: str, *, fresh: bool, root: Path = ROOT
 ) -> tuple[Path, float, str | None]:
-    """The row's venv, built (or rebuilt) unless its stamp matches. Returns its directory,
-    the seconds spent installing, and an error line when the install failed."""
+    """The row's venv, built (or rebuilt) unless its stamp matches; the newest row's is
+    upgraded in place when it does. Returns its directory, the seconds spent installing,
+    and an error line when the install failed."""
     venv = root / ".compat" / row.label
     stamp_path = venv / ".stamp.json"
-    stamp = {"pins": row.pins(), "python": python, "pyproject": _pyproject_hash(root)}
+    constraints = floor_constraints(root / "pyproject.toml") if row.resolution == "oldest" else []
+    stamp = {
+        "pins": row.pins(),
+        "resolution": row.resolution,
+        "constraints": constraints,
+        "python": python,
+        "pyproject": _pyproject_hash(root),
+    }
+    matches = False
     if not fresh and stamp_path.is_file():
         with contextlib.suppress(ValueError, OSError):
-            if json.loads(stamp_path.read_text(encoding="utf-8")) == stamp:
-                return venv, 0.0, None
+            matches = json.loads(stamp_path.read_text(encoding="utf-8")) == stamp
+    if matches and row.resolution != "newest":
+        return venv, 0.0, None
     if not Path(python).is_file():
         return venv, 0.0, f"no interpreter at {python} (--python {row.python}=PATH)"
     started = time.monotonic()
-    if venv.exists():
-        shutil.rmtree(venv)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / f"{row.label}.install.log"
     log.write_bytes(b"")
-    code, late = _run([python, "-m", "venv", str(venv)], timeout=120, log=log, cwd=root)
-    if code != 0:
-        return venv, time.monotonic() - started, f"python -m venv failed: {_tail(log)}"
+    if not matches:
+        if venv.exists():
+            shutil.rmtree(venv)
+        code, late = _run([python, "-m", "venv", str(venv)], timeout=120, log=log, cwd=root)
+        if code != 0:
+            return venv, time.monotonic() - started, f"python -m venv failed: {_tail(log)}"
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+    how: list[str] = list(row.pins())
+    if row.resolution == "newest":
+        how = ["--upgrade", "--upgrade-strategy", "eager"]
+    elif row.resolution == "oldest":
+        constraints_file = venv.parent / f"{row.label}.constraints.txt"
+        constraints_file.write_text("\n".join(constraints) + "\n", encoding="utf-8")
+        how = ["--constraint", str(constraints_file)]
     code, late = _run(
-        [*pip, "--quiet", "-e", f"{root}[compat]", *row.pins()],
+        [*pip, "--quiet", "-e", f"{root}[{','.join(row.extras())}]", *how],
         timeout=INSTALL_TIMEOUT,
         log=log,
         cwd=root,
@@ -492,10 +655,10 @@ def ensure_venv(
     return venv, seconds, None
 
 
-def installed_versions(venv: Path) -> dict[str, str | None]:
-    """Python's and :data:`RECORDED`'s versions as the venv sees them."""
+def installed_versions(venv: Path, names: Sequence[str] = RECORDED) -> dict[str, str | None]:
+    """Python's and ``names``' versions as the venv sees them."""
     out = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", _VERSIONS_SCRIPT % (RECORDED,)],
+        [str(venv / "bin" / "python"), "-c", _VERSIONS_SCRIPT % (tuple(names),)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -519,6 +682,7 @@ def run_row(
     result = RowResult(
         label=row.label,
         pins={"python": row.python, "celery": row.celery, "kombu": row.kombu, "redis": row.redis},
+        resolution=row.resolution,
         missing_tests=list(missing),
         checked=datetime.date.today().isoformat(),
     )
@@ -526,8 +690,12 @@ def run_row(
     if error is not None:
         result.first_failure, result.failure_line = "install", error
         return result
+    names = list(RECORDED)
+    if row.resolution != "pinned":
+        names += [name for name, _, _ in declared_requirements(root / "pyproject.toml")]
+        names += RECORDED_TOO
     try:
-        result.installed = installed_versions(venv)
+        result.installed = installed_versions(venv, list(dict.fromkeys(names)))
     except (subprocess.SubprocessError, OSError, ValueError) as exc:
         result.first_failure, result.failure_line = "install", f"reading its versions: {exc}"
         return result
@@ -603,6 +771,7 @@ def merged(
             and r.pins.get("celery") == row.celery
             and r.pins.get("kombu") == row.kombu
             and r.pins.get("redis") == row.redis
+            and r.resolution == row.resolution
         ):
             out.append(r)
     return out
@@ -673,17 +842,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.list:
         for row in rows:
-            print(f"{row.label:40} {' '.join(row.pins()):45} {interpreters.get(row.python, '?')}")
+            how = " ".join(row.pins()) or f"every requirement at its {row.resolution}"
+            print(f"{row.label:40} {how:45} {interpreters.get(row.python, '?')}")
         return 0
 
     ranges = declared_ranges_match(ROWS)
-    tests, missing = present_tests(ROOT, SELECTED_TESTS)
-    for name in missing:
-        print(f"compat: {name} does not exist; skipped")
-
     results: list[RowResult] = []
     for n, row in enumerate(rows, 1):
-        print(f"compat: [{n}/{len(rows)}] {row.label}: {' '.join(row.pins())}", flush=True)
+        tests, missing = present_tests(ROOT, row.tests())
+        for name in missing:
+            print(f"compat: {name} does not exist; skipped")
+        how = " ".join(row.pins()) or f"every requirement at its {row.resolution}"
+        print(f"compat: [{n}/{len(rows)}] {row.label}: {how}", flush=True)
         python = interpreters.get(row.python, "")
         result = run_row(row, python, tests, missing, jobs=args.jobs, fresh=args.fresh)
         results.append(result)
@@ -717,15 +887,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         encoding="utf-8",
     )
     if not args.no_docs and DOCS_PAGE.is_file():
-        DOCS_PAGE.write_text(
-            replace_between_markers(
-                DOCS_PAGE.read_text(encoding="utf-8"), render_table(every, checked=True)
-            ),
-            encoding="utf-8",
+        page = replace_between_markers(
+            DOCS_PAGE.read_text(encoding="utf-8"), render_table(every, checked=True)
         )
+        page = replace_between_markers(page, render_ranges(every), RANGES_START, RANGES_END)
+        DOCS_PAGE.write_text(page, encoding="utf-8")
 
     print()
     print(render_table(results))
+    if any(r.resolution != "pinned" for r in results):
+        print(render_ranges(results))
     if ranges:
         print("pyproject.toml's ranges match the tested versions.")
     else:

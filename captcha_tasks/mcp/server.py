@@ -3,7 +3,12 @@ streamable HTTP. The SDK is imported when a server is built, never at import tim
 package imports without the ``mcp`` extra).
 
 No ``from __future__ import annotations`` here: the SDK reads the tools' annotations as
-objects (the ``Context`` parameter is found by its class)."""
+objects (the ``Context`` parameter is found by its class). A solve tool is built at run
+time, so it states its parameters twice, alike: as ``__signature__`` (which
+``inspect.signature`` reads: the SDK's argument model, and its ``Context`` lookup up to
+mcp 1.13) and as ``__annotations__`` (which ``typing.get_type_hints`` reads: its
+``Context`` lookup from mcp 1.14). Where the two disagree, the SDK takes ``ctx`` for an
+argument every caller must send."""
 
 import asyncio
 import inspect
@@ -194,9 +199,12 @@ def _solve_tool(
         return await tools.run_task(ctx, name, given, fields)
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=context_class)
-    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*params, ctx_param], return_annotation=dict[str, Any]
-    )
+    signature = inspect.Signature([*params, ctx_param], return_annotation=dict[str, Any])
+    tool.__signature__ = signature  # type: ignore[attr-defined]
+    tool.__annotations__ = {
+        **{param.name: param.annotation for param in signature.parameters.values()},
+        "return": signature.return_annotation,
+    }
     tool.__name__ = name
     task = app.tasks.get(f"captcha_tasks.{name}")
     doc = inspect.getdoc(task.run) if task is not None else inspect.getdoc(awaiting)

@@ -11,10 +11,11 @@ import os
 import re
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import requests
 
@@ -23,8 +24,8 @@ from tests.support.workers import ROOT, worker_env
 
 mcp = pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client import streamable_http  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamablehttp_client  # noqa: E402
 from mcp.shared.exceptions import McpError  # noqa: E402
 from mcp.types import (  # noqa: E402
     CancelledNotification,
@@ -85,12 +86,20 @@ async def _stdio(env: dict[str, str], *args: str) -> AsyncIterator[ClientSession
 
 
 @asynccontextmanager
-async def _http(url: str, token: str) -> AsyncIterator[ClientSession]:
+async def _http(url: str, token: str, **session_options: Any) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"}
-    async with (
-        streamablehttp_client(url, headers=headers) as (read, write, _),
-        ClientSession(read, write) as session,
-    ):
+    async with AsyncExitStack() as stack:
+        # From mcp 1.24 the transport takes an httpx client; the older function, which takes
+        # the headers itself, warns there that it is deprecated.
+        if hasattr(streamable_http, "streamable_http_client"):
+            client = await stack.enter_async_context(
+                httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300))
+            )
+            transport = streamable_http.streamable_http_client(url, http_client=client)
+        else:
+            transport = streamable_http.streamablehttp_client(url, headers=headers)
+        read, write, _ = await stack.enter_async_context(transport)
+        session = await stack.enter_async_context(ClientSession(read, write, **session_options))
         await session.initialize()
         yield session
 
@@ -278,12 +287,7 @@ def test_a_cancelled_call_keeps_its_slot_until_the_solve_ends(
         return int(_json(await session.call_tool("get_spend", {}))["in_flight"])
 
     async def scenario() -> None:
-        headers = {"Authorization": f"Bearer {TOKEN_A}"}
-        async with (
-            streamablehttp_client(url, headers=headers) as (read, write, _),
-            ClientSession(read, write, message_handler=on_message) as a,
-        ):
-            await a.initialize()
+        async with _http(url, TOKEN_A, message_handler=on_message) as a:
             slow = asyncio.ensure_future(
                 a.call_tool(
                     "solve_recaptcha_v2",

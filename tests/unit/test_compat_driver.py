@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from captcha_tasks.devtools import compat
 from captcha_tasks.devtools.compat import (
@@ -94,15 +95,29 @@ def test_the_table_has_a_line_per_row_with_counts_wall_and_outcome() -> None:
         installed={},
     )
     lines = render_table([green, red]).splitlines()
-    assert lines[0] == ("| Python | Celery | kombu | redis-py | passed | failed | wall | result |")
-    assert lines[2] == "| 3.10.13 | 5.5.3 | 5.5.4 | 5.2.1 | 40 | 0 | 2m05s | green |"
+    assert lines[0] == (
+        "| row | Python | Celery | kombu | redis-py | passed | failed | wall | result |"
+    )
+    assert lines[2] == "| pins | 3.10.13 | 5.5.3 | 5.5.4 | 5.2.1 | 40 | 0 | 2m05s | green |"
     # A row that installed nothing shows its pins; failures and errors count together.
     assert lines[3] == (
-        "| 3.10 | 5.5.3 | 5.5.4 | 5.2.1 | 12 | 4 | 42s | red: "
+        "| pins | 3.10 | 5.5.3 | 5.5.4 | 5.2.1 | 12 | 4 | 42s | red: "
         "`tests/integration/test_aio.py::test_x` "
         "(AttributeError: 'Channel' object has no attribute '_expires') |"
     )
     assert len(lines) == 4
+
+
+def test_the_newest_and_oldest_rows_are_named_and_show_what_they_installed() -> None:
+    newest = result(
+        "py3.13-newest",
+        resolution="newest",
+        installed={"python": "3.13.0", "celery": "5.7.0", "kombu": "5.7.0", "redis": "8.2.0"},
+        passed=3,
+        green=True,
+    )
+    line = render_table([newest]).splitlines()[2]
+    assert line == "| newest | 3.13.0 | 5.7.0 | 5.7.0 | 8.2.0 | 3 | 0 | 0s | green |"
 
 
 def test_a_pipe_in_a_failure_does_not_split_the_cell() -> None:
@@ -207,3 +222,72 @@ def test_the_projects_own_ranges_are_exactly_the_tested_lines() -> None:
     check = declared_ranges_match(ROWS)
     assert check.problems == [], check.suggested
     assert set(check.suggested) == {"celery", "kombu", "redis"}
+    # The pinned rows' lines are what the newest and oldest rows find at the ends of the
+    # ranges: the oldest row's floors are the lowest pins.
+    floors = dict(line.split("==") for line in compat.floor_constraints())
+    pinned = [row for row in ROWS if row.resolution == "pinned"]
+    for name in ("celery", "kombu", "redis"):
+        assert Version(floors[name]) == min(Version(getattr(row, name)) for row in pinned), name
+
+
+def test_every_range_is_tested_at_both_ends() -> None:
+    kinds = [row.resolution for row in ROWS]
+    assert kinds.count("newest") == kinds.count("oldest") == 1
+    newest, oldest = (next(r for r in ROWS if r.resolution == k) for k in ("newest", "oldest"))
+    pythons = sorted(compat.DEFAULT_INTERPRETERS, key=Version)
+    # The oldest dependencies on the oldest Python, the newest on the newest.
+    assert (oldest.python, newest.python) == (pythons[0], pythons[-1])
+    for row in (newest, oldest):
+        assert set(row.extras()) == {"compat", *compat.USER_EXTRAS}
+        for extra in compat.USER_EXTRAS:
+            assert set(compat.EXTRA_TESTS[extra]) <= set(row.tests()), extra
+    # Every test file named exists.
+    _, missing = compat.present_tests(compat.ROOT, newest.tests())
+    assert missing == []
+
+
+PYPROJECT_EXTRAS = """
+[project]
+name = "x"
+dependencies = ["celery[redis]>=5.5.3,<5.8", "requests[socks]>=2.31,<3", "idna"]
+
+[project.optional-dependencies]
+mcp = ["mcp>=1.22,<2"]
+scrapy = ["scrapy~=2.14"]
+dev = ["captcha_tasks[mcp]", "pytest>=8"]
+shiny = ["x>=1"]
+"""
+
+
+def test_the_oldest_row_pins_each_declared_floor(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(PYPROJECT_EXTRAS.replace(', "idna"', ""))
+    assert compat.floor_constraints(path) == [
+        "celery==5.5.3",
+        "requests==2.31",
+        "mcp==1.22",
+        "scrapy==2.14",
+    ]
+    path.write_text(PYPROJECT_EXTRAS)
+    with pytest.raises(ValueError, match="idna"):
+        compat.floor_constraints(path)
+
+
+def test_a_requirement_without_a_floor_and_an_unknown_extra_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(PYPROJECT_EXTRAS)
+    problems = declared_ranges_match(SAMPLE_ROWS, path).problems
+    assert problems[:2] == [
+        "[shiny]: neither a user-facing nor a tooling extra of compat.py",
+        "idna (runtime): no floor for the oldest row to pin",
+    ]
+
+
+def test_the_ranges_table_shows_each_requirement_at_both_ends(tmp_path: Path) -> None:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(PYPROJECT_EXTRAS.replace(', "idna"', ""))
+    oldest = result("o", resolution="oldest", installed={"celery": "5.5.3", "mcp": "1.22.0"})
+    lines = compat.render_ranges([oldest], path).splitlines()
+    assert lines[2] == "| celery | runtime | <5.8,>=5.5.3 | 5.5.3 | not run |"
+    assert lines[4] == "| mcp | [mcp] | <2,>=1.22 | 1.22.0 | not run |"
+    assert lines[-1] == "| pydantic | mcp's | (not declared) | - | not run |"
