@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,15 @@ def worker_factory(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     # stop their workers themselves, and the next test starts on a flushed Redis.
     for worker in reversed(started):
         stop_process(worker.proc, sig=signal.SIGKILL, group=True)
+
+
+@pytest.fixture
+def no_provider() -> Iterator[str]:
+    """A provider URL nothing answers at: a loopback port bound, never listening (a
+    connection to it is refused), held for the test so no one else takes it."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -82,15 +81,6 @@ class ChallengeSite(BackgroundServer):
 def site() -> Iterator[ChallengeSite]:
     with ChallengeSite() as running:
         yield running
-
-
-@pytest.fixture
-def no_provider() -> Iterator[str]:
-    """A provider URL nothing answers at: a loopback port bound, never listening (a
-    connection to it is refused), held for the test so no one else takes it."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 def _number(payload: str) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import socket
 import threading
 import time
 import typing
@@ -106,14 +105,6 @@ class ChallengeSite(BackgroundServer):
 def site() -> Iterator[ChallengeSite]:
     with ChallengeSite() as running:
         yield running
-
-
-@pytest.fixture
-def no_provider() -> Iterator[str]:
-    """A provider URL nothing answers at: a loopback port bound, never listening."""
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        yield f"http://127.0.0.1:{held.getsockname()[1]}"
 
 
 def _v2(algorithm: str, **options: Any) -> dict[str, Any]:
