@@ -345,7 +345,9 @@ def submit_challenge(
         raise InvalidTaskInput("submit_challenge: refused must be a list of provider names")
     handed_on = False
     try:
-        check_url(url, settings)
+        # The page's URL, as this step names its cookies by it: its form only (no DNS on
+        # every post); a reload fetches it with every check.
+        check_url(url, settings, resolve=False)
         if challenge_type == "datadome":
             page = _set_datadome_cookie(self, solved, action)
             self.save_cookies()

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,7 +20,7 @@ from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from tests.support.altcha_reference import create_challenge, verify_solution
-from tests.support.servers import BackgroundServer
+from tests.support.altcha_site import AltchaSite
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import worker_env
 
@@ -32,54 +30,14 @@ KEY = "the demo site's hmac key"
 NUMBER = 54_321
 
 
-class ChallengeSite(BackgroundServer):
-    """A site's Altcha challenge endpoint (``/altcha/challenge``) on loopback: a fresh
-    challenge for :data:`NUMBER` on each GET, counted."""
-
-    thread_name = "altcha-site"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests = 0
-        self._lock = threading.Lock()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server names the method
-                with site._lock:
-                    site.requests += 1
-                if self.path != "/altcha/challenge":
-                    self.send_error(404)
-                    return
-                body = json.dumps(
-                    create_challenge(KEY, NUMBER, expires=int(time.time()) + 600)
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port: int = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def _serve(self) -> None:
-        self._server.serve_forever(poll_interval=0.1)
-
-    def _shutdown(self) -> None:
-        self._server.shutdown()
-
-    def _cleanup(self) -> None:
-        self._server.server_close()
-
-
 @pytest.fixture
-def site() -> Iterator[ChallengeSite]:
-    with ChallengeSite() as running:
+def site() -> Iterator[AltchaSite]:
+    """The site's challenge endpoint (``/altcha/challenge``): a fresh challenge for
+    :data:`NUMBER` on each GET."""
+    with AltchaSite() as running:
+        running.serve(
+            "challenge", lambda: create_challenge(KEY, NUMBER, expires=int(time.time()) + 600)
+        )
         yield running
 
 
@@ -88,12 +46,12 @@ def _number(payload: str) -> int:
     return number
 
 
-def _env(no_provider: str, site: ChallengeSite) -> dict[str, str]:
+def _env(no_provider: str, site: AltchaSite) -> dict[str, str]:
     return worker_env(no_provider, CAPTCHA_TASKS_ALLOWED_DOMAINS=f"127.0.0.1:{site.port}")
 
 
 def test_a_challenge_given_or_fetched_is_solved_by_the_worker_with_no_provider(
-    celery_app: Any, worker_factory: Any, site: ChallengeSite, no_provider: str
+    celery_app: Any, worker_factory: Any, site: AltchaSite, no_provider: str
 ) -> None:
     worker = worker_factory(_env(no_provider, site))
     page = f"{site.url}/contact"
@@ -117,7 +75,7 @@ def test_a_challenge_given_or_fetched_is_solved_by_the_worker_with_no_provider(
 
 
 def test_a_challenge_url_off_the_workers_allowlist_is_refused_unfetched(
-    celery_app: Any, worker_factory: Any, site: ChallengeSite, no_provider: str
+    celery_app: Any, worker_factory: Any, site: AltchaSite, no_provider: str
 ) -> None:
     worker_factory(_env(no_provider, site))
     # The caller has no allowlist of its own: the worker's refuses it.
@@ -128,7 +86,7 @@ def test_a_challenge_url_off_the_workers_allowlist_is_refused_unfetched(
 
 
 def test_the_challenge_is_fetched_through_the_pool_proxy_named(
-    celery_app: Any, worker_factory: Any, site: ChallengeSite, no_provider: str
+    celery_app: Any, worker_factory: Any, site: AltchaSite, no_provider: str
 ) -> None:
     settings = get_settings()
     with SocksProxy(username="altcha", password="Pr0xy-Pa55") as socks:

@@ -11,12 +11,9 @@ in a few seconds."""
 from __future__ import annotations
 
 import datetime
-import json
-import threading
 import time
 import typing
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import altcha
@@ -25,7 +22,7 @@ import pytest
 
 from captcha_tasks import solve_altcha
 from captcha_tasks.errors import InvalidTaskInput, SolveTimeout
-from tests.support.servers import BackgroundServer
+from tests.support.altcha_site import AltchaSite
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -52,58 +49,9 @@ WORKER_BOUNDS = {
 }
 
 
-class ChallengeSite(BackgroundServer):
-    """A site's challenge endpoints on loopback: ``/altcha/<name>`` answers the JSON the
-    test stored under that name."""
-
-    thread_name = "altcha-v2-site"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.challenges: dict[str, dict[str, Any]] = {}
-        self._lock = threading.Lock()
-        site = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # http.server names the method
-                with site._lock:
-                    challenge = site.challenges.get(self.path.removeprefix("/altcha/"))
-                if challenge is None:
-                    self.send_error(404)
-                    return
-                body = json.dumps(challenge).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port: int = self._server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def serve(self, name: str, challenge: dict[str, Any]) -> str:
-        """Serve ``challenge`` at ``/altcha/<name>``; that path."""
-        with self._lock:
-            self.challenges[name] = challenge
-        return f"/altcha/{name}"
-
-    def _serve(self) -> None:
-        self._server.serve_forever(poll_interval=0.1)
-
-    def _shutdown(self) -> None:
-        self._server.shutdown()
-
-    def _cleanup(self) -> None:
-        self._server.server_close()
-
-
 @pytest.fixture
-def site() -> Iterator[ChallengeSite]:
-    with ChallengeSite() as running:
+def site() -> Iterator[AltchaSite]:
+    with AltchaSite() as running:
         yield running
 
 
@@ -137,7 +85,7 @@ def _verified(challenge: dict[str, Any], payload: str) -> bool:
 
 
 def test_every_algorithm_the_library_offers_is_solved_and_verified_by_it(
-    worker_factory: Any, site: ChallengeSite, no_provider: str
+    worker_factory: Any, site: AltchaSite, no_provider: str
 ) -> None:
     worker_factory(
         worker_env(
@@ -169,7 +117,7 @@ def test_every_algorithm_the_library_offers_is_solved_and_verified_by_it(
 
 
 def test_past_the_bounds_refused_at_the_caller_and_at_the_worker_which_solves_on(
-    worker_factory: Any, site: ChallengeSite, no_provider: str
+    worker_factory: Any, site: AltchaSite, no_provider: str
 ) -> None:
     worker = worker_factory(
         worker_env(
@@ -225,7 +173,7 @@ def test_past_the_bounds_refused_at_the_caller_and_at_the_worker_which_solves_on
 
 
 def test_provider_mode_refuses_v2_at_the_caller_and_at_the_worker(
-    worker_factory: Any, site: ChallengeSite, no_provider: str, settings_env: Any
+    worker_factory: Any, site: AltchaSite, no_provider: str, settings_env: Any
 ) -> None:
     env = worker_env(no_provider, CAPTCHA_TASKS_ALLOWED_DOMAINS=f"127.0.0.1:{site.port}")
     page = f"{site.url}/contact"
@@ -242,7 +190,7 @@ def test_provider_mode_refuses_v2_at_the_caller_and_at_the_worker(
 
 
 def test_auto_mode_solves_v2_in_the_worker(
-    worker_factory: Any, site: ChallengeSite, no_provider: str, settings_env: Any
+    worker_factory: Any, site: AltchaSite, no_provider: str, settings_env: Any
 ) -> None:
     env = worker_env(no_provider, CAPTCHA_TASKS_ALLOWED_DOMAINS=f"127.0.0.1:{site.port}")
     challenge = _v2("SCRYPT")

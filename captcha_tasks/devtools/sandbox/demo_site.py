@@ -489,14 +489,7 @@ class DemoHandler(SandboxHandler):
         def challenge_form(visitor: str) -> str:
             shown = dataclasses.replace(widget, sitekey=demo.widget_sitekey(widget.sitekey))
             csrf = demo.issue_form(visitor, shown.field, shown.sitekey)
-            return (
-                "<h1>Checking that you are not a robot</h1>\n"
-                '<form method="post" action="/verify">\n'
-                f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
-                f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
-                f"{widget_markup(shown, callback)}"
-                '<button type="submit">Continue</button>\n</form>'
-            )
+            return _verify_form(target, csrf, widget_markup(shown, callback))
 
         self._form_page(200, "Just a moment...", challenge_form)
 
@@ -587,14 +580,7 @@ class DemoHandler(SandboxHandler):
             widget = f'<altcha-widget challenge="{inline}"></altcha-widget>'
         else:
             widget = '<altcha-widget challenge="/altcha/challenge"></altcha-widget>'
-        return (
-            "<h1>Checking that you are not a robot</h1>\n"
-            '<form method="post" action="/verify">\n'
-            f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
-            f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
-            f"{widget}\n"
-            '<button type="submit">Continue</button>\n</form>'
-        )
+        return _verify_form(target, csrf, f"{widget}\n")
 
     def _check_post(self, params: dict[str, str], *, only_field: str = "") -> str | None:
         """Why a posted form is refused (None: it passes): first the form itself (one
@@ -667,6 +653,19 @@ class DemoHandler(SandboxHandler):
         page = _PAGE.format(title=html.escape(title), body=body).encode()
         headers = {"Cache-Control": "no-store", **(headers or {})}
         self._send(status, page, "text/html; charset=utf-8", headers)
+
+
+def _verify_form(target: str, csrf: str, widget: str) -> str:
+    """A challenge page's form: posted to ``/verify`` with ``next``, its one-time
+    ``csrf_token`` and what ``widget`` renders."""
+    return (
+        "<h1>Checking that you are not a robot</h1>\n"
+        '<form method="post" action="/verify">\n'
+        f'<input type="hidden" name="next" value="{html.escape(target)}">\n'
+        f'<input type="hidden" name="{CSRF_FIELD}" value="{csrf}">\n'
+        f"{widget}"
+        '<button type="submit">Continue</button>\n</form>'
+    )
 
 
 def _local_path(target: str) -> str | None:
