@@ -32,13 +32,16 @@ NUMBER = 54_321
 
 @pytest.fixture
 def site() -> Iterator[AltchaSite]:
-    """The site's challenge endpoint (``/altcha/challenge``): a fresh challenge for
-    :data:`NUMBER` on each GET."""
-    with AltchaSite() as running:
-        running.serve(
-            "challenge", lambda: create_challenge(KEY, NUMBER, expires=int(time.time()) + 600)
-        )
+    with challenge_site() as running:
         yield running
+
+
+def challenge_site() -> AltchaSite:
+    """The site's challenge endpoint (``/altcha/challenge``): a fresh challenge for
+    :data:`NUMBER` on each GET (started as a context manager)."""
+    site = AltchaSite()
+    site.serve("challenge", lambda: create_challenge(KEY, NUMBER, expires=int(time.time()) + 600))
+    return site
 
 
 def _number(payload: str) -> int:

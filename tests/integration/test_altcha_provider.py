@@ -22,14 +22,14 @@ from captcha_tasks import solve_altcha
 from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
-from tests.integration.test_altcha import NUMBER, ChallengeSite
+from tests.integration.test_altcha import NUMBER, challenge_site
 from tests.support.altcha_reference import create_challenge, verify_solution
 from tests.support.workers import provider_env, provider_sandbox
 
 pytestmark = pytest.mark.integration
 
 PAGE = "https://example.com/contact"
-KEY = "the demo site's hmac key"  # test_altcha.ChallengeSite's
+KEY = "the demo site's hmac key"  # test_altcha.challenge_site's
 #: Who offers it (provider/offers.py SOURCES: each provider's docs and SDK).
 OFFERED = ["2captcha", "2captcha-v2", "anticaptcha", "capmonster"]
 #: ``auto``'s bound in these tests: the worker solves up to this ``maxnumber``.
@@ -82,7 +82,7 @@ def test_auto_keeps_an_easy_one_on_the_worker_and_sends_a_hard_one_to_the_provid
     celery_app: Any, sandbox_factory: Any, worker_factory: Any, mode: Any
 ) -> None:
     sandbox = provider_sandbox(sandbox_factory, "anticaptcha")
-    with ChallengeSite() as site:  # serves maxnumber 100,000: over the bound
+    with challenge_site() as site:  # serves maxnumber 100,000: over the bound
         env = provider_env(sandbox, "anticaptcha")
         env["CAPTCHA_TASKS_ALLOWED_DOMAINS"] = f"127.0.0.1:{site.port}"
         worker_factory({**env, **mode("auto")})
