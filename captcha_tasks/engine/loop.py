@@ -194,6 +194,8 @@ class Engine:
         self._revoke_lock = threading.Lock()
         self._revoke_reason = "revoked"
         self._revoke_looked = float("-inf")
+        # Task ids this engine is reading at the provider now (under ``_busy_lock``).
+        self._reading: set[str] = set()
 
     @property
     def provider(self) -> Provider:
@@ -235,7 +237,7 @@ class Engine:
         """Revoke these solves (Celery's ``revoke`` reached this worker), on the engine's
         thread at its next turn (:meth:`.Finisher.revoke`): a waiting one leaves the queue
         unsent; one at the provider is read no more. A job this engine cannot end yet
-        (being sent; at another provider) is tried again for :data:`REVOKE_PATIENCE`
+        (being sent; being read by this engine; at another provider) is tried again for :data:`REVOKE_PATIENCE`
         seconds, an id that is no job for :data:`REVOKE_UNKNOWN_PATIENCE`."""
         now = time.monotonic()
         with self._revoke_lock:
@@ -273,7 +275,13 @@ class Engine:
             job = Job.from_fields(task_id, fields)
             if job.state in ("done", "failed"):
                 settled.append(task_id)
-            elif job.state != "sending" and self.finisher.revoke(job, reason):
+            elif (
+                # One being sent or read is ended once that call is: its caller's get()
+                # raises only when nothing more of it is on its way to the provider.
+                job.state != "sending"
+                and not self._is_reading(task_id)
+                and self.finisher.revoke(job, reason)
+            ):
                 ended = True  # its completer logs it, as Celery logs a revoked task
                 settled.append(task_id)
             elif now - since > REVOKE_PATIENCE:
@@ -283,6 +291,10 @@ class Engine:
                 if self._revoking.get(task_id) == pending[task_id]:
                     del self._revoking[task_id]
         return ended
+
+    def _is_reading(self, task_id: str) -> bool:
+        with self._busy_lock:
+            return task_id in self._reading
 
     def _run(self) -> None:
         backoff = 0.1
@@ -404,7 +416,10 @@ class Engine:
         polls = [job for job, fields in claimed if self._take_claimed(job, fields)]
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]
+            with self._busy_lock:  # marked here, before a revoke's turn can look
+                self._reading.update(job.task_id for job in batch)
             if not self._spawn(self._poll, batch):
+                self._read_ended(batch)
                 for job in batch:
                     self.queue.release_claim(job.task_id, self.clock())
                 self._poll_due_at = 0.0
@@ -483,8 +498,17 @@ class Engine:
             self._acquire_and_submit()
 
     def _poll(self, jobs: Sequence[Job]) -> None:
-        if self.poller.poll(jobs):
+        try:
+            freed = self.poller.poll(jobs)
+        finally:
+            self._read_ended(jobs)
+        if freed:
             self._acquire_and_submit()
+
+    def _read_ended(self, jobs: Sequence[Job]) -> None:
+        with self._busy_lock:
+            self._reading.difference_update(job.task_id for job in jobs)
+        self._kick.set()  # a revoke held back by the read is settled at the next turn
 
     def refill(self) -> None:
         """Threads were just freed (a poll's or a callback's answers): the next waiting

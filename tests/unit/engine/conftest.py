@@ -102,6 +102,7 @@ class Outcomes:
     def __init__(self) -> None:
         self.results: dict[str, dict[str, Any]] = {}
         self.errors: dict[str, CaptchaTasksError] = {}
+        self.revoked: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def succeed(self, job: Job, result: dict[str, Any]) -> None:
@@ -114,9 +115,15 @@ class Outcomes:
             assert job.task_id not in self.results and job.task_id not in self.errors
             self.errors[job.task_id] = error
 
+    def revoke(self, job: Job, reason: str) -> None:
+        with self._lock:
+            assert job.task_id not in self.results and job.task_id not in self.errors
+            assert job.task_id not in self.revoked
+            self.revoked[job.task_id] = reason
+
     def ended(self) -> int:
         with self._lock:
-            return len(self.results) + len(self.errors)
+            return len(self.results) + len(self.errors) + len(self.revoked)
 
 
 @pytest.fixture

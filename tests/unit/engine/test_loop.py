@@ -205,3 +205,28 @@ def test_an_engine_polls_what_its_own_calls_scheduled_without_looking_at_redis(
     wait_until(lambda: outcomes.ended() == 3, timeout=20, what="3 solves")
     assert len(outcomes.results) == 3, outcomes.errors
     assert provider.count("get") == 6  # each captcha read twice: none was lost or repeated
+
+
+def test_a_solve_revoked_while_it_is_read_ends_once_the_read_has(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    reading, answer_read = threading.Event(), threading.Event()
+
+    def held_first_read(captcha_id: str, poll: int) -> Polled:
+        if poll == 1:
+            reading.set()
+            answer_read.wait(10)
+        return None
+
+    provider = FakeProvider(held_first_read, batch_reads=False)
+    engine, outcomes = make_engine(provider)
+    [task_id] = admit_jobs(1)
+    wait_until(reading.is_set, timeout=10, what="its first read under way")
+    engine.revoke([task_id])
+    time.sleep(1.5)  # the engine takes several turns meanwhile
+    assert outcomes.ended() == 0  # not told revoked while a read of it is on its way
+    answer_read.set()
+    wait_until(lambda: task_id in outcomes.revoked, timeout=5, what="it revoked")
+    time.sleep(1.0)
+    assert provider.count("get") == 1  # and read no more
+    assert engine.revoking() == 0
