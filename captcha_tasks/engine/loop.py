@@ -237,8 +237,9 @@ class Engine:
         """Revoke these solves (Celery's ``revoke`` reached this worker), on the engine's
         thread at its next turn (:meth:`.Finisher.revoke`): a waiting one leaves the queue
         unsent; one at the provider is read no more. A job this engine cannot end yet
-        (being sent; being read by this engine; at another provider) is tried again for :data:`REVOKE_PATIENCE`
-        seconds, an id that is no job for :data:`REVOKE_UNKNOWN_PATIENCE`."""
+        (being sent or read by this engine; at another provider) is tried again for
+        :data:`REVOKE_PATIENCE` seconds, an id that is no job for
+        :data:`REVOKE_UNKNOWN_PATIENCE`."""
         now = time.monotonic()
         with self._revoke_lock:
             self._revoke_reason = reason
