@@ -15,6 +15,9 @@
     ├── NoProxyAvailable              a task needed the worker's proxy, none is leased
     ├── ChallengeRejected             the target site refused a submitted token
     ├── ChallengeNotFound             no captcha widget on a browser page asked to solve one
+    ├── PageFetchFailed               a target site could not be read: unreachable, or no answer
+    │   ├── PageTooLarge              a body past CAPTCHA_TASKS_MAX_PAGE_BYTES
+    │   └── PageTooSlow               a fetch past CAPTCHA_TASKS_PAGE_DEADLINE
     └── SolverError                   anything the provider (or the way to it) answered
         ├── TransientSolverError      worth retrying after ``retry_after`` seconds
         │   ├── NoSlotAvailable       ERROR_NO_SLOT_AVAILABLE; ERROR_ZERO_BALANCE (CaptchaAI)
@@ -65,6 +68,9 @@ __all__ = [
     "InvalidTaskInput",
     "NoProxyAvailable",
     "NoSlotAvailable",
+    "PageFetchFailed",
+    "PageTooLarge",
+    "PageTooSlow",
     "PermanentSolverError",
     "ProviderUnavailable",
     "ProxyRejected",
@@ -202,6 +208,28 @@ class ChallengeNotFound(CaptchaTasksError):
     reCAPTCHA, Turnstile or hCaptcha widget (or lost it while it was solved)."""
 
     default_code = "NO_CHALLENGE"
+
+
+class PageFetchFailed(CaptchaTasksError):
+    """A page task could not read a target site: it could not be reached
+    (``PAGE_UNREACHABLE``), or sent no answer within the read timeout
+    (``PAGE_TIMEOUT``). Nothing was solved for it."""
+
+    default_code = "PAGE_FETCH_FAILED"
+
+
+class PageTooLarge(PageFetchFailed):
+    """A target site's answer was larger than ``CAPTCHA_TASKS_MAX_PAGE_BYTES``: refused
+    as soon as it passed the bound, without reading the rest."""
+
+    default_code = "PAGE_TOO_LARGE"
+
+
+class PageTooSlow(PageFetchFailed):
+    """A fetch from a target site (redirects and the whole body included) took longer
+    than ``CAPTCHA_TASKS_PAGE_DEADLINE``."""
+
+    default_code = "PAGE_TOO_SLOW"
 
 
 class SolverError(CaptchaTasksError):

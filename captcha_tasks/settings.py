@@ -208,6 +208,14 @@ class Settings:
     #: page, each from a fresh solve, before it fails with ``ChallengeRejected`` (1: no
     #: retry). Every refused token is counted rejected and reported to its provider.
     page_attempts: int = 3
+    #: ``CAPTCHA_TASKS_MAX_PAGE_BYTES``: the largest body a worker reads from a target
+    #: site (a page, a form's answer, an ALTCHA challenge), after decompression. Read as
+    #: it arrives and refused past this (``PageTooLarge``), before it is all in memory.
+    max_page_bytes: int = 10 * 1024 * 1024
+    #: ``CAPTCHA_TASKS_PAGE_DEADLINE``: seconds one fetch from a target site may take,
+    #: redirects and the whole body included (not scaled: sites keep real time); past
+    #: it the fetch is refused (``PageTooSlow``), however steadily the site sends.
+    page_deadline: float = 60.0
     #: ``CAPTCHA_TASKS_POOL_MIN_LIFE``: seconds of life a pooled token must have left
     #: to be handed out (scaled, like the token lifetimes it is compared with).
     pool_min_life: float = 10.0
@@ -408,6 +416,11 @@ _SOURCES: dict[str, tuple[str, Parse]] = {
     ),
     "routing": ("CAPTCHA_TASKS_ROUTING", _choice("order", "cost")),
     "page_attempts": ("CAPTCHA_TASKS_PAGE_ATTEMPTS", _between(int, 1, 10, "attempts")),
+    "max_page_bytes": (
+        "CAPTCHA_TASKS_MAX_PAGE_BYTES",
+        _between(int, 1024, 1024**3, "bytes"),
+    ),
+    "page_deadline": ("CAPTCHA_TASKS_PAGE_DEADLINE", _between(float, 1, 3600, "seconds")),
     "pool_min_life": ("CAPTCHA_TASKS_POOL_MIN_LIFE", _number(float, 0.0)),
     "lock_ttl": ("CAPTCHA_TASKS_LOCK_TTL", _number(float, 0.1)),
     "proxy_lease_ttl": ("CAPTCHA_TASKS_PROXY_LEASE_TTL", _number(float, 0.1)),

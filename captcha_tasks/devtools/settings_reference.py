@@ -116,6 +116,8 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
         (
             "CAPTCHA_TASKS_ALLOWED_DOMAINS",
             "CAPTCHA_TASKS_PAGE_ATTEMPTS",
+            "CAPTCHA_TASKS_MAX_PAGE_BYTES",
+            "CAPTCHA_TASKS_PAGE_DEADLINE",
             "CAPTCHA_TASKS_POOL_MIN_LIFE",
             "CAPTCHA_TASKS_LOCK_TTL",
             "CAPTCHA_TASKS_PROXY_LEASE_TTL",

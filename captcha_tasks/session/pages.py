@@ -28,11 +28,13 @@ the proxy shown with its password masked, never requests' own exception.
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
 import re
 import socket
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -40,11 +42,19 @@ from typing import Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from ..errors import ConfigurationError, ProxyRejected, TargetNotAllowed
+from ..errors import (
+    ConfigurationError,
+    PageFetchFailed,
+    PageTooLarge,
+    PageTooSlow,
+    ProxyRejected,
+    TargetNotAllowed,
+)
 from ..masking import mask_url, mask_urls_in
 from ..settings import Settings
 
@@ -69,8 +79,11 @@ MAX_REDIRECTS = 5
 MAX_URL_LENGTH = 2048
 #: Never in a URL as written (urlsplit would drop some and keep others).
 _UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]|\s")
-#: (connect, read) seconds for a target page.
+#: (connect, read) seconds for a target page: the wait for a connection, and for each
+#: read; the whole fetch is bounded by ``CAPTCHA_TASKS_PAGE_DEADLINE``.
 PAGE_TIMEOUT = (5.0, 30.0)
+#: Bytes asked of the socket per read of a page's body.
+READ_SIZE = 65_536
 
 
 def _split_host(entry: str) -> tuple[str, int | None]:
@@ -135,8 +148,12 @@ def check_url(url: str, settings: Settings, *, resolve: bool = True, allowlist: 
         return url
     entry = _allowed_entry(settings, host, port)
     if entry is None:
-        allowed = ", ".join(settings.allowed_domains) or "none configured"
-        raise TargetNotAllowed(f"{host}:{port} is not in CAPTCHA_TASKS_ALLOWED_DOMAINS ({allowed})")
+        # The refused value and the setting, never the list: a caller need not learn
+        # which other hosts this deployment reaches.
+        empty = "" if settings.allowed_domains else " (it is empty: no host is)"
+        raise TargetNotAllowed(
+            f"{_where(url)} is not allowed by CAPTCHA_TASKS_ALLOWED_DOMAINS{empty}"
+        )
     if _is_ip(host) or not resolve:
         return url  # an address the operator listed as written
     try:
@@ -288,22 +305,135 @@ def _proxy_failure(
 
 
 def _request(
-    session: requests.Session, method: str, url: str, data: Mapping[str, str] | None
+    session: requests.Session,
+    method: str,
+    url: str,
+    data: Mapping[str, str] | None,
+    deadline: float,
+    settings: Settings,
 ) -> requests.Response:
+    """The answer's head (its body is read by :func:`_read_body`), within the fetch's
+    deadline."""
+    left = _left(url, deadline, settings)
+    timeout = (min(PAGE_TIMEOUT[0], left), min(PAGE_TIMEOUT[1], left))
     try:
-        return session.request(method, url, data=data, allow_redirects=False, timeout=PAGE_TIMEOUT)
+        return session.request(
+            method, url, data=data, allow_redirects=False, timeout=timeout, stream=True
+        )
     except requests.exceptions.InvalidSchema as exc:
         if "SOCKS" in str(exc):  # requests without PySocks
             raise ConfigurationError(
                 "a SOCKS proxy needs PySocks: pip install 'requests[socks]'"
             ) from None
         raise
-    except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-        failure = _proxy_failure(session, url, exc)
-        if failure is None:
-            raise
+    except requests.exceptions.RequestException as exc:
+        failure = None
+        if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.Timeout):
+            failure = _proxy_failure(session, url, exc)
         # Not chained: requests' messages quote the page's path and query.
-        raise failure from None
+        raise failure or _unreadable(url, exc, deadline, settings) from None
+
+
+def _left(url: str, deadline: float, settings: Settings) -> float:
+    """Seconds left before ``deadline``, or :class:`PageTooSlow` when none are."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise PageTooSlow(
+            f"{_where(url)} took over CAPTCHA_TASKS_PAGE_DEADLINE ({settings.page_deadline:g} s)"
+        )
+    return left
+
+
+def _where(url: str) -> str:
+    """``url``'s host and port for a message: its path and query can hold what the
+    caller would not want in a result or a log."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "?").lower()
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        port = 0
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _unreadable(
+    url: str, exc: BaseException, deadline: float, settings: Settings
+) -> PageFetchFailed:
+    """The typed error for a fetch the HTTP stack failed: its reason in a few words,
+    never the stack's own message."""
+    _left(url, deadline, settings)  # past the deadline, that is the reason
+    causes = list(_causes(exc))
+    if any(isinstance(e, TimeoutError | requests.exceptions.Timeout) for e in causes):
+        return PageFetchFailed(
+            f"{_where(url)} sent nothing for {PAGE_TIMEOUT[1]:g} s", "PAGE_TIMEOUT"
+        )
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        os_errors = [
+            e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"
+        ]
+        why = f": {os_errors[-1].strerror or type(os_errors[-1]).__name__}" if os_errors else ""
+        return PageFetchFailed(f"cannot connect to {_where(url)}{why}", "PAGE_UNREACHABLE")
+    return PageFetchFailed(
+        f"{_where(url)} sent an answer that could not be read ({type(exc).__name__})",
+        "PAGE_UNREADABLE",
+    )
+
+
+def _read_body(response: requests.Response, url: str, deadline: float, settings: Settings) -> bytes:
+    """The answer's body, decoded (gzip, deflate), read as it arrives: refused past
+    ``CAPTCHA_TASKS_MAX_PAGE_BYTES`` (at once when its ``Content-Length`` says so) and
+    past the fetch's deadline, however steadily the site sends."""
+    limit = settings.max_page_bytes
+    length = response.headers.get("Content-Length", "")
+    encoded = response.headers.get("Content-Encoding", "identity").lower() != "identity"
+    if length.isdigit() and int(length) > limit and not encoded:
+        raise _too_large(url, settings, f"its Content-Length is {int(length):,} bytes")
+    raw = response.raw
+    read1 = getattr(raw, "read1", None)  # urllib3 >= 2: what has arrived, not a whole chunk
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        _socket_timeout(raw, min(PAGE_TIMEOUT[1], _left(url, deadline, settings)))
+        try:
+            chunk = read1(READ_SIZE, decode_content=True) if read1 else raw.read(1024, True)
+        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+            raise _unreadable(url, exc, deadline, settings) from None
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(url, settings, "it sent more")
+        chunks.append(chunk)
+
+
+def _too_large(url: str, settings: Settings, detail: str) -> PageTooLarge:
+    return PageTooLarge(
+        f"{_where(url)}: an answer over CAPTCHA_TASKS_MAX_PAGE_BYTES "
+        f"({settings.max_page_bytes:,} bytes): {detail}"
+    )
+
+
+def _socket_timeout(raw: Any, seconds: float) -> None:
+    """Bound the next read of ``raw``'s socket by ``seconds`` (the deadline's rest), so a
+    site that stops sending is given up at the deadline, not a read timeout after it."""
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(max(seconds, 0.001))
+
+
+def _text(response: requests.Response, body: bytes) -> str:
+    """``body`` as text, decoded as requests' ``Response.text`` decodes."""
+    if not body:
+        return ""
+    encoding = response.encoding
+    if encoding is None:
+        detector = getattr(requests.compat, "chardet", None)  # what requests guesses with
+        detected = detector.detect(body) if detector is not None else None
+        encoding = (detected or {}).get("encoding") or "utf-8"
+    try:
+        return str(body, encoding, errors="replace")
+    except (LookupError, TypeError):
+        return str(body, "utf-8", errors="replace")
 
 
 def _follow(
@@ -314,10 +444,11 @@ def _follow(
     data: Mapping[str, str] | None = None,
 ) -> Page:
     _guard(session)
+    deadline = time.monotonic() + settings.page_deadline
     hops = 0
     while True:
         check_url(url, settings)
-        response = _request(session, method, url, data)
+        response = _request(session, method, url, data, deadline, settings)
         with response:
             if response.is_redirect and hops < MAX_REDIRECTS:
                 location = response.headers.get("Location", "")
@@ -329,7 +460,8 @@ def _follow(
                 continue
             if response.is_redirect:
                 raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {_shown(url)}")
-            return Page(response.status_code, url, response.text, hops)
+            body = _read_body(response, url, deadline, settings)
+            return Page(response.status_code, url, _text(response, body), hops)
 
 
 def fetch(session: requests.Session, url: str, settings: Settings) -> Page:

@@ -77,19 +77,15 @@ def _challenge_url(pageurl: str, challenge_url: object) -> str:
 
 def _fetch_challenge(settings: Settings, url: str, proxy_id: str | None) -> str:
     """The challenge endpoint's body: fetched as page tasks fetch (allowlisted hosts,
-    redirects checked hop by hop), through pool proxy ``proxy_id`` when given."""
+    redirects checked hop by hop, the body and the time bounded), through pool proxy
+    ``proxy_id`` when given; one that cannot be read raises
+    :class:`~captcha_tasks.errors.PageFetchFailed`."""
     session = requests.Session()
     try:
         if proxy_id:
             address = proxy_url(ProxyPool(state_redis(settings), settings).get(proxy_id))
             session.proxies = {"http": address, "https": address}
-        try:
-            page = fetch(session, url, settings)
-        except requests.RequestException as exc:
-            raise InvalidTaskInput(
-                f"solve_altcha: could not fetch the challenge: {type(exc).__name__}",
-                "ALTCHA_CHALLENGE_URL",
-            ) from None
+        page = fetch(session, url, settings)
     finally:
         session.close()
     if page.status != 200:

@@ -255,7 +255,7 @@ def test_fetch_page_checks_form_and_url_and_the_allowlist_only_where_it_is_set(
     broker.delete(QUEUE)
     monkeypatch.setenv("CAPTCHA_TASKS_ALLOWED_DOMAINS", "example.com")
     get_settings.cache_clear()
-    with pytest.raises(TargetNotAllowed, match="not in CAPTCHA_TASKS_ALLOWED_DOMAINS"):
+    with pytest.raises(TargetNotAllowed, match="not allowed by CAPTCHA_TASKS_ALLOWED_DOMAINS"):
         fetch_page.delay("https://unlisted.invalid/page")
     assert broker.llen(QUEUE) == 0
     fetch_page.delay("https://www.example.com/page")

@@ -137,7 +137,7 @@ def test_a_refused_target_never_shows_a_url_password_even_cut_short() -> None:
             check_url(url, settings)
         text = str(info.value) + repr(info.value) + repr(info.value.args)
         assert SECRET not in text and long_password[:10] not in text, text
-        assert "user:***@" in text or "not in CAPTCHA_TASKS_ALLOWED_DOMAINS" in text
+        assert "user:***@" in text or "not allowed by CAPTCHA_TASKS_ALLOWED_DOMAINS" in text
 
 
 def test_worker_names_are_checked() -> None:
