@@ -402,7 +402,7 @@ def _read_body(response: requests.Response, url: str, deadline: float, settings:
             return b"".join(chunks)
         size += len(chunk)
         if size > limit:
-            raise _too_large(url, settings, "it sent more")
+            raise _too_large(url, settings, "more than that was sent")
         chunks.append(chunk)
 
 
