@@ -12,7 +12,7 @@ from tests.support.heavy_site import HeavySite
 from tests.support.workers import worker_env
 
 pytest.importorskip("mcp")
-from tests.integration.test_mcp import _error, _json, _run, _stdio  # noqa: E402
+from tests.integration.test_mcp import _error, _json, _run, _stdio
 
 pytestmark = pytest.mark.integration
 
