@@ -12,7 +12,6 @@ argument every caller must send."""
 
 import asyncio
 import inspect
-import json
 import logging
 import re
 import time
@@ -29,6 +28,7 @@ from ..state.redis import async_redis_client
 from ..worker.app import app
 from .agents import Agent, BudgetExceeded, Budgets, agent_for_token
 from .find import find_captchas
+from .gate import Gate, bearer
 
 __all__ = ["SOLVE_TOOLS", "ServerConfig", "build_server", "serve_http", "serve_stdio"]
 
@@ -74,12 +74,6 @@ class ServerConfig:
     port: int = 8000
 
 
-def _bearer(headers: Any) -> str:
-    value = str(headers.get("authorization") or "")
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
-
-
 def _field_of(message: str, names: list[str]) -> str | None:
     """The parameter a validator's message names (``RecaptchaV2.sitekey: ...``)."""
     for match in re.finditer(r"\b(\w+)(?=\s*:|\s+must\b)", message):
@@ -109,7 +103,7 @@ class Tools:
         """The agent making this call: the bearer token's over HTTP, else the stdio one."""
         request = getattr(ctx.request_context, "request", None)
         if request is not None:
-            agent = agent_for_token(self.config.agents, _bearer(request.headers))
+            agent = agent_for_token(self.config.agents, bearer(request.headers))
             if agent is None:  # the HTTP layer refused it already; never reached
                 raise PermissionError("unknown bearer token")
             return agent
@@ -292,43 +286,17 @@ def build_server(config: ServerConfig) -> Any:
     return server
 
 
-def _refusing(app: Any, agents: list[Agent]) -> Any:
-    """``app`` behind the agents' bearer tokens: HTTP 401 without a known one."""
-
-    async def guarded(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
-            }
-            if agent_for_token(agents, _bearer(headers)) is None:
-                body = json.dumps({"error": "a known bearer token is required"}).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"www-authenticate", b'Bearer realm="captcha-tasks"'),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return guarded
-
-
 async def serve_stdio(config: ServerConfig) -> None:
     await build_server(config).run_stdio_async()
 
 
 async def serve_http(config: ServerConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Streamable HTTP at ``http://host:port/mcp``, for the agents' bearer tokens."""
+    """Streamable HTTP at ``http://host:port/mcp``, behind the :class:`~.gate.Gate`: the
+    agents' bearer tokens, bounded bodies, and each session its agent's only."""
     import uvicorn
 
     server = build_server(config)
-    app = _refusing(server.streamable_http_app(), config.agents)
+    app = Gate(server.streamable_http_app(), config.agents)
     uv = uvicorn.Server(
         uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", lifespan="on")
     )

@@ -367,3 +367,132 @@ def test_find_captchas_on_the_demo_site_gives_what_solves(
         timeout=10,
     )
     assert answer.status_code == 200 and "<h1>page inbox</h1>" in answer.text, answer.text
+
+
+def _rpc(
+    url: str, token: str, message: dict[str, Any] | bytes, session: str | None = None
+) -> requests.Response:
+    """One JSON-RPC message posted as the SDK's client posts it (``bytes``: as is)."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        **({"mcp-session-id": session} if session else {}),
+    }
+    data = message if isinstance(message, bytes) else json.dumps(message).encode()
+    return requests.post(url, data=data, headers=headers, timeout=60)
+
+
+def _session(url: str, token: str) -> str:
+    """A session opened by ``token``'s agent, initialized: its id."""
+    from mcp.types import LATEST_PROTOCOL_VERSION
+
+    params = {
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "test_mcp", "version": "1"},
+    }
+    opened = _rpc(url, token, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert _rpc(url, token, ready, session).status_code == 202
+    return session
+
+
+def _spend_of(answer: requests.Response) -> dict[str, Any]:
+    """The ``get_spend`` result in a tool call's answer (a server-sent event)."""
+    assert answer.status_code == 200, answer.text
+    (data,) = [line[6:] for line in answer.text.splitlines() if line.startswith("data: ")]
+    return dict(json.loads(json.loads(data)["result"]["content"][0]["text"]))
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+GET_SPEND = {
+    "jsonrpc": "2.0",
+    "id": 2,
+    "method": "tools/call",
+    "params": {"name": "get_spend", "arguments": {}},
+}
+
+
+def test_http_a_session_is_its_agents_only(celery_app: Any, http_server: Any) -> None:
+    """Agent b with agent a's session id can neither call a tool in it nor delete it: both
+    are answered as for a session that does not exist, and a's session goes on."""
+    url, _child, _sandbox = http_server
+    session = _session(url, TOKEN_A)
+    assert _spend_of(_rpc(url, TOKEN_A, GET_SPEND, session))["agent"] == "a"
+
+    called = _rpc(url, TOKEN_B, GET_SPEND, session)
+    deleted = requests.delete(
+        url, headers={"Authorization": f"Bearer {TOKEN_B}", "mcp-session-id": session}, timeout=10
+    )
+    unknown = _rpc(url, TOKEN_B, GET_SPEND, "0" * 32)
+    for refused in (called, deleted):
+        assert refused.status_code == 404, refused.text
+        assert refused.json() == unknown.json()
+        assert "agent" not in refused.text
+
+    assert _spend_of(_rpc(url, TOKEN_A, GET_SPEND, session))["agent"] == "a"
+    ended = requests.delete(
+        url, headers={"Authorization": f"Bearer {TOKEN_A}", "mcp-session-id": session}, timeout=10
+    )
+    assert ended.status_code == 200, ended.text
+    assert _rpc(url, TOKEN_A, GET_SPEND, session).status_code == 404
+
+
+def test_http_a_body_over_the_limit_is_413_unread(celery_app: Any, http_server: Any) -> None:
+    """A 50 MB body from a known agent, declared or chunked: 413, and the server's memory
+    does not grow by anything like it."""
+    from captcha_tasks.mcp.gate import MAX_BODY_BYTES
+
+    url, child, _sandbox = http_server
+    session = _session(url, TOKEN_A)
+    before = _rss_mb(child.proc.pid)
+    big = b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": "'
+    big += b"x" * 50_000_000 + b'"}}'
+
+    def chunked() -> Any:
+        for at in range(0, len(big), 1 << 20):
+            yield big[at : at + (1 << 20)]
+
+    just_over = b'{"x": "' + b"x" * (MAX_BODY_BYTES - 8) + b'"}'
+    headers = {
+        "Authorization": f"Bearer {TOKEN_A}",
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "mcp-session-id": session,
+    }
+    answers = [
+        requests.post(url, data=body, headers=headers, timeout=60)
+        for body in (big, chunked(), just_over)
+    ]
+    after = _rss_mb(child.proc.pid)
+    print(f"MCP server RSS {before:.1f} MB before, {after:.1f} MB after")
+    for answer in answers:
+        assert answer.status_code == 413, answer.text[:200]
+        assert answer.json() == {"error": f"the body is over {MAX_BODY_BYTES} bytes"}
+    assert after - before < 20, (before, after)
+    assert _rpc(url, TOKEN_A, {"jsonrpc": "2.0", "id": 4, "method": "ping"}, session).ok
+
+
+def test_http_deep_json_is_400(celery_app: Any, http_server: Any) -> None:
+    """A body nested 50,000 deep is refused before the SDK parses it, tersely, and the
+    server goes on answering."""
+    url, child, _sandbox = http_server
+    session = _session(url, TOKEN_A)
+    deep = b'{"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"x": '
+    deep += b"[" * 50_000 + b"]" * 50_000 + b"}}"
+    answer = _rpc(url, TOKEN_A, deep, session)
+    assert answer.status_code == 400, answer.text[:200]
+    assert answer.json() == {"error": "JSON nested deeper than 64 levels"}
+    assert "recursion" not in child.output().lower()
+    ping = _rpc(url, TOKEN_A, {"jsonrpc": "2.0", "id": 4, "method": "ping"}, session)
+    assert ping.status_code == 200, ping.text
+    assert _session(url, TOKEN_B)
