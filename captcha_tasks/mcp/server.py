@@ -247,8 +247,10 @@ def build_server(config: ServerConfig) -> Any:
     ) -> dict[str, Any]:
         """Load a page of a host the operator allows, through the cluster's workers: with
         the cluster's shared cookies (``isolated``: a fresh visitor), solving the captcha
-        it finds and submitting it (``form``: fields to POST). Returns ``status``,
-        ``url``, ``text`` and whether a captcha was solved on the way."""
+        it finds and submitting it (``form``: fields to POST). Returns the answer's
+        ``status`` and final ``url``, whether a captcha was solved on the way
+        (``solved``, ``source``) and how many tokens were submitted (``attempts``); not
+        the page's text."""
         kwargs: dict[str, Any] = {"url": url, "isolated": isolated}
         if form is not None:
             kwargs["form"] = form
