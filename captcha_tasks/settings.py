@@ -248,8 +248,8 @@ class Settings:
     #: ``CAPTCHA_TASKS_CALLBACK_URL``: the public base URL providers push answers to
     #: (docs/CALLBACKS.md); None: no callbacks, polls only.
     callback_url: str | None = None
-    #: ``CAPTCHA_TASKS_CALLBACK_TOKEN`` (or ``..._TOKEN_FILE``): the secret path segment
-    #: of every callback URL. Never logged.
+    #: ``CAPTCHA_TASKS_CALLBACK_TOKEN`` (or ``..._TOKEN_FILE``): the key of the mac in every
+    #: callback URL (:func:`~.engine.callbacks.callback_mac`), itself in none. Never logged.
     callback_token: str = dataclasses.field(default="", repr=False)
     #: ``CAPTCHA_TASKS_CALLBACK_PORT``: the worker's callback receiver port (None: off; 0: any).
     callback_port: int | None = None

@@ -1,6 +1,14 @@
 """The callback receiver's HTTP side: a small threaded server in front of
-:class:`~.callbacks.Receiver`, rate-limited, that logs no path (the token is in it)
+:class:`~.callbacks.Receiver`, rate-limited, that logs no path (a job's mac is in it)
 and no body (the answer is in it).
+
+Requests are limited by what their path proves, never by the address they come from
+(behind a reverse proxy every caller has the proxy's). A path whose mac is its job's
+(a proven :class:`~.callbacks.Claim`) is read and handled within the overall
+:data:`RATE`, whatever else arrives. Any other path is refused with ``404`` unread,
+no Redis touched, within buckets of its own: :data:`REFUSED_RATE` per job it names and
+:data:`REFUSED_TOTAL_RATE` for all such requests together, ``429`` past either. Guessing
+a mac costs time; no number of wrong requests delays a right one.
 
 Every worker of a host may listen on the same port (``SO_REUSEPORT``: the kernel
 spreads the connections), since any engine can end any job.
@@ -18,25 +26,43 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .callbacks import Outcome, Receiver
+from .callbacks import Claim, Outcome, Receiver
 
-__all__ = ["CallbackServer", "RateLimit"]
+__all__ = [
+    "BUCKET_KEY_LENGTH",
+    "MAX_BUCKETS",
+    "RATE",
+    "REFUSED_BURST",
+    "REFUSED_RATE",
+    "REFUSED_TOTAL_RATE",
+    "CallbackServer",
+    "RateLimit",
+]
 
 log = logging.getLogger(__name__)
 
 #: Largest callback body read (a getTaskResult answer is a few kB).
 MAX_BODY = 64 * 1024
-#: Callbacks per second one receiver takes (burst: twice that): far above any plan's
-#: solves per second, low enough that a flood cannot starve the engine.
+#: Proven callbacks per second one receiver takes (burst: twice that): far above any
+#: plan's solves per second, low enough that a flood cannot starve the engine.
 RATE = 1000.0
-#: Refused requests (wrong token, unknown job) per second from one address (burst 20)
-#: before that address gets only 429s: guessing costs time.
+#: Unproven requests (no mac, or not the job's) per second that name one job (burst 20)
+#: before those get only 429s: guessing one job's mac costs time.
 REFUSED_RATE = 2.0
 REFUSED_BURST = 20.0
+#: Unproven requests per second, whatever job they name (burst: twice that). It bounds
+#: the buckets kept per job too: one is made at most this often and is full again, and
+#: dropped, ``REFUSED_BURST / REFUSED_RATE`` seconds later.
+REFUSED_TOTAL_RATE = 50.0
+#: Characters of a claimed task id that name its refusals' bucket.
+BUCKET_KEY_LENGTH = 64
+#: Buckets a :class:`RateLimit` keeps before it drops the full ones.
+MAX_BUCKETS = 10_000
 
 
 class RateLimit:
-    """Token buckets by key (an address; ``*`` for all): ``take(key)`` is False when empty."""
+    """Token buckets by key (a claimed job; ``*`` for all): ``take(key)`` is False when
+    empty. A bucket refilled to ``burst`` is dropped once :data:`MAX_BUCKETS` are kept."""
 
     def __init__(
         self, rate: float, burst: float, *, clock: Callable[[], float] = time.monotonic
@@ -49,17 +75,19 @@ class RateLimit:
         level, at = self._buckets.get(key, (self.burst, now))
         return min(self.burst, level + (now - at) * self.rate)
 
-    def allows(self, key: str) -> bool:
-        """Whether ``key``'s bucket has a token left (none taken)."""
+    def __len__(self) -> int:
+        """Buckets kept."""
         with self._lock:
-            return self._level(key, self.clock()) >= 1.0
+            return len(self._buckets)
 
     def take(self, key: str) -> bool:
         with self._lock:
             now = self.clock()
             level = self._level(key, now)
-            if len(self._buckets) > 10_000:  # bounded memory under a scan of addresses
-                self._buckets = {k: v for k, v in self._buckets.items() if v[0] < self.burst}
+            if len(self._buckets) > MAX_BUCKETS:  # bounded memory under a scan of keys
+                self._buckets = {
+                    k: v for k, v in self._buckets.items() if self._level(k, now) < self.burst
+                }
             if level < 1.0:
                 self._buckets[key] = (level, now)
                 return False
@@ -80,31 +108,45 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def log_message(self, format: str, *args: Any) -> None:
-        """Never: the request line holds the token, a query string the answer."""
+        """Never: the request line holds a job's mac, a query string the answer."""
 
     def _handle(self) -> None:
-        address = self.client_address[0]
         srv = self.server
-        if not srv.refused.allows(address) or not srv.limit.take("*"):
-            srv.count("callbacks_rate_limited")
-            self._reply(Outcome(429, "too many requests"))
-            return
         url = urlsplit(self.path)
+        claim = srv.receiver.claim(url.path)
+        if claim is None or not claim.proven:
+            self._refuse(claim)
+            return
+        if not srv.limit.take("*"):
+            srv.count("callbacks_rate_limited")
+            self._reply(Outcome(429, "too many requests"), close=True)
+            return
         try:
             fields, document = self._read(url.query)
         except ValueError:
-            self.close_connection = True
-            outcome = Outcome(400, "bad request body", refused=True)
-        else:
-            try:
-                outcome = srv.receiver.handle(url.path, fields, document)
-            except Exception as exc:  # Redis away, a bug: the poll fallback still holds
-                log.warning("callbacks: a callback failed: %s", type(exc).__name__)
-                outcome = Outcome(503, "try later")
-        if outcome.refused:
-            srv.refused.take(address)
+            srv.count("callbacks_400")
+            self._reply(Outcome(400, "bad request body"), close=True)
+            return
+        try:
+            outcome = srv.receiver.handle(url.path, fields, document)
+        except Exception as exc:  # Redis away, a bug: the poll fallback still holds
+            log.warning("callbacks: a callback failed: %s", type(exc).__name__)
+            outcome = Outcome(503, "try later")
         srv.count(f"callbacks_{outcome.status}")
         self._reply(outcome)
+
+    def _refuse(self, claim: Claim | None) -> None:
+        """An unproven path: ``404``, or ``429`` once its buckets are empty (the total's
+        first, so that buckets per job are made at its rate only). Its body is not read:
+        the connection closes after the answer."""
+        srv = self.server
+        job = claim.task_id[:BUCKET_KEY_LENGTH] if claim is not None else ""
+        if srv.refused_total.take("*") and srv.refused.take(job):
+            srv.count("callbacks_404")
+            self._reply(Outcome(404, "not found"), close=True)
+        else:
+            srv.count("callbacks_rate_limited")
+            self._reply(Outcome(429, "too many requests"), close=True)
 
     def _read(self, query: str) -> tuple[dict[str, str], dict[str, Any] | None]:
         fields = dict(parse_qsl(query, keep_blank_values=True))
@@ -122,11 +164,14 @@ class _Handler(BaseHTTPRequestHandler):
         fields.update(parse_qsl(body.decode("utf-8"), keep_blank_values=True))
         return fields, None
 
-    def _reply(self, outcome: Outcome) -> None:
+    def _reply(self, outcome: Outcome, *, close: bool = False) -> None:
+        """Send ``outcome``; ``close``: and close the connection (a body left unread)."""
         payload = outcome.reason.encode()
         self.send_response(outcome.status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(payload)))
+        if close:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(payload)
 
@@ -136,6 +181,7 @@ class _Server(ThreadingHTTPServer):
     receiver: Receiver
     limit: RateLimit
     refused: RateLimit
+    refused_total: RateLimit
     counts: dict[str, int]
     counts_lock: threading.Lock
 
@@ -159,6 +205,7 @@ class CallbackServer:
         self._server.receiver = receiver
         self._server.limit = RateLimit(RATE, 2 * RATE)
         self._server.refused = RateLimit(REFUSED_RATE, REFUSED_BURST)
+        self._server.refused_total = RateLimit(REFUSED_TOTAL_RATE, 2 * REFUSED_TOTAL_RATE)
         self._server.counts = {}
         self._server.counts_lock = threading.Lock()
         self._thread: threading.Thread | None = None

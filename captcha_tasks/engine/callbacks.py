@@ -2,28 +2,32 @@
 poll would.
 
 With ``CAPTCHA_TASKS_CALLBACK_URL`` set, every submit carries
-``{CALLBACK_URL}/{token}/{task_id}/{attempt}`` (:func:`callback_url_for`): the token is
-the deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), the task id names the job
-and the attempt (its submit number) tells a resubmitted job's captchas apart. The
-:class:`Receiver` accepts only that token's paths and only jobs it knows (the job's
-hash exists, it is ``polling`` at that attempt, and the captcha id the provider sends,
-where it sends one, is the job's), then ends the job through its engine's
-:class:`~.finish.Finisher` exactly like a poll: ``finish.lua`` ends a job once, so a
-callback racing a poll (or a duplicate callback) ends it once.
+``{CALLBACK_URL}/{task_id}/{attempt}/{mac}`` (:func:`callback_url_for`): the task id
+names the job, the attempt (its submit number) tells a resubmitted job's captchas
+apart, and the mac (:func:`callback_mac`) proves both: an HMAC of them under the
+deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), which itself never leaves the
+worker. A URL one provider saw proves nothing about any other job or attempt. The
+:class:`Receiver` reads a path as a :class:`Claim` and accepts only proven ones, for
+jobs it knows (the job's hash exists, it is ``polling`` at that attempt, and the
+captcha id the provider sends, where it sends one, is the job's), then ends the job
+through its engine's :class:`~.finish.Finisher` exactly like a poll: ``finish.lua``
+ends a job once, so a callback racing a poll (or a duplicate callback) ends it once.
 
 Polls stay as the fallback: the first poll of a captcha sent with a callback URL comes
-late (:func:`fallback_wait`), so a lost callback costs a delay, never a solve.
+late (:func:`fallback_wait`), so a lost or refused callback costs a delay, never a
+solve.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import hmac
 import logging
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from ..errors import CaptchaUnsolvable
 from ..provider import Answer, Polled
@@ -43,7 +47,11 @@ if TYPE_CHECKING:
 __all__ = [
     "CALLBACK_FALLBACK_FRACTION",
     "EARLY_WAIT",
+    "MAC_LENGTH",
+    "Claim",
+    "Outcome",
     "Receiver",
+    "callback_mac",
     "callback_url_for",
     "fallback_wait",
 ]
@@ -57,14 +65,26 @@ CALLBACK_FALLBACK_FRACTION = 0.25
 #: Seconds a callback that beat its own submit's bookkeeping (the job still
 #: ``sending``) waits for the captcha id to be stored before it is left to the polls.
 EARLY_WAIT = 1.0
+#: Hex digits of a callback URL's mac (:func:`callback_mac`): 128 bits.
+MAC_LENGTH = 32
+
+
+def callback_mac(token: str, task_id: str, attempt: int) -> str:
+    """The proof in the callback URL of ``task_id``'s submit ``attempt``: HMAC-SHA256 of
+    ``{task_id}/{attempt}`` under the deployment's ``token``, in hex, cut to
+    :data:`MAC_LENGTH` digits."""
+    message = f"{task_id}/{attempt}".encode()
+    return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()[:MAC_LENGTH]
 
 
 def callback_url_for(settings: Settings, job: Job) -> str | None:
-    """The URL the provider is to call for ``job``'s next submit (None: callbacks off)."""
+    """The URL the provider is to call for ``job``'s next submit (None: callbacks off):
+    ``{CALLBACK_URL}/{task_id}/{attempt}/{mac}``, the token itself in no part of it."""
     if not settings.callback_url:
         return None
-    task_id = quote(job.task_id, safe="")
-    return f"{settings.callback_url}/{settings.callback_token}/{task_id}/{job.submits + 1}"
+    attempt = job.submits + 1
+    mac = callback_mac(settings.callback_token, job.task_id, attempt)
+    return f"{settings.callback_url}/{quote(job.task_id, safe='')}/{attempt}/{mac}"
 
 
 def fallback_wait(
@@ -92,13 +112,22 @@ def fallback_wait(
 
 
 @dataclasses.dataclass(frozen=True)
+class Claim:
+    """What a callback's path says: the job (its task id) and submit ``attempt`` it is
+    for, and whether its mac is theirs (``proven``). Only the holder of that job's URL,
+    the provider it was sent to, can make a proven claim."""
+
+    task_id: str
+    attempt: int
+    proven: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class Outcome:
-    """What the receiver answers: an HTTP status, a short reason (no answer in it), and
-    whether the request counts against its sender (refused: wrong token, unknown job)."""
+    """What the receiver answers: an HTTP status and a short reason (no answer in it)."""
 
     status: int
     reason: str
-    refused: bool = False
 
 
 class Receiver:
@@ -122,46 +151,51 @@ class Receiver:
         self.sleep = sleep
         base = urlsplit(settings.callback_url or "http://x").path.rstrip("/")
         self._prefix = f"{base}/"
-        self._token = settings.callback_token.encode()
+        self._token = settings.callback_token
 
     def handle(
         self, path: str, fields: Mapping[str, str], document: Mapping[str, Any] | None
     ) -> Outcome:
         """One callback: ``path`` as requested, the form or query ``fields`` and the JSON
-        ``document`` (None: none was sent)."""
-        parts = self._parts(path)
-        if parts is None:
-            return Outcome(404, "not found", refused=True)
-        task_id, attempt = parts
-        job = self._job(task_id)
+        ``document`` (None: none was sent). A path whose mac is not its job's is
+        ``not found``, whatever job it names; Redis is read for proven claims only."""
+        claim = self.claim(path)
+        if claim is None or not claim.proven:
+            return Outcome(404, "not found")
+        job = self._job(claim.task_id)
         if job is None:
-            return Outcome(404, "unknown job", refused=True)
+            return Outcome(404, "unknown job")
         if job.state in ("done", "failed"):
             return Outcome(200, "already ended")  # a duplicate, or a poll came first
-        if job.state != "polling" or job.submits != attempt:
+        if job.state != "polling" or job.submits != claim.attempt:
             return Outcome(409, f"job not waiting for this captcha ({job.state})")
         sent = pushed_id(fields, document)
         if sent is not None and sent != job.captcha_id:
-            return Outcome(404, "unknown captcha", refused=True)
+            return Outcome(404, "unknown captcha")
         engine = self.engines.get(job.provider) or self.engines.get("default")
         if engine is None:
             return Outcome(503, "no engine for this job's provider")
         try:
             pushed = read_pushed(engine.queue.config.protocol, job.captcha_id, fields, document)
         except ValueError as exc:
-            return Outcome(400, f"unreadable callback ({exc})", refused=True)
+            return Outcome(400, f"unreadable callback ({exc})")
         return self._end(engine, job, pushed)
 
-    def _parts(self, path: str) -> tuple[str, int] | None:
-        """The task id and attempt of a path under our token; None for any other."""
+    def claim(self, path: str) -> Claim | None:
+        """What ``path`` (as requested: percent-encoded) claims, its mac checked in
+        constant time; None for a path not of :func:`callback_url_for`'s shape."""
         if not path.startswith(self._prefix):
             return None
         pieces = path[len(self._prefix) :].split("/")
-        if len(pieces) != 3 or not pieces[2].isdigit() or not pieces[1]:
+        if len(pieces) != 3 or not pieces[0]:
             return None
-        if not hmac.compare_digest(pieces[0].encode(), self._token):
+        quoted_id, attempt, mac = pieces
+        if not (attempt.isascii() and attempt.isdigit() and len(attempt) <= 6):
             return None
-        return pieces[1], int(pieces[2])
+        task_id = unquote(quoted_id)
+        expected = callback_mac(self._token, task_id, int(attempt))
+        proven = hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode())
+        return Claim(task_id, int(attempt), proven)
 
     def _job(self, task_id: str) -> Job | None:
         """The job, waiting briefly when its callback beat the storing of its captcha id."""

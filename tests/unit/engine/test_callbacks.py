@@ -1,6 +1,7 @@
 """The callback receiver in front of a real engine (real Redis, a fake provider that
-never answers a poll): pushed answers end jobs like a poll, once, for the right token,
-job, attempt and captcha only; refusals are rate-limited; nothing secret is logged."""
+never answers a poll): pushed answers end jobs like a poll, once, for the job, attempt
+and captcha their URL's mac proves only; refusals are rate-limited by the job they name,
+never delaying a proven callback; nothing secret is logged."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,8 +19,14 @@ import requests
 
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine
-from captcha_tasks.engine.callback_http import REFUSED_BURST, CallbackServer
-from captcha_tasks.engine.callbacks import Receiver, fallback_wait
+from captcha_tasks.engine.callback_http import (
+    MAX_BUCKETS,
+    REFUSED_BURST,
+    REFUSED_RATE,
+    CallbackServer,
+    RateLimit,
+)
+from captcha_tasks.engine.callbacks import MAC_LENGTH, Claim, Receiver, callback_mac, fallback_wait
 from captcha_tasks.engine.placement import ReadyTimes
 from captcha_tasks.engine.timing import LEARN_MIN_SAMPLES
 from captcha_tasks.errors import CaptchaUnsolvable
@@ -86,12 +94,16 @@ def rig(cb_settings: Settings, client: redis.Redis) -> Iterator[Rig]:
     engine.stop(timeout=10)
 
 
-def test_the_submit_carries_token_task_and_attempt_and_the_first_poll_is_late(
+def test_the_submit_carries_task_attempt_and_their_mac_never_the_token(
     rig: Rig, admit_jobs: Callable[..., list[str]], cb_settings: Settings
 ) -> None:
     (task_id,) = admit_jobs(1)
     captcha_id, _ = rig.one()
-    assert rig.provider.urls[captcha_id] == f"https://cb.example.com/hook/{TOKEN}/{task_id}/1"
+    mac = callback_mac(TOKEN, task_id, 1)
+    assert rig.provider.urls[captcha_id] == f"https://cb.example.com/hook/{task_id}/1/{mac}"
+    assert TOKEN not in rig.provider.urls[captcha_id]
+    assert len(mac) == MAC_LENGTH and mac != callback_mac(TOKEN, task_id, 2)
+    assert mac != callback_mac(TOKEN[:-1] + "x", task_id, 1)
     # reCAPTCHA v2: a quarter of its 180 s deadline, scaled.
     assert fallback_wait(cb_settings, "recaptcha_v2", 0.1) == pytest.approx(180 * 0.05 / 4)
 
@@ -126,15 +138,32 @@ def test_a_json_callback_without_task_id_ends_the_job(
     assert rig.outcomes.results[task_id]["solution"] == ANSWER
 
 
+def _with_mac(url: str, mac: str) -> str:
+    return f"{url.rsplit('/', 1)[0]}/{mac}"
+
+
 @pytest.mark.parametrize(
     "mangle",
     [
-        lambda url, task_id: url.replace(TOKEN, TOKEN[:-1] + "x"),  # wrong token
-        lambda url, task_id: url.replace(task_id, "0" * 36),  # unknown job
-        lambda url, task_id: url.rsplit("/", 1)[0],  # no attempt
+        lambda url, task_id: _with_mac(url, "0" * MAC_LENGTH),  # wrong mac
+        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, "0" * 36, 1)),  # another job's
+        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, task_id, 2)),  # another attempt's
+        lambda url, task_id: url.replace(f"/{task_id}/", f"/{'0' * 36}/"),  # mac of another job
+        lambda url, task_id: url.rsplit("/", 1)[0],  # no mac
+        lambda url, task_id: _with_mac(url, url.rsplit("/", 1)[1][:-1]),  # mac cut short
+        lambda url, task_id: url.split("/hook/")[0] + f"/hook/{TOKEN}/{task_id}/1",  # token path
         lambda url, task_id: url.replace("/hook/", "/other/"),  # not under the base path
     ],
-    ids=["token", "unknown-job", "no-attempt", "path"],
+    ids=[
+        "wrong-mac",
+        "other-job-mac",
+        "other-attempt-mac",
+        "other-job",
+        "no-mac",
+        "short-mac",
+        "token-path",
+        "path",
+    ],
 )
 def test_refused_paths_end_nothing(
     rig: Rig, admit_jobs: Callable[..., list[str]], mangle: Callable[[str, str], str]
@@ -142,8 +171,25 @@ def test_refused_paths_end_nothing(
     (task_id,) = admit_jobs(1)
     captcha_id, url = rig.one()
     reply = requests.post(mangle(url, task_id), data={"id": captcha_id, "code": ANSWER}, timeout=5)
-    assert reply.status_code == 404
+    assert (reply.status_code, reply.text) == (404, "not found")
     assert rig.outcomes.ended() == 0
+    # The job's own URL still ends it.
+    assert requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5).text == "solved"
+
+
+def test_a_claim_is_proven_by_its_own_job_and_attempt_s_mac_only(
+    cb_settings: Settings, client: redis.Redis
+) -> None:
+    receiver = Receiver(cb_settings, client, {})
+    mac = callback_mac(TOKEN, "a b/c", 2)
+    assert receiver.claim(f"/hook/a%20b%2Fc/2/{mac}") == Claim("a b/c", 2, proven=True)
+    assert receiver.claim(f"/hook/a%20b%2Fc/1/{mac}") == Claim("a b/c", 1, proven=False)
+    assert receiver.claim(f"/hook/other/2/{mac}") == Claim("other", 2, proven=False)
+    assert receiver.claim("/hook/x/1/\u00e9\u00e9") == Claim("x", 1, proven=False)
+    for path in (f"/hook/{TOKEN}/x/1", "/hook/x/\u00b2/m", "/hook//1/m", f"/other/x/2/{mac}"):
+        assert receiver.claim(path) is None, path
+    # Refused before any Redis read: no job named, known or not, is looked up.
+    assert receiver.handle(f"/hook/x/1/{'0' * MAC_LENGTH}", {"code": ANSWER}, None).status == 404
 
 
 def test_another_captcha_id_is_refused(rig: Rig, admit_jobs: Callable[..., list[str]]) -> None:
@@ -163,7 +209,7 @@ def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
     assert reply.text == "resubmitting"
     wait_until(lambda: len(rig.provider.urls) == 2, timeout=10, what="the resubmit")
     second = next(c for c in rig.provider.urls if c != first)
-    assert rig.provider.urls[second].endswith(f"/{task_id}/2")
+    assert rig.provider.urls[second].endswith(f"/{task_id}/2/{callback_mac(TOKEN, task_id, 2)}")
     stale = requests.post(url, data={"code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
     assert stale.status_code == 409
     unsolvable = {"id": second, "code": "ERROR_CAPTCHA_UNSOLVABLE"}
@@ -171,22 +217,48 @@ def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
     assert isinstance(rig.outcomes.errors[task_id], CaptchaUnsolvable)
 
 
-def test_refusals_are_rate_limited_per_address(
+def test_a_flood_of_wrong_macs_is_rate_limited_and_delays_no_proven_callback(
     rig: Rig, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    admit_jobs(1)
+    """From one address, as every caller behind a reverse proxy is: wrong macs run out
+    the refusals' buckets of the job they name, and nothing a proven callback needs."""
+    (task_id,) = admit_jobs(1)
     captcha_id, url = rig.one()
-    wrong = url.replace(TOKEN, "y" * len(TOKEN))
-    codes = [requests.get(wrong, timeout=5).status_code for _ in range(int(REFUSED_BURST) + 5)]
+    wrong = _with_mac(url, "0" * MAC_LENGTH)
+    flood = int(REFUSED_BURST) + 30
+    started = time.monotonic()
+    with requests.Session() as session:
+        codes = [session.get(wrong, timeout=5).status_code for _ in range(flood)]
+    refilled = REFUSED_RATE * (time.monotonic() - started)
     assert codes[0] == 404 and codes[-1] == 429
-    # Even the right path is refused while the address is out of tokens.
+    assert codes.count(404) <= REFUSED_BURST + refilled + 1
+    # Another job's bucket is its own.
+    other = url.replace(f"/{task_id}/", f"/{'0' * 36}/")
+    assert requests.get(other, timeout=5).status_code == 404
+    # A proven callback is read and ends the job, whatever was refused before it.
     reply = requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
-    assert reply.status_code == 429
-    assert rig.outcomes.ended() == 0
-    assert rig.server.counts["callbacks_rate_limited"] >= 6
+    assert (reply.status_code, reply.text) == (200, "solved")
+    assert rig.outcomes.results[task_id]["solution"] == ANSWER
+    counts = rig.server.counts
+    assert counts["callbacks_rate_limited"] == codes.count(429) and counts["callbacks_200"] == 1
 
 
-def test_no_token_and_no_answer_in_any_log_line(
+def test_refusal_buckets_stay_bounded_under_a_scan_of_job_ids() -> None:
+    now = [0.0]
+    limit = RateLimit(REFUSED_RATE, REFUSED_BURST, clock=lambda: now[0])
+    for i in range(3 * MAX_BUCKETS):
+        assert limit.take(f"job-{i}")
+        now[0] += 0.01  # 100 new ids a second, each bucket full again after 10 s
+    assert len(limit) <= MAX_BUCKETS + 1
+    # A bucket still emptied is kept through the pruning.
+    for _ in range(int(REFUSED_BURST)):
+        limit.take("guessed")
+    for i in range(MAX_BUCKETS + 1):
+        limit.take(f"more-{i}")
+    assert not limit.take("guessed")
+
+
+def test_no_token_no_mac_and_no_answer_in_any_log_line(
     rig: Rig,
     admit_jobs: Callable[..., list[str]],
     caplog: pytest.LogCaptureFixture,
@@ -204,7 +276,8 @@ def test_no_token_and_no_answer_in_any_log_line(
     text = "\n".join(r.getMessage() for r in ours)
     # http.server's access log goes to stderr, request line (token, query) and all.
     text += capsys.readouterr().err
-    assert ANSWER not in text and TOKEN not in text
+    mac = url.rsplit("/", 1)[1]
+    assert ANSWER not in text and TOKEN not in text and mac not in text
 
 
 def test_a_callback_arriving_while_the_job_is_still_sending_waits_for_it(
@@ -216,7 +289,7 @@ def test_a_callback_arriving_while_the_job_is_still_sending_waits_for_it(
     engine: Any = type("E", (), {})()  # never reached: the job is not polling in time
     slept: list[float] = []
     receiver = Receiver(cb_settings, client, {"default": engine}, sleep=slept.append)
-    path = f"/hook/{TOKEN}/{task_id}/1"
+    path = f"/hook/{task_id}/1/{callback_mac(TOKEN, task_id, 1)}"
     timer = threading.Timer(0.05, lambda: client.hset(keys.job(task_id), "state", "failed"))
     timer.start()
     outcome = receiver.handle(path, {"id": "c1", "code": ANSWER}, None)
