@@ -123,7 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             fields, document = self._read(url.query)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
             srv.count("callbacks_400")
             self._reply(Outcome(400, "bad request body"), close=True)
             return

@@ -361,3 +361,17 @@ def test_a_lost_callback_s_fallback_read_teaches_nothing_a_callback_its_exact_ti
     reads = answers_at_once.count("get_many") + answers_at_once.count("get")
     assert len(outcomes.results) == 3 and reads >= 1
     assert client.lrange(key, 0, -1) == learned
+
+
+def test_a_body_nested_too_deep_is_a_400_and_the_job_still_ends(
+    rig: Rig, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    captcha_id, url = rig.one()
+    deep = b'{"a":' * 10_000 + b"1" + b"}" * 10_000  # 60 kB, under the body limit
+    headers = {"Content-Type": "application/json"}
+    reply = requests.post(url, data=deep, headers=headers, timeout=5)
+    assert (reply.status_code, reply.text) == (400, "bad request body")
+    reply = requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
+    assert (reply.status_code, reply.text) == (200, "solved")
+    assert rig.outcomes.results[task_id]["solution"] == ANSWER
