@@ -2,13 +2,17 @@
 poll would.
 
 With ``CAPTCHA_TASKS_CALLBACK_URL`` set, every submit carries
-``{CALLBACK_URL}/{task_id}/{attempt}/{mac}`` (:func:`callback_url_for`): the task id
-names the job, the attempt (its submit number) tells a resubmitted job's captchas
-apart, and the mac (:func:`callback_mac`) proves both: an HMAC of them under the
-deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), which itself never leaves the
-worker. A URL one provider saw proves nothing about any other job or attempt. The
+``{CALLBACK_URL}/{task_id}/{attempt}/{provider}/{mac}`` (:func:`callback_url_for`):
+the task id names the job, the attempt (its submit number) tells a resubmitted job's
+captchas apart, the provider (its name in ``CAPTCHA_TASKS_PROVIDERS``) is the one the
+submit went to, and the mac (:func:`callback_mac`) proves all three: an HMAC of them
+under the deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), which itself never
+leaves the worker. A URL one provider saw proves nothing about any other job, attempt
+or provider: not even about the same submit handed on to the next provider after this
+one refused it. The
 :class:`Receiver` reads a path as a :class:`Claim` and accepts only proven ones, for
-jobs it knows (the job's hash exists, it is ``polling`` at that attempt, and the
+jobs it knows (the job's hash exists, it is ``polling`` at that attempt and that
+provider, and the
 captcha id the provider sends, where it sends one, is the job's), then ends the job
 through its engine's :class:`~.finish.Finisher` exactly like a poll: ``finish.lua``
 ends a job once, so a callback racing a poll (or a duplicate callback) ends it once.
@@ -69,22 +73,24 @@ EARLY_WAIT = 1.0
 MAC_LENGTH = 32
 
 
-def callback_mac(token: str, task_id: str, attempt: int) -> str:
-    """The proof in the callback URL of ``task_id``'s submit ``attempt``: HMAC-SHA256 of
-    ``{task_id}/{attempt}`` under the deployment's ``token``, in hex, cut to
-    :data:`MAC_LENGTH` digits."""
-    message = f"{task_id}/{attempt}".encode()
+def callback_mac(token: str, task_id: str, attempt: int, provider: str) -> str:
+    """The proof in the callback URL of ``task_id``'s submit ``attempt`` to ``provider``:
+    HMAC-SHA256 of ``{task_id}/{attempt}/{provider}`` under the deployment's ``token``, in
+    hex, cut to :data:`MAC_LENGTH` digits."""
+    message = f"{task_id}/{attempt}/{provider}".encode()
     return hmac.new(token.encode(), message, hashlib.sha256).hexdigest()[:MAC_LENGTH]
 
 
-def callback_url_for(settings: Settings, job: Job) -> str | None:
-    """The URL the provider is to call for ``job``'s next submit (None: callbacks off):
-    ``{CALLBACK_URL}/{task_id}/{attempt}/{mac}``, the token itself in no part of it."""
+def callback_url_for(settings: Settings, job: Job, provider: str) -> str | None:
+    """The URL ``provider`` (a name of ``CAPTCHA_TASKS_PROVIDERS``) is to call for
+    ``job``'s next submit (None: callbacks off):
+    ``{CALLBACK_URL}/{task_id}/{attempt}/{provider}/{mac}``, the token in no part of it."""
     if not settings.callback_url:
         return None
     attempt = job.submits + 1
-    mac = callback_mac(settings.callback_token, job.task_id, attempt)
-    return f"{settings.callback_url}/{quote(job.task_id, safe='')}/{attempt}/{mac}"
+    mac = callback_mac(settings.callback_token, job.task_id, attempt, provider)
+    task_id, name = quote(job.task_id, safe=""), quote(provider, safe="")
+    return f"{settings.callback_url}/{task_id}/{attempt}/{name}/{mac}"
 
 
 def fallback_wait(
@@ -113,12 +119,13 @@ def fallback_wait(
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """What a callback's path says: the job (its task id) and submit ``attempt`` it is
-    for, and whether its mac is theirs (``proven``). Only the holder of that job's URL,
-    the provider it was sent to, can make a proven claim."""
+    """What a callback's path says: the job (its task id), submit ``attempt`` and
+    ``provider`` it is for, and whether its mac is theirs (``proven``). Only the holder
+    of that submit's URL, the provider it was sent to, can make a proven claim."""
 
     task_id: str
     attempt: int
+    provider: str
     proven: bool
 
 
@@ -169,6 +176,8 @@ class Receiver:
             return Outcome(200, "already ended")  # a duplicate, or a poll came first
         if job.state != "polling" or job.submits != claim.attempt:
             return Outcome(409, f"job not waiting for this captcha ({job.state})")
+        if job.provider != claim.provider:  # sent on after that provider refused it
+            return Outcome(409, "job not waiting for this captcha (at another provider)")
         sent = pushed_id(fields, document)
         if sent is not None and sent != job.captcha_id:
             return Outcome(404, "unknown captcha")
@@ -187,15 +196,15 @@ class Receiver:
         if not path.startswith(self._prefix):
             return None
         pieces = path[len(self._prefix) :].split("/")
-        if len(pieces) != 3 or not pieces[0]:
+        if len(pieces) != 4 or not pieces[0] or not pieces[2]:
             return None
-        quoted_id, attempt, mac = pieces
+        quoted_id, attempt, quoted_provider, mac = pieces
         if not (attempt.isascii() and attempt.isdigit() and len(attempt) <= 6):
             return None
-        task_id = unquote(quoted_id)
-        expected = callback_mac(self._token, task_id, int(attempt))
+        task_id, provider = unquote(quoted_id), unquote(quoted_provider)
+        expected = callback_mac(self._token, task_id, int(attempt), provider)
         proven = hmac.compare_digest(mac.encode("utf-8", "replace"), expected.encode())
-        return Claim(task_id, int(attempt), proven)
+        return Claim(task_id, int(attempt), provider, proven)
 
     def _job(self, task_id: str) -> Job | None:
         """The job, waiting briefly when its callback beat the storing of its captcha id."""

@@ -69,7 +69,7 @@ class Submitter:
         if prepared is None:
             return
         captcha, proxy = prepared
-        callback_url = callback_url_for(self.settings, job)
+        callback_url = callback_url_for(self.settings, job, self.queue.provider_name)
         sending_at = self.clock()
         if not self.queue.sending(job, sending_at, self.name):
             # Ended meanwhile, or another engine took it over after our claim ran out.

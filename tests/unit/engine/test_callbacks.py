@@ -99,11 +99,13 @@ def test_the_submit_carries_task_attempt_and_their_mac_never_the_token(
 ) -> None:
     (task_id,) = admit_jobs(1)
     captcha_id, _ = rig.one()
-    mac = callback_mac(TOKEN, task_id, 1)
-    assert rig.provider.urls[captcha_id] == f"https://cb.example.com/hook/{task_id}/1/{mac}"
+    mac = callback_mac(TOKEN, task_id, 1, "default")
+    expected = f"https://cb.example.com/hook/{task_id}/1/default/{mac}"
+    assert rig.provider.urls[captcha_id] == expected
     assert TOKEN not in rig.provider.urls[captcha_id]
-    assert len(mac) == MAC_LENGTH and mac != callback_mac(TOKEN, task_id, 2)
-    assert mac != callback_mac(TOKEN[:-1] + "x", task_id, 1)
+    assert len(mac) == MAC_LENGTH and mac != callback_mac(TOKEN, task_id, 2, "default")
+    assert mac != callback_mac(TOKEN[:-1] + "x", task_id, 1, "default")
+    assert mac != callback_mac(TOKEN, task_id, 1, "backup")
     # reCAPTCHA v2: a quarter of its 180 s deadline, scaled.
     assert fallback_wait(cb_settings, "recaptcha_v2", 0.1) == pytest.approx(180 * 0.05 / 4)
 
@@ -146,22 +148,26 @@ def _with_mac(url: str, mac: str) -> str:
     "mangle",
     [
         lambda url, task_id: _with_mac(url, "0" * MAC_LENGTH),  # wrong mac
-        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, "0" * 36, 1)),  # another job's
-        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, task_id, 2)),  # another attempt's
+        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, "0" * 36, 1, "default")),
+        lambda url, task_id: _with_mac(url, callback_mac(TOKEN, task_id, 2, "default")),
+        lambda url, task_id: url.replace("/default/", "/backup/"),  # another provider's
         lambda url, task_id: url.replace(f"/{task_id}/", f"/{'0' * 36}/"),  # mac of another job
         lambda url, task_id: url.rsplit("/", 1)[0],  # no mac
         lambda url, task_id: _with_mac(url, url.rsplit("/", 1)[1][:-1]),  # mac cut short
         lambda url, task_id: url.split("/hook/")[0] + f"/hook/{TOKEN}/{task_id}/1",  # token path
+        lambda url, task_id: url.replace("/default/", "/"),  # the shape without a provider
         lambda url, task_id: url.replace("/hook/", "/other/"),  # not under the base path
     ],
     ids=[
         "wrong-mac",
         "other-job-mac",
         "other-attempt-mac",
+        "other-provider",
         "other-job",
         "no-mac",
         "short-mac",
         "token-path",
+        "no-provider",
         "path",
     ],
 )
@@ -181,15 +187,29 @@ def test_a_claim_is_proven_by_its_own_job_and_attempt_s_mac_only(
     cb_settings: Settings, client: redis.Redis
 ) -> None:
     receiver = Receiver(cb_settings, client, {})
-    mac = callback_mac(TOKEN, "a b/c", 2)
-    assert receiver.claim(f"/hook/a%20b%2Fc/2/{mac}") == Claim("a b/c", 2, proven=True)
-    assert receiver.claim(f"/hook/a%20b%2Fc/1/{mac}") == Claim("a b/c", 1, proven=False)
-    assert receiver.claim(f"/hook/other/2/{mac}") == Claim("other", 2, proven=False)
-    assert receiver.claim("/hook/x/1/\u00e9\u00e9") == Claim("x", 1, proven=False)
-    for path in (f"/hook/{TOKEN}/x/1", "/hook/x/\u00b2/m", "/hook//1/m", f"/other/x/2/{mac}"):
+    mac = callback_mac(TOKEN, "a b/c", 2, "main one")
+    claim = receiver.claim(f"/hook/a%20b%2Fc/2/main%20one/{mac}")
+    assert claim == Claim("a b/c", 2, "main one", proven=True)
+    assert receiver.claim(f"/hook/a%20b%2Fc/1/main%20one/{mac}") == Claim(
+        "a b/c", 1, "main one", proven=False
+    )
+    assert receiver.claim(f"/hook/a%20b%2Fc/2/backup/{mac}") == Claim(
+        "a b/c", 2, "backup", proven=False
+    )
+    assert receiver.claim(f"/hook/other/2/main/{mac}") == Claim("other", 2, "main", False)
+    assert receiver.claim("/hook/x/1/p/\u00e9\u00e9") == Claim("x", 1, "p", proven=False)
+    for path in (
+        f"/hook/{TOKEN}/x/1",
+        f"/hook/x/2/{mac}",
+        "/hook/x/\u00b2/p/m",
+        "/hook//1/p/m",
+        "/hook/x/1//m",
+        f"/other/x/2/p/{mac}",
+    ):
         assert receiver.claim(path) is None, path
     # Refused before any Redis read: no job named, known or not, is looked up.
-    assert receiver.handle(f"/hook/x/1/{'0' * MAC_LENGTH}", {"code": ANSWER}, None).status == 404
+    refused = receiver.handle(f"/hook/x/1/p/{'0' * MAC_LENGTH}", {"code": ANSWER}, None)
+    assert refused.status == 404
 
 
 def test_another_captcha_id_is_refused(rig: Rig, admit_jobs: Callable[..., list[str]]) -> None:
@@ -209,7 +229,8 @@ def test_unsolvable_resubmits_once_and_a_stale_attempt_is_ignored(
     assert reply.text == "resubmitting"
     wait_until(lambda: len(rig.provider.urls) == 2, timeout=10, what="the resubmit")
     second = next(c for c in rig.provider.urls if c != first)
-    assert rig.provider.urls[second].endswith(f"/{task_id}/2/{callback_mac(TOKEN, task_id, 2)}")
+    mac = callback_mac(TOKEN, task_id, 2, "default")
+    assert rig.provider.urls[second].endswith(f"/{task_id}/2/default/{mac}")
     stale = requests.post(url, data={"code": "ERROR_CAPTCHA_UNSOLVABLE"}, timeout=5)
     assert stale.status_code == 409
     unsolvable = {"id": second, "code": "ERROR_CAPTCHA_UNSOLVABLE"}
@@ -289,7 +310,7 @@ def test_a_callback_arriving_while_the_job_is_still_sending_waits_for_it(
     engine: Any = type("E", (), {})()  # never reached: the job is not polling in time
     slept: list[float] = []
     receiver = Receiver(cb_settings, client, {"default": engine}, sleep=slept.append)
-    path = f"/hook/{task_id}/1/{callback_mac(TOKEN, task_id, 1)}"
+    path = f"/hook/{task_id}/1/default/{callback_mac(TOKEN, task_id, 1, 'default')}"
     timer = threading.Timer(0.05, lambda: client.hset(keys.job(task_id), "state", "failed"))
     timer.start()
     outcome = receiver.handle(path, {"id": "c1", "code": ANSWER}, None)
@@ -375,3 +396,22 @@ def test_a_body_nested_too_deep_is_a_400_and_the_job_still_ends(
     reply = requests.post(url, data={"id": captcha_id, "code": ANSWER}, timeout=5)
     assert (reply.status_code, reply.text) == (200, "solved")
     assert rig.outcomes.results[task_id]["solution"] == ANSWER
+
+
+def test_a_submit_handed_on_to_the_next_provider_is_not_answered_by_the_first(
+    cb_settings: Settings, client: redis.Redis, admit_jobs: Callable[..., list[str]]
+) -> None:
+    (task_id,) = admit_jobs(1)
+    keys = Keys(cb_settings.key_prefix)
+    # The first provider refused submit 1 (it saw its URL); the next one took it.
+    fields = {"state": "polling", "submits": 1, "provider": "backup", "captcha_id": "b1"}
+    client.hset(keys.job(task_id), mapping=fields)
+    engine: Any = type("E", (), {})()  # never reached: the claim is not the job's
+    receiver = Receiver(cb_settings, client, {"default": engine, "backup": engine})
+    first = f"/hook/{task_id}/1/default/{callback_mac(TOKEN, task_id, 1, 'default')}"
+    outcome = receiver.handle(first, {"code": ANSWER}, None)  # no id: the path must prove it
+    assert (outcome.status, outcome.reason) == (
+        409,
+        "job not waiting for this captcha (at another provider)",
+    )
+    assert client.hget(keys.job(task_id), "state") == "polling"
