@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import inspect
+import io
 import math
 import socket
 import string
@@ -26,6 +27,7 @@ from typing import Any
 
 import pytest
 import requests
+import urllib3
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -349,7 +351,10 @@ def _fake_getaddrinfo(host: str, port: Any, *args: Any, **kwargs: Any) -> list[A
 def _fake_request(session: Any, method: str, url: str, **kwargs: Any) -> requests.Response:
     response = requests.Response()
     response.status_code, response.url, response.encoding = 200, url, "utf-8"
-    response._content = PLAIN_PAGE
+    # A streamed answer, as requests gives with stream=True: its body read from ``raw``.
+    response.raw = urllib3.HTTPResponse(
+        body=io.BytesIO(PLAIN_PAGE), status=200, preload_content=False
+    )
     return response
 
 
