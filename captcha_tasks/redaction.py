@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .masking import MASK, mask_credentials_in, mask_url, mask_url_values, mask_urls_in
-from .redis_urls import split_urls
+from .settings.redis_urls import split_urls
 
 __all__ = [
     "HIDDEN",

@@ -34,13 +34,13 @@ import redis
 from celery import Celery
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 
-from ..provider_config import (
+from ..settings import Settings, mask_url
+from ..settings.providers import (
     OTHER_KEY_VARIABLE,
     PROVIDERS_VARIABLE,
     SINGLE_PROVIDER_VARIABLES,
     variable,
 )
-from ..settings import Settings, mask_url
 from ..state.keys import Keys
 from ..worker.celery_internals.result_backend import backends
 from .procs import Child, Supervisor, free_port, http_ok, port_is_free, stop_process, wait_ready

@@ -3,9 +3,9 @@
 Every variable :class:`captcha_tasks.settings.Settings` reads is a ``_SOURCES`` entry; its
 meaning is the ``#:`` comment above the field in settings.py (read with :mod:`ast` and
 :mod:`tokenize` from the module's source, so nothing is copied by hand), its default the
-field's. The provider's variables are :class:`~captcha_tasks.provider_config.ProviderConfig`'s
+field's. The provider's variables are :class:`~captcha_tasks.settings.providers.ProviderConfig`'s
 fields, read the same way: the ``default`` provider's single-provider variables
-(:data:`~captcha_tasks.provider_config.DEFAULT_VARIABLES`), then each named provider's
+(:data:`~captcha_tasks.settings.providers.DEFAULT_VARIABLES`), then each named provider's
 suffixes, described by that module's docstring. A few variables that are no field (an
 alias, a file variant, the version, test aids) are described in :data:`OTHER_VARIABLES`;
 :data:`NOTES` adds what a one-line comment leaves out (formats, exit codes, interactions).
@@ -27,7 +27,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .. import provider_config, settings
+from .. import settings
+from ..settings import providers as provider_config
 
 __all__ = [
     "NOTES",
@@ -439,7 +440,7 @@ def render() -> str:
         "One typed object, `captcha_tasks.settings.Settings`, reads these environment "
         "variables; their names are a public contract. This page is generated from that "
         "object (each field's documentation comment and default) and from "
-        "`captcha_tasks.provider_config`. A malformed value stops the process at start-up "
+        "`captcha_tasks.settings.providers`. A malformed value stops the process at start-up "
         "with one line naming the variable.",
         "",
         "`captcha-tasks settings` prints the effective values with secrets masked, one line "

@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import redis
 from redis.exceptions import NoScriptError
 
-from ..redis_urls import is_sentinel
 from ..settings import Settings
+from ..settings.redis_urls import is_sentinel
 from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
 from ..state.scripts import run, run_replicated, script
 from .jobs import Job

@@ -23,8 +23,8 @@ import redis
 
 from ..errors import CaptchaTasksError, InvalidApiKey, SolverError
 from ..provider import Provider
-from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
+from ..settings.providers import DEFAULT_PROVIDER
 from ..state.keys import Keys
 from .jobs import Job
 from .observer import SolveObserver

@@ -24,7 +24,7 @@ from typing import Literal, Protocol
 
 import redis
 
-from ..provider_config import DEFAULT_PROVIDER
+from ..settings.providers import DEFAULT_PROVIDER
 from ..state.keys import Keys
 
 __all__ = [

@@ -21,8 +21,8 @@ import redis
 
 from ..provider import Provider
 from ..provider.poll_rules import CLASSIC_RULES, PollRules
-from ..provider_config import DEFAULT_PROVIDER
 from ..settings import Settings
+from ..settings.providers import DEFAULT_PROVIDER
 from ..state.keys import STRUCTURE_TTL, Keys
 from .placement import ReadyTimes, poll_quantiles
 

@@ -26,8 +26,8 @@ from typing import Any
 
 import redis
 
-from ..provider_config import DEFAULT_PROVIDER, key_variable
 from ..settings import Settings
+from ..settings.providers import DEFAULT_PROVIDER, key_variable
 from ..state import Keys, redis_client, state_redis
 from ..state.clock import clock_of, local_time
 

@@ -29,8 +29,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from ..errors import ConfigurationError
-from ..parsing import AGENT_NAME_RE as NAME_RE
 from ..settings import Settings
+from ..settings.parsing import AGENT_NAME_RE as NAME_RE
 from ..state.keys import MCP_SPEND_TTL, Keys
 from ..state.scripts import source
 

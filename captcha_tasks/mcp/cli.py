@@ -6,9 +6,9 @@ import asyncio
 
 import click
 
-from ..parsing import agent_name as parse_agent_name
-from ..parsing import usd
 from ..settings import get_settings
+from ..settings.parsing import agent_name as parse_agent_name
+from ..settings.parsing import usd
 from .agents import Agent, load_agents, read_agents_config
 
 __all__ = ["mcp_command"]

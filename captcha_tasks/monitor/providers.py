@@ -17,8 +17,8 @@ import redis
 
 from ..engine.balance import read_balance
 from ..engine.spend import SpendLedger, total, usd_text
-from ..provider_config import ProviderConfig
 from ..settings import Settings
+from ..settings.providers import ProviderConfig
 from ..state.keys import Keys
 
 __all__ = ["BREAKER_OPEN_STATES", "breaker_state", "provider_states"]

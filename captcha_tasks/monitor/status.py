@@ -27,10 +27,10 @@ from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
-from ..provider_config import DEFAULT_PROVIDER, ProviderConfig, variable
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
+from ..settings.providers import DEFAULT_PROVIDER, ProviderConfig, variable
 from ..state import Keys, redis_client, state_redis
 from ..state.clock import clock_of
 from .providers import provider_states

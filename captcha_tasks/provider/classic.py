@@ -38,9 +38,9 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
-from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
+from ..settings.providers import ProviderConfig
 from .answers import classic_solution, slot_answer
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, Settings
+from ..settings.providers import ProviderConfig
 from .base import Provider
 from .classic import SolverClient
 from .json_client import JsonTaskClient

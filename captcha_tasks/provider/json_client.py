@@ -34,8 +34,8 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
-from ..provider_config import ProviderConfig
 from ..settings import PROTOCOLS, Provider, Settings
+from ..settings.providers import ProviderConfig
 from .answers import json_solution
 from .base import Answer, Polled
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from ..errors import InvalidTaskInput
-from ..provider_config import ProviderConfig
+from ..settings.providers import ProviderConfig
 from .captchas import Captcha
 from .offers import offered_by, refusal, withdrawal
 

@@ -130,7 +130,7 @@ from dataclasses import dataclass
 # single-provider variables configure. So a cluster with one provider keeps one budget,
 # one poll schedule and its learned timings across a rolling deploy, whatever version
 # each of its workers runs.
-from ..provider_config import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
+from ..settings.providers import DEFAULT_PROVIDER as _DEFAULT_PROVIDER
 
 __all__ = [
     "ACCEPTANCE_MARGIN",

@@ -3,7 +3,7 @@ one-off client with its own timeouts, :func:`state_redis` for the shared-state
 connection (one pool per process, rebuilt after a fork), :func:`async_redis_client`
 for ``redis.asyncio`` callers.
 
-A ``sentinel://h1:26379;sentinel://h2:26379`` URL (:mod:`captcha_tasks.redis_urls`)
+A ``sentinel://h1:26379;sentinel://h2:26379`` URL (:mod:`captcha_tasks.settings.redis_urls`)
 gives a client of the master of ``CAPTCHA_TASKS_REDIS_SENTINEL_MASTER``: each new
 connection asks the sentinels where the master is, so after a failover the client's
 next connection goes to the promoted replica (redis-py's ``Sentinel.master_for``).
@@ -21,8 +21,8 @@ from redis.retry import Retry
 from redis.sentinel import Sentinel
 
 from ..forksafe import PerProcess
-from ..redis_urls import is_sentinel, parse_sentinel_url
 from ..settings import Settings
+from ..settings.redis_urls import is_sentinel, parse_sentinel_url
 
 __all__ = ["async_redis_client", "redis_client", "sentinel_kwargs", "state_redis"]
 

@@ -27,8 +27,8 @@ from ..engine.balance import BalanceWatch
 from ..errors import CaptchaTasksError, InvalidApiKey
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
-from ..provider_config import DEFAULT_PROVIDER
 from ..settings import get_settings
+from ..settings.providers import DEFAULT_PROVIDER
 from ..state import Keys, state_redis
 from ..state.clock import clock_of
 from .celery_internals import completion, revoke

@@ -22,8 +22,8 @@ from ..engine.jobs import Job
 from ..engine.loop import claim_seconds
 from ..engine.pool import TokenPool
 from ..engine.queue import SolveQueue
-from ..parsing import CAPTCHA_TYPES
 from ..settings import Settings, get_settings
+from ..settings.parsing import CAPTCHA_TYPES
 from ..state import state_redis
 from ..state.clock import clock_of
 

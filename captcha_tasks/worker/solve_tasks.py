@@ -41,7 +41,6 @@ from ..provider import (
 )
 from ..provider.offers import refusal, withdrawal
 from ..provider.routing import route
-from ..provider_config import ProviderConfig
 from ..results import (
     AwsWafResult,
     BalanceResult,
@@ -56,6 +55,7 @@ from ..results import (
     SolveResult,
     TokenResult,
 )
+from ..settings.providers import ProviderConfig
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .celery_internals.admit_inline import NotInline, admitting_inline

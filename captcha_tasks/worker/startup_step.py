@@ -38,8 +38,8 @@ from celery import bootsteps
 from ..errors import InvalidApiKey, SolverError
 from ..masking import mask_url, mask_urls_in
 from ..provider import make_provider
-from ..provider_config import DEFAULT_PROVIDER, key_variable
 from ..settings import Settings, get_settings
+from ..settings.providers import DEFAULT_PROVIDER, key_variable
 from ..state.redis import redis_client
 from .celery_internals.consumer_log import install_consumer_filter
 

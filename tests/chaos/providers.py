@@ -29,7 +29,7 @@ import redis
 import requests
 
 from captcha_tasks.devtools.sandbox import SandboxServer
-from captcha_tasks.provider_config import SINGLE_PROVIDER_VARIABLES
+from captcha_tasks.settings.providers import SINGLE_PROVIDER_VARIABLES
 from captcha_tasks.state import Keys
 from tests.chaos.harness import KINDS, SITEKEYS, TASK_NAMES, Cluster
 

@@ -21,9 +21,9 @@ from captcha_tasks import solve_recaptcha_v2
 from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.monitor.status import thread_budget
-from captcha_tasks.provider_config import DEFAULT_PROVIDER
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.settings import get_settings
+from captcha_tasks.settings.providers import DEFAULT_PROVIDER
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
 from tests.support.workers import worker_env

@@ -42,8 +42,8 @@ from captcha_tasks.provider import (
     shared_session,
     transport,
 )
-from captcha_tasks.provider_config import ProviderConfig
 from captcha_tasks.settings import Settings
+from captcha_tasks.settings.providers import ProviderConfig
 from tests.support.provider_double import DEFAULT_KEY as KEY
 from tests.support.provider_double import ProviderDouble, Scripted
 

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.provider_config import DEFAULT_VARIABLES
 from captcha_tasks.settings import DEFAULT_SOLVER_URL, Settings, mask_url
+from captcha_tasks.settings.providers import DEFAULT_VARIABLES
 
 KEY = "a" * 32
 
@@ -344,8 +344,8 @@ def _field_comments(cls: type) -> dict[str, str]:
 def test_every_setting_and_provider_field_is_documented_from_its_variable() -> None:
     import dataclasses
 
-    from captcha_tasks.provider_config import ProviderConfig
     from captcha_tasks.settings import _SOURCES
+    from captcha_tasks.settings.providers import ProviderConfig
 
     settings = _field_comments(Settings)
     for field in dataclasses.fields(Settings):

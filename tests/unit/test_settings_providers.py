@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.parsing import CAPTCHA_TYPES, PROVIDERS
 from captcha_tasks.provider.captchas import CaptchaType
-from captcha_tasks.provider_config import NOT_OFFERED, ProviderConfig, key_variable
 from captcha_tasks.settings import DEFAULT_URLS, Settings
+from captcha_tasks.settings.parsing import CAPTCHA_TYPES, PROVIDERS
+from captcha_tasks.settings.providers import NOT_OFFERED, ProviderConfig, key_variable
 
 D = decimal.Decimal
 MAIN_KEY = "M41nKey" + "x" * 25  # 32 letters and digits

@@ -16,8 +16,8 @@ from redis.sentinel import SentinelConnectionPool
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.masking import mask_url, mask_urls_in
 from captcha_tasks.redaction import known_secrets
-from captcha_tasks.redis_urls import SentinelURL, parse_sentinel_url
 from captcha_tasks.settings import Settings
+from captcha_tasks.settings.redis_urls import SentinelURL, parse_sentinel_url
 from captcha_tasks.state.redis import async_redis_client, redis_client
 from captcha_tasks.worker.celery_internals.broker import (
     scrub_broker_info,

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.parsing import CAPTCHA_TYPES
 from captcha_tasks.provider import CaptchaType
 from captcha_tasks.settings import Settings
+from captcha_tasks.settings.parsing import CAPTCHA_TYPES
 
 D = decimal.Decimal
 

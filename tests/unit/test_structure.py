@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "captcha_tasks"
 # and lose which ones share a layer).
 LAYERS: dict[str, int] = {
     "errors": 0, "masking": 0, "version": 0, "forksafe": 0, "lazy": 0, "results": 0,
-    "settings": 1, "parsing": 1, "provider_config": 1, "redis_urls": 1,
+    "settings": 1,
     "redaction": 2, "state": 2,
     "provider": 3,
     "session": 4,

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from ...errors import ConfigurationError
-from ...parsing import CAPTCHA_TYPES
+from ...settings.parsing import CAPTCHA_TYPES
 from .garbage import GARBAGE_KINDS, GarbageKind
 
 __all__ = [

@@ -61,8 +61,8 @@ from kombu.transport import virtual
 from kombu.utils.json import dumps
 
 from ...masking import mask_url
-from ...redis_urls import is_sentinel
 from ...settings import Settings
+from ...settings.redis_urls import is_sentinel
 from ...state.clock import clock_of
 from ...state.redis import sentinel_kwargs
 from .contracts import holds
@@ -241,7 +241,7 @@ def _stay_on_the_first(alternates: Iterable[str]) -> Iterator[str]:
 
     After a failed connection kombu moves to the next URL of a list and reads it as a
     new broker: kombu's own sentinel transport instead of ours (the scheme names it),
-    and no password or database (only the first URL has them: captcha_tasks.redis_urls).
+    and no password or database (only the first URL has them: captcha_tasks.settings.redis_urls).
     A list of sentinels is one deployment, which every channel asks in full where the
     master is: there is nothing to move to. This yields the first URL's host name, which
     kombu takes as a host alone, keeping the transport, credentials and database."""

@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 from captcha_tasks.devtools.cli import dev_command
 from captcha_tasks.devtools.run import provider_name
-from captcha_tasks.provider_config import read_providers
 from captcha_tasks.settings import PROVIDERS
+from captcha_tasks.settings.providers import read_providers
 
 
 @pytest.mark.parametrize(

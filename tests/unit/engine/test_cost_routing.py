@@ -21,8 +21,8 @@ from captcha_tasks.engine.cost_routing import (
     order,
     ordered,
 )
-from captcha_tasks.provider_config import ProviderConfig
 from captcha_tasks.settings import Settings
+from captcha_tasks.settings.providers import ProviderConfig
 from captcha_tasks.state import Keys
 
 A = Decimal("0.001")  # $1.00 per 1000

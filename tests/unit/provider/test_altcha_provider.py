@@ -22,8 +22,8 @@ from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.provider_config import NOT_OFFERED
 from captcha_tasks.settings import Settings, get_settings
+from captcha_tasks.settings.providers import NOT_OFFERED
 from captcha_tasks.worker.solve_tasks import SolveTask
 from captcha_tasks.worker.task_bases import SolverTask
 from tests.support.altcha_reference import create_challenge, verify_solution

@@ -22,7 +22,7 @@ from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.provider_config import NOT_OFFERED
+from captcha_tasks.settings.providers import NOT_OFFERED
 
 PAGE = "https://example.com/login"
 KEY = "FCMDESUD3M34857N"  # Anti-Captcha's example

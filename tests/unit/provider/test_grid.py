@@ -26,7 +26,7 @@ from captcha_tasks.provider.classic_params import submit_files, submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.provider_config import NOT_OFFERED
+from captcha_tasks.settings.providers import NOT_OFFERED
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 B64 = base64.b64encode(PNG).decode("ascii")

@@ -8,7 +8,7 @@ import pytest
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.provider import HCaptcha, Image, RecaptchaV2, Turnstile
 from captcha_tasks.provider.routing import route
-from captcha_tasks.provider_config import ProviderConfig
+from captcha_tasks.settings.providers import ProviderConfig
 
 PAGE = "https://example.com/login"
 RECAPTCHA = RecaptchaV2("6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI", PAGE)

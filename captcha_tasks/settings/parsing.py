@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 __all__ = [
     "AGENT_NAME_RE",

@@ -28,8 +28,8 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Final
 
-from .errors import ConfigurationError
-from .masking import mask_url
+from ..errors import ConfigurationError
+from ..masking import mask_url
 from .parsing import (
     CAPTCHA_TYPES,
     DEFAULT_SOLVER_URL,

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .errors import ConfigurationError
-from .masking import mask_url
+from ..errors import ConfigurationError
+from ..masking import mask_url
 
 __all__ = [
     "SENTINEL_PORT",

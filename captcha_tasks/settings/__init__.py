@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Literal
 
-from .errors import ConfigurationError
-from .masking import mask_url as _mask_url
+from ..errors import ConfigurationError
+from ..masking import mask_url as _mask_url
 from .parsing import (
     DEFAULT_SOLVER_URL,
     DEFAULT_URLS,
@@ -35,7 +35,7 @@ from .parsing import callback_url as _callback_url
 from .parsing import choice as _choice
 from .parsing import number as _number
 from .parsing import usd as _usd
-from .provider_config import (
+from .providers import (
     DEFAULT_PROVIDER,
     OTHER_KEY_VARIABLE,
     PROVIDERS_VARIABLE,
