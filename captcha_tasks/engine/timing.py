@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 
 import redis
 
-from ..provider import Provider
+from ..provider import CAPTCHA_CLASSES, Provider
 from ..provider.poll_rules import CLASSIC_RULES, PollRules
 from ..settings import Settings
 from ..settings.providers import DEFAULT_PROVIDER
@@ -37,73 +37,16 @@ __all__ = [
     "quantile",
 ]
 
-#: Wait before the first poll, until enough solves were seen to learn it (the providers'
-#: documented first reads: docs/PROVIDERS.md, section 7).
-FIRST_POLL: dict[str, float] = {
-    "recaptcha_v2": 15.0,
-    "recaptcha_v3": 5.0,
-    "turnstile": 8.0,
-    "image": 5.0,
-    "geetest": 10.0,
-    "hcaptcha": 15.0,
-    "funcaptcha": 15.0,
-    "geetest_v4": 10.0,
-    "aws_waf": 10.0,
-    "coordinates": 5.0,
-    # capmonstercloudclient 4.3.1's first read of both (GetResultTimeouts: 10 s); CapSolver's
-    # MtCaptcha page: "results in 5s to 30s".
-    "mtcaptcha": 10.0,
-    "prosopo": 10.0,
-    # capmonstercloudclient 4.3.1's getFriendlyTimeouts: first read after 1 s, then every
-    # 3 s; Friendly Captcha's proof of work is solved in seconds, not by a person.
-    "friendly_captcha": 5.0,
-    # 2Captcha's grid is solved by a person, as its images are; CapSolver answers at
-    # createTask.
-    "grid": 5.0,
-    # capmonstercloudclient 4.3.1's getAltchaTimeouts: first read after 1 s, then every
-    # second; a proof of work, solved by a machine.
-    "altcha": 3.0,
-    # capmonstercloudclient 4.3.1's getDatadomeTimeouts: first read after 1 s, then every
-    # 3 s; CapSolver's DataDome page: "within 1s to 20s".
-    "datadome": 5.0,
-}
-#: Seconds from submit until a captcha is given up as SolveTimeout.
-DEADLINE: dict[str, float] = {
-    "recaptcha_v2": 180.0,
-    "recaptcha_v3": 90.0,
-    "turnstile": 120.0,
-    "image": 90.0,
-    "geetest": 120.0,
-    "hcaptcha": 180.0,
-    "funcaptcha": 180.0,
-    "geetest_v4": 120.0,
-    "aws_waf": 120.0,
-    "coordinates": 90.0,
-    # capmonstercloudclient 4.3.1 gives both up after 180 s (GetResultTimeouts).
-    "mtcaptcha": 180.0,
-    "prosopo": 180.0,
-    # capmonstercloudclient 4.3.1 gives it up after 180 s (getFriendlyTimeouts).
-    "friendly_captcha": 180.0,
-    # An image read by a person: the coordinates' deadline.
-    "grid": 90.0,
-    # capmonstercloudclient 4.3.1 gives it up after 50 s (getAltchaTimeouts);
-    # anticaptchaofficial's altchaProxyless waits up to 300 s: the shorter, doubled.
-    "altcha": 100.0,
-    # capmonstercloudclient 4.3.1 gives it up after 180 s (getDatadomeTimeouts).
-    "datadome": 180.0,
-}
-#: How long a token stays valid at the target site (single use).
+#: Each kind's :class:`~captcha_tasks.provider.Timing`, by kind: the wait before its
+#: first poll until enough solves were seen to learn it, the seconds from submit until it
+#: is given up as SolveTimeout, and how long its token stays valid at the target site
+#: (single use; only the kinds a source gives one for).
+FIRST_POLL: dict[str, float] = {k: c.timing.first_poll for k, c in CAPTCHA_CLASSES.items()}
+DEADLINE: dict[str, float] = {k: c.timing.deadline for k, c in CAPTCHA_CLASSES.items()}
 TOKEN_TTL: dict[str, float] = {
-    "recaptcha_v2": 120.0,
-    "recaptcha_v3": 120.0,
-    "turnstile": 300.0,
-    "hcaptcha": 120.0,
-    "funcaptcha": 120.0,
-    # AWS WAF's default immunity time: how long the aws-waf-token cookie is honoured.
-    "aws_waf": 300.0,
-    # @prosopo/server's verification: a token older than maxVerifiedTime (60 000 ms by
-    # default) is refused. MTCaptcha's lifetime is in no source found: not listed.
-    "prosopo": 60.0,
+    kind: cls.timing.token_ttl
+    for kind, cls in CAPTCHA_CLASSES.items()
+    if cls.timing.token_ttl is not None
 }
 #: Seconds between polls once a captcha is due. Polls of every due captcha go out
 #: together in one ``res.php?action=get&ids=...`` request when the provider takes it,

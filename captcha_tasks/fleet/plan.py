@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..provider import CAPTCHA_CLASSES
+
 __all__ = [
     "DRAIN_CAP",
     "DRAIN_CEILINGS",
@@ -18,40 +20,12 @@ __all__ = [
     "summary_json",
 ]
 
-#: Seconds a solve of each type may take at the provider (CaptchaAI's published
-#: ceilings, seed 003), used for ``--drain-timeout auto`` before any solve was seen. Its
-#: keys are also the types whose recent solve times ``auto`` reads: every type the
-#: engine solves (engine/timing.py ``DEADLINE``) must be here.
+#: Seconds a solve of each kind may take at the provider (its
+#: :class:`~captcha_tasks.provider.Timing`'s ``drain_ceiling``), used for
+#: ``--drain-timeout auto`` before any solve was seen. Its keys are also the kinds whose
+#: recent solve times ``auto`` reads.
 DRAIN_CEILINGS: dict[str, float] = {
-    "image": 0.5,
-    "recaptcha_v3": 4.0,
-    "turnstile": 10.0,
-    "geetest": 12.0,
-    "recaptcha_v2": 60.0,
-    "hcaptcha": 60.0,
-    # No published ceilings for these: estimates from the sandbox's typical
-    # solve (devtools/sandbox/config.py DEFAULT_LATENCY) scaled like a published
-    # neighbour, each well inside the engine's DEADLINE (when a solve is given up).
-    # GeeTest v4: v3's (same 10 s typical solve, same deadline).
-    "geetest_v4": 12.0,
-    # AWS WAF: a puzzle of GeeTest's sort, 12 s typical: GeeTest's 1.2 times.
-    "aws_waf": 15.0,
-    # FunCaptcha: a worker's image puzzle like reCAPTCHA v2 and hCaptcha (their 60 s),
-    # 20 s typical, the slowest of the sandbox's types; deadline 180 s.
-    "funcaptcha": 60.0,
-    # Points clicked by a worker, not OCR's 0.5 s: twice the 5 s typical solve.
-    "coordinates": 10.0,
-    # MTCaptcha and Prosopo: CapSolver's MtCaptcha page says 5 s to 30 s; its upper end.
-    "mtcaptcha": 30.0,
-    "prosopo": 30.0,
-    # Friendly Captcha: no provider states a solve time; MTCaptcha's and Prosopo's ceiling.
-    "friendly_captcha": 30.0,
-    # A grid is an image read by a person: the coordinates' ceiling.
-    "grid": 10.0,
-    # Altcha: CapMonster's own client gives it up after 50 s (getAltchaTimeouts).
-    "altcha": 50.0,
-    # DataDome: CapSolver's DataDome page says 1 s to 20 s; its upper end.
-    "datadome": 20.0,
+    kind: cls.timing.drain_ceiling for kind, cls in CAPTCHA_CLASSES.items()
 }
 #: ``auto``: the slowest type seen recently plus this margin (network, poll interval).
 DRAIN_MARGIN = 10.0

@@ -37,6 +37,7 @@ from .captchas import (
     ProxyType,
     RecaptchaV2,
     RecaptchaV3,
+    Timing,
     Turnstile,
 )
 from .offers import check_offered, offer_matrix, refusal
@@ -101,6 +102,7 @@ __all__ = [
     "RecaptchaV2",
     "RecaptchaV3",
     "SolverClient",
+    "Timing",
     "Turnstile",
     "check_offered",
     "close_shared_session",

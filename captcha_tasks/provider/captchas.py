@@ -89,6 +89,7 @@ __all__ = [
     "ProxyType",
     "RecaptchaV2",
     "RecaptchaV3",
+    "Timing",
     "Turnstile",
 ]
 
@@ -115,11 +116,28 @@ CaptchaType = Literal[
 _C = TypeVar("_C", bound="Captcha")
 
 
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """When a kind's answers come and how long they serve, in production seconds
+    (``CAPTCHA_TASKS_TIME_SCALE`` scales them): the wait before its ``first_poll`` until
+    enough solves were seen to learn it (the providers' documented first reads), the
+    ``deadline`` from submit after which it is given up (``SolveTimeout``), how long its
+    token stays valid at the site (``token_ttl``; None: no source says), and the longest
+    a solve takes at the provider (``drain_ceiling``: what a rolling update's
+    ``--drain-timeout auto`` waits before any solve of it was seen)."""
+
+    first_poll: float
+    deadline: float
+    drain_ceiling: float
+    token_ttl: float | None = None
+
+
 class Captcha:
-    """Base of the captcha types: ``type`` and ``validate()``."""
+    """Base of the captcha types: ``type``, its :class:`Timing`, and ``validate()``."""
 
     __slots__ = ()
     type: ClassVar[CaptchaType]
+    timing: ClassVar[Timing]
 
     def __post_init__(self) -> None:
         self._check(MAX_IMAGE_BYTES_CEILING)
@@ -140,6 +158,9 @@ class RecaptchaV2(Captcha):
     """reCAPTCHA v2 (checkbox or invisible), optionally Enterprise."""
 
     type: ClassVar[Literal["recaptcha_v2"]] = "recaptcha_v2"
+    timing: ClassVar[Timing] = Timing(
+        first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
+    )
     sitekey: str
     pageurl: str
     invisible: bool = False
@@ -163,6 +184,9 @@ class RecaptchaV3(Captcha):
     """reCAPTCHA v3: a score-based token for ``action``."""
 
     type: ClassVar[Literal["recaptcha_v3"]] = "recaptcha_v3"
+    timing: ClassVar[Timing] = Timing(
+        first_poll=5.0, deadline=90.0, token_ttl=120.0, drain_ceiling=4.0
+    )
     sitekey: str
     pageurl: str
     action: str = "verify"
@@ -196,6 +220,9 @@ class Turnstile(Captcha):
     """
 
     type: ClassVar[Literal["turnstile"]] = "turnstile"
+    timing: ClassVar[Timing] = Timing(
+        first_poll=8.0, deadline=120.0, token_ttl=300.0, drain_ceiling=10.0
+    )
     sitekey: str
     pageurl: str
     action: str | None = None
@@ -228,6 +255,7 @@ class GeeTest(Captcha):
     """GeeTest v3: ``gt`` is fixed per site, ``challenge`` is fresh for every page load."""
 
     type: ClassVar[Literal["geetest"]] = "geetest"
+    timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
     gt: str
     challenge: str
     pageurl: str
@@ -246,6 +274,9 @@ class HCaptcha(Captcha):
     """hCaptcha (2Captcha; CaptchaAI's support is unclear)."""
 
     type: ClassVar[Literal["hcaptcha"]] = "hcaptcha"
+    timing: ClassVar[Timing] = Timing(
+        first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
+    )
     sitekey: str
     pageurl: str
 
@@ -263,6 +294,7 @@ class Image(Captcha):
     """
 
     type: ClassVar[Literal["image"]] = "image"
+    timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=0.5)
     body: bytes = dataclasses.field(repr=False)
     numeric: int | None = None
     min_len: int | None = None
@@ -338,6 +370,11 @@ class FunCaptcha(Captcha):
     (``https://host`` or ``host``, kept as given), ``data_blob`` the page's ``data[blob]``."""
 
     type: ClassVar[Literal["funcaptcha"]] = "funcaptcha"
+    # Its drain ceiling: a worker's image puzzle like reCAPTCHA v2 and hCaptcha (their
+    # 60 s), 20 s typical, the slowest of the sandbox's kinds.
+    timing: ClassVar[Timing] = Timing(
+        first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
+    )
     publickey: str
     pageurl: str
     surl: str | None = None
@@ -363,6 +400,8 @@ class GeeTestV4(Captcha):
     """GeeTest v4: only the site's ``captcha_id`` (no per-load challenge, unlike v3)."""
 
     type: ClassVar[Literal["geetest_v4"]] = "geetest_v4"
+    # Its drain ceiling: v3's (same 10 s typical solve, same deadline).
+    timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
     captcha_id: str
     pageurl: str
     api_server: str | None = None
@@ -385,6 +424,12 @@ class AwsWaf(Captcha):
     page load), and the challenge / captcha script URLs where the page has them."""
 
     type: ClassVar[Literal["aws_waf"]] = "aws_waf"
+    # Its token lifetime: AWS WAF's default immunity time, how long the aws-waf-token
+    # cookie is honoured. Its drain ceiling: a puzzle of GeeTest's sort, 12 s typical,
+    # GeeTest's 1.2 times.
+    timing: ClassVar[Timing] = Timing(
+        first_poll=10.0, deadline=120.0, token_ttl=300.0, drain_ceiling=15.0
+    )
     sitekey: str
     iv: str
     context: str = dataclasses.field(repr=False)  # long, and one page load's
@@ -409,6 +454,9 @@ class Coordinates(Captcha):
     """
 
     type: ClassVar[Literal["coordinates"]] = "coordinates"
+    # Its drain ceiling: points clicked by a worker, not OCR's 0.5 s: twice the 5 s
+    # typical solve.
+    timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
     body: bytes = dataclasses.field(repr=False)
     textinstructions: str | None = None
     multipart: bool = False
@@ -458,6 +506,10 @@ class MtCaptcha(Captcha):
     CapMonster Cloud's ``pageAction`` and ``isInvisible``)."""
 
     type: ClassVar[Literal["mtcaptcha"]] = "mtcaptcha"
+    # capmonstercloudclient 4.3.1's first read (GetResultTimeouts: 10 s), and it gives up
+    # after 180 s; CapSolver's MtCaptcha page: "results in 5s to 30s" (the upper end: its
+    # drain ceiling). Its token lifetime is in no source found: none.
+    timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=180.0, drain_ceiling=30.0)
     sitekey: str
     pageurl: str
     action: str | None = None
@@ -477,6 +529,13 @@ class Prosopo(Captcha):
     """Prosopo Procaptcha: the site's ``sitekey`` (an SS58 address, ``5...``)."""
 
     type: ClassVar[Literal["prosopo"]] = "prosopo"
+    # capmonstercloudclient 4.3.1's first read (GetResultTimeouts: 10 s), and it gives up
+    # after 180 s. Its token lifetime: @prosopo/server's verification refuses a token
+    # older than maxVerifiedTime (60 000 ms by default). Its drain ceiling: CapSolver's
+    # MtCaptcha page's upper end (5 s to 30 s), as MTCaptcha's.
+    timing: ClassVar[Timing] = Timing(
+        first_poll=10.0, deadline=180.0, token_ttl=60.0, drain_ceiling=30.0
+    )
     sitekey: str
     pageurl: str
 
@@ -495,6 +554,10 @@ class FriendlyCaptcha(Captcha):
     v2 ``@friendlycaptcha/sdk@X.Y.Z/site.min.js``)."""
 
     type: ClassVar[Literal["friendly_captcha"]] = "friendly_captcha"
+    # capmonstercloudclient 4.3.1's getFriendlyTimeouts: first read after 1 s, then every
+    # 3 s, given up after 180 s; a proof of work solved in seconds, not by a person. No
+    # provider states a solve time: MTCaptcha's and Prosopo's drain ceiling.
+    timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=180.0, drain_ceiling=30.0)
     sitekey: str
     pageurl: str
     module_script_url: str | None = None
@@ -526,6 +589,9 @@ class Grid(Captcha):
     """
 
     type: ClassVar[Literal["grid"]] = "grid"
+    # Solved by a person at 2Captcha, as its images are (CapSolver answers at createTask):
+    # the coordinates' deadline and drain ceiling.
+    timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
     body: bytes = dataclasses.field(repr=False)
     instruction: str
     rows: int = 3
@@ -582,6 +648,10 @@ class Altcha(Captcha):
     (:mod:`captcha_tasks.worker.altcha_tasks`), so every provider gets the same task."""
 
     type: ClassVar[Literal["altcha"]] = "altcha"
+    # capmonstercloudclient 4.3.1's getAltchaTimeouts: first read after 1 s, then every
+    # second, given up after 50 s (its drain ceiling); anticaptchaofficial's
+    # altchaProxyless waits up to 300 s: the deadline is the shorter, doubled.
+    timing: ClassVar[Timing] = Timing(first_poll=3.0, deadline=100.0, drain_ceiling=50.0)
     pageurl: str
     challenge_json: str
 
@@ -641,6 +711,10 @@ class DataDome(Captcha):
     IP (the proxy) that solved it, so a proxy is required wherever it is offered."""
 
     type: ClassVar[Literal["datadome"]] = "datadome"
+    # capmonstercloudclient 4.3.1's getDatadomeTimeouts: first read after 1 s, then every
+    # 3 s, given up after 180 s; CapSolver's DataDome page: "within 1s to 20s" (the upper
+    # end: its drain ceiling).
+    timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=180.0, drain_ceiling=20.0)
     captcha_url: str
     pageurl: str
     user_agent: str
