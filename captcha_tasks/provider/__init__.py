@@ -37,9 +37,9 @@ from .captchas import (
     ProxyType,
     RecaptchaV2,
     RecaptchaV3,
-    Timing,
     Turnstile,
 )
+from .kind import Offer, TaskNames, Timing
 from .offers import check_offered, offer_matrix, refusal
 from .protocol import (
     ERROR_TABLE,
@@ -94,6 +94,7 @@ __all__ = [
     "JsonTaskClient",
     "MtCaptcha",
     "NotReady",
+    "Offer",
     "Polled",
     "Prosopo",
     "Provider",
@@ -102,6 +103,7 @@ __all__ = [
     "RecaptchaV2",
     "RecaptchaV3",
     "SolverClient",
+    "TaskNames",
     "Timing",
     "Turnstile",
     "check_offered",

@@ -57,6 +57,7 @@ from ._images import (
     image_kind,
     read_image,
 )
+from .kind import Offers, TaskNames, Timing, classic, not_offered, task, withdrawn
 from .proxy import Proxy, ProxyType
 
 #: reCAPTCHA's object ids (``/m/015qff``: traffic lights), CapSolver's question list.
@@ -89,7 +90,6 @@ __all__ = [
     "ProxyType",
     "RecaptchaV2",
     "RecaptchaV3",
-    "Timing",
     "Turnstile",
 ]
 
@@ -116,28 +116,14 @@ CaptchaType = Literal[
 _C = TypeVar("_C", bound="Captcha")
 
 
-@dataclasses.dataclass(frozen=True)
-class Timing:
-    """When a kind's answers come and how long they serve, in production seconds
-    (``CAPTCHA_TASKS_TIME_SCALE`` scales them): the wait before its ``first_poll`` until
-    enough solves were seen to learn it (the providers' documented first reads), the
-    ``deadline`` from submit after which it is given up (``SolveTimeout``), how long its
-    token stays valid at the site (``token_ttl``; None: no source says), and the longest
-    a solve takes at the provider (``drain_ceiling``: what a rolling update's
-    ``--drain-timeout auto`` waits before any solve of it was seen)."""
-
-    first_poll: float
-    deadline: float
-    drain_ceiling: float
-    token_ttl: float | None = None
-
-
 class Captcha:
-    """Base of the captcha types: ``type``, its :class:`Timing`, and ``validate()``."""
+    """Base of the captcha kinds: ``type``, its :class:`~.kind.Timing`, its
+    :class:`~.kind.Offer` at each provider (``offers``), and ``validate()``."""
 
     __slots__ = ()
     type: ClassVar[CaptchaType]
     timing: ClassVar[Timing]
+    offers: ClassVar[Offers]
 
     def __post_init__(self) -> None:
         self._check(MAX_IMAGE_BYTES_CEILING)
@@ -161,6 +147,14 @@ class RecaptchaV2(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(),
+        "2captcha": classic(),
+        "2captcha-v2": task("RecaptchaV2TaskProxyless", "RecaptchaV2Task"),
+        "anticaptcha": task("RecaptchaV2TaskProxyless", "RecaptchaV2Task"),
+        "capsolver": task("ReCaptchaV2TaskProxyLess", "ReCaptchaV2Task"),
+        "capmonster": task("RecaptchaV2Task", "RecaptchaV2Task"),
+    }
     sitekey: str
     pageurl: str
     invisible: bool = False
@@ -187,6 +181,14 @@ class RecaptchaV3(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=5.0, deadline=90.0, token_ttl=120.0, drain_ceiling=4.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(),
+        "2captcha": classic(),
+        "2captcha-v2": task("RecaptchaV3TaskProxyless", None),
+        "anticaptcha": task("RecaptchaV3TaskProxyless", None),
+        "capsolver": task("ReCaptchaV3TaskProxyLess", "ReCaptchaV3Task"),
+        "capmonster": task("RecaptchaV3TaskProxyless", None),
+    }
     sitekey: str
     pageurl: str
     action: str = "verify"
@@ -223,6 +225,14 @@ class Turnstile(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=8.0, deadline=120.0, token_ttl=300.0, drain_ceiling=10.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(),
+        "2captcha": classic(),
+        "2captcha-v2": task("TurnstileTaskProxyless", "TurnstileTask"),
+        "anticaptcha": task("TurnstileTaskProxyless", "TurnstileTask"),
+        "capsolver": task("AntiTurnstileTaskProxyLess", None),
+        "capmonster": task("TurnstileTask", "TurnstileTask"),
+    }
     sitekey: str
     pageurl: str
     action: str | None = None
@@ -256,6 +266,14 @@ class GeeTest(Captcha):
 
     type: ClassVar[Literal["geetest"]] = "geetest"
     timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(),
+        "2captcha": classic(),
+        "2captcha-v2": task("GeeTestTaskProxyless", "GeeTestTask"),
+        "anticaptcha": task("GeeTestTaskProxyless", "GeeTestTask"),
+        "capsolver": task("GeeTestTaskProxyLess", None),
+        "capmonster": task("GeeTestTask", "GeeTestTask"),
+    }
     gt: str
     challenge: str
     pageurl: str
@@ -277,6 +295,34 @@ class HCaptcha(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(
+            "unverified: not in CaptchaAI's own lists (docs.captchaai.com, pypi captchaai); no "
+            "withdrawal found either",
+        ),
+        "2captcha": withdrawn(
+            "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from 2Captcha's docs), "
+            "Furry/2captcha#58 (in.php answers ERROR_METHOD_CALL)",
+        ),
+        "2captcha-v2": withdrawn(
+            "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from 2captcha.com/api-docs), "
+            "NopeCHALLC/nopecha-python#37",
+            names=TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
+        ),
+        "anticaptcha": withdrawn(
+            "anti-captcha/anticaptcha-python#6 (createTask answers ERROR_TASK_TYPE_DEPRECATED, "
+            "2025-02)",
+            names=TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
+        ),
+        "capsolver": withdrawn(
+            'capsolver/capsolver-python#15 ("We do not support hcaptcha", 2025-10)',
+        ),
+        "capmonster": withdrawn(
+            "CapMonsterCloud/capmonster-python-captcha-solver#30 (createTask answers "
+            "ERROR_TASK_NOT_SUPPORTED; its hCaptcha docs page is gone)",
+            names=TaskNames("HCaptchaTask", "HCaptchaTask"),
+        ),
+    }
     sitekey: str
     pageurl: str
 
@@ -295,6 +341,14 @@ class Image(Captcha):
 
     type: ClassVar[Literal["image"]] = "image"
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=0.5)
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(),
+        "2captcha": classic(),
+        "2captcha-v2": task("ImageToTextTask", "ImageToTextTask"),
+        "anticaptcha": task("ImageToTextTask", "ImageToTextTask"),
+        "capsolver": task("ImageToTextTask", "ImageToTextTask"),
+        "capmonster": task("ImageToTextTask", "ImageToTextTask"),
+    }
     body: bytes = dataclasses.field(repr=False)
     numeric: int | None = None
     min_len: int | None = None
@@ -375,6 +429,16 @@ class FunCaptcha(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(),
+        "2captcha": classic(),
+        "2captcha-v2": task("FunCaptchaTaskProxyless", "FunCaptchaTask"),
+        "anticaptcha": task("FunCaptchaTaskProxyless", "FunCaptchaTask"),
+        "capsolver": withdrawn(
+            "docs.capsolver.com/guide/api-support (no FunCaptcha in the list), d60/twikit#234",
+        ),
+        "capmonster": task("FunCaptchaTask", "FunCaptchaTask"),
+    }
     publickey: str
     pageurl: str
     surl: str | None = None
@@ -402,6 +466,17 @@ class GeeTestV4(Captcha):
     type: ClassVar[Literal["geetest_v4"]] = "geetest_v4"
     # Its drain ceiling: v3's (same 10 s typical solve, same deadline).
     timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "blog.captchaai.com/captchaai-api-quick-reference-card (method=geetest&version=4: "
+            "another encoding, not built)",
+        ),
+        "2captcha": classic(),
+        "2captcha-v2": task("GeeTestTaskProxyless", "GeeTestTask"),
+        "anticaptcha": task("GeeTestTaskProxyless", "GeeTestTask"),
+        "capsolver": task("GeeTestTaskProxyLess", None),
+        "capmonster": task("GeeTestTask", "GeeTestTask"),
+    }
     captcha_id: str
     pageurl: str
     api_server: str | None = None
@@ -430,6 +505,14 @@ class AwsWaf(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=10.0, deadline=120.0, token_ttl=300.0, drain_ceiling=15.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(),
+        "2captcha": classic(),
+        "2captcha-v2": task("AmazonTaskProxyless", "AmazonTask"),
+        "anticaptcha": task("AmazonTaskProxyless", "AmazonTask"),
+        "capsolver": task("AntiAwsWafTaskProxyLess", "AntiAwsWafTask"),
+        "capmonster": task("AmazonTask", "AmazonTask"),
+    }
     sitekey: str
     iv: str
     context: str = dataclasses.field(repr=False)  # long, and one page load's
@@ -457,6 +540,14 @@ class Coordinates(Captcha):
     # Its drain ceiling: points clicked by a worker, not OCR's 0.5 s: twice the 5 s
     # typical solve.
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(),
+        "2captcha": classic(),
+        "2captcha-v2": task("CoordinatesTask", None),
+        "anticaptcha": task("ImageToCoordinatesTask", None),
+        "capsolver": not_offered(),
+        "capmonster": not_offered(),
+    }
     body: bytes = dataclasses.field(repr=False)
     textinstructions: str | None = None
     multipart: bool = False
@@ -510,6 +601,38 @@ class MtCaptcha(Captcha):
     # after 180 s; CapSolver's MtCaptcha page: "results in 5s to 30s" (the upper end: its
     # drain ceiling). Its token lifetime is in no source found: none.
     timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=180.0, drain_ceiling=30.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 mtcaptcha() (method=mt_captcha: sitekey, pageurl)",
+        ),
+        "2captcha-v2": task(
+            "MtCaptchaTaskProxyless",
+            "MtCaptchaTask",
+            source="2captcha.com/api-docs/mtcaptcha (MtCaptchaTaskProxyless, MtCaptchaTask)",
+        ),
+        "anticaptcha": not_offered(
+            "not in anti-captcha.com/apidoc/task-types nor anticaptchaofficial 1.0.72",
+        ),
+        "capsolver": task(
+            "MtCaptchaTaskProxyLess",
+            "MtCaptchaTask",
+            source=(
+                "docs.capsolver.com/guide/captcha/MtCaptcha (MtCaptchaTaskProxyLess, "
+                "MtCaptchaTask), capsolver 1.0.7 SUPPORT_TASK_TYPE"
+            ),
+        ),
+        "capmonster": task(
+            "MTCaptchaTask",
+            "MTCaptchaTask",
+            source=(
+                "docs.capmonster.cloud/docs/captchas/mtcaptcha-task (MTCaptchaTask, "
+                "pageAction, isInvisible), capmonstercloudclient 4.3.1 MTCaptchaRequest"
+            ),
+        ),
+    }
     sitekey: str
     pageurl: str
     action: str | None = None
@@ -536,6 +659,38 @@ class Prosopo(Captcha):
     timing: ClassVar[Timing] = Timing(
         first_poll=10.0, deadline=180.0, token_ttl=60.0, drain_ceiling=30.0
     )
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
+        ),
+        "2captcha-v2": task(
+            "ProsopoTaskProxyless",
+            "ProsopoTask",
+            source="2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
+        ),
+        "anticaptcha": task(
+            "ProsopoTaskProxyless",
+            "ProsopoTask",
+            source=(
+                "anti-captcha.com/apidoc/task-types/ProsopoTaskProxyless and /ProsopoTask, "
+                "anticaptchaofficial 1.0.72 prosopoproxyless / prosopoproxyon"
+            ),
+        ),
+        "capsolver": not_offered(
+            "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 SUPPORT_TASK_TYPE",
+        ),
+        "capmonster": task(
+            "ProsopoTask",
+            "ProsopoTask",
+            source=(
+                "docs.capmonster.cloud/docs/captchas/prosopo-task (ProsopoTask), "
+                "capmonstercloudclient 4.3.1 ProsopoTaskRequest"
+            ),
+        ),
+    }
     sitekey: str
     pageurl: str
 
@@ -558,6 +713,49 @@ class FriendlyCaptcha(Captcha):
     # 3 s, given up after 180 s; a proof of work solved in seconds, not by a person. No
     # provider states a solve time: MTCaptcha's and Prosopo's drain ceiling.
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=180.0, drain_ceiling=30.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 friendly_captcha() (method=friendly_captcha: sitekey, "
+            "pageurl)",
+        ),
+        "2captcha-v2": task(
+            "FriendlyCaptchaTaskProxyless",
+            "FriendlyCaptchaTask",
+            source=(
+                "2captcha.com/api-docs/friendly-captcha (FriendlyCaptchaTaskProxyless, "
+                "FriendlyCaptchaTask; 2captcha/2captcha-javascript)"
+            ),
+        ),
+        "anticaptcha": task(
+            "FriendlyCaptchaTaskProxyless",
+            "FriendlyCaptchaTask",
+            source=(
+                "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless and "
+                "/FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
+                "friendlycaptchaproxyless / friendlycaptchaproxyon"
+            ),
+        ),
+        "capsolver": task(
+            "FriendlyCaptchaTaskProxyless",
+            None,
+            source=(
+                "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
+                "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 "
+                "SUPPORT_TASK_TYPE)"
+            ),
+        ),
+        "capmonster": task(
+            "CustomTask",
+            "CustomTask",
+            source=(
+                "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest (CustomTask, class "
+                "friendly, metadata.apiGetLib: the widget script's URL, required)"
+            ),
+        ),
+    }
     sitekey: str
     pageurl: str
     module_script_url: str | None = None
@@ -592,6 +790,48 @@ class Grid(Captcha):
     # Solved by a person at 2Captcha, as its images are (CapSolver answers at createTask):
     # the coordinates' deadline and drain ceiling.
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": classic(
+            "pypi captchaai v1.0.1 (Grid/BLS in its list of types), "
+            "blog.captchaai.com/how-grid-image-captchas-work (tiles numbered from 1); in.php as "
+            "2Captcha's",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 grid() (recaptcha=1, recaptcharows, recaptchacols, "
+            "textinstructions; answer click:1/4/7)",
+        ),
+        "2captcha-v2": task(
+            "GridTask",
+            None,
+            source=(
+                '2captcha.com/api-docs/grid (GridTask: body, rows, columns, comment; "1 is top '
+                'left tile"; its recaptcha-grid page says 0: tiles read as 1-based)'
+            ),
+        ),
+        "anticaptcha": not_offered(
+            "not in anti-captcha.com/apidoc/task-types, anticaptchaofficial 1.0.72 nor "
+            "python-anticaptcha 2.0.0 tasks (only a legacy get_cells_numbers reader)",
+        ),
+        "capsolver": task(
+            "ReCaptchaV2Classification",
+            None,
+            source=(
+                "docs.capsolver.com/guide/recognition/ReCaptchaClassification "
+                "(ReCaptchaV2Classification: image, question as a /m/ id; answered at "
+                "createTask; objects from 0), capsolver 1.0.7 check.py"
+            ),
+        ),
+        "capmonster": task(
+            "ComplexImageTask",
+            None,
+            source=(
+                "capmonstercloudclient 4.3.1 RecaptchaComplexImageTaskRequest "
+                "(ComplexImageTask, class recaptcha, imagesBase64 of one image, metadata Grid "
+                "and Task or TaskDefinition); answer as one boolean per tile "
+                "(docs.capmonster.cloud recaptcha-click, not re-read here)"
+            ),
+        ),
+    }
     body: bytes = dataclasses.field(repr=False)
     instruction: str
     rows: int = 3
@@ -652,6 +892,45 @@ class Altcha(Captcha):
     # second, given up after 50 s (its drain ceiling); anticaptchaofficial's
     # altchaProxyless waits up to 300 s: the deadline is the shorter, doubled.
     timing: ClassVar[Timing] = Timing(first_poll=3.0, deadline=100.0, drain_ceiling=50.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 altcha() (method=altcha: pageurl, challenge_url or "
+            "challenge_json; the answer is the token)",
+        ),
+        "2captcha-v2": task(
+            "AltchaTaskProxyless",
+            "AltchaTask",
+            source=(
+                "2captcha.com/api-docs/altcha (AltchaTaskProxyless, AltchaTask: websiteURL, "
+                "challengeURL or challengeJSON; the page shows no solution example: "
+                "solution.token assumed, as at Anti-Captcha)"
+            ),
+        ),
+        "anticaptcha": task(
+            "AltchaTaskProxyless",
+            "AltchaTask",
+            source=(
+                "anti-captcha.com/apidoc/task-types/AltchaTaskProxyless and /AltchaTask "
+                "(websiteURL, challengeURL or challengeJSON; solution token), "
+                "anticaptchaofficial 1.0.72 altchaproxyless / altchaproxyon"
+            ),
+        ),
+        "capsolver": not_offered(
+            "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 SUPPORT_TASK_TYPE",
+        ),
+        "capmonster": task(
+            "CustomTask",
+            "CustomTask",
+            source=(
+                "capmonstercloudclient 4.3.1 AltchaCustomTaskRequest (CustomTask, class "
+                "altcha, websiteKey may be empty, metadata: challenge, iterations, salt, "
+                "signature, all strings; no algorithm field, so SHA-256 only)"
+            ),
+        ),
+    }
     pageurl: str
     challenge_json: str
 
@@ -715,6 +994,48 @@ class DataDome(Captcha):
     # 3 s, given up after 180 s; CapSolver's DataDome page: "within 1s to 20s" (the upper
     # end: its drain ceiling).
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=180.0, drain_ceiling=20.0)
+    offers: ClassVar[Offers] = {
+        "captchaai": not_offered(
+            "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
+        ),
+        "2captcha": classic(
+            "2captcha/2captcha-python 2.1.2 datadome() (method=datadome: captcha_url, pageurl, "
+            "userAgent, proxy: all required), 2captcha/2captcha-php examples/datadome.php",
+        ),
+        "2captcha-v2": task(
+            None,
+            "DataDomeSliderTask",
+            source=(
+                "2captcha.com/api-docs/datadome-slider-captcha (DataDomeSliderTask: "
+                "websiteURL, captchaUrl, userAgent, proxy fields; no proxyless variant), "
+                "2captcha/2captcha-javascript"
+            ),
+        ),
+        "anticaptcha": not_offered(
+            "not in anticaptchaofficial 1.0.72 nor python-anticaptcha 2.0.0 (no DataDome task in "
+            "either official SDK)",
+        ),
+        # capsolver 1.0.7's SUPPORT_TASK_TYPE spells it DataDomeSliderTask (its docs'
+        # examples DatadomeSliderTask).
+        "capsolver": task(
+            None,
+            "DataDomeSliderTask",
+            source=(
+                "docs.capsolver.com/guide/captcha/datadome (DatadomeSliderTask: captchaUrl "
+                "with t=fe, userAgent, proxy: all required; t=bv: the IP is banned), capsolver "
+                "1.0.7 SUPPORT_TASK_TYPE DataDomeSliderTask"
+            ),
+        ),
+        "capmonster": task(
+            None,
+            "CustomTask",
+            source=(
+                "docs.capmonster.cloud/docs/captchas/datadome (CustomTask, class DataDome, "
+                "metadata.captchaUrl, metadata.datadomeCookie), capmonstercloudclient 4.3.1 "
+                "DataDomeCustomTaskRequest (own proxy and datadomeCookie required)"
+            ),
+        ),
+    }
     captcha_url: str
     pageurl: str
     user_agent: str

@@ -27,7 +27,8 @@ from ..errors import (
     RateLimited,
 )
 from ..settings import Provider
-from .captchas import CaptchaType
+from .captchas import CAPTCHA_CLASSES, CaptchaType
+from .kind import TaskNames
 from .protocol import ErrorRule, _rules  # one builder of error-table rows for both protocols
 
 __all__ = [
@@ -44,14 +45,6 @@ __all__ = [
 #: ``fields``: proxyType / proxyAddress / proxyPort / proxyLogin / proxyPassword;
 #: ``string``: one ``proxy`` field, ``type:host:port[:login:password]`` (CapSolver).
 ProxyEncoding = Literal["fields", "string"]
-
-
-@dataclasses.dataclass(frozen=True)
-class TaskNames:
-    """A captcha type's task ``type`` names; ``None``: not offered that way."""
-
-    proxyless: str | None
-    proxy: str | None
 
 
 #: Every ``errorCode`` PROVIDERS.md §6 lists, with the class to raise and the unscaled
@@ -190,7 +183,8 @@ class JsonDialect:
     """One JSON-task-API provider's differences (docs/PROVIDERS.md §1, §3, §5, §6)."""
 
     name: Provider
-    #: Task type names per captcha type; a type missing here is not offered.
+    #: Task type names per captcha type, from each kind's declaration; a type missing
+    #: here is not offered.
     task_types: Mapping[CaptchaType, TaskNames]
     #: reCAPTCHA v2 Enterprise's names (``RecaptchaV2.enterprise``).
     enterprise_v2: TaskNames
@@ -214,30 +208,19 @@ class JsonDialect:
         return self.error_overrides.get(code) or JSON_ERRORS.get(code) or UNKNOWN_RULE
 
 
+def _task_types(provider: Provider) -> dict[CaptchaType, TaskNames]:
+    """The task names the kinds' declarations give ``provider`` (offered ones, and withdrawn
+    ones that still have names: a stale catalogue's, refused before anything is sent)."""
+    offers = {kind: cls.offers[provider] for kind, cls in CAPTCHA_CLASSES.items()}
+    return {kind: offer.names for kind, offer in offers.items() if offer.names is not None}
+
+
 #: Every kind: 2Captcha's reports take any task.
 _ALL_KINDS: tuple[CaptchaType, ...] = get_args(CaptchaType)
 
 TWOCAPTCHA_V2: Final = JsonDialect(
     name="2captcha-v2",
-    task_types={
-        "recaptcha_v2": TaskNames("RecaptchaV2TaskProxyless", "RecaptchaV2Task"),
-        "recaptcha_v3": TaskNames("RecaptchaV3TaskProxyless", None),
-        "turnstile": TaskNames("TurnstileTaskProxyless", "TurnstileTask"),
-        "hcaptcha": TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
-        "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
-        "geetest": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
-        "funcaptcha": TaskNames("FunCaptchaTaskProxyless", "FunCaptchaTask"),
-        "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
-        "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
-        "coordinates": TaskNames("CoordinatesTask", None),
-        "mtcaptcha": TaskNames("MtCaptchaTaskProxyless", "MtCaptchaTask"),
-        "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
-        "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
-        "grid": TaskNames("GridTask", None),
-        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
-        # Through a proxy only (2captcha.com/api-docs/datadome-slider-captcha).
-        "datadome": TaskNames(None, "DataDomeSliderTask"),
-    },
+    task_types=_task_types("2captcha-v2"),
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
     # 2Captcha's reports take any task: one method each way.
@@ -247,21 +230,7 @@ TWOCAPTCHA_V2: Final = JsonDialect(
 
 ANTICAPTCHA: Final = JsonDialect(
     name="anticaptcha",
-    task_types={
-        "recaptcha_v2": TaskNames("RecaptchaV2TaskProxyless", "RecaptchaV2Task"),
-        "recaptcha_v3": TaskNames("RecaptchaV3TaskProxyless", None),
-        "turnstile": TaskNames("TurnstileTaskProxyless", "TurnstileTask"),
-        "hcaptcha": TaskNames("HCaptchaTaskProxyless", "HCaptchaTask"),
-        "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
-        "geetest": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
-        "funcaptcha": TaskNames("FunCaptchaTaskProxyless", "FunCaptchaTask"),
-        "geetest_v4": TaskNames("GeeTestTaskProxyless", "GeeTestTask"),
-        "aws_waf": TaskNames("AmazonTaskProxyless", "AmazonTask"),
-        "coordinates": TaskNames("ImageToCoordinatesTask", None),
-        "prosopo": TaskNames("ProsopoTaskProxyless", "ProsopoTask"),
-        "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", "FriendlyCaptchaTask"),
-        "altcha": TaskNames("AltchaTaskProxyless", "AltchaTask"),
-    },
+    task_types=_task_types("anticaptcha"),
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTaskProxyless", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
     report_incorrect={
@@ -276,24 +245,7 @@ ANTICAPTCHA: Final = JsonDialect(
     },
 )
 
-_CAPSOLVER_TYPES: Mapping[CaptchaType, TaskNames] = {
-    "recaptcha_v2": TaskNames("ReCaptchaV2TaskProxyLess", "ReCaptchaV2Task"),
-    "recaptcha_v3": TaskNames("ReCaptchaV3TaskProxyLess", "ReCaptchaV3Task"),
-    "turnstile": TaskNames("AntiTurnstileTaskProxyLess", None),
-    "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
-    "geetest": TaskNames("GeeTestTaskProxyLess", None),
-    "geetest_v4": TaskNames("GeeTestTaskProxyLess", None),
-    "aws_waf": TaskNames("AntiAwsWafTaskProxyLess", "AntiAwsWafTask"),
-    "mtcaptcha": TaskNames("MtCaptchaTaskProxyLess", "MtCaptchaTask"),
-    # Proxyless only (docs.capsolver.com/guide/captcha/FriendlyCaptcha).
-    "friendly_captcha": TaskNames("FriendlyCaptchaTaskProxyless", None),
-    # Answered in the createTask reply (docs.capsolver.com/guide/recognition/
-    # ReCaptchaClassification).
-    "grid": TaskNames("ReCaptchaV2Classification", None),
-    # Through a proxy only; capsolver 1.0.7's SUPPORT_TASK_TYPE spells it DataDomeSliderTask
-    # (its docs' examples DatadomeSliderTask).
-    "datadome": TaskNames(None, "DataDomeSliderTask"),
-}
+_CAPSOLVER_TYPES = _task_types("capsolver")
 
 CAPSOLVER: Final = JsonDialect(
     name="capsolver",
@@ -313,23 +265,7 @@ CAPSOLVER: Final = JsonDialect(
 CAPMONSTER: Final = JsonDialect(
     name="capmonster",
     # Current docs: one type per captcha, proxy fields optional (PROVIDERS.md D4).
-    task_types={
-        "recaptcha_v2": TaskNames("RecaptchaV2Task", "RecaptchaV2Task"),
-        "recaptcha_v3": TaskNames("RecaptchaV3TaskProxyless", None),
-        "turnstile": TaskNames("TurnstileTask", "TurnstileTask"),
-        "hcaptcha": TaskNames("HCaptchaTask", "HCaptchaTask"),
-        "image": TaskNames("ImageToTextTask", "ImageToTextTask"),
-        "geetest": TaskNames("GeeTestTask", "GeeTestTask"),
-        "funcaptcha": TaskNames("FunCaptchaTask", "FunCaptchaTask"),
-        "geetest_v4": TaskNames("GeeTestTask", "GeeTestTask"),
-        "aws_waf": TaskNames("AmazonTask", "AmazonTask"),
-        "mtcaptcha": TaskNames("MTCaptchaTask", "MTCaptchaTask"),
-        "prosopo": TaskNames("ProsopoTask", "ProsopoTask"),
-        "friendly_captcha": TaskNames("CustomTask", "CustomTask"),  # class "friendly"
-        "grid": TaskNames("ComplexImageTask", None),  # class "recaptcha"
-        "altcha": TaskNames("CustomTask", "CustomTask"),  # class "altcha"
-        "datadome": TaskNames(None, "CustomTask"),  # class "DataDome", own proxy required
-    },
+    task_types=_task_types("capmonster"),
     enterprise_v2=TaskNames("RecaptchaV2EnterpriseTask", "RecaptchaV2EnterpriseTask"),
     proxy_encoding="fields",
     report_incorrect={

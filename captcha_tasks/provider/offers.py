@@ -1,12 +1,13 @@
 """Which provider solves which captcha kind (and Turnstile's challenge mode, and which
 through a proxy): the one place the solve tasks and both clients ask.
 
-For the JSON providers the answer is read from their dialects (a kind with task type
-names is offered; a proxied variant needs a proxy name), so there is no second table
-to drift. For the classic ones it is :data:`CLASSIC_OFFERS`. A kind a provider has
-withdrawn is in :data:`WITHDRAWN` with the public source that says so: refused before
-anything is sent, even where a dialect still knows its task names (what a stale
-catalogue would send). Every cell's source is in :data:`SOURCES` (:func:`catalogue`).
+Every cell comes from the kinds' declarations: each captcha class's ``offers`` says, per
+provider, whether it is offered, under which task names at a JSON provider (its dialect's
+``task_types`` are read from them), and the public source. For the classic providers
+that is :data:`CLASSIC_OFFERS`. A kind a provider has withdrawn is in :data:`WITHDRAWN`
+with the source that says so: refused before anything is sent, even where a dialect
+still knows its task names (what a stale catalogue would send). Every cell's source is
+in :data:`SOURCES` (:func:`catalogue`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Final, Literal, get_args
 from ..errors import InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
 from .captchas import (
+    CAPTCHA_CLASSES,
     Altcha,
     Captcha,
     CaptchaType,
@@ -29,10 +31,12 @@ from .captchas import (
     RecaptchaV2,
     Turnstile,
 )
-from .json_dialects import JsonDialect, TaskNames, dialect_for
+from .json_dialects import JsonDialect, dialect_for
+from .kind import Offer, TaskNames
 
 __all__ = [
     "CLASSIC_OFFERS",
+    "PROVIDER_SOURCES",
     "SOURCES",
     "TURNSTILE_CHALLENGE",
     "WITHDRAWN",
@@ -49,150 +53,70 @@ __all__ = [
 #: The feature name of Turnstile's challenge mode (``Turnstile.pagedata`` set).
 TURNSTILE_CHALLENGE: Final = "turnstile_challenge"
 
-_EXISTING: frozenset[str] = frozenset(
-    {"recaptcha_v2", "recaptcha_v3", "turnstile", "image", "geetest", "hcaptcha"}
-)
+#: Each provider's own docs and SDK: the source of a cell whose kind's declaration (its
+#: class's ``offers``) names none.
+PROVIDER_SOURCES: Final[Mapping[Provider, str]] = {
+    "captchaai": "pypi.org/project/captchaai (v1.0.1), docs.captchaai.com",
+    "2captcha": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
+    "2captcha-v2": "2captcha.com/api-docs/create-task",
+    "anticaptcha": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
+    "capsolver": "docs.capsolver.com/guide/api-support",
+    "capmonster": "docs.capmonster.cloud/docs/captchas/",
+}
 
-#: What the in.php / res.php providers solve: kinds plus :data:`TURNSTILE_CHALLENGE`.
-#: CaptchaAI: its official SDK (pypi.org/project/captchaai, release v1.0.1) lists
-#: reCAPTCHA v2/v3/Enterprise, Turnstile and Cloudflare Challenge, GeeTest v3, Grid/BLS
-#: and images; no FunCaptcha, AWS WAF or coordinates. Its blog's GeeTest v4
-#: (``method=geetest&version=4``) and ``cloudflare_challenge`` are other encodings /
-#: other products than 2Captcha's ``geetest_v4`` and Turnstile ``pagedata``: not offered.
+#: Turnstile's challenge mode where a provider's own docs do not settle it: CaptchaAI's
+#: ``cloudflare_challenge`` and CapSolver's AntiCloudflareTask are other products than
+#: 2Captcha's Turnstile ``pagedata`` (not offered; a JSON dialect says so in
+#: ``turnstile_challenge``). 2Captcha's in.php takes it.
+_CHALLENGE_SOURCES: Final[Mapping[Provider, str]] = {
+    "captchaai": "blog.captchaai.com/cloudflare-waf-rules-trigger-captcha "
+    "(cloudflare_challenge: another product)",
+    "capsolver": "docs.capsolver.com/guide/captcha/cloudflare_challenge "
+    "(AntiCloudflareTask: another product)",
+}
+_CLASSIC_CHALLENGE: Final = frozenset({"2captcha"})
+
+
+def _kinds(provider: Provider, state: str) -> dict[str, Offer]:
+    offers = {kind: cls.offers[provider] for kind, cls in CAPTCHA_CLASSES.items()}
+    return {kind: offer for kind, offer in offers.items() if offer.state == state}
+
+
+#: What the in.php / res.php providers solve: the kinds whose declarations offer them,
+#: plus :data:`TURNSTILE_CHALLENGE` where it is.
 CLASSIC_OFFERS: Final[Mapping[Provider, frozenset[str]]] = {
-    "2captcha": frozenset(get_args(CaptchaType)) | {TURNSTILE_CHALLENGE},
-    "captchaai": _EXISTING | {"grid"},
+    provider: frozenset(_kinds(provider, "offered"))
+    | ({TURNSTILE_CHALLENGE} if provider in _CLASSIC_CHALLENGE else frozenset())
+    for provider in PROVIDERS
+    if PROTOCOLS[provider] == "classic"
 }
 
-#: Kinds (or :data:`TURNSTILE_CHALLENGE`) a provider has withdrawn: refused, whatever its
-#: dialect or :data:`CLASSIC_OFFERS` still name, with the public source that says so.
+#: Kinds a provider has withdrawn, with the public source that says so (from the kinds'
+#: declarations): refused, whatever a dialect or :data:`CLASSIC_OFFERS` still name.
 WITHDRAWN: Final[Mapping[Provider, Mapping[str, str]]] = {
-    "2captcha": {
-        "hcaptcha": "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from 2Captcha's "
-        "docs), Furry/2captcha#58 (in.php answers ERROR_METHOD_CALL)",
-    },
-    "2captcha-v2": {
-        "hcaptcha": "2captcha/2captcha-python#128, Furry/2captcha#55 (gone from "
-        "2captcha.com/api-docs), NopeCHALLC/nopecha-python#37",
-    },
-    "anticaptcha": {
-        "hcaptcha": "anti-captcha/anticaptcha-python#6 (createTask answers "
-        "ERROR_TASK_TYPE_DEPRECATED, 2025-02)",
-    },
-    "capsolver": {
-        "hcaptcha": 'capsolver/capsolver-python#15 ("We do not support hcaptcha", 2025-10)',
-        "funcaptcha": "docs.capsolver.com/guide/api-support (no FunCaptcha in the list), "
-        "d60/twikit#234",
-    },
-    "capmonster": {
-        "hcaptcha": "CapMonsterCloud/capmonster-python-captcha-solver#30 (createTask answers "
-        "ERROR_TASK_NOT_SUPPORTED; its hCaptcha docs page is gone)",
-    },
+    provider: {kind: offer.source or "" for kind, offer in gone.items()}
+    for provider in PROVIDERS
+    if (gone := _kinds(provider, "withdrawn"))
 }
 
-#: The source of each provider's other cells: ``"*"`` for any cell not named, else by
-#: kind (or :data:`TURNSTILE_CHALLENGE`). Withdrawn cells cite :data:`WITHDRAWN`.
+#: The source of each provider's other cells: ``"*"`` for any cell whose declaration
+#: names none, else by kind (or :data:`TURNSTILE_CHALLENGE`). Withdrawn cells cite
+#: :data:`WITHDRAWN`.
 SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
-    "captchaai": {
-        "*": "pypi.org/project/captchaai (v1.0.1), docs.captchaai.com",
-        "hcaptcha": "unverified: not in CaptchaAI's own lists (docs.captchaai.com, pypi "
-        "captchaai); no withdrawal found either",
-        "geetest_v4": "blog.captchaai.com/captchaai-api-quick-reference-card "
-        "(method=geetest&version=4: another encoding, not built)",
-        TURNSTILE_CHALLENGE: "blog.captchaai.com/cloudflare-waf-rules-trigger-captcha "
-        "(cloudflare_challenge: another product)",
-        "mtcaptcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
-        "prosopo": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
-        "friendly_captcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
-        "grid": "pypi captchaai v1.0.1 (Grid/BLS in its list of types), blog.captchaai.com/"
-        "how-grid-image-captchas-work (tiles numbered from 1); in.php as 2Captcha's",
-        "altcha": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
-        "datadome": "not in CaptchaAI's lists (docs.captchaai.com, pypi captchaai v1.0.1)",
-    },
-    "2captcha": {
-        "*": "2captcha.com/2captcha-api, 2captcha/2captcha-python",
-        "mtcaptcha": "2captcha/2captcha-python 2.1.2 mtcaptcha() (method=mt_captcha: "
-        "sitekey, pageurl)",
-        "prosopo": "2captcha/2captcha-python 2.1.2 prosopo() (method=prosopo: sitekey, pageurl)",
-        "friendly_captcha": "2captcha/2captcha-python 2.1.2 friendly_captcha() "
-        "(method=friendly_captcha: sitekey, pageurl)",
-        "grid": "2captcha/2captcha-python 2.1.2 grid() (recaptcha=1, recaptcharows, "
-        "recaptchacols, textinstructions; answer click:1/4/7)",
-        "altcha": "2captcha/2captcha-python 2.1.2 altcha() (method=altcha: pageurl, "
-        "challenge_url or challenge_json; the answer is the token)",
-        "datadome": "2captcha/2captcha-python 2.1.2 datadome() (method=datadome: captcha_url, "
-        "pageurl, userAgent, proxy: all required), 2captcha/2captcha-php examples/datadome.php",
-    },
-    "2captcha-v2": {
-        "*": "2captcha.com/api-docs/create-task",
-        "mtcaptcha": "2captcha.com/api-docs/mtcaptcha (MtCaptchaTaskProxyless, MtCaptchaTask)",
-        "prosopo": "2captcha.com/api-docs/prosopo-procaptcha (ProsopoTaskProxyless, ProsopoTask)",
-        "friendly_captcha": "2captcha.com/api-docs/friendly-captcha "
-        "(FriendlyCaptchaTaskProxyless, FriendlyCaptchaTask; 2captcha/2captcha-javascript)",
-        "grid": "2captcha.com/api-docs/grid (GridTask: body, rows, columns, comment; "
-        '"1 is top left tile"; its recaptcha-grid page says 0: tiles read as 1-based)',
-        "altcha": "2captcha.com/api-docs/altcha (AltchaTaskProxyless, AltchaTask: websiteURL, "
-        "challengeURL or challengeJSON; the page shows no solution example: solution.token "
-        "assumed, as at Anti-Captcha)",
-        "datadome": "2captcha.com/api-docs/datadome-slider-captcha (DataDomeSliderTask: "
-        "websiteURL, captchaUrl, userAgent, proxy fields; no proxyless variant), "
-        "2captcha/2captcha-javascript",
-    },
-    "anticaptcha": {
-        "*": "anti-captcha.com/apidoc/task-types, anti-captcha/anticaptcha-python",
-        "mtcaptcha": "not in anti-captcha.com/apidoc/task-types nor anticaptchaofficial 1.0.72",
-        "prosopo": "anti-captcha.com/apidoc/task-types/ProsopoTaskProxyless and /ProsopoTask, "
-        "anticaptchaofficial 1.0.72 prosopoproxyless / prosopoproxyon",
-        "friendly_captcha": "anti-captcha.com/apidoc/task-types/FriendlyCaptchaTaskProxyless "
-        "and /FriendlyCaptchaTask (websiteURL, websiteKey), anticaptchaofficial 1.0.72 "
-        "friendlycaptchaproxyless / friendlycaptchaproxyon",
-        "grid": "not in anti-captcha.com/apidoc/task-types, anticaptchaofficial 1.0.72 nor "
-        "python-anticaptcha 2.0.0 tasks (only a legacy get_cells_numbers reader)",
-        "altcha": "anti-captcha.com/apidoc/task-types/AltchaTaskProxyless and /AltchaTask "
-        "(websiteURL, challengeURL or challengeJSON; solution token), anticaptchaofficial "
-        "1.0.72 altchaproxyless / altchaproxyon",
-        "datadome": "not in anticaptchaofficial 1.0.72 nor python-anticaptcha 2.0.0 (no DataDome "
-        "task in either official SDK)",
-    },
-    "capsolver": {
-        "*": "docs.capsolver.com/guide/api-support",
-        TURNSTILE_CHALLENGE: "docs.capsolver.com/guide/captcha/cloudflare_challenge "
-        "(AntiCloudflareTask: another product)",
-        "mtcaptcha": "docs.capsolver.com/guide/captcha/MtCaptcha (MtCaptchaTaskProxyLess, "
-        "MtCaptchaTask), capsolver 1.0.7 SUPPORT_TASK_TYPE",
-        "prosopo": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
-        "SUPPORT_TASK_TYPE",
-        "friendly_captcha": "docs.capsolver.com/guide/captcha/FriendlyCaptcha "
-        "(FriendlyCaptchaTaskProxyless only; not yet in capsolver 1.0.7 SUPPORT_TASK_TYPE)",
-        "grid": "docs.capsolver.com/guide/recognition/ReCaptchaClassification "
-        "(ReCaptchaV2Classification: image, question as a /m/ id; answered at createTask; "
-        "objects from 0), capsolver 1.0.7 check.py",
-        "altcha": "not in docs.capsolver.com/guide/api-support nor capsolver 1.0.7 "
-        "SUPPORT_TASK_TYPE",
-        "datadome": "docs.capsolver.com/guide/captcha/datadome (DatadomeSliderTask: captchaUrl "
-        "with t=fe, userAgent, proxy: all required; t=bv: the IP is banned), capsolver 1.0.7 "
-        "SUPPORT_TASK_TYPE DataDomeSliderTask",
-    },
-    "capmonster": {
-        "*": "docs.capmonster.cloud/docs/captchas/",
-        "mtcaptcha": "docs.capmonster.cloud/docs/captchas/mtcaptcha-task (MTCaptchaTask, "
-        "pageAction, isInvisible), capmonstercloudclient 4.3.1 MTCaptchaRequest",
-        "prosopo": "docs.capmonster.cloud/docs/captchas/prosopo-task (ProsopoTask), "
-        "capmonstercloudclient 4.3.1 ProsopoTaskRequest",
-        "friendly_captcha": "capmonstercloudclient 4.3.1 FriendlyCustomTaskRequest "
-        "(CustomTask, class friendly, metadata.apiGetLib: the widget script's URL, "
-        "required)",
-        "grid": "capmonstercloudclient 4.3.1 RecaptchaComplexImageTaskRequest "
-        "(ComplexImageTask, class recaptcha, imagesBase64 of one image, metadata Grid and "
-        "Task or TaskDefinition); answer as one boolean per tile (docs.capmonster.cloud "
-        "recaptcha-click, not re-read here)",
-        "altcha": "capmonstercloudclient 4.3.1 AltchaCustomTaskRequest (CustomTask, class "
-        "altcha, websiteKey may be empty, metadata: challenge, iterations, salt, signature, "
-        "all strings; no algorithm field, so SHA-256 only)",
-        "datadome": "docs.capmonster.cloud/docs/captchas/datadome (CustomTask, class DataDome, "
-        "metadata.captchaUrl, metadata.datadomeCookie), capmonstercloudclient 4.3.1 "
-        "DataDomeCustomTaskRequest (own proxy and datadomeCookie required)",
-    },
+    provider: {
+        "*": PROVIDER_SOURCES[provider],
+        **{
+            kind: offer.source
+            for kind, cls in CAPTCHA_CLASSES.items()
+            if (offer := cls.offers[provider]).source and offer.state != "withdrawn"
+        },
+        **(
+            {TURNSTILE_CHALLENGE: _CHALLENGE_SOURCES[provider]}
+            if provider in _CHALLENGE_SOURCES
+            else {}
+        ),
+    }
+    for provider in PROVIDERS
 }
 
 CellState = Literal["offered", "not offered", "withdrawn"]
