@@ -10,6 +10,7 @@ is :mod:`captcha_tasks.provider.classic_params`), so a new protocol touches no t
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import math
 import os
@@ -115,6 +116,19 @@ CaptchaType = Literal[
 
 _C = TypeVar("_C", bound="Captcha")
 
+#: A submit's form parameters as a kind gives them; None: an option left out.
+Params = dict[str, str | None]
+#: Image hints in.php takes as integers (booleans as 0 / 1), in the order they are sent.
+_IMAGE_HINTS = ("numeric", "min_len", "max_len", "phrase", "regsense", "calc")
+
+
+def _upload(body: bytes, multipart: bool) -> Params:
+    """An image's in.php upload: inline as base64, or (``method=post``) a multipart file
+    that :func:`~.classic_params.submit_files` adds."""
+    if multipart:
+        return {"method": "post"}
+    return {"method": "base64", "body": base64.b64encode(body).decode("ascii")}
+
 
 class Captcha:
     """Base of the captcha kinds: ``type``, its :class:`~.kind.Timing`, its
@@ -137,6 +151,11 @@ class Captcha:
 
     def _check(self, max_image_bytes: int) -> None:
         raise NotImplementedError
+
+    def classic_params(self) -> Params:
+        """in.php's parameters for this captcha: ``method`` and its fields (None: an unset
+        option, left out). ``key``, ``json`` and the proxy are the client's to add."""
+        raise InvalidTaskInput(f"in.php has no method for {type(self).__name__}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -171,6 +190,18 @@ class RecaptchaV2(Captcha):
         _optional_text("RecaptchaV2.data_s", self.data_s, max_len=4096)
         _optional_text("RecaptchaV2.cookies", self.cookies, max_len=4096, spaces=True)
         _optional_text("RecaptchaV2.user_agent", self.user_agent, max_len=512, spaces=True)
+
+    def classic_params(self) -> Params:
+        return {
+            "method": "userrecaptcha",
+            "googlekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "invisible": "1" if self.invisible else None,
+            "enterprise": "1" if self.enterprise else None,
+            "data-s": self.data_s,
+            "cookies": self.cookies,
+            "userAgent": self.user_agent,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -210,6 +241,17 @@ class RecaptchaV3(Captcha):
             )
         _set(self, "min_score", float(score))
         _set(self, "enterprise", _flag("RecaptchaV3.enterprise", self.enterprise))
+
+    def classic_params(self) -> Params:
+        return {
+            "method": "userrecaptcha",
+            "version": "v3",
+            "googlekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "action": self.action,
+            "min_score": f"{self.min_score:g}",
+            "enterprise": "1" if self.enterprise else None,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -259,6 +301,17 @@ class Turnstile(Captcha):
                 if getattr(self, name) is None:
                     _fail(f"Turnstile.{name}", "is required in challenge mode (pagedata set)")
 
+    def classic_params(self) -> Params:
+        return {
+            "method": "turnstile",
+            "sitekey": self.sitekey,
+            "pageurl": self.pageurl,
+            "action": self.action,
+            "data": self.cdata,
+            "pagedata": self.pagedata,
+            "userAgent": self.user_agent,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeeTest(Captcha):
@@ -285,6 +338,15 @@ class GeeTest(Captcha):
         _page_url("GeeTest.pageurl", self.pageurl)
         if self.api_server is not None:
             _hostname("GeeTest.api_server", self.api_server)
+
+    def classic_params(self) -> Params:
+        return {
+            "method": "geetest",
+            "gt": self.gt,
+            "challenge": self.challenge,
+            "pageurl": self.pageurl,
+            "api_server": self.api_server,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -329,6 +391,9 @@ class HCaptcha(Captcha):
     def _check(self, max_image_bytes: int) -> None:
         _matching("HCaptcha.sitekey", self.sitekey, _HCAPTCHA_KEY, "an hCaptcha sitekey (a UUID)")
         _page_url("HCaptcha.pageurl", self.pageurl)
+
+    def classic_params(self) -> Params:
+        return {"method": "hcaptcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -417,6 +482,14 @@ class Image(Captcha):
         )
         return f"Image(<{len(self.body)} bytes>{', ' if hints else ''}{hints})"
 
+    def classic_params(self) -> Params:
+        params = _upload(self.body, self.multipart)
+        for name in _IMAGE_HINTS:  # integers, booleans as 0 / 1, in this order
+            value = getattr(self, name)
+            params[name] = None if value is None else str(int(value))
+        params.update(lang=self.lang, textinstructions=self.textinstructions)
+        return params
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FunCaptcha(Captcha):
@@ -458,6 +531,16 @@ class FunCaptcha(Captcha):
         _optional_text("FunCaptcha.data_blob", self.data_blob, max_len=16384)
         _optional_text("FunCaptcha.user_agent", self.user_agent, max_len=512, spaces=True)
 
+    def classic_params(self) -> Params:
+        return {
+            "method": "funcaptcha",
+            "publickey": self.publickey,
+            "pageurl": self.pageurl,
+            "surl": None if self.surl_host is None else f"https://{self.surl_host}",
+            "data[blob]": self.data_blob,
+            "userAgent": self.user_agent,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeeTestV4(Captcha):
@@ -491,6 +574,14 @@ class GeeTestV4(Captcha):
         _page_url("GeeTestV4.pageurl", self.pageurl)
         if self.api_server is not None:
             _hostname("GeeTestV4.api_server", self.api_server)
+
+    def classic_params(self) -> Params:
+        return {
+            "method": "geetest_v4",
+            "captcha_id": self.captcha_id,
+            "pageurl": self.pageurl,
+            "api_server": self.api_server,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -527,6 +618,17 @@ class AwsWaf(Captcha):
         _page_url("AwsWaf.pageurl", self.pageurl)
         _optional_url("AwsWaf.challenge_script", self.challenge_script)
         _optional_url("AwsWaf.captcha_script", self.captcha_script)
+
+    def classic_params(self) -> Params:
+        return {
+            "method": "amazon_waf",
+            "sitekey": self.sitekey,
+            "iv": self.iv,
+            "context": self.context,
+            "pageurl": self.pageurl,
+            "challenge_script": self.challenge_script,
+            "captcha_script": self.captcha_script,
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -589,6 +691,13 @@ class Coordinates(Captcha):
         hint = "" if self.textinstructions is None else f", {self.textinstructions!r}"
         return f"Coordinates(<{len(self.body)} bytes>{hint})"
 
+    def classic_params(self) -> Params:
+        return {
+            **_upload(self.body, self.multipart),
+            "coordinatescaptcha": "1",
+            "textinstructions": self.textinstructions,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MtCaptcha(Captcha):
@@ -646,6 +755,11 @@ class MtCaptcha(Captcha):
         _optional_text("MtCaptcha.action", self.action)
         _set(self, "invisible", _flag("MtCaptcha.invisible", self.invisible))
 
+    def classic_params(self) -> Params:
+        # 2Captcha's in.php takes the key and the page only (2captcha-python's
+        # mtcaptcha()): action and invisible are CapMonster's.
+        return {"method": "mt_captcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Prosopo(Captcha):
@@ -699,6 +813,9 @@ class Prosopo(Captcha):
             "Prosopo.sitekey", self.sitekey, _PROSOPO_KEY, "a Prosopo sitekey (an address, 5...)"
         )
         _page_url("Prosopo.pageurl", self.pageurl)
+
+    def classic_params(self) -> Params:
+        return {"method": "prosopo", "sitekey": self.sitekey, "pageurl": self.pageurl}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -769,6 +886,11 @@ class FriendlyCaptcha(Captcha):
         )
         _page_url("FriendlyCaptcha.pageurl", self.pageurl)
         _optional_url("FriendlyCaptcha.module_script_url", self.module_script_url)
+
+    def classic_params(self) -> Params:
+        # 2captcha-python's friendly_captcha(): the key and the page; the script URL is
+        # CapMonster's.
+        return {"method": "friendly_captcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
 
 
 #: Rows and columns of a grid: reCAPTCHA's 3x3 and 4x4 (and the 1x1 of a replaced
@@ -878,6 +1000,17 @@ class Grid(Captcha):
         shape = f"{self.rows}x{self.cols}"
         return f"Grid(<{len(self.body)} bytes>, {self.instruction!r}, {shape})"
 
+    def classic_params(self) -> Params:
+        # 2Captcha's grid method (2captcha-python 2.1.2 grid(): recaptcha=1, rows and cols
+        # as recaptcharows / recaptchacols, the text as textinstructions).
+        return {
+            **_upload(self.body, False),
+            "recaptcha": "1",
+            "recaptcharows": str(self.rows),
+            "recaptchacols": str(self.cols),
+            "textinstructions": self.instruction,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Altcha(Captcha):
@@ -945,6 +1078,11 @@ class Altcha(Captcha):
         from .altcha import parse_challenge  # the proof of work's module: Altcha's alone
 
         return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
+
+    def classic_params(self) -> Params:
+        # 2captcha-python's altcha(): the page and the challenge (its JSON, which the
+        # worker fetched when it was given the URL).
+        return {"method": "altcha", "pageurl": self.pageurl, "challenge_json": self.challenge_json}
 
 
 #: DataDome's captcha host: ``geo.captcha-delivery.com`` and its sister hosts.
@@ -1049,6 +1187,16 @@ class DataDome(Captcha):
             cookie = _text("DataDome.datadome_cookie", self.datadome_cookie, max_len=4096)
             if not cookie.startswith("datadome="):
                 _set(self, "datadome_cookie", f"datadome={cookie}")
+
+    def classic_params(self) -> Params:
+        # 2captcha-python's datadome(): captcha_url, pageurl, userAgent and the proxy
+        # (proxy_params, which the client adds).
+        return {
+            "method": "datadome",
+            "captcha_url": self.captcha_url,
+            "pageurl": self.pageurl,
+            "userAgent": self.user_agent,
+        }
 
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
