@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import math
 import os
 import re
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from ..errors import InvalidTaskInput
+from ..settings.parsing import Provider
 from ._checks import (
     _AWS_CONTEXT,
     _AWS_IV,
@@ -118,8 +120,24 @@ _C = TypeVar("_C", bound="Captcha")
 
 #: A submit's form parameters as a kind gives them; None: an option left out.
 Params = dict[str, str | None]
+#: A createTask ``task``'s fields as a kind gives them; None: an option left out.
+Task = dict[str, Any]
 #: Image hints in.php takes as integers (booleans as 0 / 1), in the order they are sent.
 _IMAGE_HINTS = ("numeric", "min_len", "max_len", "phrase", "regsense", "calc")
+
+
+def _cookie_list(cookies: str | None) -> list[dict[str, str]] | None:
+    """``name=value; ...`` cookies (browsers' form, or in.php's ``name:value``) as a list
+    of ``{name, value}``."""
+    if cookies is None:
+        return None
+    out: list[dict[str, str]] = []
+    for part in cookies.split(";"):
+        separator = "=" if "=" in part else ":"
+        name, _, value = part.strip().partition(separator)
+        if name:
+            out.append({"name": name, "value": value})
+    return out
 
 
 def _upload(body: bytes, multipart: bool) -> Params:
@@ -156,6 +174,12 @@ class Captcha:
         """in.php's parameters for this captcha: ``method`` and its fields (None: an unset
         option, left out). ``key``, ``json`` and the proxy are the client's to add."""
         raise InvalidTaskInput(f"in.php has no method for {type(self).__name__}")
+
+    def json_fields(self, provider: Provider) -> Task:
+        """The fields of a createTask's ``task`` for this captcha at JSON ``provider``
+        (None: an unset option, left out), beside ``type`` and the proxy's, which
+        :func:`~.json_tasks.task_for` adds (docs/PROVIDERS.md §3, §4)."""
+        raise InvalidTaskInput(f"provider {provider}: no task for {type(self).__name__}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -202,6 +226,24 @@ class RecaptchaV2(Captcha):
             "cookies": self.cookies,
             "userAgent": self.user_agent,
         }
+
+    def json_fields(self, provider: Provider) -> Task:
+        task: Task = {
+            "websiteURL": self.pageurl,
+            "websiteKey": self.sitekey,
+            "isInvisible": True if self.invisible else None,
+            "userAgent": self.user_agent,
+            "cookies": self.cookies,
+        }
+        if self.data_s is not None and self.enterprise:
+            task["enterprisePayload"] = {"s": self.data_s}
+        elif self.data_s is not None:
+            task["recaptchaDataSValue"] = self.data_s
+        if provider == "capsolver":
+            # CapSolver takes cookies as a list of {name, value} and documents no userAgent.
+            task["cookies"] = _cookie_list(self.cookies)
+            task["userAgent"] = None
+        return task
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -251,6 +293,22 @@ class RecaptchaV3(Captcha):
             "action": self.action,
             "min_score": f"{self.min_score:g}",
             "enterprise": "1" if self.enterprise else None,
+        }
+
+    def json_fields(self, provider: Provider) -> Task:
+        if provider == "capsolver":
+            # Enterprise is its own type there; minScore is not a documented field.
+            return {
+                "websiteURL": self.pageurl,
+                "websiteKey": self.sitekey,
+                "pageAction": self.action,
+            }
+        return {
+            "websiteURL": self.pageurl,
+            "websiteKey": self.sitekey,
+            "minScore": self.min_score,
+            "pageAction": self.action,
+            "isEnterprise": True if self.enterprise else None,  # same type, flagged
         }
 
 
@@ -312,6 +370,34 @@ class Turnstile(Captcha):
             "userAgent": self.user_agent,
         }
 
+    def json_fields(self, provider: Provider) -> Task:
+        task: Task = {"websiteURL": self.pageurl, "websiteKey": self.sitekey}
+        # The same widget values under four spellings (PROVIDERS.md D7); userAgent only
+        # where documented. CapSolver takes no challenge mode (refused before this).
+        if provider == "capsolver":
+            metadata = {"action": self.action, "cdata": self.cdata}
+            metadata = {name: value for name, value in metadata.items() if value is not None}
+            task["metadata"] = metadata or None
+        elif provider == "anticaptcha":
+            task.update(action=self.action, cData=self.cdata, chlPageData=self.pagedata)
+        elif provider == "capmonster":
+            task.update(
+                pageAction=self.action,
+                data=self.cdata,
+                pageData=self.pagedata,
+                userAgent=self.user_agent,
+            )
+            if self.challenge:
+                task["cloudflareTaskType"] = "token"
+        else:
+            task.update(
+                action=self.action,
+                data=self.cdata,
+                pagedata=self.pagedata,
+                userAgent=self.user_agent,
+            )
+        return task
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeeTest(Captcha):
@@ -346,6 +432,14 @@ class GeeTest(Captcha):
             "challenge": self.challenge,
             "pageurl": self.pageurl,
             "api_server": self.api_server,
+        }
+
+    def json_fields(self, provider: Provider) -> Task:
+        return {
+            "websiteURL": self.pageurl,
+            "gt": self.gt,
+            "challenge": self.challenge,
+            "geetestApiServerSubdomain": self.api_server,
         }
 
 
@@ -394,6 +488,9 @@ class HCaptcha(Captcha):
 
     def classic_params(self) -> Params:
         return {"method": "hcaptcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
+
+    def json_fields(self, provider: Provider) -> Task:
+        return {"websiteURL": self.pageurl, "websiteKey": self.sitekey}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -490,6 +587,23 @@ class Image(Captcha):
         params.update(lang=self.lang, textinstructions=self.textinstructions)
         return params
 
+    def json_fields(self, provider: Provider) -> Task:
+        task: Task = {"body": base64.b64encode(self.body).decode("ascii")}
+        if provider in ("2captcha-v2", "anticaptcha"):
+            task.update(
+                phrase=self.phrase,
+                case=self.regsense,
+                numeric=self.numeric,
+                math=self.calc,
+                minLength=self.min_len or None,
+                maxLength=self.max_len or None,
+                comment=self.textinstructions,
+            )
+        elif provider == "capmonster":
+            task.update(case=self.regsense, math=self.calc)
+            task["numeric"] = None if self.numeric is None else self.numeric == 1
+        return task
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FunCaptcha(Captcha):
@@ -541,6 +655,17 @@ class FunCaptcha(Captcha):
             "userAgent": self.user_agent,
         }
 
+    def json_fields(self, provider: Provider) -> Task:
+        blob = self.data_blob
+        return {
+            "websiteURL": self.pageurl,
+            "websitePublicKey": self.publickey,
+            "funcaptchaApiJSSubdomain": self.surl_host,
+            # A JSON string, not an object (PROVIDERS.md D10).
+            "data": None if blob is None else json.dumps({"blob": blob}, separators=(",", ":")),
+            "userAgent": self.user_agent if provider == "capmonster" else None,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class GeeTestV4(Captcha):
@@ -582,6 +707,17 @@ class GeeTestV4(Captcha):
             "pageurl": self.pageurl,
             "api_server": self.api_server,
         }
+
+    def json_fields(self, provider: Provider) -> Task:
+        task: Task = {"websiteURL": self.pageurl, "geetestApiServerSubdomain": self.api_server}
+        # The v4 id is CapSolver's captchaId, the others' gt with version 4 (PROVIDERS.md D8).
+        if provider == "capsolver":
+            task["captchaId"] = self.captcha_id
+            return task
+        task.update(gt=self.captcha_id, version=4)
+        if provider == "2captcha-v2":
+            task["initParameters"] = {"captcha_id": self.captcha_id}
+        return task
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -628,6 +764,27 @@ class AwsWaf(Captcha):
             "pageurl": self.pageurl,
             "challenge_script": self.challenge_script,
             "captcha_script": self.captcha_script,
+        }
+
+    def json_fields(self, provider: Provider) -> Task:
+        if provider == "capsolver":  # its own names (PROVIDERS.md D9)
+            return {
+                "websiteURL": self.pageurl,
+                "awsKey": self.sitekey,
+                "awsIv": self.iv,
+                "awsContext": self.context,
+                "awsChallengeJS": self.challenge_script,
+                "awsApiJs": self.captcha_script,
+            }
+        return {
+            "websiteURL": self.pageurl,
+            "websiteKey": self.sitekey,
+            "iv": self.iv,
+            "context": self.context,
+            "challengeScript": self.challenge_script,
+            "captchaScript": self.captcha_script,
+            # CapMonster answers the voucher pair unless asked for the cookie itself.
+            "cookieSolution": True if provider == "capmonster" else None,
         }
 
 
@@ -698,6 +855,13 @@ class Coordinates(Captcha):
             "textinstructions": self.textinstructions,
         }
 
+    def json_fields(self, provider: Provider) -> Task:
+        return {
+            "body": base64.b64encode(self.body).decode("ascii"),
+            "comment": self.textinstructions,
+            "mode": "points" if provider == "anticaptcha" else None,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MtCaptcha(Captcha):
@@ -760,6 +924,17 @@ class MtCaptcha(Captcha):
         # mtcaptcha()): action and invisible are CapMonster's.
         return {"method": "mt_captcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
 
+    def json_fields(self, provider: Provider) -> Task:
+        # pageAction and isInvisible: CapMonster Cloud's MTCaptchaTask only; the other
+        # dialects document the key and the page alone.
+        mine = provider == "capmonster"
+        return {
+            "websiteURL": self.pageurl,
+            "websiteKey": self.sitekey,
+            "pageAction": self.action if mine else None,
+            "isInvisible": True if mine and self.invisible else None,
+        }
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Prosopo(Captcha):
@@ -816,6 +991,9 @@ class Prosopo(Captcha):
 
     def classic_params(self) -> Params:
         return {"method": "prosopo", "sitekey": self.sitekey, "pageurl": self.pageurl}
+
+    def json_fields(self, provider: Provider) -> Task:
+        return {"websiteURL": self.pageurl, "websiteKey": self.sitekey}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -891,6 +1069,21 @@ class FriendlyCaptcha(Captcha):
         # 2captcha-python's friendly_captcha(): the key and the page; the script URL is
         # CapMonster's.
         return {"method": "friendly_captcha", "sitekey": self.sitekey, "pageurl": self.pageurl}
+
+    def json_fields(self, provider: Provider) -> Task:
+        task: Task = {"websiteURL": self.pageurl, "websiteKey": self.sitekey}
+        if provider != "capmonster":
+            return task
+        # CapMonster Cloud: CustomTask of class ``friendly``, which tells v1 from v2 by the
+        # widget script's URL in ``metadata.apiGetLib`` (required: capmonstercloudclient's
+        # FriendlyCustomTaskRequest refuses a task without it).
+        if self.module_script_url is None:
+            raise InvalidTaskInput(
+                "provider capmonster: Friendly Captcha needs module_script_url (the widget "
+                "script the page loads: widget.module.min.js for v1, site.min.js for v2)"
+            )
+        task.update({"class": "friendly", "metadata": {"apiGetLib": self.module_script_url}})
+        return task
 
 
 #: Rows and columns of a grid: reCAPTCHA's 3x3 and 4x4 (and the 1x1 of a replaced
@@ -1011,6 +1204,22 @@ class Grid(Captcha):
             "textinstructions": self.instruction,
         }
 
+    def json_fields(self, provider: Provider) -> Task:
+        body = base64.b64encode(self.body).decode("ascii")
+        if provider == "capsolver":
+            # ReCaptchaV2Classification: the image and reCAPTCHA's object id as ``question``
+            # (its list of /m/ ids); the grid it reads from the image.
+            return {"image": body, "question": self.instruction}
+        if provider == "capmonster":
+            # ComplexImageTask of class recaptcha (capmonstercloudclient's
+            # RecaptchaComplexImageTaskRequest): one image, metadata.Grid "3x3" and the
+            # instruction as Task (its text) or TaskDefinition (the object id).
+            label = "TaskDefinition" if self.is_object_id else "Task"
+            metadata = {"Grid": f"{self.rows}x{self.cols}", label: self.instruction}
+            return {"class": "recaptcha", "imagesBase64": [body], "metadata": metadata}
+        # 2Captcha's GridTask (2captcha.com/api-docs/grid).
+        return {"body": body, "rows": self.rows, "columns": self.cols, "comment": self.instruction}
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Altcha(Captcha):
@@ -1083,6 +1292,26 @@ class Altcha(Captcha):
         # 2captcha-python's altcha(): the page and the challenge (its JSON, which the
         # worker fetched when it was given the URL).
         return {"method": "altcha", "pageurl": self.pageurl, "challenge_json": self.challenge_json}
+
+    def json_fields(self, provider: Provider) -> Task:
+        if provider != "capmonster":
+            # 2Captcha's and Anti-Captcha's AltchaTask: the challenge JSON as a string.
+            return {"websiteURL": self.pageurl, "challengeJSON": self.challenge_json}
+        # CapMonster Cloud: CustomTask of class ``altcha`` with the challenge's fields, all
+        # strings (capmonstercloudclient's AltchaCustomTaskRequest); ``iterations`` is the
+        # search bound, the challenge's ``maxnumber``. Its site key may be empty.
+        challenge = self.challenge()
+        return {
+            "websiteURL": self.pageurl,
+            "websiteKey": "",
+            "class": "altcha",
+            "metadata": {
+                "challenge": challenge.challenge,
+                "iterations": str(challenge.max_number),
+                "salt": challenge.salt,
+                "signature": challenge.signature,
+            },
+        }
 
 
 #: DataDome's captcha host: ``geo.captcha-delivery.com`` and its sister hosts.
@@ -1196,6 +1425,33 @@ class DataDome(Captcha):
             "captcha_url": self.captcha_url,
             "pageurl": self.pageurl,
             "userAgent": self.user_agent,
+        }
+
+    def json_fields(self, provider: Provider) -> Task:
+        if provider != "capmonster":
+            # 2Captcha's DataDomeSliderTask and CapSolver's: the page, the captcha's URL and
+            # the user agent the cookie will be used with (all required, with the proxy).
+            return {
+                "websiteURL": self.pageurl,
+                "captchaUrl": self.captcha_url,
+                "userAgent": self.user_agent,
+            }
+        # CapMonster Cloud: CustomTask of class DataDome, the captcha's URL and the cookie
+        # the challenge set in ``metadata`` (capmonstercloudclient's
+        # DataDomeCustomTaskRequest refuses a task without either).
+        if self.datadome_cookie is None:
+            raise InvalidTaskInput(
+                "provider capmonster: DataDome needs datadome_cookie (the datadome cookie the "
+                "challenged page set)"
+            )
+        return {
+            "class": "DataDome",
+            "websiteURL": self.pageurl,
+            "userAgent": self.user_agent,
+            "metadata": {
+                "captchaUrl": self.captcha_url,
+                "datadomeCookie": self.datadome_cookie,
+            },
         }
 
 
