@@ -187,7 +187,22 @@ class Engine:
             clock=clock,
             breaker=self.breaker,
         )
-        self.submitter = Submitter(self, provider)
+        self.submitter = Submitter(
+            settings,
+            client,
+            provider,
+            self.queue,
+            self.finisher,
+            self.refusal,
+            self.grid,
+            self.learner,
+            breaker=self.breaker,
+            observer=self.observer,
+            retries=self.retries,
+            name=name,
+            clock=clock,
+            claim_s=self.claim_s,
+        )
         self.poller.on_freed = self.refill
         # Revoked task ids not settled yet -> when the revoke came (monotonic seconds).
         self._revoking: dict[str, float] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import redis
 
@@ -28,11 +28,16 @@ from ..errors import (
     UnknownProxy,
 )
 from ..provider import Captcha, Provider, Proxy
+from ..settings import Settings
+from .breaker import Breaker
 from .callbacks import callback_url_for, fallback_wait
+from .finish import Finisher
 from .jobs import Job
-
-if TYPE_CHECKING:
-    from .loop import Engine
+from .observer import SolveObserver
+from .queue import SolveQueue
+from .refusal import KeyRefusal
+from .retries import RetryLog
+from .timing import FirstPollLearner, PollGrid
 
 __all__ = ["PROVIDER_LIMIT_TTL", "Submitter"]
 
@@ -44,24 +49,42 @@ PROVIDER_LIMIT_TTL = 60.0
 
 
 class Submitter:
-    """The submits of one engine (its parts are the engine's; ``provider`` may be
-    replaced)."""
+    """The submits of one engine (``provider`` may be replaced). ``client`` and
+    ``settings`` find a job's proxy; ``claim_s``: how long the engine's claim on a job
+    holds, the bound for storing its captcha id."""
 
-    def __init__(self, engine: Engine, provider: Provider) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        client: redis.Redis,
+        provider: Provider,
+        queue: SolveQueue,
+        finisher: Finisher,
+        refusal: KeyRefusal,
+        grid: PollGrid,
+        learner: FirstPollLearner,
+        *,
+        breaker: Breaker,
+        observer: SolveObserver,
+        retries: RetryLog,
+        name: str,
+        clock: Callable[[], float],
+        claim_s: float,
+    ) -> None:
         self.provider = provider
-        self.settings = engine.settings
-        self.redis = engine.redis
-        self.queue = engine.queue
-        self.finisher = engine.finisher
-        self.refusal = engine.refusal
-        self.breaker = engine.breaker
-        self.grid = engine.grid
-        self.learner = engine.learner
-        self.observer = engine.observer
-        self.retries = engine.retries
-        self.name = engine.name
-        self.clock = engine.clock
-        self.claim_s = engine.claim_s
+        self.settings = settings
+        self.redis = client
+        self.queue = queue
+        self.finisher = finisher
+        self.refusal = refusal
+        self.breaker = breaker
+        self.grid = grid
+        self.learner = learner
+        self.observer = observer
+        self.retries = retries
+        self.name = name
+        self.clock = clock
+        self.claim_s = claim_s
 
     def submit(self, job: Job) -> None:
         """Send ``job`` (claimed by this engine) to the provider, once."""
