@@ -181,11 +181,13 @@ class Engine:
             self.finisher,
             self.refusal,
             self.grid,
+            self.learner,
             observer=self.observer,
             retries=self.retries,
             name=name,
             clock=clock,
             breaker=self.breaker,
+            on_freed=self.refill,
         )
         self.submitter = Submitter(
             settings,
@@ -203,7 +205,6 @@ class Engine:
             clock=clock,
             claim_s=self.claim_s,
         )
-        self.poller.on_freed = self.refill
         # Revoked task ids not settled yet -> when the revoke came (monotonic seconds).
         self._revoking: dict[str, float] = {}
         self._revoke_lock = threading.Lock()

@@ -30,7 +30,7 @@ from .observer import SolveObserver
 from .queue import SolveQueue
 from .refusal import KeyRefusal
 from .retries import RetryLog
-from .timing import PollGrid
+from .timing import FirstPollLearner, PollGrid
 
 __all__ = ["Poller"]
 
@@ -48,12 +48,14 @@ class Poller:
         finisher: Finisher,
         refusal: KeyRefusal,
         grid: PollGrid,
+        learner: FirstPollLearner,
         *,
         observer: SolveObserver,
         retries: RetryLog,
         name: str,
         clock: Callable[[], float],
         breaker: Breaker | None = None,
+        on_freed: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.breaker = breaker
@@ -62,13 +64,14 @@ class Poller:
         self.finisher = finisher
         self.refusal = refusal
         self.grid = grid
+        self.learner = learner
         self.observer = observer
         self.retries = retries
         self.name = name
         self.clock = clock
         #: Called as soon as a poll's answers freed threads (the engine: take the next
         #: waiting jobs for them); None: :meth:`poll`'s result says so instead.
-        self.on_freed: Callable[[], None] | None = None
+        self.on_freed = on_freed
 
     def poll(self, jobs: Sequence[Job]) -> bool:
         """Poll ``jobs`` (claimed by this engine); True if any of them freed its thread
@@ -138,7 +141,7 @@ class Poller:
             next_at = self.grid.back_off(job.polls, at)
         else:
             # One by one, the learned ready times of its type place it (engine.placement).
-            ready = self.finisher.learner.ready_times(job.type) if self.grid.learns else None
+            ready = self.learner.ready_times(job.type) if self.grid.learns else None
             next_at = self.grid.next_poll(job.polls, at, since=job.submitted_at, ready=ready)
         reads = job.polls + 1
         stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
