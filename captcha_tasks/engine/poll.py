@@ -1,6 +1,7 @@
 """Polling claimed captchas: one provider request for a batch where the provider reads
 many at once, else one per captcha; then each job ends, waits for its next poll, or goes
-back to the queue (an unsolvable captcha's one resubmit).
+back to the queue (an unsolvable captcha's one resubmit). An answer the provider pushes
+(a callback, :mod:`.callbacks`) is acted on as a poll's (:meth:`Poller.pushed`).
 
 The provider's read rules (:class:`~captcha_tasks.provider.poll_rules.PollRules`, through
 :class:`.timing.PollGrid`) hold throughout: a read refused as too soon is "not ready,
@@ -22,6 +23,7 @@ from ..errors import (
     TransientSolverError,
 )
 from ..provider import Answer, Polled, Provider
+from ..settings import Provider as Dialect
 from .jobs import Job
 from .parts import EngineParts
 
@@ -84,6 +86,29 @@ class Poller:
                 freed |= self._found(job, answer, at)
         return freed
 
+    @property
+    def protocol(self) -> Dialect:
+        """The protocol the provider speaks, its pushed answers too."""
+        return self.parts.queue.config.protocol
+
+    def pushed(self, job: Job, answer: Polled, at: float) -> str:
+        """Act on what the provider pushed for ``job`` at ``at`` (a callback) as on what a
+        poll found, but for no answer yet: its fallback poll stays as it is. Returns what
+        followed, in a few words."""
+        if answer is None:
+            return "still working"
+        if isinstance(answer, Answer):
+            # The callback comes when the answer is ready: an exact sample of when.
+            won = self.parts.finisher.succeed_many(
+                [(job, answer)], at, then=self.on_freed, exact=True
+            )
+            self.parts.observer.noted("callback_solved" if won else "callback_late")
+            return "solved" if won else "already ended"
+        if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
+            return "resubmitting" if self._resubmit(job, at) else "already ended"
+        self.parts.finisher.fail(job, answer)
+        return f"failed ({answer.code})"
+
     def _found(self, job: Job, answer: Polled, at: float) -> bool:
         """Act on what a poll found for ``job``; True if that freed its thread."""
         if isinstance(answer, Answer):
@@ -91,12 +116,15 @@ class Poller:
         if answer is None or self._too_fast(answer):
             return self._not_ready(job, at, too_fast=answer is not None)
         if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
-            # Not billed: one more try, at the next provider of its route if it has
-            # one (this one just failed it), else here.
-            self.parts.observer.noted("resubmits_unsolvable")
-            rest = self.parts.queue.route_without(job) if self._failing_over else ""
-            return self.parts.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
+            return self._resubmit(job, at)
         return self.parts.finisher.fail(job, answer)
+
+    def _resubmit(self, job: Job, at: float) -> bool:
+        """An unsolvable captcha is not billed: one more try, at the next provider of its
+        route if it has one (this one just failed it), else here. False if it had ended."""
+        self.parts.observer.noted("resubmits_unsolvable")
+        rest = self.parts.queue.route_without(job) if self._failing_over else ""
+        return self.parts.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
 
     @property
     def _failing_over(self) -> bool:
