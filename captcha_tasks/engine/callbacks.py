@@ -9,13 +9,12 @@ submit went to, and the mac (:func:`callback_mac`) proves all three: an HMAC of 
 under the deployment's secret (``CAPTCHA_TASKS_CALLBACK_TOKEN``), which itself never
 leaves the worker. A URL one provider saw proves nothing about any other job, attempt
 or provider: not even about the same submit handed on to the next provider after this
-one refused it. The
-:class:`Receiver` reads a path as a :class:`Claim` and accepts only proven ones, for
-jobs it knows (the job's hash exists, it is ``polling`` at that attempt and that
-provider, and the
-captcha id the provider sends, where it sends one, is the job's), then ends the job
-through its engine's :class:`~.finish.Finisher` exactly like a poll: ``finish.lua``
-ends a job once, so a callback racing a poll (or a duplicate callback) ends it once.
+one refused it. The :class:`Receiver` reads a path as a :class:`Claim` and accepts only
+proven ones, for jobs it knows (the job's hash exists, it is ``polling`` at that attempt
+and that provider, and the captcha id the provider sends, where it sends one, is the
+job's), then hands the answer to the :class:`Lane` of the job's provider (its engine's
+:class:`~.poll.Poller`), which ends the job exactly like a poll: ``finish.lua`` ends a
+job once, so a callback racing a poll (or a duplicate callback) ends it once.
 
 Polls stay as the fallback: the first poll of a captcha sent with a callback URL comes
 late (:func:`fallback_wait`), so a lost or refused callback costs a delay, never a
@@ -30,12 +29,12 @@ import hmac
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from ..errors import CaptchaUnsolvable
-from ..provider import Answer, Polled
+from ..provider import Polled
 from ..provider.pushed import pushed_id, read_pushed
+from ..settings import Provider as Dialect
 from ..settings import Settings
 from ..state.clock import clock_of
 from ..state.keys import Keys
@@ -46,13 +45,12 @@ from .timing import DEADLINE
 if TYPE_CHECKING:
     import redis
 
-    from .loop import Engine
-
 __all__ = [
     "CALLBACK_FALLBACK_FRACTION",
     "EARLY_WAIT",
     "MAC_LENGTH",
     "Claim",
+    "Lane",
     "Outcome",
     "Receiver",
     "callback_mac",
@@ -137,14 +135,29 @@ class Outcome:
     reason: str
 
 
+class Lane(Protocol):
+    """What the receiver asks of one provider's engine: its :class:`~.poll.Poller`."""
+
+    @property
+    def protocol(self) -> Dialect:
+        """The protocol the provider speaks, its pushed answers too."""
+        ...
+
+    def pushed(self, job: Job, answer: Polled, at: float) -> str:
+        """Act on what the provider pushed for ``job`` at ``at`` as on what a poll found;
+        what followed, in a few words."""
+        ...
+
+
 class Receiver:
-    """Ends jobs from pushed answers. ``engines``: this worker's, by provider name."""
+    """Ends jobs from pushed answers. ``lanes``: this worker's engines' (each one's
+    :class:`Lane`), by provider name."""
 
     def __init__(
         self,
         settings: Settings,
         client: redis.Redis,
-        engines: Mapping[str, Engine],
+        lanes: Mapping[str, Lane],
         *,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], None] = time.sleep,
@@ -153,7 +166,7 @@ class Receiver:
             raise ValueError("a callback receiver needs a token")
         self.redis = client
         self.keys = Keys(settings.key_prefix)
-        self.engines = dict(engines)
+        self.lanes = dict(lanes)
         self.clock = clock or clock_of(client)
         self.sleep = sleep
         base = urlsplit(settings.callback_url or "http://x").path.rstrip("/")
@@ -181,14 +194,16 @@ class Receiver:
         sent = pushed_id(fields, document)
         if sent is not None and sent != job.captcha_id:
             return Outcome(404, "unknown captcha")
-        engine = self.engines.get(job.provider) or self.engines.get("default")
-        if engine is None:
+        lane = self.lanes.get(job.provider) or self.lanes.get("default")
+        if lane is None:
             return Outcome(503, "no engine for this job's provider")
         try:
-            pushed = read_pushed(engine.queue.config.protocol, job.captcha_id, fields, document)
+            pushed = read_pushed(lane.protocol, job.captcha_id, fields, document)
         except ValueError as exc:
             return Outcome(400, f"unreadable callback ({exc})")
-        return self._end(engine, job, pushed)
+        # The callback is no read: the result counts the reads made (polls + 1 each).
+        job = dataclasses.replace(job, polls=job.polls - 1)
+        return Outcome(200, lane.pushed(job, pushed, self.clock()))
 
     def claim(self, path: str) -> Claim | None:
         """What ``path`` (as requested: percent-encoded) claims, its mac checked in
@@ -217,27 +232,3 @@ class Receiver:
             if job.state not in ("sending", "submitting") or time.monotonic() >= give_up:
                 return job
             self.sleep(0.01)
-
-    def _end(self, engine: Engine, job: Job, pushed: Polled) -> Outcome:
-        at = self.clock()
-        # The callback is no read: the result counts the reads made (polls + 1 each).
-        job = dataclasses.replace(job, polls=job.polls - 1)
-        if pushed is None:
-            return Outcome(200, "still working")
-        if isinstance(pushed, Answer):
-            # The callback comes when the answer is ready: an exact sample of when.
-            ended = (
-                engine.finisher.succeed_many([(job, pushed)], at, then=engine.refill, exact=True)
-                > 0
-            )
-            engine.observer.noted("callback_solved" if ended else "callback_late")
-            return Outcome(200, "solved" if ended else "already ended")
-        if isinstance(pushed, CaptchaUnsolvable) and job.resubmits < 1:
-            # As a poll would: not billed, one more try (at the next provider of its
-            # route when failing over).
-            engine.observer.noted("resubmits_unsolvable")
-            rest = engine.queue.route_without(job) if engine.breaker.enabled else ""
-            moved = engine.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
-            return Outcome(200, "resubmitting" if moved else "already ended")
-        engine.finisher.fail(job, pushed)
-        return Outcome(200, f"failed ({pushed.code})")

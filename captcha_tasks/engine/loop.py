@@ -58,6 +58,7 @@ from .breaker import Breaker
 from .finish import Completer, Finisher
 from .jobs import Job
 from .observer import INSTALLED, EngineStats, FanOut
+from .parts import EngineParts
 from .poll import Poller
 from .pool import TokenPool
 from .queue import SolveQueue
@@ -174,21 +175,21 @@ class Engine:
         # Redis (:meth:`_idle`, at ``_looked_at``) saw: until then a turn skips that script.
         self._poll_due_at, self._waiting_at, self._looked_at = 0.0, 0.0, float("-inf")
         self.retries = RetryLog(log, name)
-        self.poller = Poller(
-            settings,
-            provider,
-            self.queue,
-            self.finisher,
-            self.refusal,
-            self.grid,
+        parts = EngineParts(
+            settings=settings,
+            queue=self.queue,
+            finisher=self.finisher,
+            refusal=self.refusal,
+            breaker=self.breaker,
+            grid=self.grid,
+            learner=self.learner,
             observer=self.observer,
             retries=self.retries,
             name=name,
             clock=clock,
-            breaker=self.breaker,
         )
-        self.submitter = Submitter(self, provider)
-        self.poller.on_freed = self.refill
+        self.poller = Poller(parts, provider, on_freed=self.refill)
+        self.submitter = Submitter(parts, provider, client, claim_s=self.claim_s)
         # Revoked task ids not settled yet -> when the revoke came (monotonic seconds).
         self._revoking: dict[str, float] = {}
         self._revoke_lock = threading.Lock()

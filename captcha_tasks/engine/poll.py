@@ -1,6 +1,7 @@
 """Polling claimed captchas: one provider request for a batch where the provider reads
 many at once, else one per captcha; then each job ends, waits for its next poll, or goes
-back to the queue (an unsolvable captcha's one resubmit).
+back to the queue (an unsolvable captcha's one resubmit). An answer the provider pushes
+(a callback, :mod:`.callbacks`) is acted on as a poll's (:meth:`Poller.pushed`).
 
 The provider's read rules (:class:`~captcha_tasks.provider.poll_rules.PollRules`, through
 :class:`.timing.PollGrid`) hold throughout: a read refused as too soon is "not ready,
@@ -22,15 +23,9 @@ from ..errors import (
     TransientSolverError,
 )
 from ..provider import Answer, Polled, Provider
-from ..settings import Settings
-from .breaker import Breaker
-from .finish import Finisher
+from ..settings import Provider as Dialect
 from .jobs import Job
-from .observer import SolveObserver
-from .queue import SolveQueue
-from .refusal import KeyRefusal
-from .retries import RetryLog
-from .timing import PollGrid
+from .parts import EngineParts
 
 __all__ = ["Poller"]
 
@@ -38,42 +33,25 @@ log = logging.getLogger(__name__)
 
 
 class Poller:
-    """Polls for one engine (its parts are the engine's; ``provider`` may be replaced)."""
+    """Polls for one engine (``provider`` may be replaced)."""
 
     def __init__(
         self,
-        settings: Settings,
+        parts: EngineParts,
         provider: Provider,
-        queue: SolveQueue,
-        finisher: Finisher,
-        refusal: KeyRefusal,
-        grid: PollGrid,
         *,
-        observer: SolveObserver,
-        retries: RetryLog,
-        name: str,
-        clock: Callable[[], float],
-        breaker: Breaker | None = None,
+        on_freed: Callable[[], None] | None = None,
     ) -> None:
-        self.settings = settings
-        self.breaker = breaker
+        self.parts = parts
         self.provider = provider
-        self.queue = queue
-        self.finisher = finisher
-        self.refusal = refusal
-        self.grid = grid
-        self.observer = observer
-        self.retries = retries
-        self.name = name
-        self.clock = clock
         #: Called as soon as a poll's answers freed threads (the engine: take the next
         #: waiting jobs for them); None: :meth:`poll`'s result says so instead.
-        self.on_freed: Callable[[], None] | None = None
+        self.on_freed = on_freed
 
     def poll(self, jobs: Sequence[Job]) -> bool:
         """Poll ``jobs`` (claimed by this engine); True if any of them freed its thread
         that :attr:`on_freed` was not told of."""
-        now = self.clock()
+        now = self.parts.clock()
         freed = False
         readable = []
         for job in jobs:
@@ -82,7 +60,7 @@ class Poller:
             if stop is None:
                 readable.append(job)
             else:
-                freed |= self.finisher.fail(job, SolveTimeout(stop))
+                freed |= self.parts.finisher.fail(job, SolveTimeout(stop))
         if not readable:
             return freed
         try:
@@ -90,7 +68,7 @@ class Poller:
         except (TransientSolverError, PermanentSolverError) as exc:
             self._failed(readable, exc, now)
             return freed
-        at = self.clock()
+        at = self.parts.clock()
         solved: list[tuple[Job, Answer]] = []
         others: list[tuple[Job, Polled]] = []
         for job in readable:
@@ -101,66 +79,92 @@ class Poller:
                 others.append((job, answer))
         # The answered ones first, in one round trip: their threads are free at the
         # provider already, and the next captchas go out before their results are stored.
-        ended = self.finisher.succeed_many(solved, at, then=self.on_freed)
+        ended = self.parts.finisher.succeed_many(solved, at, then=self.on_freed)
         freed |= bool(ended) and self.on_freed is None
-        with self.queue.batched():  # the unanswered ones' reschedules: one round trip
+        with self.parts.queue.batched():  # the unanswered ones' reschedules: one round trip
             for job, answer in others:
                 freed |= self._found(job, answer, at)
         return freed
 
+    @property
+    def protocol(self) -> Dialect:
+        """The protocol the provider speaks, its pushed answers too."""
+        return self.parts.queue.config.protocol
+
+    def pushed(self, job: Job, answer: Polled, at: float) -> str:
+        """Act on what the provider pushed for ``job`` at ``at`` (a callback) as on what a
+        poll found, but for no answer yet: its fallback poll stays as it is. Returns what
+        followed, in a few words."""
+        if answer is None:
+            return "still working"
+        if isinstance(answer, Answer):
+            # The callback comes when the answer is ready: an exact sample of when.
+            won = self.parts.finisher.succeed_many(
+                [(job, answer)], at, then=self.on_freed, exact=True
+            )
+            self.parts.observer.noted("callback_solved" if won else "callback_late")
+            return "solved" if won else "already ended"
+        if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
+            return "resubmitting" if self._resubmit(job, at) else "already ended"
+        self.parts.finisher.fail(job, answer)
+        return f"failed ({answer.code})"
+
     def _found(self, job: Job, answer: Polled, at: float) -> bool:
         """Act on what a poll found for ``job``; True if that freed its thread."""
         if isinstance(answer, Answer):
-            return self.finisher.succeed(job, answer, at)
+            return self.parts.finisher.succeed(job, answer, at)
         if answer is None or self._too_fast(answer):
             return self._not_ready(job, at, too_fast=answer is not None)
         if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
-            # Not billed: one more try, at the next provider of its route if it has
-            # one (this one just failed it), else here.
-            self.observer.noted("resubmits_unsolvable")
-            rest = self.queue.route_without(job) if self._failing_over else ""
-            return self.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
-        return self.finisher.fail(job, answer)
+            return self._resubmit(job, at)
+        return self.parts.finisher.fail(job, answer)
+
+    def _resubmit(self, job: Job, at: float) -> bool:
+        """An unsolvable captcha is not billed: one more try, at the next provider of its
+        route if it has one (this one just failed it), else here. False if it had ended."""
+        self.parts.observer.noted("resubmits_unsolvable")
+        rest = self.parts.queue.route_without(job) if self._failing_over else ""
+        return self.parts.queue.requeue(job, "polling", at, counter="resubmits", route=rest)
 
     @property
     def _failing_over(self) -> bool:
-        return self.breaker is not None and self.breaker.enabled
+        return self.parts.breaker.enabled
 
     def _too_fast(self, answer: Polled) -> bool:
         """A read refused for coming too soon after the last one: not ready yet, slow down."""
-        code = self.grid.rules.too_fast_code
+        code = self.parts.grid.rules.too_fast_code
         return code is not None and isinstance(answer, RateLimited) and answer.code == code
 
     def _not_ready(self, job: Job, at: float, *, too_fast: bool) -> bool:
         """No answer yet: poll again later, or give up (deadline, the provider's rules)."""
         if too_fast:
-            self.observer.noted("poll_too_fast")
-            next_at = self.grid.back_off(job.polls, at)
+            self.parts.observer.noted("poll_too_fast")
+            next_at = self.parts.grid.back_off(job.polls, at)
         else:
             # One by one, the learned ready times of its type place it (engine.placement).
-            ready = self.finisher.learner.ready_times(job.type) if self.grid.learns else None
-            next_at = self.grid.next_poll(job.polls, at, since=job.submitted_at, ready=ready)
+            ready = self.parts.learner.ready_times(job.type) if self.parts.grid.learns else None
+            next_at = self.parts.grid.next_poll(job.polls, at, since=job.submitted_at, ready=ready)
         reads = job.polls + 1
         stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
         if at > job.solve_deadline():
             stop = f"no answer {job.deadline_s:.0f} s after submit ({reads} reads)"
         if stop is not None:
-            return self.finisher.fail(job, SolveTimeout(stop))
+            return self.parts.finisher.fail(job, SolveTimeout(stop))
         # A refused read counts toward the provider's cap but tells nothing of the answer.
-        self.queue.reschedule(job, next_at, polled=not too_fast, at=at, reads=1)
+        self.parts.queue.reschedule(job, next_at, polled=not too_fast, at=at, reads=1)
         return False
 
     def _rules_stop(self, job: Job, at: float, *, reads: int, next_at: float) -> str | None:
         """Why ``job``, read ``reads`` times, may not be read again at ``next_at`` under the
         provider's rules (None: it may)."""
-        limit = self.grid.read_limit(reads)
+        limit = self.parts.grid.read_limit(reads)
         if limit is not None:
             return f"no answer after {reads} reads: {limit}"
-        end = self.grid.retention_end(job.submitted_at or job.enqueued_at)
+        end = self.parts.grid.retention_end(job.submitted_at or job.enqueued_at)
         if end is not None and next_at > end:
             kept = end - (job.submitted_at or job.enqueued_at)
             return (
-                f"no answer before {self.grid.rules.provider} drops the task "
+                f"no answer before {self.parts.grid.rules.provider} drops the task "
                 f"({kept:.0f} s after its creation; {reads} reads)"
             )
         return None
@@ -170,47 +174,53 @@ class Poller:
     ) -> None:
         """The poll request itself failed: every job of it waits, or fails."""
         if isinstance(exc, TransientSolverError):
-            self.observer.noted(f"poll_retry:{exc.code}")
-            if self.breaker is not None:  # the captchas stay here whatever it decides
-                self.breaker.failed(exc.code or type(exc).__name__)
-            self.retries.retrying("a poll", exc)
-            delay = max(self.settings.scaled(exc.retry_after or 5.0), self.grid.interval)
+            self.parts.observer.noted(f"poll_retry:{exc.code}")
+            # The captchas stay here whatever the breaker decides.
+            self.parts.breaker.failed(exc.code or type(exc).__name__)
+            self.parts.retries.retrying("a poll", exc)
+            delay = max(
+                self.parts.settings.scaled(exc.retry_after or 5.0), self.parts.grid.interval
+            )
             # Counted from the answer too: the provider may have seen the read late.
-            later = self.grid.on_tick(max(now + delay, self.clock() + self.grid.min_gap))
+            later = self.parts.grid.on_tick(
+                max(now + delay, self.parts.clock() + self.parts.grid.min_gap)
+            )
             # Where reads are capped, a failed one may have counted at the provider.
-            reads = 1 if self.grid.rules.max_reads is not None else 0
-            with self.queue.batched():
+            reads = 1 if self.parts.grid.rules.max_reads is not None else 0
+            with self.parts.queue.batched():
                 for job in jobs:
-                    self.queue.reschedule(job, later, polled=False, at=now, reads=reads)
+                    self.parts.queue.reschedule(job, later, polled=False, at=now, reads=reads)
         elif isinstance(exc, InvalidApiKey):
             # The captchas are fine at the provider; our key is not: another engine (or
             # this one with a corrected key) polls them again before their deadlines.
-            self.refusal.pause(exc)
+            self.parts.refusal.pause(exc)
             for job in jobs:
-                self.queue.reschedule(job, now + self.refusal.pause_s, polled=False, at=now)
+                self.parts.queue.reschedule(
+                    job, now + self.parts.refusal.pause_s, polled=False, at=now
+                )
         else:
             for job in jobs:
-                self.finisher.fail(job, exc)
+                self.parts.finisher.fail(job, exc)
 
     def _get_answers(self, jobs: Sequence[Job]) -> Mapping[str, Polled]:
-        rules = self.grid.rules
+        rules = self.parts.grid.rules
         lonely = {job.captcha_id for job in jobs if rules.reads_alone(job.type, job.captcha)}
         ids = [job.captcha_id for job in jobs if job.captcha_id not in lonely]
         alone = [job.captcha_id for job in jobs if job.captcha_id in lonely]
-        if len(ids) > 1 and self.grid.batch:
+        if len(ids) > 1 and self.parts.grid.batch:
             try:
                 got = dict(self.provider.get_many(ids))
-                self.observer.polled()
+                self.parts.observer.polled()
             except (ClientError, TransientSolverError) as exc:
-                if self.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
+                if self.parts.settings.batch_poll == "on" or isinstance(exc, TransientSolverError):
                     raise
                 # "auto": a provider that refuses batch reads is polled one by one.
                 log.warning(
                     "engine %s: the provider refused a batch poll (%s); polling one by one",
-                    self.name,
+                    self.parts.name,
                     exc.code,
                 )
-                self.grid.batch = False
+                self.parts.grid.batch = False
             else:
                 return {**got, **self._one_by_one(alone)}
         return self._one_by_one(ids + alone)
@@ -218,7 +228,7 @@ class Poller:
     def _one_by_one(self, ids: Sequence[str]) -> dict[str, Polled]:
         out: dict[str, Polled] = {}
         for captcha_id in ids:
-            self.observer.polled()
+            self.parts.observer.polled()
             try:
                 out[captcha_id] = self.provider.get(captcha_id)
             except (CaptchaUnsolvable, ClientError) as exc:

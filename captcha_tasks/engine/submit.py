@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 import redis
 
@@ -30,9 +29,7 @@ from ..errors import (
 from ..provider import Captcha, Provider, Proxy
 from .callbacks import callback_url_for, fallback_wait
 from .jobs import Job
-
-if TYPE_CHECKING:
-    from .loop import Engine
+from .parts import EngineParts
 
 __all__ = ["PROVIDER_LIMIT_TTL", "Submitter"]
 
@@ -44,24 +41,17 @@ PROVIDER_LIMIT_TTL = 60.0
 
 
 class Submitter:
-    """The submits of one engine (its parts are the engine's; ``provider`` may be
-    replaced)."""
+    """The submits of one engine (``provider`` may be replaced): ``client`` finds a job's
+    proxy; ``claim_s``: how long the engine's claim on a job holds, the bound for storing
+    its captcha id."""
 
-    def __init__(self, engine: Engine, provider: Provider) -> None:
+    def __init__(
+        self, parts: EngineParts, provider: Provider, client: redis.Redis, *, claim_s: float
+    ) -> None:
+        self.parts = parts
         self.provider = provider
-        self.settings = engine.settings
-        self.redis = engine.redis
-        self.queue = engine.queue
-        self.finisher = engine.finisher
-        self.refusal = engine.refusal
-        self.breaker = engine.breaker
-        self.grid = engine.grid
-        self.learner = engine.learner
-        self.observer = engine.observer
-        self.retries = engine.retries
-        self.name = engine.name
-        self.clock = engine.clock
-        self.claim_s = engine.claim_s
+        self.redis = client
+        self.claim_s = claim_s
 
     def submit(self, job: Job) -> None:
         """Send ``job`` (claimed by this engine) to the provider, once."""
@@ -69,15 +59,15 @@ class Submitter:
         if prepared is None:
             return
         captcha, proxy = prepared
-        callback_url = callback_url_for(self.settings, job, self.queue.provider_name)
-        sending_at = self.clock()
-        if not self.queue.sending(job, sending_at, self.name):
+        callback_url = callback_url_for(self.parts.settings, job, self.parts.queue.provider_name)
+        sending_at = self.parts.clock()
+        if not self.parts.queue.sending(job, sending_at, self.parts.name):
             # Ended meanwhile, or another engine took it over after our claim ran out.
-            self.observer.noted("send_skipped")
+            self.parts.observer.noted("send_skipped")
             log.info(
                 "engine %s: not sending %s: no longer ours (ended, or taken over "
                 "after our claim ran out)",
-                self.name,
+                self.parts.name,
                 job.task_id,
             )
             return
@@ -85,18 +75,18 @@ class Submitter:
             pushed = {"callback_url": callback_url} if callback_url else {}
             captcha_id = self.provider.submit(captcha, proxy=proxy, **pushed)
         except CaptchaTasksError as exc:
-            self.observer.submitted(job.type, exc)
+            self.parts.observer.submitted(job.type, exc)
             self._submit_failed(job, exc)
         else:
-            self.observer.submitted(job.type)
-            self.breaker.ok()
-            at = self.clock()
-            wait = self.learner.first_poll(job.type)
-            learned = self.learner.ready_times(job.type)
-            ready = learned if self.grid.learns else None
+            self.parts.observer.submitted(job.type)
+            self.parts.breaker.ok()
+            at = self.parts.clock()
+            wait = self.parts.learner.first_poll(job.type)
+            learned = self.parts.learner.ready_times(job.type)
+            ready = learned if self.parts.grid.learns else None
             if callback_url:  # the answer comes to us: the poll is a late fallback
                 wait = fallback_wait(
-                    self.settings,
+                    self.parts.settings,
                     job.type,
                     wait,
                     provider=self.provider,
@@ -104,21 +94,21 @@ class Submitter:
                     ready=learned,
                 )
                 ready = None
-            first = self.grid.first_poll(at, wait, ready)
+            first = self.parts.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
-                self.observer.noted("submitted_after_end")
+                self.parts.observer.noted("submitted_after_end")
 
     def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
         """The captcha and proxy to send; None if the job failed instead."""
-        now = self.clock()
+        now = self.parts.clock()
         if now > job.queue_deadline:
             waited = now - job.enqueued_at
-            self.finisher.fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
+            self.parts.finisher.fail(job, SolveTimeout(f"no free thread within {waited:.0f} s"))
             return None
         try:
             return job.captcha(), self._proxy_for(job)
         except CaptchaTasksError as exc:
-            self.finisher.fail(job, exc)
+            self.parts.finisher.fail(job, exc)
             return None
 
     def _submit_failed(self, job: Job, exc: CaptchaTasksError) -> None:
@@ -126,8 +116,8 @@ class Submitter:
             # The provider may have accepted (and billed) it: sending it again could
             # pay twice, here or at another provider. The task fails with that error;
             # the caller may retry it.
-            log.warning("engine %s: %s: %s", self.name, job.task_id, exc)
-            self.finisher.fail(job, exc)
+            log.warning("engine %s: %s: %s", self.parts.name, job.task_id, exc)
+            self.parts.finisher.fail(job, exc)
         elif isinstance(exc, TransientSolverError):
             self._submit_retry(job, exc)
         elif isinstance(exc, InvalidApiKey):
@@ -135,15 +125,15 @@ class Submitter:
             # mid-rollout), not the request's. Step aside and let another engine try it;
             # a second refusal is the key's: the provider is left out (several
             # providers), else the job fails with the provider's code.
-            self.refusal.pause(exc)
-            if job.key_refusals < 1 and self.refusal.others_alive():
-                self.queue.requeue(job, "sending", self.clock(), counter="key_refusals")
+            self.parts.refusal.pause(exc)
+            if job.key_refusals < 1 and self.parts.refusal.others_alive():
+                self.parts.queue.requeue(job, "sending", self.parts.clock(), counter="key_refusals")
             else:
                 self._fail_over(job, exc, f"key refused ({exc.code})")
         elif isinstance(exc, InsufficientFunds):
             self._fail_over(job, exc, "zero balance")
         else:
-            self.finisher.fail(job, exc)
+            self.parts.finisher.fail(job, exc)
 
     def _submit_retry(self, job: Job, exc: TransientSolverError) -> None:
         """A submit that surely was not processed (no connection, a gateway's 5xx, a
@@ -151,21 +141,23 @@ class Submitter:
         provider takes it), else after the error's back-off."""
         opened = False
         if not isinstance(exc, NoSlotAvailable):  # a full provider is not a failing one
-            opened = self.breaker.failed(exc.code or type(exc).__name__)
-        delay = 0.0 if opened else self.settings.scaled(exc.retry_after or 5.0)
-        self.retries.retrying("a submit", exc)
-        self.queue.requeue(job, "sending", self.clock() + delay)
+            opened = self.parts.breaker.failed(exc.code or type(exc).__name__)
+        delay = 0.0 if opened else self.parts.settings.scaled(exc.retry_after or 5.0)
+        self.parts.retries.retrying("a submit", exc)
+        self.parts.queue.requeue(job, "sending", self.parts.clock() + delay)
         if isinstance(exc, NoSlotAvailable):
             # The provider holds fewer captchas of ours than the budget allows:
             # submit no more than it holds until the limit is forgotten, instead of
             # asking again and again (a retry storm of "no slot" answers).
-            limit = self.queue.provider_limit(int(self.settings.scaled(PROVIDER_LIMIT_TTL) * 1000))
-            self.observer.noted("provider_limit_learned")
+            limit = self.parts.queue.provider_limit(
+                int(self.parts.settings.scaled(PROVIDER_LIMIT_TTL) * 1000)
+            )
+            self.parts.observer.noted("provider_limit_learned")
             log.info(
                 "engine %s: the provider has no free slot; budget now %s of %d",
-                self.name,
+                self.parts.name,
                 limit,
-                self.queue.threads,
+                self.parts.queue.threads,
             )
 
     def _fail_over(self, job: Job, exc: CaptchaTasksError, reason: str) -> None:
@@ -173,7 +165,7 @@ class Submitter:
         key): the job goes to the next provider of its route (:meth:`hand_on`), else it
         fails with the provider's error."""
         if not self.hand_on(job, reason, expected="sending"):
-            self.finisher.fail(job, exc)
+            self.parts.finisher.fail(job, exc)
 
     def hand_on(
         self, job: Job, reason: str, *, expected: str = "submitting", say: bool = True
@@ -183,20 +175,20 @@ class Submitter:
         (its first submit anywhere). False, changing nothing, when its route has no
         other provider (or one provider is configured: no breaker). ``expected``: the
         job's state under this engine's claim; ``say``: log it (the caller may count)."""
-        rest = self.queue.route_without(job)
-        if not (self.breaker.enabled and rest):
+        rest = self.parts.queue.route_without(job)
+        if not (self.parts.breaker.enabled and rest):
             return False
-        self.breaker.trip(reason)
-        self.observer.noted("failed_over")
+        self.parts.breaker.trip(reason)
+        self.parts.observer.noted("failed_over")
         if say:
             log.warning(
                 "engine %s: %s: %s; moving it to %s",
-                self.name,
+                self.parts.name,
                 job.task_id,
                 reason,
                 rest.split(",")[0],
             )
-        self.queue.requeue(job, expected, self.clock(), route=rest)
+        self.parts.queue.requeue(job, expected, self.parts.clock(), route=rest)
         return True
 
     def _record_submitted(
@@ -209,13 +201,13 @@ class Submitter:
         delay = 0.1
         while True:
             try:
-                return self.queue.submitted(job, captcha_id, at, first)
+                return self.parts.queue.submitted(job, captcha_id, at, first)
             except redis.RedisError as exc:
-                if self.clock() + delay >= claim_until - 1.0:
+                if self.parts.clock() + delay >= claim_until - 1.0:
                     raise
                 log.warning(
                     "engine %s: storing captcha %s of %s: Redis unavailable (%s); retrying",
-                    self.name,
+                    self.parts.name,
                     captcha_id,
                     job.task_id,
                     exc,
@@ -229,8 +221,10 @@ class Submitter:
         from ..session.proxies import ProxyPool
 
         try:
-            return ProxyPool(self.redis, self.settings).get(job.proxy_id)
+            return ProxyPool(self.redis, self.parts.settings).get(job.proxy_id)
         except UnknownProxy:
             # Removed from the pool since: solving without it beats failing the page.
-            log.warning("engine %s: proxy %s is gone; submitting without", self.name, job.proxy_id)
+            log.warning(
+                "engine %s: proxy %s is gone; submitting without", self.parts.name, job.proxy_id
+            )
             return None

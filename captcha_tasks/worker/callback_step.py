@@ -40,11 +40,11 @@ class CallbackStep(bootsteps.StartStopStep):  # type: ignore[misc]
         if settings.callback_port is None:
             return
         step = next((s for s in worker.steps if isinstance(s, SolveEngineStep)), None)
-        engines = {engine.provider_name: engine for engine in (step.engines if step else [])}
-        if not engines:
+        lanes = {engine.provider_name: engine.poller for engine in (step.engines if step else [])}
+        if not lanes:
             log.warning("callbacks: no solve engine in this worker; not receiving callbacks")
             return
-        receiver = Receiver(settings, state_redis(settings), engines)
+        receiver = Receiver(settings, state_redis(settings), lanes)
         try:
             self.server = CallbackServer(
                 receiver, settings.callback_address, settings.callback_port

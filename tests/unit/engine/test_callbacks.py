@@ -87,7 +87,7 @@ def rig(cb_settings: Settings, client: redis.Redis) -> Iterator[Rig]:
     engine = Engine(
         cb_settings, client, provider, outcomes, live_workers=lambda: ["w"], name="unit"
     ).start()
-    receiver = Receiver(cb_settings, client, {engine.provider_name: engine})
+    receiver = Receiver(cb_settings, client, {engine.provider_name: engine.poller})
     server = CallbackServer(receiver, "127.0.0.1", 0).start()
     yield Rig(engine, outcomes, provider, server, f"http://127.0.0.1:{server.port}/hook")
     server.stop()
@@ -307,9 +307,9 @@ def test_a_callback_arriving_while_the_job_is_still_sending_waits_for_it(
     (task_id,) = admit_jobs(1)
     keys = Keys(cb_settings.key_prefix)
     client.hset(keys.job(task_id), mapping={"state": "sending", "submits": 0})
-    engine: Any = type("E", (), {})()  # never reached: the job is not polling in time
+    lane: Any = type("L", (), {})()  # never reached: the job is not polling in time
     slept: list[float] = []
-    receiver = Receiver(cb_settings, client, {"default": engine}, sleep=slept.append)
+    receiver = Receiver(cb_settings, client, {"default": lane}, sleep=slept.append)
     path = f"/hook/{task_id}/1/default/{callback_mac(TOKEN, task_id, 1, 'default')}"
     timer = threading.Timer(0.05, lambda: client.hset(keys.job(task_id), "state", "failed"))
     timer.start()
@@ -406,8 +406,8 @@ def test_a_submit_handed_on_to_the_next_provider_is_not_answered_by_the_first(
     # The first provider refused submit 1 (it saw its URL); the next one took it.
     fields = {"state": "polling", "submits": 1, "provider": "backup", "captcha_id": "b1"}
     client.hset(keys.job(task_id), mapping=fields)
-    engine: Any = type("E", (), {})()  # never reached: the claim is not the job's
-    receiver = Receiver(cb_settings, client, {"default": engine, "backup": engine})
+    lane: Any = type("L", (), {})()  # never reached: the claim is not the job's
+    receiver = Receiver(cb_settings, client, {"default": lane, "backup": lane})
     first = f"/hook/{task_id}/1/default/{callback_mac(TOKEN, task_id, 1, 'default')}"
     outcome = receiver.handle(first, {"code": ANSWER}, None)  # no id: the path must prove it
     assert (outcome.status, outcome.reason) == (
