@@ -30,7 +30,7 @@ DRAIN_CEILINGS: dict[str, float] = {
     "recaptcha_v2": 60.0,
     "hcaptcha": 60.0,
     # No published ceilings for these: estimates from the sandbox's typical
-    # solve (devtools/sandbox/config.py DEFAULT_LATENCY) scaled like a published
+    # solve (captcha_tasks_sandbox/config.py DEFAULT_LATENCY) scaled like a published
     # neighbour, each well inside the engine's DEADLINE (when a solve is given up).
     # GeeTest v4: v3's (same 10 s typical solve, same deadline).
     "geetest_v4": 12.0,

@@ -14,9 +14,9 @@ import pytest
 
 from captcha_tasks import provider_config, settings
 from captcha_tasks.cli.main import main
-from captcha_tasks.devtools import docs_check, docs_site, settings_reference
 from captcha_tasks.provider.offers import offer_matrix
 from captcha_tasks.settings import PROVIDERS
+from captcha_tasks_dev import docs_check, docs_site, settings_reference
 
 
 def test_every_setting_has_its_documentation_and_a_section() -> None:
