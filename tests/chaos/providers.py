@@ -28,9 +28,9 @@ from typing import Any
 import redis
 import requests
 
-from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.settings.providers import SINGLE_PROVIDER_VARIABLES
 from captcha_tasks.state import Keys
+from captcha_tasks_sandbox import SandboxServer
 from tests.chaos.harness import KINDS, SITEKEYS, TASK_NAMES, Cluster
 
 NAMES = ("main", "backup")

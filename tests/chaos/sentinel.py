@@ -1,5 +1,5 @@
 """The fault suite's cluster on Redis Sentinel: a primary, a replica and three sentinels
-(:class:`~captcha_tasks.devtools.redis_sentinel.SentinelDeployment`, quorum 2, a master
+(:class:`~captcha_tasks_dev.redis_sentinel.SentinelDeployment`, quorum 2, a master
 called down after 3 s), with passwords on the data nodes and on the sentinels.
 
 What changes against :class:`~tests.chaos.harness.Cluster`:
@@ -29,10 +29,10 @@ from typing import Any
 
 import redis
 
-from captcha_tasks.devtools.redis_sentinel import SentinelDeployment
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.state import redis_client
+from captcha_tasks_dev.redis_sentinel import SentinelDeployment
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import SandboxServer
 from tests.chaos.harness import Cluster, Load, Row, _secret
 from tests.support.secret_scan import redis_dump
 

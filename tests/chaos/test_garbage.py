@@ -2,7 +2,7 @@
 
 A steady load against a sandbox that replaces about one answer in six (in.php and
 res.php, createTask and getTaskResult alike) with garbage of every kind
-(``captcha_tasks.devtools.sandbox.garbage``): the answer cut short, padded past the
+(``captcha_tasks_sandbox.garbage``): the answer cut short, padded past the
 client's read cap, labelled with a wrong content type, an HTML page under HTTP 200,
 no body, random bytes, JSON of the wrong shape. The request took effect before its
 answer was replaced, so a garbled submit is at the provider (and billed): the client
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox.garbage import GARBAGE_KINDS
+from captcha_tasks_sandbox.garbage import GARBAGE_KINDS
 from tests.chaos.harness import Cluster, Row, scale, sized
 from tests.chaos.test_faults import RESULT_TIMEOUT, check, steady
 

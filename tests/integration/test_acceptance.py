@@ -13,8 +13,6 @@ import pytest
 import requests
 
 from captcha_tasks import aio, report_solution, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.engine.acceptance import AcceptanceBook, Tally
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.engine.spend import SpendLedger
@@ -25,6 +23,8 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.feedback import feedback
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import dev_api_key
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -19,9 +19,9 @@ import pytest
 import requests
 
 from captcha_tasks import solve_altcha
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
+from captcha_tasks_sandbox import dev_api_key
 from tests.integration.test_altcha import NUMBER, challenge_site
 from tests.support.altcha_reference import create_challenge, verify_solution
 from tests.support.workers import provider_env, provider_sandbox

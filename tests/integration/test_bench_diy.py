@@ -1,4 +1,4 @@
-"""``captcha-tasks bench solve --baseline diy`` end to end at a tiny size: the engine and
+"""``captcha-tasks-dev bench solve --baseline diy`` end to end at a tiny size: the engine and
 the official client in a Celery task, each with two real workers, against a real https
 sandbox with the same plan; every solve answered, the figures and the lead consistent."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from captcha_tasks.devtools.bench.metrics import LEAD_FIGURES
+from captcha_tasks_dev.bench.metrics import LEAD_FIGURES
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -28,7 +28,7 @@ def test_diy_column_runs_beside_the_engine_against_the_same_plan() -> None:
     argv = [
         sys.executable,
         "-m",
-        "captcha_tasks.cli.main",
+        "captcha_tasks_dev",
         "bench",
         "solve",
         "--json",

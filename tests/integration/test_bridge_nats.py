@@ -19,7 +19,7 @@ from typing import Any
 import nats
 import pytest
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -519,7 +519,7 @@ def test_the_new_kinds_solve_through_the_bridge_under_their_in_php_names(
     bridge_factory: Any,
 ) -> None:
     # Classic 2Captcha offers every new kind (the sandbox speaks it).
-    from captcha_tasks.devtools.sandbox import dev_api_key
+    from captcha_tasks_sandbox import dev_api_key
 
     sandbox = sandbox_factory()
     env = worker_env(

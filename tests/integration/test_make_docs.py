@@ -15,7 +15,7 @@ import urllib.request
 import psutil
 import pytest
 
-from captcha_tasks.devtools.procs import free_port, port_is_free, wait_until
+from captcha_tasks_dev.procs import free_port, port_is_free, wait_until
 from tests.support.workers import ROOT
 
 pytestmark = [

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import requests
 
-from captcha_tasks.devtools.procs import free_port, logged, spawn, stop_process, wait_ready
+from captcha_tasks_dev.procs import free_port, logged, spawn, stop_process, wait_ready
 from tests.support.workers import ROOT, worker_env
 
 mcp = pytest.importorskip("mcp")

@@ -16,8 +16,6 @@ import pytest
 import requests
 
 from captcha_tasks import solve_image, solve_recaptcha_v2, solve_turnstile
-from captcha_tasks.devtools.procs import stop_process, wait_until
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.errors import CaptchaUnsolvable, InvalidTaskInput
 from captcha_tasks.provider import RecaptchaV2
@@ -25,6 +23,8 @@ from captcha_tasks.session.locks import SessionLock
 from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import stop_process, wait_until
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration

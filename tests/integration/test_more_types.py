@@ -24,10 +24,10 @@ from captcha_tasks import (
     solve_recaptcha_v2,
     solve_turnstile,
 )
-from captcha_tasks.devtools.sandbox import dev_api_key
-from captcha_tasks.devtools.sandbox.answers import coordinates_answer
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.worker import deprecated
+from captcha_tasks_sandbox import dev_api_key
+from captcha_tasks_sandbox.answers import coordinates_answer
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

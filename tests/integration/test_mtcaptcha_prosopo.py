@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from captcha_tasks import solve_mtcaptcha, solve_prosopo
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks_sandbox import dev_api_key
 from tests.support.workers import provider_env, provider_sandbox
 
 pytestmark = pytest.mark.integration

@@ -32,10 +32,10 @@ import redis
 import requests
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import SandboxServer
 from tests.support.secret_scan import leaks, redis_dump, scan_needles
 from tests.support.workers import WorkerProcess, outcomes, worker_env
 

@@ -22,7 +22,7 @@ from anticaptchaofficial.altchaproxyless import altchaProxyless
 from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import AltchaCustomTaskRequest
 
-from captcha_tasks.devtools.sandbox import SandboxServer, dev_api_key
+from captcha_tasks_sandbox import SandboxServer, dev_api_key
 from tests.support.altcha_reference import create_challenge, verify_solution
 
 from . import test_official_new_types as official

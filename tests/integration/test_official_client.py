@@ -1,5 +1,5 @@
 """Protocol fidelity: the official 2captcha-python client against the sandbox over TLS,
-and ``captcha-tasks sandbox`` as a real process."""
+and ``captcha-tasks-sandbox`` as a real process."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 import requests
 from twocaptcha import TwoCaptcha
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, image_answer
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer, image_answer
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
 CLI = [
     sys.executable,
     "-c",
-    "from captcha_tasks.devtools.sandbox.cli import sandbox_command; sandbox_command()",
+    "from captcha_tasks_sandbox.cli import sandbox_command; sandbox_command()",
 ]
 
 

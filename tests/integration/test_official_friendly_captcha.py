@@ -19,7 +19,7 @@ from anticaptchaofficial.friendlycaptchaproxyless import friendlyCaptchaProxyles
 from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import FriendlyCustomTaskRequest
 
-from captcha_tasks.devtools.sandbox import SandboxServer, dev_api_key
+from captcha_tasks_sandbox import SandboxServer, dev_api_key
 
 from . import test_official_new_types as official
 from .test_official_new_types import (

@@ -20,8 +20,8 @@ import pytest
 from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import RecaptchaComplexImageTaskRequest
 
-from captcha_tasks.devtools.sandbox import dev_api_key
-from captcha_tasks.devtools.sandbox.answers import grid_answer
+from captcha_tasks_sandbox import dev_api_key
+from captcha_tasks_sandbox.answers import grid_answer
 
 from . import test_official_new_types as official
 from .test_official_new_types import SandboxMaker, _two_captcha, assert_solved

@@ -28,7 +28,7 @@ from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import ImageToTextRequest, RecaptchaV2Request, TurnstileRequest
 from python_anticaptcha import AnticaptchaClient, ImageToTextTask, NoCaptchaTaskProxylessTask
 
-from captcha_tasks.devtools.sandbox import SandboxServer, dev_api_key, image_answer
+from captcha_tasks_sandbox import SandboxServer, dev_api_key, image_answer
 from tests.support.sandbox_fixtures import trusted_certificate
 
 pytestmark = pytest.mark.integration

@@ -36,7 +36,7 @@ from capmonstercloudclient.requests.proxy_info import ProxyInfo
 from python_anticaptcha import AnticaptchaClient, FunCaptchaProxylessTask
 from twocaptcha import TwoCaptcha
 
-from captcha_tasks.devtools.sandbox import (
+from captcha_tasks_sandbox import (
     DEV_API_KEY,
     SandboxServer,
     coordinates_answer,

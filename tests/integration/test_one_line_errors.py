@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from captcha_tasks.devtools.procs import free_port
+from captcha_tasks_dev.procs import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from captcha_tasks.devtools.procs import dies_with_us
+from captcha_tasks_dev.procs import dies_with_us
 from tests.support.fleet_restart import pid_alive
 from tests.support.processes import SpawnPython, read_line
 
@@ -25,8 +25,8 @@ OWNER = textwrap.dedent(
     """
     import sys, threading, time
     from pathlib import Path
-    from captcha_tasks.devtools.procs import spawn
-    from captcha_tasks.devtools.redis_server import RedisServer
+    from captcha_tasks_dev.procs import spawn
+    from captcha_tasks_dev.redis_server import RedisServer
     here = Path(sys.argv[1])  # the test's tmp_path: nothing is left in /tmp
     server = RedisServer(data_dir=here / "redis").start()
     log = here / "sleeper.log"

@@ -13,10 +13,10 @@ from urllib.parse import parse_qs
 import pytest
 import redis
 
-from captcha_tasks.devtools.sandbox import DEMO_SITEKEY
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_sandbox import DEMO_SITEKEY
 from tests.integration.test_acceptance import _env, _two_providers
 from tests.support.workers import worker_env
 

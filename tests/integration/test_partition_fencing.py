@@ -13,13 +13,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.engine import admit
 from captcha_tasks.engine.queue import Claimed, SolveQueue
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, redis_client, state_redis
 from captcha_tasks.state.scripts import source
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.integration

@@ -21,13 +21,13 @@ from captcha_tasks.contrib.playwright import (
     import_cookies,
     solve_on_page,
 )
-from captcha_tasks.devtools.sandbox.demo_widgets import CALLBACK_NAME, CALLBACK_STORAGE_KEY, widgets
 from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.errors import ChallengeNotFound, TargetNotAllowed
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_sandbox.demo_widgets import CALLBACK_NAME, CALLBACK_STORAGE_KEY, widgets
 from tests.support.workers import worker_env
 
 #: Debian's chromium (``make browser``); CHROMIUM=... points at another build.

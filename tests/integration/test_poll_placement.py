@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.procs import stop_process
+from captcha_tasks_dev.procs import stop_process
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_recaptcha_v2
-from captcha_tasks.devtools.sandbox import dev_api_key
-from captcha_tasks.devtools.sandbox.json_api import JsonApi
 from captcha_tasks.errors import SolveTimeout
+from captcha_tasks_sandbox import dev_api_key
+from captcha_tasks_sandbox.json_api import JsonApi
 from tests.support.workers import TEST_TIME_SCALE, worker_env
 
 pytestmark = pytest.mark.integration

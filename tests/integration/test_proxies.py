@@ -25,7 +25,6 @@ from click.testing import CliRunner
 
 from captcha_tasks import PinnedProxyTask
 from captcha_tasks.cli.proxies import proxies_group
-from captcha_tasks.devtools.procs import free_port, wait_until
 from captcha_tasks.errors import ProxyRejected
 from captcha_tasks.provider.classic_params import proxy_params
 from captcha_tasks.session.pages import Page, fetch
@@ -35,6 +34,7 @@ from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.state.keys import PROXY_POOL_TTL
 from captcha_tasks.worker.proxy_step import ProxyLeaseStep
+from captcha_tasks_dev.procs import free_port, wait_until
 from tests.support.processes import SpawnPython, read_line
 from tests.support.socks_proxy import SocksProxy
 from tests.support.workers import ROOT

@@ -1,6 +1,6 @@
 """The README's first example runs as written against `make run`'s stack.
 
-The stack is `captcha-tasks dev` under `make`, as `make run` starts it (the helper of
+The stack is `captcha-tasks-dev dev` under `make`, as `make run` starts it (the helper of
 test_dev_run.py); the example is the README's first ``python`` block, run by bash
 after ``source .run/env``, as the README tells a reader to. Its output must have the
 shape the README shows under it.

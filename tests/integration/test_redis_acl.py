@@ -20,11 +20,11 @@ import pytest
 import redis
 import requests
 
-from captcha_tasks.devtools.procs import Child, free_port, spawn, stop_process
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.monitor.metrics import StateCollector
 from captcha_tasks.settings import Settings
+from captcha_tasks_dev.procs import Child, free_port, spawn, stop_process
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.integration.test_monitor import Cli, run_cli
 from tests.support.workers import ROOT, TEST_TIME_SCALE, wait_for_worker
 
@@ -44,7 +44,7 @@ MONITOR_REFUSED_KEYS = ".reply.celery.pidbox"
 CLIENT = """
 import json, sys
 from captcha_tasks import fetch_page, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
+from captcha_tasks_dev.procs import wait_until
 from captcha_tasks.engine.pool import TokenPool
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import get_settings

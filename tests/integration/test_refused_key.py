@@ -23,11 +23,11 @@ import pytest
 import requests
 
 from captcha_tasks import get_balance, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import SandboxServer
 from captcha_tasks.errors import InvalidApiKey
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import SandboxServer
 from tests.support.workers import WorkerProcess, outcomes, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine.acceptance import AcceptanceBook
 from captcha_tasks.session.cookies import CookieStore
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
+from captcha_tasks_dev.procs import wait_until
 from tests.support.secret_scan import leaks
 from tests.support.workers import ROOT, worker_env
 

@@ -24,7 +24,6 @@ import redis
 from celery import Celery, states
 from kombu import Connection
 
-from captcha_tasks.devtools.redis_sentinel import SentinelDeployment
 from captcha_tasks.engine import queue as queue_module
 from captcha_tasks.engine.jobs import Job
 from captcha_tasks.engine.queue import SolveQueue
@@ -37,6 +36,7 @@ from captcha_tasks.worker.celery_internals.broker import (
     transport_for,
 )
 from captcha_tasks.worker.celery_internals.result_backend import SentinelResultBackend
+from captcha_tasks_dev.redis_sentinel import SentinelDeployment
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from captcha_tasks import get_balance, report_solution, solve_recaptcha_v2
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, dev_api_key
 from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks_sandbox import DEV_API_KEY, dev_api_key
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,9 @@ from captcha_tasks import (
     solve_recaptcha_v3,
     solve_turnstile,
 )
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import image_answer
 from captcha_tasks.errors import InvalidTaskInput
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import image_answer
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -16,12 +16,12 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from captcha_tasks import solve_recaptcha_v2, solve_turnstile
-from captcha_tasks.devtools.procs import free_port, wait_until
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, dev_api_key
 from captcha_tasks.engine.balance import read_balance
 from captcha_tasks.engine.spend import SpendLedger
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import free_port, wait_until
+from captcha_tasks_sandbox import DEV_API_KEY, dev_api_key
 from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration

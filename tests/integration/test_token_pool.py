@@ -12,11 +12,11 @@ import requests
 from celery import chain
 
 from captcha_tasks import ping, solve_recaptcha_v2
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine.pool import TokenPool, pool_id_for
 from captcha_tasks.provider import RecaptchaV2, RecaptchaV3
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import wait_until
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

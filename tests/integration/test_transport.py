@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer
 from captcha_tasks.errors import SolverNetworkError, SubmitUncertain, TransientSolverError
 from captcha_tasks.provider import RecaptchaV2, SolverClient, make_session, transport
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer
 from tests.support.provider_double import DEFAULT_KEY as KEY
 from tests.support.provider_double import ProviderDouble
 from tests.support.servers import BackgroundServer

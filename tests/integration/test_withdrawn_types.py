@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_funcaptcha, solve_hcaptcha
-from captcha_tasks.devtools.sandbox import dev_api_key
 from captcha_tasks.errors import BadRequest, InvalidTaskInput, PermanentSolverError
 from captcha_tasks.provider import offers
 from captcha_tasks.provider.captchas import HCaptcha
 from captcha_tasks.provider.factory import make_provider
 from captcha_tasks.settings import Settings, get_settings
+from captcha_tasks_sandbox import dev_api_key
 from tests.support.workers import provider_sandbox, worker_env
 
 PAGE = "https://example.com/login"

@@ -11,10 +11,10 @@ import requests
 from celery import Celery
 
 from captcha_tasks import get_balance, ping
-from captcha_tasks.devtools.procs import stop_process, wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.errors import InvalidApiKey
+from captcha_tasks_dev.procs import stop_process, wait_until
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import free_port, wait_until
-from captcha_tasks.devtools.redis_server import RedisServer
-from captcha_tasks.devtools.sandbox import DEV_API_KEY
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import free_port, wait_until
+from captcha_tasks_dev.redis_server import RedisServer
+from captcha_tasks_sandbox import DEV_API_KEY
 from tests.support.workers import WorkerProcess, wait_for_worker, worker_env
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.procs import stop_process, wait_until
+from captcha_tasks_dev.procs import stop_process, wait_until
 from tests.support.workers import ROOT, worker_env
 
 pytestmark = pytest.mark.integration

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from captcha_tasks.devtools.procs import free_port, stop_process
+from captcha_tasks_dev.procs import free_port, stop_process
 from tests.support.workers import ROOT
 
 __all__ = ["BridgeProcess", "NatsServer", "bridge_factory", "nats_server", "nats_server_binary"]

@@ -19,7 +19,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Iterator
 
-from captcha_tasks.devtools.procs import stop_process
+from captcha_tasks_dev.procs import stop_process
 from tests.support.workers import ROOT
 
 __all__ = ["LOCK_HOLDER", "SpawnPython", "python_processes", "read_line"]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import trustme
 
-from captcha_tasks.devtools.sandbox import SandboxConfig, SandboxServer
 from captcha_tasks.settings import get_settings
+from captcha_tasks_sandbox import SandboxConfig, SandboxServer
 
 __all__ = [
     "DEFAULT_SANDBOX_TIME_SCALE",

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from captcha_tasks.devtools.procs import Child, ChildExited, logged, spawn, wait_ready
+from captcha_tasks_dev.procs import Child, ChildExited, logged, spawn, wait_ready
 
 __all__ = [
     "ROOT",
@@ -38,7 +38,7 @@ WorkerProcess = Child
 
 def worker_env(sandbox_url: str, **extra: str) -> dict[str, str]:
     """Environment for a worker process that talks to the test Redis and ``sandbox_url``."""
-    from captcha_tasks.devtools.sandbox import DEV_API_KEY
+    from captcha_tasks_sandbox import DEV_API_KEY
 
     env = {
         "CAPTCHA_TASKS_REDIS_URL": os.environ["CAPTCHA_TASKS_REDIS_URL"],
@@ -62,7 +62,7 @@ def provider_sandbox(sandbox_factory: Any, provider: str) -> Any:
 def provider_env(sandbox: Any, provider: str) -> dict[str, str]:
     """:func:`worker_env` for a worker whose one provider is ``provider`` at ``sandbox``,
     with the sandbox's key for it."""
-    from captcha_tasks.devtools.sandbox import dev_api_key
+    from captcha_tasks_sandbox import dev_api_key
 
     env = {"CAPTCHA_TASKS_PROVIDER": provider, "CAPTCHA_TASKS_API_KEY": dev_api_key(provider)}
     return worker_env(sandbox.url, **env)

@@ -17,10 +17,10 @@ import redis
 from click.testing import CliRunner, Result
 
 from captcha_tasks.cli.acl import acl_command
-from captcha_tasks.devtools.redis_server import RedisServer
 from captcha_tasks.settings import get_settings
 from captcha_tasks.state import acl
 from captcha_tasks.state.keys import Keys
+from captcha_tasks_dev.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "captcha_tasks"
@@ -139,8 +139,6 @@ def _redis_calls() -> dict[str, set[str]]:
     """Commands the package's redis-py calls send (receivers named like a client)."""
     found: dict[str, set[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
-        if "devtools" in path.parts:  # dev tools run as the administrator
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue

@@ -1,4 +1,4 @@
-"""The version matrix's driver (captcha_tasks.devtools.compat): its pure parts, no venvs."""
+"""The version matrix's driver (captcha_tasks_dev.compat): its pure parts, no venvs."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from captcha_tasks.devtools import compat
-from captcha_tasks.devtools.compat import (
+from captcha_tasks_dev import compat
+from captcha_tasks_dev.compat import (
     ROWS,
     SELECTED_TESTS,
     Row,

@@ -1,6 +1,7 @@
 """The package's layout holds: layers only import downwards, Celery stays in worker/
-(and the CLI), and the runtime never imports devtools. Read from the source (ast),
-nothing is imported."""
+(and the CLI), and the runtime imports neither the sandbox (captcha_tasks_sandbox) nor
+the developer tools (captcha_tasks_dev), which are distributions of their own. Read from
+the source (ast), nothing is imported."""
 
 from __future__ import annotations
 
@@ -28,10 +29,9 @@ LAYERS: dict[str, int] = {
     "contrib": 9,
     # The MCP server: a client of the package too (its command is named lazily by cli/).
     "mcp": 9,
-    "devtools": 10,
 }  # fmt: skip
 
-#: Imports of Celery or kombu outside worker/, cli/ and devtools/, with the reason.
+#: Imports of Celery or kombu outside worker/ and cli/, with the reason.
 CELERY_OUTSIDE_WORKER: dict[str, str] = {}
 
 
@@ -94,9 +94,20 @@ def test_no_module_imports_a_higher_layer() -> None:
 def test_celery_is_imported_only_by_the_worker_package_and_the_cli() -> None:
     found = set()
     for module, path in _modules():
-        if module.split(".")[1:2] in (["worker"], ["cli"], ["devtools"]):
+        if module.split(".")[1:2] in (["worker"], ["cli"]):
             continue
         for name, typing_only in _imports(module, path):
             if name.split(".")[0] in ("celery", "kombu") and not typing_only:
                 found.add(module)
     assert found == set(CELERY_OUTSIDE_WORKER)
+
+
+def test_the_runtime_imports_neither_the_sandbox_nor_the_dev_tools() -> None:
+    found = [
+        f"{module} -> {name}"
+        for module, path in _modules()
+        for name, _typing_only in _imports(module, path)
+        if name.split(".")[0] in ("captcha_tasks_sandbox", "captcha_tasks_dev")
+    ]
+    assert found == []
+    assert not (PACKAGE / "devtools").exists()

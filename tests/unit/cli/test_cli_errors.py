@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from captcha_tasks.cli.main import run
-from captcha_tasks.devtools.procs import free_port
 from captcha_tasks.settings import get_settings
+from captcha_tasks_dev.procs import free_port
 
 PASSWORD = "s3cret-Pw-81"
 

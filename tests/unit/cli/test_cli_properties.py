@@ -1,9 +1,12 @@
-"""Property-based checks of the ``captcha-tasks`` command line against bad input.
+"""Property-based checks of the ``captcha-tasks`` and ``captcha-tasks-dev`` command lines
+against bad input.
 
 Whatever the arguments, the command ends with a usage error (exit 2) or one clear
 ``Error:`` line (exit 1), never a Python traceback. Everything runs through the
-installed entry point, :func:`captcha_tasks.cli.main.run` (which turns configuration
-errors into exit 2), under click's ``CliRunner``.
+installed entry points, :func:`captcha_tasks.cli.main.run` and
+:func:`captcha_tasks_dev.cli.run` (which turn configuration errors into exit 2), under
+click's ``CliRunner``; the two groups' command names are distinct, so the first argument
+says which.
 
 Two kinds of runs:
 
@@ -33,8 +36,10 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from captcha_tasks.cli.main import main, run
-from captcha_tasks.devtools.procs import free_port
 from captcha_tasks.settings import get_settings
+from captcha_tasks_dev.cli import main as dev_main
+from captcha_tasks_dev.cli import run as dev_run
+from captcha_tasks_dev.procs import free_port
 
 PROPS = settings(derandomize=True, database=None, max_examples=100, deadline=None)
 #: Properties whose examples open (refused) connections or parse a whole command tree.
@@ -46,15 +51,19 @@ PASSWORD = "Pw!s3cret-Proxy"
 
 
 class EntryPoint:
-    """``captcha-tasks`` as installed (``run()`` reading ``sys.argv``), for CliRunner."""
+    """``captcha-tasks`` as installed (``run()`` reading ``sys.argv``), for CliRunner; a
+    command of ``captcha-tasks-dev`` through that one's entry point."""
 
     name = "captcha-tasks"
 
     def main(self, args: Any = (), prog_name: str = "captcha-tasks", **extra: Any) -> None:
         get_settings.cache_clear()  # the environment CliRunner set for this call
+        args = list(args)
+        dev = bool(args) and args[0] in DEV_COMMANDS
         try:
-            with mock.patch.object(sys, "argv", [prog_name, *args]):
-                run()
+            argv = ["captcha-tasks-dev" if dev else prog_name, *args]
+            with mock.patch.object(sys, "argv", argv):
+                (dev_run if dev else run)()
         finally:
             get_settings.cache_clear()
 
@@ -77,7 +86,7 @@ def assert_clean_failure(result: Result, codes: tuple[int, ...] = (1, 2)) -> Non
     errors = [
         line
         for line in result.output.splitlines()
-        if line.startswith(("Error:", "captcha-tasks: "))
+        if line.startswith(("Error:", "captcha-tasks: ", "captcha-tasks-dev: "))
     ]
     assert len(errors) == 1, shown
     if result.exit_code == 1:
@@ -95,7 +104,9 @@ def _walk(
         yield from _walk(sub, (*path, name))
 
 
-COMMANDS = [(path, command) for path, command in _walk(main) if path]
+DEV_COMMANDS = set(dev_main.list_commands(click.Context(dev_main)))
+assert not DEV_COMMANDS & set(main.list_commands(click.Context(main)))
+COMMANDS = [(path, command) for group in (main, dev_main) for path, command in _walk(group) if path]
 LEAVES = [(path, command) for path, command in COMMANDS if not isinstance(command, click.Group)]
 
 

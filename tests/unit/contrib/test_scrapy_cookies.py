@@ -191,7 +191,7 @@ def test_a_redis_that_does_not_answer_fails_the_request_instead_of_sending_it_ba
 ) -> None:
     import redis
 
-    from captcha_tasks.devtools.procs import free_port
+    from captcha_tasks_dev.procs import free_port
 
     away = dataclasses.replace(cluster, state_url=f"redis://127.0.0.1:{free_port()}/0")
     middleware = CaptchaTasksCookiesMiddleware(make_crawler(), away)  # type: ignore[arg-type]

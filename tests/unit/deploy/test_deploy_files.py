@@ -206,7 +206,7 @@ def _is_app(command: list[str]) -> bool:
 def _contract() -> set[str]:
     """Every variable in a documentation table whose first column is ``variable``: the
     settings reference (generated from the code) and the site's pages."""
-    from captcha_tasks.devtools.settings_reference import render
+    from captcha_tasks_dev.settings_reference import render
 
     pages = [render(), *(path.read_text() for path in sorted((ROOT / "docs").rglob("*.md")))]
     names: set[str] = set()
@@ -308,8 +308,8 @@ def _worker_settings() -> dict[str, dict[str, str]]:
 
 
 def test_workers_are_told_their_provider_and_its_key_by_the_new_names() -> None:
-    from captcha_tasks.devtools.sandbox import DEV_API_KEY
     from captcha_tasks.settings import PROTOCOLS, Settings
+    from captcha_tasks_sandbox import DEV_API_KEY
 
     for where, env in _worker_settings().items():
         assert env.get("CAPTCHA_TASKS_PROVIDER") in PROTOCOLS, where

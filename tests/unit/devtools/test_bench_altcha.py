@@ -1,4 +1,4 @@
-"""``captcha-tasks bench altcha`` at a small scale: a row per algorithm the official
+"""``captcha-tasks-dev bench altcha`` at a small scale: a row per algorithm the official
 library offers, each with the library's own solver beside it, every solve checked, and
 the command prints them."""
 
@@ -8,9 +8,9 @@ import json
 
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.bench.altcha import EVERY, AltchaOptions, run_altcha
-from captcha_tasks.devtools.bench.cli import bench_group
 from captcha_tasks.provider.altcha import ALGORITHMS, ALGORITHMS_V2
+from captcha_tasks_dev.bench.altcha import EVERY, AltchaOptions, run_altcha
+from captcha_tasks_dev.bench.cli import bench_group
 
 
 def test_every_algorithm_has_a_row_beside_the_library() -> None:

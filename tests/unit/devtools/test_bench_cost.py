@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from captcha_tasks.devtools.bench.cost import (
+from captcha_tasks_dev.bench.cost import (
     command_calls,
     cost_figures,
     noop_figures,
     store_cpu,
 )
-from captcha_tasks.devtools.bench.solve_report import format_report
+from captcha_tasks_dev.bench.solve_report import format_report
 
 
 def test_command_calls_reads_redis_py_commandstats() -> None:

@@ -1,4 +1,4 @@
-"""``captcha-tasks bench solve``'s DIY column (the official client in a Celery task): its
+"""``captcha-tasks-dev bench solve``'s DIY column (the official client in a Celery task): its
 set-up, the engine's lead as ratios and how the report states them. Starts no process."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.bench import cli as bench_cli
-from captcha_tasks.devtools.bench.diy_design import sdk_timings, split_concurrency
-from captcha_tasks.devtools.bench.metrics import LEAD_FIGURES, lead_ratios
-from captcha_tasks.devtools.bench.solve import BenchOptions, format_report, run_bench
 from captcha_tasks.errors import CaptchaTasksError
+from captcha_tasks_dev.bench import cli as bench_cli
+from captcha_tasks_dev.bench.diy_design import sdk_timings, split_concurrency
+from captcha_tasks_dev.bench.metrics import LEAD_FIGURES, lead_ratios
+from captcha_tasks_dev.bench.solve import BenchOptions, format_report, run_bench
 
 OURS = {
     "fraction_of_t_over_l": 0.874,

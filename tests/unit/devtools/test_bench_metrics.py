@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.bench.metrics import (
+from captcha_tasks_dev.bench.metrics import (
     Outcome,
     backlogged_utilisation,
     busy_seconds,
@@ -21,7 +21,7 @@ from captcha_tasks.devtools.bench.metrics import (
     utilisation,
     zero_overhead_fraction,
 )
-from captcha_tasks.devtools.bench.report import Row, field, fields, joined, render_report, section
+from captcha_tasks_dev.bench.report import Row, field, fields, joined, render_report, section
 
 
 def captcha(

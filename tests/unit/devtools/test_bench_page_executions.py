@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from captcha_tasks.devtools.bench.pages import execution_counts
+from captcha_tasks_dev.bench.pages import execution_counts
 
 LOG = """\
 [2026-12-02 09:18:13,110: INFO/MainProcess] Task captcha_tasks.fetch_page[a-1] received

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from captcha_tasks.devtools.bench.plot import completion_series, write_plot
+from captcha_tasks_dev.bench.plot import completion_series, write_plot
 
 
 def test_completions_are_counted_per_bin_from_the_first_enqueue() -> None:

@@ -1,4 +1,4 @@
-"""``captcha-tasks bench solve --provider``: the option reaches the run, the run sets up the
+"""``captcha-tasks-dev bench solve --provider``: the option reaches the run, the run sets up the
 sandbox and workers for that provider, the report names its protocol. Starts no process."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.bench import cli as bench_cli
-from captcha_tasks.devtools.bench.metrics import Outcome, solve_metrics
-from captcha_tasks.devtools.bench.solve import SITEKEY, BenchOptions, format_report
-from captcha_tasks.devtools.bench.stack import passed_environment, provider_setup
-from captcha_tasks.devtools.sandbox import SandboxConfig, SandboxServer, dev_api_key
 from captcha_tasks.settings import PROTOCOLS, PROVIDERS, Provider, Settings
+from captcha_tasks_dev.bench import cli as bench_cli
+from captcha_tasks_dev.bench.metrics import Outcome, solve_metrics
+from captcha_tasks_dev.bench.solve import SITEKEY, BenchOptions, format_report
+from captcha_tasks_dev.bench.stack import passed_environment, provider_setup
+from captcha_tasks_sandbox import SandboxConfig, SandboxServer, dev_api_key
 
 
 def _invoke(monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[Any, list[BenchOptions]]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.bench.routing import (
+from captcha_tasks_dev.bench.routing import (
     BACK_SPAN,
     CONVERGED_BY,
     format_routing_report,

@@ -20,8 +20,9 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.procs import stop_process
-from captcha_tasks.devtools.sandbox import (
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_dev.procs import stop_process
+from captcha_tasks_sandbox import (
     DEMO_COUNTERS,
     DEMO_SITEKEY,
     DEV_API_KEY,
@@ -32,7 +33,6 @@ from captcha_tasks.devtools.sandbox import (
     SandboxServer,
     sandbox_command,
 )
-from captcha_tasks.errors import ConfigurationError
 from tests.support.sandbox_fixtures import trusted_certificate
 
 SCALE = 0.01  # reCAPTCHA v2 solves in 0.15 s; tokens live 1.2 s; cookies 18 s
@@ -430,10 +430,10 @@ def test_config_rejects_bad_demo_values(fields: dict[str, Any]) -> None:
 def test_logs_never_show_tokens_passwords_or_cookies(
     make_demo: Callable[..., Demo], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="captcha_tasks.devtools.sandbox")
+    caplog.set_level(logging.INFO, logger="captcha_tasks_sandbox")
     quiet = make_demo()
     quiet.verify(quiet.solve())
-    assert not [r for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    assert not [r for r in caplog.records if r.name == "captcha_tasks_sandbox"]
     loud = make_demo(verbose=True)
     token = loud.solve()
     loud.session.post(
@@ -444,7 +444,7 @@ def test_logs_never_show_tokens_passwords_or_cookies(
     login = loud.solve()
     loud.login({"username": "u", "password": "hunter2", "g-recaptcha-response": login})
     loud.get("/account")
-    lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks_sandbox"]
     assert any("demo POST /verify 302" in line for line in lines), lines
     secrets = [token, login, "hunter2", *loud.session.cookies.values()]
     assert len(secrets) == 6  # the validation, session and visitor cookies among them
@@ -506,7 +506,7 @@ def test_cli_serves_the_demo_site() -> None:
     argv = [
         sys.executable,
         "-c",
-        "from captcha_tasks.devtools.sandbox.cli import sandbox_command; sandbox_command()",
+        "from captcha_tasks_sandbox.cli import sandbox_command; sandbox_command()",
         "--port",
         "0",
         "--demo-port",

@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import requests
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer
-from captcha_tasks.devtools.sandbox.demo_widgets import (
+from captcha_tasks.session.pages import find_challenge
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer
+from captcha_tasks_sandbox.demo_widgets import (
     CALLBACK_NAME,
     DEMO_HCAPTCHA_SITEKEY,
     DEMO_TURNSTILE_SITEKEY,
@@ -19,7 +20,6 @@ from captcha_tasks.devtools.sandbox.demo_widgets import (
     widget_markup,
     widgets,
 )
-from captcha_tasks.session.pages import find_challenge
 
 SCALE = 0.01
 

@@ -1,4 +1,4 @@
-"""`captcha-tasks dev --providers`: protocols the sandbox can play, each named once; each
+"""`captcha-tasks-dev dev --providers`: protocols the sandbox can play, each named once; each
 provider's name in CAPTCHA_TASKS_PROVIDERS is its protocol's, as a name may be spelt."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.cli import dev_command
-from captcha_tasks.devtools.run import provider_name
 from captcha_tasks.settings import PROVIDERS
 from captcha_tasks.settings.providers import read_providers
+from captcha_tasks_dev.cli import dev_command
+from captcha_tasks_dev.run import provider_name
 
 
 @pytest.mark.parametrize(

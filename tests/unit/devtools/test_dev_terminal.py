@@ -3,7 +3,7 @@ Celery's start-up banner nor a warning printed before it (the worker's log keeps
 
 from __future__ import annotations
 
-from captcha_tasks.devtools.run import CeleryStartupNoise
+from captcha_tasks_dev.run import CeleryStartupNoise
 
 #: A worker's output as `celery worker -l INFO` prints it when run as root.
 WORKER_OUTPUT = "".join(

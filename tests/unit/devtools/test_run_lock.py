@@ -1,4 +1,4 @@
-"""One `captcha-tasks dev` per run directory: the lock is the kernel's (``flock``), so only
+"""One `captcha-tasks-dev dev` per run directory: the lock is the kernel's (``flock``), so only
 a live holder blocks; the file names the holder's PID for the refusal's message."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from captcha_tasks.devtools.run import RunLock
+from captcha_tasks_dev.run import RunLock
 
 
 def test_a_lock_file_left_by_a_killed_stack_blocks_nothing(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""The runtime never imports the developer tools (``captcha_tasks.devtools``): they are
-the dev stack, the benchmarks and the sandbox, and a worker or the CLI that loaded them
-would pull in their code (and, in a production install, could fail on their extras)."""
+"""The runtime never imports the developer tools (``captcha_tasks_dev``) or the sandbox
+(``captcha_tasks_sandbox``): they are distributions of their own, absent from a
+production install, so a worker or the CLI that loaded them would fail there."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 from tests.support.workers import ROOT
 
 #: Run in a fresh interpreter: everything a worker, a client or the CLI loads, then the
-#: ``captcha_tasks.devtools`` modules that got imported. ``argv[1]``, when given, is one
-#: more module to import first (the check's own check).
+#: ``captcha_tasks_dev`` and ``captcha_tasks_sandbox`` modules that got imported.
+#: ``argv[1]``, when given, is one more module to import first (the check's own check).
 RUNTIME = """
 import importlib, json, pkgutil, sys
 if len(sys.argv) > 1:
@@ -33,7 +33,7 @@ from click.testing import CliRunner
 shown = CliRunner().invoke(captcha_tasks.cli.main.main, ["--help"], prog_name="captcha-tasks")
 assert shown.exit_code == 0 and "Usage:" in shown.output, shown.output
 print(json.dumps(sorted(name for name in sys.modules
-                        if name.split(".")[:2] == ["captcha_tasks", "devtools"])))
+                        if name.split(".")[0] in ("captcha_tasks_dev", "captcha_tasks_sandbox"))))
 """
 
 
@@ -56,6 +56,6 @@ def test_the_runtime_imports_no_devtools_module() -> None:
     assert devtools_imported() == []
 
 
-@pytest.mark.parametrize("module", ["captcha_tasks.devtools.procs"])
+@pytest.mark.parametrize("module", ["captcha_tasks_dev.procs", "captcha_tasks_sandbox.config"])
 def test_the_check_sees_a_devtools_module_when_one_is_imported(module: str) -> None:
     assert module in devtools_imported(module)

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import requests
 
-from captcha_tasks.devtools.sandbox import (
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_sandbox import (
     DEFAULT_LATENCY,
     DEV_API_KEY,
     KINDS,
@@ -25,8 +26,7 @@ from captcha_tasks.devtools.sandbox import (
     SandboxServer,
     image_answer,
 )
-from captcha_tasks.devtools.sandbox.answers import grid_answer
-from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_sandbox.answers import grid_answer
 from tests.support.altcha_reference import create_challenge, verify_solution
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
@@ -829,17 +829,17 @@ def test_chunked_bodies_and_cors(api: Api) -> None:
 def test_logs_are_quiet_and_never_show_keys_or_proxy_passwords(
     make_api: Callable[..., Api], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="captcha_tasks.devtools.sandbox")
+    caplog.set_level(logging.INFO, logger="captcha_tasks_sandbox")
     quiet = make_api()
     quiet.res(action="getbalance")
-    assert not [r for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    assert not [r for r in caplog.records if r.name == "captcha_tasks_sandbox"]
     loud = make_api(verbose=True)
     loud.session.get(
         f"{loud.url}/in.php",
         params={"key": DEV_API_KEY, **SUBMITS["turnstile"], "proxy": "u:hunter2@1.2.3.4:80"},
         timeout=5,
     )
-    lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks.devtools.sandbox"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "captcha_tasks_sandbox"]
     assert any("/in.php" in line for line in lines)
     assert DEV_API_KEY not in caplog.text
     assert "hunter2" not in caplog.text

@@ -13,8 +13,8 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import requests
 
-from captcha_tasks.devtools.procs import wait_until
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer
+from captcha_tasks_dev.procs import wait_until
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 SCALE = 0.01  # reCAPTCHA v2: 0.15 s

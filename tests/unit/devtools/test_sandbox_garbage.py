@@ -13,17 +13,17 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.sandbox import (
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks.provider.transport import MAX_RESPONSE_BYTES
+from captcha_tasks_sandbox import (
     DEV_API_KEY,
     DEV_CAPSOLVER_KEY,
     SandboxConfig,
     SandboxServer,
     sandbox_command,
 )
-from captcha_tasks.devtools.sandbox import cli as sandbox_cli
-from captcha_tasks.devtools.sandbox.garbage import GARBAGE_KINDS, HUGE_BYTES
-from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.provider.transport import MAX_RESPONSE_BYTES
+from captcha_tasks_sandbox import cli as sandbox_cli
+from captcha_tasks_sandbox.garbage import GARBAGE_KINDS, HUGE_BYTES
 
 SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 CLASSIC_SUBMIT = {

@@ -13,7 +13,8 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from captcha_tasks.devtools.sandbox import (
+from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_sandbox import (
     DEV_API_KEY,
     DEV_CAPSOLVER_KEY,
     JSON_DIALECTS,
@@ -23,9 +24,8 @@ from captcha_tasks.devtools.sandbox import (
     image_answer,
     sandbox_command,
 )
-from captcha_tasks.devtools.sandbox import cli as sandbox_cli
-from captcha_tasks.devtools.sandbox.json_protocol import WITHDRAWN
-from captcha_tasks.errors import ConfigurationError
+from captcha_tasks_sandbox import cli as sandbox_cli
+from captcha_tasks_sandbox.json_protocol import WITHDRAWN
 
 SCALE = 0.01
 URL = "https://shop.example.com/login"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox import SandboxServer, coordinates_answer, image_answer
-from captcha_tasks.devtools.sandbox.answers import DEFAULT_USER_AGENT
+from captcha_tasks_sandbox import SandboxServer, coordinates_answer, image_answer
+from captcha_tasks_sandbox.answers import DEFAULT_USER_AGENT
 
 from .test_sandbox import GIF, JPEG, PNG, SUBMITS, Api, error_of
 

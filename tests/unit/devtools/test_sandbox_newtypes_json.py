@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, coordinates_answer
-from captcha_tasks.devtools.sandbox.answers import DEFAULT_USER_AGENT
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer, coordinates_answer
+from captcha_tasks_sandbox.answers import DEFAULT_USER_AGENT
 
 from .test_sandbox_json import PASSWORD, PNG, PROXY, SCALE, SITEKEY, URL, JApi
 from .test_sandbox_newtypes import FUNCAPTCHA_TOKEN, GEETEST_V4_KEYS, PUBLICKEY, spec_points

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from captcha_tasks.devtools.sandbox import DEV_API_KEY, SandboxServer, dev_api_key
+from captcha_tasks_sandbox import DEV_API_KEY, SandboxServer, dev_api_key
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
 

@@ -130,7 +130,7 @@ def test_a_failed_check_keeps_the_last_value_marked_stale(
 def test_the_watch_thread_checks_at_once_and_stops(
     client: redis.Redis, floored: Settings, keys: Keys
 ) -> None:
-    from captcha_tasks.devtools.procs import wait_until
+    from captcha_tasks_dev.procs import wait_until
 
     account = _Account()
     watch = BalanceWatch(client, floored, account).start()

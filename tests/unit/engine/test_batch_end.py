@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, Job
 from captcha_tasks.engine.timing import (
     BATCH_LEARN_QUANTILE,
@@ -24,6 +23,7 @@ from captcha_tasks.provider import Answer
 from captcha_tasks.provider.poll_rules import CLASSIC_RULES
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import FakeProvider, Outcomes
 

@@ -17,7 +17,6 @@ import pytest
 import redis
 import requests
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine
 from captcha_tasks.engine.callback_http import (
     MAX_BUCKETS,
@@ -33,6 +32,7 @@ from captcha_tasks.errors import CaptchaUnsolvable
 from captcha_tasks.provider import Answer, Captcha, Proxy
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import FakeProvider, Outcomes
 

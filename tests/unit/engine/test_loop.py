@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
 from captcha_tasks.provider import FunCaptcha, Polled, Turnstile
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
 from tests.support.provider_settings import with_provider
 
 from .conftest import FakeProvider, Outcomes, ready_on_poll

@@ -9,7 +9,6 @@ from typing import Any
 
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.engine.spend import SpendLedger, set_spend_observer
 from captcha_tasks.monitor.providers import provider_states
@@ -17,6 +16,7 @@ from captcha_tasks.monitor.status import thread_budget
 from captcha_tasks.provider import RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import SITEKEY, FakeProvider, Outcomes
 

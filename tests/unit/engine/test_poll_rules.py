@@ -12,7 +12,6 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine
 from captcha_tasks.engine.timing import PollGrid
 from captcha_tasks.errors import ConfigurationError, RateLimited, SolveTimeout
@@ -24,6 +23,7 @@ from captcha_tasks.provider.poll_rules import (
     poll_rules_for,
 )
 from captcha_tasks.settings import Settings
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import FakeProvider, Outcomes
 

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine
 from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.engine.timing import TOKEN_TTL
@@ -19,6 +18,7 @@ from captcha_tasks.provider import Answer, Polled
 from captcha_tasks.provider.poll_rules import CLASSIC_RULES
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import FakeProvider, Outcomes
 

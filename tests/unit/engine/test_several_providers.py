@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.engine.breaker import COOLDOWN, FAILURES_TO_OPEN, Breaker
 from captcha_tasks.engine.queue import SolveQueue
@@ -22,6 +21,7 @@ from captcha_tasks.errors import (
 from captcha_tasks.provider import Answer, Polled, RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, state_redis
+from captcha_tasks_dev.procs import wait_until
 
 from .conftest import SITEKEY, FakeProvider, Outcomes
 

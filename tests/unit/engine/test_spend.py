@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import redis
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.engine import Engine, Job, admit
 from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.engine.spend import (
@@ -28,6 +27,7 @@ from captcha_tasks.provider import Answer, Polled, RecaptchaV2
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
 from captcha_tasks.state.keys import SPEND_TTL
+from captcha_tasks_dev.procs import wait_until
 from tests.support.provider_settings import with_provider
 
 from .conftest import SITEKEY, FakeProvider, Outcomes

@@ -15,7 +15,6 @@ import pytest
 from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from captcha_tasks.devtools.procs import free_port
 from captcha_tasks.engine import admit
 from captcha_tasks.engine.pool import TokenPool, pool_id_for
 from captcha_tasks.errors import CaptchaUnsolvable, ConfigurationError, NoSlotAvailable
@@ -36,6 +35,7 @@ from captcha_tasks.worker.metrics_step import (
     mark_process_dead,
     metrics_endpoint,
 )
+from captcha_tasks_dev.procs import free_port
 
 SITEKEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 

@@ -13,9 +13,6 @@ from typing import Any
 import pytest
 
 from captcha_tasks import solve_altcha
-from captcha_tasks.devtools.sandbox.answers import altcha_answer
-from captcha_tasks.devtools.sandbox.json_protocol import JsonError, parse_task, solution
-from captcha_tasks.devtools.sandbox.protocol import ApiError, parse_submission
 from captcha_tasks.errors import ConfigurationError, InvalidTaskInput
 from captcha_tasks.provider import Altcha
 from captcha_tasks.provider.classic_params import submit_params
@@ -26,6 +23,9 @@ from captcha_tasks.settings import Settings, get_settings
 from captcha_tasks.settings.providers import NOT_OFFERED
 from captcha_tasks.worker.solve_tasks import SolveTask
 from captcha_tasks.worker.task_bases import SolverTask
+from captcha_tasks_sandbox.answers import altcha_answer
+from captcha_tasks_sandbox.json_protocol import JsonError, parse_task, solution
+from captcha_tasks_sandbox.protocol import ApiError, parse_submission
 from tests.support.altcha_reference import create_challenge, verify_solution
 
 PAGE = "https://example.com/contact"

@@ -11,14 +11,6 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox.answers import datadome_cookie as sandbox_cookie
-from captcha_tasks.devtools.sandbox.json_protocol import (
-    JsonError,
-    dialect_code,
-    parse_task,
-    solution,
-)
-from captcha_tasks.devtools.sandbox.protocol import ApiError, parse_submission
 from captcha_tasks.errors import InvalidTaskInput, ProviderUnavailable
 from captcha_tasks.provider import DataDome, Proxy
 from captcha_tasks.provider.answers import classic_solution, for_type, json_solution
@@ -27,6 +19,14 @@ from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
 from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks_sandbox.answers import datadome_cookie as sandbox_cookie
+from captcha_tasks_sandbox.json_protocol import (
+    JsonError,
+    dialect_code,
+    parse_task,
+    solution,
+)
+from captcha_tasks_sandbox.protocol import ApiError, parse_submission
 
 PAGE = "https://example.com/account"
 #: CapSolver's example URL's shape (initialCid, hash, cid, t, referer, s, e).

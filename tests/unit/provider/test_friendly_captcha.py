@@ -9,13 +9,6 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox.json_protocol import (
-    JsonError,
-    dialect_code,
-    parse_task,
-    solution,
-)
-from captcha_tasks.devtools.sandbox.protocol import ApiError, parse_submission
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.provider import FriendlyCaptcha, Proxy
 from captcha_tasks.provider.classic_params import submit_params
@@ -23,6 +16,13 @@ from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
 from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks_sandbox.json_protocol import (
+    JsonError,
+    dialect_code,
+    parse_task,
+    solution,
+)
+from captcha_tasks_sandbox.protocol import ApiError, parse_submission
 
 PAGE = "https://example.com/login"
 KEY = "FCMDESUD3M34857N"  # Anti-Captcha's example

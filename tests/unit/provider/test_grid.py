@@ -10,14 +10,6 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox.answers import grid_answer
-from captcha_tasks.devtools.sandbox.json_protocol import (
-    JsonError,
-    dialect_code,
-    parse_task,
-    solution,
-)
-from captcha_tasks.devtools.sandbox.protocol import ApiError, Reply, parse_submission
 from captcha_tasks.engine.jobs import captcha_from_json, captcha_to_json
 from captcha_tasks.errors import InvalidTaskInput, ProviderUnavailable
 from captcha_tasks.provider import Grid, Proxy
@@ -27,6 +19,14 @@ from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
 from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks_sandbox.answers import grid_answer
+from captcha_tasks_sandbox.json_protocol import (
+    JsonError,
+    dialect_code,
+    parse_task,
+    solution,
+)
+from captcha_tasks_sandbox.protocol import ApiError, Reply, parse_submission
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 B64 = base64.b64encode(PNG).decode("ascii")

@@ -8,13 +8,6 @@ from typing import Any
 
 import pytest
 
-from captcha_tasks.devtools.sandbox.json_protocol import (
-    JsonError,
-    dialect_code,
-    parse_task,
-    solution,
-)
-from captcha_tasks.devtools.sandbox.protocol import ApiError, parse_submission
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.provider import MtCaptcha, Prosopo, Proxy
 from captcha_tasks.provider.classic_params import submit_params
@@ -22,6 +15,13 @@ from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
 from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks_sandbox.json_protocol import (
+    JsonError,
+    dialect_code,
+    parse_task,
+    solution,
+)
+from captcha_tasks_sandbox.protocol import ApiError, parse_submission
 
 PAGE = "https://example.com/login"
 MT_KEY = "MTPublic-KzqLY1cKH"

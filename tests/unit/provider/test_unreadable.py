@@ -20,12 +20,6 @@ import requests
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from captcha_tasks.devtools.sandbox import (
-    DEV_API_KEY,
-    SandboxServer,
-    dev_api_key,
-)
-from captcha_tasks.devtools.sandbox.garbage import GARBAGE_KINDS, HUGE_BYTES
 from captcha_tasks.errors import (
     ClientError,
     ProviderUnavailable,
@@ -36,6 +30,12 @@ from captcha_tasks.errors import (
 from captcha_tasks.provider import JsonTaskClient, Proxy, RecaptchaV2, SolverClient
 from captcha_tasks.provider.transport import MAX_RESPONSE_BYTES
 from captcha_tasks.provider.unreadable import UNREADABLE_CODES, is_unreadable
+from captcha_tasks_sandbox import (
+    DEV_API_KEY,
+    SandboxServer,
+    dev_api_key,
+)
+from captcha_tasks_sandbox.garbage import GARBAGE_KINDS, HUGE_BYTES
 from tests.support.canned_http import CannedResponse
 
 SITEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"

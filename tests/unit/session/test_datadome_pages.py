@@ -9,12 +9,12 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from captcha_tasks.devtools.sandbox.demo_widgets import datadome_page
 from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.provider import DataDome
 from captcha_tasks.session.pages import Page, detect_challenge, find_datadome
 from captcha_tasks.settings import Settings
 from captcha_tasks.worker.page_tasks import _set_datadome_cookie
+from captcha_tasks_sandbox.demo_widgets import datadome_page
 
 PAGE = "https://shop.example.com/account?x=1"
 DD = (

@@ -10,7 +10,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from captcha_tasks.devtools.redis_server import RedisServer
+from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.tcp_proxy import TcpProxy
 
 

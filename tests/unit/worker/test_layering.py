@@ -10,7 +10,7 @@ from tests.support.workers import ROOT
 
 PACKAGE = ROOT / "captcha_tasks"
 
-#: Every module outside worker/, cli/ and devtools/ (and the package root, which defines
+#: Every module outside worker/ and cli/ (and the package root, which defines
 #: the app, and aio.py, contrib/ and mcp/, which are ways in to its tasks, as the root is):
 #: read from the tree, so a new module is checked without being listed.
 PLAIN = sorted(
@@ -22,7 +22,6 @@ PLAIN = sorted(
     not in (
         "worker",
         "cli",
-        "devtools",
         "__init__.py",
         "celeryconfig.py",
         "aio.py",

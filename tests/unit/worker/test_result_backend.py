@@ -11,8 +11,8 @@ import pytest
 import redis
 from celery.result import AsyncResult
 
-from captcha_tasks.devtools.procs import wait_until
 from captcha_tasks.worker.celery_internals import result_backend
+from captcha_tasks_dev.procs import wait_until
 
 
 def _subscribers(client: redis.Redis, task_id: str) -> int:

@@ -1,0 +1,158 @@
+"""``captcha-tasks-dev bench solve --callbacks``: the same solves collected by polls (the
+default, no callback URL) and by callbacks the sandbox pushes, with and without dropped
+callbacks, each on a fresh Redis, sandbox and workers in one invocation.
+
+What it shows: provider reads per solve, the collection delay (answer ready at the
+sandbox -> result stored, p50/p95) and solves lost. Every worker of a run listens on
+one callback port (SO_REUSEPORT), as workers of one host do in production.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from captcha_tasks.errors import CaptchaTasksError
+
+from .solve import BenchOptions, Progress, _ours, _run_design
+from .stack import Processes
+
+__all__ = ["format_callback_report", "run_callback_bench"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _designs(opts: BenchOptions, drop_rate: float) -> list[Any]:
+    polls = dataclasses.replace(_ours(opts), name="polls", label="polls only (today)")
+    token = secrets.token_hex(24)
+
+    def pushed(name: str, label: str, drop: float) -> Any:
+        port = _free_port()
+        env = {
+            "CAPTCHA_TASKS_CALLBACK_URL": f"http://127.0.0.1:{port}/cb",
+            "CAPTCHA_TASKS_CALLBACK_TOKEN": token,
+            "CAPTCHA_TASKS_CALLBACK_PORT": str(port),
+        }
+        args = ("--callback-drop-rate", repr(drop)) if drop else ()
+        ours = _ours(opts)
+        options = {"env": {**ours.more.get("env", {}), **env}, "sandbox_args": args}
+        return dataclasses.replace(ours, name=name, label=label, more=options)
+
+    designs = [polls, pushed("callbacks", "callbacks", 0.0)]
+    if drop_rate > 0:
+        label = f"callbacks, {drop_rate:.0%} dropped"
+        designs.append(pushed("callbacks_dropped", label, drop_rate))
+    return designs
+
+
+def run_callback_bench(
+    opts: BenchOptions, say: Progress | None = None, *, drop_rate: float = 0.2
+) -> dict[str, Any]:
+    """Run the designs (polls, callbacks, callbacks with ``drop_rate`` dropped) in turn,
+    each in a fresh Python process (``captcha_tasks.app`` is configured once per
+    process); each stops every process it started, on errors too."""
+    say = say or (lambda message: None)
+    started = time.monotonic()
+    names = [d.name for d in _designs(opts, drop_rate)]
+    fields = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
+    fields["log_dir"] = None if opts.log_dir is None else str(opts.log_dir)
+    designs = {}
+    for name in names:
+        argv = [sys.executable, "-m", __name__, json.dumps([name, fields, drop_rate])]
+        run = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+        if run.returncode != 0:
+            raise CaptchaTasksError(f"the {name} run failed (exit {run.returncode})")
+        label, metrics = json.loads(run.stdout.strip().splitlines()[-1])
+        designs[name] = {"label": label, **metrics}
+        say(f"{label}: done")
+    parameters = {
+        "threads": opts.threads,
+        "latency": opts.latency,
+        "jitter": opts.jitter,
+        "solves": opts.solves,
+        "workers": opts.workers,
+        "provider": opts.provider,
+        "time_scale": round(opts.time_scale, 6),
+        "drop_rate": drop_rate,
+        "cpus": os.cpu_count(),
+    }
+    return {
+        "parameters": parameters,
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "designs": designs,
+    }
+
+
+def _run_one(name: str, fields: dict[str, Any], drop_rate: float) -> tuple[str, dict[str, Any]]:
+    """One design's run in this (fresh) process: its label and metrics."""
+    if fields.get("log_dir"):
+        fields["log_dir"] = Path(fields["log_dir"])
+    opts = BenchOptions(**fields)
+    design = next(d for d in _designs(opts, drop_rate) if d.name == name)
+    procs = Processes.logging_to(opts.log_dir, f"captcha-tasks-bench-{name}-")
+    succeeded = False
+
+    def say(message: str) -> None:
+        print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+    try:
+        (run,) = procs.run_each([partial(_run_design, design, opts, say=say)])
+        succeeded = True
+    finally:
+        if opts.log_dir is None and succeeded:
+            shutil.rmtree(procs.log_dir, ignore_errors=True)
+        elif not succeeded:
+            say(f"logs kept in {procs.log_dir}")
+    return run.label, run.metrics
+
+
+#: (label, metric, format) of each row.
+_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("solves completed", "completed", "{}"),
+    ("lost (failed or unfinished)", "lost", "{}"),
+    ("submits per task", "submits_per_task", "{}"),
+    ("provider reads per solve", "polls_per_solve", "{}"),
+    ("collection delay p50 (s)", "collection_delay_p50", "{}"),
+    ("collection delay p95 (s)", "collection_delay_p95", "{}"),
+    ("throughput / (T/L)", "fraction_of_t_over_l", "{}"),
+    ("makespan (s)", "makespan_seconds", "{}"),
+    ("max in flight", "max_in_flight", "{}"),
+)
+
+
+def format_callback_report(report: dict[str, Any]) -> str:
+    """The designs side by side, one row per figure."""
+    p = report["parameters"]
+    designs = list(report["designs"].values())
+    for d in designs:
+        d["lost"] = int(d.get("failures") or 0) + int(d.get("unfinished") or 0)
+    width = max(len(d["label"]) for d in designs) + 2
+    lines = [
+        f"bench solve --callbacks: T={p['threads']}, L={p['latency']} s, "
+        f"{p['solves']} solves, {p['workers']} workers, provider {p['provider']}, "
+        f"time scale {p['time_scale']}, {p['cpus']} CPUs, {report['wall_seconds']} s",
+        "figure".ljust(30) + "".join(d["label"].rjust(width) for d in designs),
+    ]
+    for label, key, fmt in _ROWS:
+        cells = ["-" if d.get(key) is None else fmt.format(d[key]) for d in designs]
+        lines.append(label.ljust(30) + "".join(c.rjust(width) for c in cells))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    _name, _fields, _drop = json.loads(sys.argv[1])
+    print(json.dumps(_run_one(_name, _fields, _drop)))
