@@ -83,9 +83,11 @@ def _kinds(provider: Provider, state: str) -> dict[str, Offer]:
 
 
 #: What the in.php / res.php providers solve: the kinds whose declarations offer them,
-#: plus :data:`TURNSTILE_CHALLENGE` where it is.
+#: plus :data:`TURNSTILE_CHALLENGE` where it is. A withdrawn kind stays listed, as it was
+#: once offered: :data:`WITHDRAWN` refuses it first, and a stale catalogue without that
+#: would send it (the provider's answer is then a permanent error).
 CLASSIC_OFFERS: Final[Mapping[Provider, frozenset[str]]] = {
-    provider: frozenset(_kinds(provider, "offered"))
+    provider: frozenset(_kinds(provider, "offered") | _kinds(provider, "withdrawn"))
     | ({TURNSTILE_CHALLENGE} if provider in _CLASSIC_CHALLENGE else frozenset())
     for provider in PROVIDERS
     if PROTOCOLS[provider] == "classic"

@@ -166,7 +166,7 @@ def test_the_link_check_finds_a_missing_page_and_anchor(tmp_path: Path) -> None:
 
 def test_the_path_check_finds_a_cited_file_that_is_not_there(tmp_path: Path) -> None:
     (tmp_path / "page.md").write_text(
-        "See `captcha_tasks/settings.py`, `provider/offers.py`, `deploy/k8s/` and\n"
+        "See `captcha_tasks/errors.py`, `provider/offers.py`, `deploy/k8s/` and\n"
         "`docs/PROTOCOL.md`; not `.run/env`, `/usr/bin/chromium` or `myapp.py`.\n"
         "```\nnot/a/citation.py\n```\n"
     )
