@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .captchas import Captcha, Coordinates, Grid, Image, Task
+from .captchas import Captcha, Coordinates, Grid, Image
 from .json_dialects import JsonDialect
+from .kind import Task
 from .offers import check_offered, json_names
 from .proxy import Proxy
 

@@ -7,19 +7,27 @@ source that says so). The engine's timings, the dialects' task names and the cat
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
+from ..errors import InvalidTaskInput
 from ..settings.parsing import Provider
+from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING
 
 __all__ = [
+    "Captcha",
+    "CaptchaType",
     "Offer",
     "OfferState",
     "Offers",
+    "Params",
+    "Task",
     "TaskNames",
     "Timing",
     "classic",
+    "image_params",
     "not_offered",
     "task",
     "withdrawn",
@@ -87,3 +95,77 @@ def not_offered(source: str | None = None) -> Offer:
 def withdrawn(source: str, *, names: TaskNames | None = None) -> Offer:
     """Withdrawn by the provider, as ``source`` says."""
     return Offer("withdrawn", source, names)
+
+
+#: Every kind (the ``type`` of each class here).
+CaptchaType = Literal[
+    "recaptcha_v2",
+    "recaptcha_v3",
+    "turnstile",
+    "image",
+    "geetest",
+    "hcaptcha",
+    "funcaptcha",
+    "geetest_v4",
+    "aws_waf",
+    "coordinates",
+    "mtcaptcha",
+    "prosopo",
+    "friendly_captcha",
+    "grid",
+    "altcha",
+    "datadome",
+]
+
+
+_C = TypeVar("_C", bound="Captcha")
+
+
+#: A submit's form parameters as a kind gives them; None: an option left out.
+Params = dict[str, str | None]
+
+
+#: A createTask ``task``'s fields as a kind gives them; None: an option left out.
+Task = dict[str, Any]
+
+
+def image_params(body: bytes, multipart: bool) -> Params:
+    """An image's in.php upload: inline as base64, or (``method=post``) a multipart file
+    that :func:`~.classic_params.submit_files` adds."""
+    if multipart:
+        return {"method": "post"}
+    return {"method": "base64", "body": base64.b64encode(body).decode("ascii")}
+
+
+class Captcha:
+    """Base of the captcha kinds: ``type``, its :class:`~.kind.Timing`, its
+    :class:`~.kind.Offer` at each provider (``offers``), and ``validate()``."""
+
+    __slots__ = ()
+    type: ClassVar[CaptchaType]
+    timing: ClassVar[Timing]
+    offers: ClassVar[Offers]
+
+    def __post_init__(self) -> None:
+        self._check(MAX_IMAGE_BYTES_CEILING)
+
+    def validate(self: _C, *, max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES) -> _C:
+        """Check every field again (images against ``max_image_bytes``); returns ``self``."""
+        if isinstance(max_image_bytes, bool) or not isinstance(max_image_bytes, int):
+            raise TypeError("max_image_bytes must be an int")
+        self._check(max_image_bytes)
+        return self
+
+    def _check(self, max_image_bytes: int) -> None:
+        raise NotImplementedError
+
+    def classic_params(self) -> Params:
+        """in.php's parameters for this captcha: ``method`` and its fields (None: an unset
+        option, left out). ``key``, ``json`` and the proxy are the client's to add."""
+        raise InvalidTaskInput(f"in.php has no method for {type(self).__name__}")
+
+    def json_fields(self, provider: Provider) -> Task:
+        """The fields of a createTask's ``task`` for this captcha at JSON ``provider``
+        (None: an unset option, left out), beside ``type`` and the proxy's, which
+        :func:`~.json_tasks.task_for` adds (docs/PROVIDERS.md §3, §4)."""
+        raise InvalidTaskInput(f"provider {provider}: no task for {type(self).__name__}")
