@@ -1,4 +1,5 @@
-"""The field checks shared by the captcha types and :class:`~.proxy.Proxy`, with their patterns.
+"""The field checks shared by the captcha kinds and :class:`~.proxy.Proxy` (a kind's own
+patterns are in its module of :mod:`.kinds`).
 
 Each check raises :class:`~captcha_tasks.errors.InvalidTaskInput` whose message
 starts with the field it names (``"RecaptchaV2.sitekey: ..."``).
@@ -13,28 +14,10 @@ from urllib.parse import urlsplit
 
 from ..errors import InvalidTaskInput
 
-_RECAPTCHA_KEY = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
-_TURNSTILE_KEY = re.compile(r"^[0-9]x[A-Za-z0-9_-]{6,98}$")
-_HCAPTCHA_KEY = re.compile(r"^[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}$")
-_GT = re.compile(r"^[0-9a-fA-F]{32}$")
-_UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")
-_AWS_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")
-_AWS_IV = re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")
-_AWS_CONTEXT = re.compile(r"^[A-Za-z0-9+/=_-]{8,8192}$")
-_CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
-#: MTCaptcha's site key: ``MTPublic-`` and the key (docs.capsolver.com's MtCaptcha page).
-_MTCAPTCHA_KEY = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
-#: Prosopo's site key: an SS58 account address (``5...``, 48 characters; the providers'
-#: own example has an ``l``, which base58 lacks, so any letter or digit is taken).
-_PROSOPO_KEY = re.compile(r"^5[A-Za-z0-9]{46,47}$")
-#: Friendly Captcha's site key: the widget's ``data-sitekey`` (``FCMDESUD3M34857N`` in
-#: Anti-Captcha's and CapSolver's examples); letters and digits, as no source fixes a length.
-_FRIENDLY_KEY = re.compile(r"^[A-Za-z0-9]{8,64}$")
 _HOSTNAME = re.compile(
     r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
 )
-_LANG = re.compile(r"^[a-z]{2}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _BASE64 = re.compile(r"^[A-Za-z0-9+/]*={0,2}$")
 _DATA_URL = re.compile(r"^data:image/[a-z+.-]+;base64,", re.I)

@@ -5,13 +5,18 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _AWS_CONTEXT, _AWS_IV, _AWS_KEY, _matching, _optional_url, _page_url
+from .._checks import _matching, _optional_url, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
 
 __all__ = ["AwsWaf"]
+
+_AWS_KEY = re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")
+_AWS_IV = re.compile(r"^[A-Za-z0-9+/=_-]{8,256}$")
+_AWS_CONTEXT = re.compile(r"^[A-Za-z0-9+/=_-]{8,8192}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,14 +5,19 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...errors import InvalidTaskInput
 from ...settings.parsing import Provider
-from .._checks import _FRIENDLY_KEY, _matching, _optional_url, _page_url
+from .._checks import _matching, _optional_url, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
 
 __all__ = ["FriendlyCaptcha"]
+
+#: Friendly Captcha's site key: the widget's ``data-sitekey`` (``FCMDESUD3M34857N`` in
+#: Anti-Captcha's and CapSolver's examples); letters and digits, as no source fixes a length.
+_FRIENDLY_KEY = re.compile(r"^[A-Za-z0-9]{8,64}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _UUID, _host_of, _matching, _optional_text, _page_url
+from .._checks import _host_of, _matching, _optional_text, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task, withdrawn
 
 __all__ = ["FunCaptcha"]
+
+_UUID = re.compile(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

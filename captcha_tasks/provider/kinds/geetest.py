@@ -5,13 +5,17 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _CHALLENGE, _GT, _hostname, _matching, _page_url
+from .._checks import _hostname, _matching, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
 
 __all__ = ["GeeTest", "GeeTestV4"]
+
+_GT = re.compile(r"^[0-9a-fA-F]{32}$")
+_CHALLENGE = re.compile(r"^[0-9A-Za-z_-]{32,128}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,13 +5,16 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _HCAPTCHA_KEY, _matching, _page_url
+from .._checks import _matching, _page_url
 from ..kind import Captcha, Offers, Params, Task, TaskNames, Timing, classic, withdrawn
 
 __all__ = ["HCaptcha"]
+
+_HCAPTCHA_KEY = re.compile(r"^[0-9a-fA-F]{8}(-?[0-9a-fA-F]{4}){3}-?[0-9a-fA-F]{12}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

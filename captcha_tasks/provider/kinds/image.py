@@ -7,14 +7,17 @@ from __future__ import annotations
 import base64
 import dataclasses
 import os
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _LANG, _fail, _flag, _int, _optional_text, _set, _shown, _text
+from .._checks import _fail, _flag, _int, _optional_text, _set, _shown, _text
 from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_kind, read_image
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, image_params, task
 
 __all__ = ["Image"]
+
+_LANG = re.compile(r"^[a-z]{2}$")
 
 
 #: Image hints in.php takes as integers (booleans as 0 / 1), in the order they are sent.

@@ -5,13 +5,17 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _MTCAPTCHA_KEY, _flag, _matching, _optional_text, _page_url, _set
+from .._checks import _flag, _matching, _optional_text, _page_url, _set
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
 
 __all__ = ["MtCaptcha"]
+
+#: MTCaptcha's site key: ``MTPublic-`` and the key (docs.capsolver.com's MtCaptcha page).
+_MTCAPTCHA_KEY = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -5,13 +5,18 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _PROSOPO_KEY, _matching, _page_url
+from .._checks import _matching, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
 
 __all__ = ["Prosopo"]
+
+#: Prosopo's site key: an SS58 account address (``5...``, 48 characters; the providers'
+#: own example has an ``l``, which base58 lacks, so any letter or digit is taken).
+_PROSOPO_KEY = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

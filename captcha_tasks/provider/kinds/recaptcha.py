@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import (
-    _RECAPTCHA_KEY,
-    _brief,
-    _fail,
-    _flag,
-    _matching,
-    _optional_text,
-    _page_url,
-    _set,
-    _text,
-)
+from .._checks import _brief, _fail, _flag, _matching, _optional_text, _page_url, _set, _text
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, task
 
 __all__ = ["RecaptchaV2", "RecaptchaV3"]
+
+_RECAPTCHA_KEY = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
 
 
 def _cookie_list(cookies: str | None) -> list[dict[str, str]] | None:

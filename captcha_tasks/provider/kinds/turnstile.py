@@ -5,13 +5,16 @@ parameters)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
-from .._checks import _TURNSTILE_KEY, _fail, _matching, _optional_text, _page_url
+from .._checks import _fail, _matching, _optional_text, _page_url
 from ..kind import Captcha, Offers, Params, Task, Timing, classic, task
 
 __all__ = ["Turnstile"]
+
+_TURNSTILE_KEY = re.compile(r"^[0-9]x[A-Za-z0-9_-]{6,98}$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
