@@ -125,8 +125,7 @@ class GridSolution(TypedDict):
     cols: int
 
 
-#: reCAPTCHA v2/v3, Turnstile, hCaptcha, FunCaptcha, MTCaptcha, Prosopo, Friendly Captcha:
-#: the token; an image: its text.
+#: A token (every kind a site verifies by one), or an image's text.
 TokenResult = SolveResult[str]
 GeeTestResult = SolveResult[GeeTestSolution]
 GeeTestV4Result = SolveResult[GeeTestV4Solution]

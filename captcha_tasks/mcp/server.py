@@ -34,27 +34,11 @@ __all__ = ["SOLVE_TOOLS", "ServerConfig", "build_server", "serve_http", "serve_s
 
 log = logging.getLogger(__name__)
 
-#: One tool per captcha family, each the ``aio`` call of the task of the same name: a flat
-#: schema per tool (agent frameworks fill flat objects far more reliably than a ``oneOf``
-#: union under one ``type`` argument, and a tool's name already says what it solves).
-SOLVE_TOOLS = (
-    "solve_recaptcha_v2",
-    "solve_recaptcha_v3",
-    "solve_turnstile",
-    "solve_hcaptcha",
-    "solve_funcaptcha",
-    "solve_geetest",
-    "solve_geetest_v4",
-    "solve_aws_waf",
-    "solve_mtcaptcha",
-    "solve_prosopo",
-    "solve_friendly_captcha",
-    "solve_datadome",
-    "solve_altcha",
-    "solve_image",
-    "solve_coordinates",
-    "solve_grid",
-)
+#: One tool per captcha family, each the ``aio`` call of the task of the same name (every
+#: ``solve_*`` of :mod:`captcha_tasks.aio`): a flat schema per tool (agent frameworks fill
+#: flat objects far more reliably than a ``oneOf`` union under one ``type`` argument, and
+#: a tool's name already says what it solves).
+SOLVE_TOOLS = tuple(name for name in aio.__all__ if name.startswith("solve_"))
 #: Task parameters a tool does not offer: routing is the operator's, the wait the server's.
 _HIDDEN = frozenset({"provider", "exclude", "timeout"})
 #: Seconds between two progress notifications of a call that waits.
