@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, TypeVar
 
 from ..errors import InvalidTaskInput
-from ..settings.parsing import Provider
+from ..settings.parsing import CaptchaType, Provider
 from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING
 
 __all__ = [
@@ -95,27 +95,6 @@ def not_offered(source: str | None = None) -> Offer:
 def withdrawn(source: str, *, names: TaskNames | None = None) -> Offer:
     """Withdrawn by the provider, as ``source`` says."""
     return Offer("withdrawn", source, names)
-
-
-#: Every kind (the ``type`` of each class here).
-CaptchaType = Literal[
-    "recaptcha_v2",
-    "recaptcha_v3",
-    "turnstile",
-    "image",
-    "geetest",
-    "hcaptcha",
-    "funcaptcha",
-    "geetest_v4",
-    "aws_waf",
-    "coordinates",
-    "mtcaptcha",
-    "prosopo",
-    "friendly_captcha",
-    "grid",
-    "altcha",
-    "datadome",
-]
 
 
 _C = TypeVar("_C", bound="Captcha")

@@ -12,7 +12,7 @@ import decimal
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_URLS",
     "PROTOCOLS",
     "PROVIDERS",
+    "CaptchaType",
     "Parse",
     "Provider",
     "agent_name",
@@ -45,9 +46,11 @@ __all__ = [
 #: :class:`ConfigurationError` naming the variable: ``parse(variable, value)``.
 Parse = Callable[[str, str], Any]
 
-#: Every captcha kind, as ``captcha_tasks.provider.CaptchaType`` spells them (a test
-#: keeps the two equal; settings sit below the provider layer and cannot import it).
-CAPTCHA_TYPES: tuple[str, ...] = (
+#: Every captcha kind's ``type``: what the settings name kinds by (prices, a provider's
+#: ``_TYPES``). Each has its declaration in ``captcha_tasks/provider/kinds/`` (the provider
+#: layer, above this one), registered in ``provider.captchas.CAPTCHA_CLASSES``; a test
+#: holds the two to the same kinds.
+CaptchaType = Literal[
     "recaptcha_v2",
     "recaptcha_v3",
     "turnstile",
@@ -64,7 +67,8 @@ CAPTCHA_TYPES: tuple[str, ...] = (
     "grid",
     "altcha",
     "datadome",
-)
+]
+CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 
 
 Provider = Literal["captchaai", "2captcha", "2captcha-v2", "anticaptcha", "capsolver", "capmonster"]
