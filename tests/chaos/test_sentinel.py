@@ -105,7 +105,15 @@ def test_sentinel_failover_with_the_replica_behind(cluster: Callable[..., Cluste
     assert c.in_window - edges <= lost, "a task sent in the window was not lost?"
     assert row.lost == row.explained_losses
     # A captcha id recorded in the window would be lost too: its job fails
-    # SubmitUncertain (the provider has it; it is never sent again).
+    # SubmitUncertain (the provider has it; it is never sent again): a job submitted in
+    # the window, which may have waited for a thread since before it, neither solved nor
+    # lost.
+    uncertain = row.typed_errors.get("SubmitUncertain", 0)
+    counted = row.tasks - row.explained_losses
     check(
-        row, allowed={"SubmitUncertain"}, requests_per_task=6, explained_losses=row.explained_losses
+        row,
+        allowed={"SubmitUncertain"},
+        requests_per_task=6,
+        solved_at_least=(counted - uncertain) / counted,
+        explained_losses=row.explained_losses,
     )
