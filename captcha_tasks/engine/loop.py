@@ -508,9 +508,10 @@ class Engine:
             self._acquire_and_submit()
 
     def _read_ended(self, jobs: Sequence[Job]) -> None:
+        # The call's end kicks the loop (``_spawn``): a revoke the read held back is
+        # settled at its next turn.
         with self._busy_lock:
             self._reading.difference_update(job.task_id for job in jobs)
-        self._kick.set()  # a revoke held back by the read is settled at the next turn
 
     def refill(self) -> None:
         """Threads were just freed (a poll's or a callback's answers): the next waiting

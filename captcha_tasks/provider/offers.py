@@ -101,25 +101,22 @@ WITHDRAWN: Final[Mapping[Provider, Mapping[str, str]]] = {
     if (gone := _kinds(provider, "withdrawn"))
 }
 
+
+def _sources(provider: Provider) -> dict[str, str]:
+    sources = {"*": PROVIDER_SOURCES[provider]}
+    for kind, cls in CAPTCHA_CLASSES.items():
+        offer = cls.offers[provider]
+        if offer.source and offer.state != "withdrawn":
+            sources[kind] = offer.source
+    if provider in _CHALLENGE_SOURCES:
+        sources[TURNSTILE_CHALLENGE] = _CHALLENGE_SOURCES[provider]
+    return sources
+
+
 #: The source of each provider's other cells: ``"*"`` for any cell whose declaration
 #: names none, else by kind (or :data:`TURNSTILE_CHALLENGE`). Withdrawn cells cite
 #: :data:`WITHDRAWN`.
-SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {
-    provider: {
-        "*": PROVIDER_SOURCES[provider],
-        **{
-            kind: offer.source
-            for kind, cls in CAPTCHA_CLASSES.items()
-            if (offer := cls.offers[provider]).source and offer.state != "withdrawn"
-        },
-        **(
-            {TURNSTILE_CHALLENGE: _CHALLENGE_SOURCES[provider]}
-            if provider in _CHALLENGE_SOURCES
-            else {}
-        ),
-    }
-    for provider in PROVIDERS
-}
+SOURCES: Final[Mapping[Provider, Mapping[str, str]]] = {p: _sources(p) for p in PROVIDERS}
 
 CellState = Literal["offered", "not offered", "withdrawn"]
 

@@ -250,6 +250,13 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         todo += [e for e in inner if isinstance(e, BaseException)]
 
 
+def _os_error(causes: list[BaseException]) -> OSError | None:
+    """The innermost of the standard library's own ``OSError``s among ``causes`` (what the
+    socket said: refused, unreachable, reset), or ``None``."""
+    found = [e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"]
+    return found[-1] if found else None
+
+
 def _proxy_failure(
     session: requests.Session, url: str, exc: requests.exceptions.RequestException
 ) -> ProxyRejected | None:
@@ -294,10 +301,8 @@ def _proxy_failure(
         elif timed_out:
             message, code = f"{shown} did not answer in time", "TIMEOUT"
         else:
-            os_errors = [
-                e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"
-            ]
-            why = f": {os_errors[-1].strerror or os_errors[-1]}" if os_errors else ""
+            os_error = _os_error(causes)
+            why = f": {os_error.strerror or os_error}" if os_error else ""
             message, code = f"cannot connect to {shown}{why}", "CONNECTION_FAILED"
     else:
         return None
@@ -368,10 +373,8 @@ def _unreadable(
             f"{_where(url)} sent nothing for {PAGE_TIMEOUT[1]:g} s", "PAGE_TIMEOUT"
         )
     if isinstance(exc, requests.exceptions.ConnectionError):
-        os_errors = [
-            e for e in causes if isinstance(e, OSError) and type(e).__module__ == "builtins"
-        ]
-        why = f": {os_errors[-1].strerror or type(os_errors[-1]).__name__}" if os_errors else ""
+        os_error = _os_error(causes)
+        why = f": {os_error.strerror or type(os_error).__name__}" if os_error else ""
         return PageFetchFailed(f"cannot connect to {_where(url)}{why}", "PAGE_UNREACHABLE")
     return PageFetchFailed(
         f"{_where(url)} sent an answer that could not be read ({type(exc).__name__})",
