@@ -509,9 +509,13 @@ class Engine:
 
     def _read_ended(self, jobs: Sequence[Job]) -> None:
         # The call's end kicks the loop (``_spawn``): a revoke the read held back is
-        # settled at its next turn.
+        # settled at its next turn, before that turn claims more reads.
+        ids = {job.task_id for job in jobs}
         with self._busy_lock:
-            self._reading.difference_update(job.task_id for job in jobs)
+            self._reading -= ids
+        with self._revoke_lock:
+            if not ids.isdisjoint(self._revoking):
+                self._revoke_looked = float("-inf")
 
     def refill(self) -> None:
         """Threads were just freed (a poll's or a callback's answers): the next waiting

@@ -283,7 +283,7 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
             )
 
         if self.engines:
-            revoke.install(self.revoke)
+            revoke.install(self.revoke, self.held)
         _running[:] = self.engines
 
     def revoke(self, task_ids: list[str], terminate: bool) -> None:
@@ -292,6 +292,15 @@ class SolveEngineStep(bootsteps.StartStopStep):  # type: ignore[misc]
         nothing, as no pool process runs a solve."""
         for engine in self.engines:
             engine.revoke(task_ids)
+
+    def held(self, task_ids: list[str]) -> set[str]:
+        """Which of ``task_ids`` are solves admitted to the engines (their jobs exist)."""
+        queue = self.engines[0].queue
+        with queue.redis.pipeline(transaction=False) as pipe:
+            for task_id in task_ids:
+                pipe.exists(queue.keys.job(task_id))
+            found = pipe.execute()
+        return {task_id for task_id, n in zip(task_ids, found, strict=True) if n}
 
     def stop(self, worker: Any) -> None:
         for watch in self.balances:

@@ -272,6 +272,9 @@ def _celery_revoke_command() -> None:
     if not isinstance(handlers, dict) or not callable(handlers.get("revoke")):
         raise Broken("Celery's control Panel no longer keeps its `revoke` handler in `data`")
     _parameters(handlers["revoke"], "state task_id terminate signal", "Celery's `revoke` handler")
+    revoked = _attr(_module("celery.worker.state"), "revoked", "celery.worker.state")
+    if not callable(getattr(revoked, "update", None)):
+        raise Broken("celery.worker.state.revoked is no longer a set of ids")
     pidbox = _attr(_module("celery.worker.pidbox"), "Pidbox", "celery.worker.pidbox")
     _source_mentions(pidbox.__init__, "Panel.data", "Celery's Pidbox")
 
@@ -379,7 +382,7 @@ ASSUMPTIONS: dict[str, Assumption] = {
             "celery-revoke-command",
             "Celery's workers answer remote-control commands from `Panel.data`, the dict "
             "their Pidbox hands its mailbox, where `revoke(state, task_id, terminate, "
-            "signal)` is kept under its name",
+            "signal)` is kept under its name, and flags ids in `celery.worker.state.revoked`",
             "`revoke()` reaches only what Celery itself holds: a solve already admitted runs "
             "on (`captcha-tasks purge` ends every solve waiting for a thread)",
             "none: would need a signal when a worker receives a revoke",

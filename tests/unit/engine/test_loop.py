@@ -230,3 +230,29 @@ def test_a_solve_revoked_while_it_is_read_ends_once_the_read_has(
     time.sleep(1.0)
     assert provider.count("get") == 1  # and read no more
     assert engine.revoking() == 0
+
+
+def test_a_revoke_held_back_by_a_read_is_settled_before_the_next_read(
+    make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
+) -> None:
+    reads: list[float] = []
+    reading, answer_read = threading.Event(), threading.Event()
+
+    def held_first_read(captcha_id: str, poll: int) -> Polled:
+        reads.append(time.monotonic())
+        if poll == 1:
+            reading.set()
+            answer_read.wait(10)
+        return None
+
+    # Batched: read again at every tick of the grid, far sooner than a revoke's
+    # next look (REVOKE_EVERY) would come.
+    provider = FakeProvider(held_first_read, batch_reads=True)
+    engine, outcomes = make_engine(provider)
+    [task_id] = admit_jobs(1)
+    wait_until(reading.is_set, timeout=10, what="its first read under way")
+    engine.revoke([task_id])
+    answer_read.set()
+    wait_until(lambda: task_id in outcomes.revoked, timeout=5, what="it revoked")
+    time.sleep(0.5)
+    assert len(reads) == 1
