@@ -41,7 +41,7 @@ PROVIDER ?= captchaai
 PROVIDERS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv venv-run venv-sdk run test lint types unit integration sdk faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format sandbox flower compat clean
+.PHONY: help venv venv-run venv-sdk run test lint types unit integration sdk faults docs docs-check docs-screenshots chaos soak bench screenshot browser ops-tools format generate sandbox flower compat clean
 
 help:  ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -187,6 +187,9 @@ ops-tools:  ## Install Debian's prometheus and promtool for the alert and dashbo
 format: $(STAMP)  ## Reformat and fix what ruff can
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+
+generate: $(STAMP)  ## Write the modules generated from the captcha kinds' declarations (a unit test fails while they differ)
+	$(BIN)/captcha-tasks-dev generate
 
 sandbox: $(STAMP)  ## Only the solver sandbox, on port 8765
 	$(BIN)/captcha-tasks-sandbox --port 8765

@@ -19,35 +19,21 @@ from .errors import (
 )
 from .lazy import lazy_exports
 from .settings import Settings, get_settings
+from .settings.parsing import CAPTCHA_TYPES
 from .version import __version__
 from .worker.app import app
 
 if TYPE_CHECKING:
-    from .worker.altcha_tasks import solve_altcha
+    from .worker.altcha_tasks import solve_altcha as solve_altcha
     from .worker.feedback import feedback
+    from .worker.kind_tasks import *  # noqa: F403  (every captcha kind's solve_<type>)
     from .worker.page_tasks import fetch_page
-    from .worker.solve_tasks import (
-        fill_token_pool,
-        get_balance,
-        ping,
-        report_solution,
-        solve_aws_waf,
-        solve_coordinates,
-        solve_datadome,
-        solve_friendly_captcha,
-        solve_funcaptcha,
-        solve_geetest,
-        solve_geetest_v4,
-        solve_grid,
-        solve_hcaptcha,
-        solve_image,
-        solve_mtcaptcha,
-        solve_prosopo,
-        solve_recaptcha_v2,
-        solve_recaptcha_v3,
-        solve_turnstile,
-    )
+    from .worker.solve_tasks import fill_token_pool, get_balance, ping, report_solution
     from .worker.task_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
+
+#: Every captcha kind's solve task, by name (each kind declared in
+#: :mod:`captcha_tasks.provider.kinds`; ALTCHA's is a task of its own).
+_KIND_TASKS = tuple(f"solve_{kind}" for kind in CAPTCHA_TYPES)
 
 __all__ = [
     "CaptchaTasksError",
@@ -69,50 +55,15 @@ __all__ = [
     "get_settings",
     "ping",
     "report_solution",
-    "solve_altcha",
-    "solve_aws_waf",
-    "solve_coordinates",
-    "solve_datadome",
-    "solve_friendly_captcha",
-    "solve_funcaptcha",
-    "solve_geetest",
-    "solve_geetest_v4",
-    "solve_grid",
-    "solve_hcaptcha",
-    "solve_image",
-    "solve_mtcaptcha",
-    "solve_prosopo",
-    "solve_recaptcha_v2",
-    "solve_recaptcha_v3",
-    "solve_turnstile",
+    *_KIND_TASKS,
 ]
+__all__.sort()  # the kinds' tasks among the rest, as `dir()` shows them
 
-_SOLVE = "worker.solve_tasks"
 #: Each name, and the module it comes from (imported when the name is first read).
 _LAZY = {
+    **dict.fromkeys(_KIND_TASKS, "worker.kind_tasks"),
     **dict.fromkeys(
-        (
-            "fill_token_pool",
-            "get_balance",
-            "ping",
-            "report_solution",
-            "solve_aws_waf",
-            "solve_coordinates",
-            "solve_datadome",
-            "solve_friendly_captcha",
-            "solve_funcaptcha",
-            "solve_geetest",
-            "solve_geetest_v4",
-            "solve_grid",
-            "solve_hcaptcha",
-            "solve_image",
-            "solve_mtcaptcha",
-            "solve_prosopo",
-            "solve_recaptcha_v2",
-            "solve_recaptcha_v3",
-            "solve_turnstile",
-        ),
-        _SOLVE,
+        ("fill_token_pool", "get_balance", "ping", "report_solution"), "worker.solve_tasks"
     ),
     "feedback": "worker.feedback",
     "fetch_page": "worker.page_tasks",

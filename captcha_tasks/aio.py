@@ -22,7 +22,7 @@ the ``await`` and sends nothing; same routing) and returns what ``.get()`` would
 result, or the task's exception raised. :func:`send` sends without waiting and gives
 the ``AsyncResult``; :func:`result` waits for one.
 
-How it waits (:mod:`captcha_tasks.worker.async_results`): the Redis result backend
+How it waits (:mod:`captcha_tasks.caller.async_results`): the Redis result backend
 publishes every state it stores on the result key's channel; each event loop keeps one
 ``redis.asyncio`` pub/sub connection, subscribes a channel per awaited task, and reads
 the stored state once the subscription is confirmed (so a result that is already in is
@@ -44,34 +44,21 @@ returned at once). No thread, no polling loop.
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from typing_extensions import ParamSpec
-
+from .caller import aio_kinds
+from .caller.aio_kinds import *  # noqa: F403  (every captcha kind's solve_<type>)
+from .caller.awaiting import DEFAULT_TIMEOUT, aclose, call, call_with, checked, result, send
 from .results import (
-    AwsWafResult,
     BalanceResult,
-    CoordinatesResult,
-    DataDomeResult,
     FeedbackResult,
-    GeeTestResult,
-    GeeTestV4Result,
-    GridResult,
     PageResult,
     PingResult,
     ReportResult,
     TokenResult,
 )
-from .settings import get_settings
 from .worker import altcha_tasks, page_tasks, solve_tasks
-from .worker.app import app
-from .worker.async_results import AsyncResult, await_result, waiter_for
-from .worker.celery_internals.result_backend import without_result_subscription
-from .worker.task_bases import misfit
-from .worker.typed import TaskResult, TypedTask
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -85,356 +72,11 @@ __all__ = [
     "result",
     "send",
     "solve_altcha",
-    "solve_aws_waf",
-    "solve_coordinates",
-    "solve_datadome",
-    "solve_friendly_captcha",
-    "solve_funcaptcha",
-    "solve_geetest",
-    "solve_geetest_v4",
-    "solve_grid",
-    "solve_hcaptcha",
-    "solve_image",
-    "solve_mtcaptcha",
-    "solve_prosopo",
-    "solve_recaptcha_v2",
-    "solve_recaptcha_v3",
-    "solve_turnstile",
+    *aio_kinds.__all__,
 ]
 
-R = TypeVar("R")
-P = ParamSpec("P")
 
-#: Seconds an ``await`` waits for a result unless told otherwise (``timeout=None``: for
-#: ever). Longer than any solve's own deadline at real speed (a solve that runs out of
-#: time fails with ``SolveTimeout`` well before).
-DEFAULT_TIMEOUT = 600.0
-
-
-def send(task: TypedTask[..., R] | Any, *args: Any, **kwargs: Any) -> TaskResult[R]:
-    """Send ``task`` (a task of this app, or its name) with these arguments, as
-    ``.delay()`` does, without Celery's blocking result subscription."""
-    if isinstance(task, str):
-        if task not in app.tasks:
-            app.loader.import_default_modules()  # app.include: every task module
-        task = app.tasks[task]
-    with without_result_subscription():
-        sent: TaskResult[R] = task.apply_async(args, kwargs)
-        return sent
-
-
-@overload
-async def result(async_result: TaskResult[R], *, timeout: float | None = DEFAULT_TIMEOUT) -> R: ...
-@overload
-async def result(
-    async_result: AsyncResult | str, *, timeout: float | None = DEFAULT_TIMEOUT
-) -> Any: ...
-async def result(
-    async_result: TaskResult[Any] | AsyncResult | str, *, timeout: float | None = DEFAULT_TIMEOUT
-) -> Any:
-    """What ``async_result.get()`` returns (or raises), awaited: ``TimeoutError`` after
-    ``timeout`` seconds, with the task left running."""
-    return await await_result(app, get_settings(), async_result, timeout)
-
-
-async def call(
-    task: TypedTask[..., R] | Any,
-    *args: Any,
-    timeout: float | None = DEFAULT_TIMEOUT,
-    **kwargs: Any,
-) -> R:
-    """Send ``task`` and await its result (:func:`send`, then :func:`result`)."""
-    sent: TaskResult[R] = send(task, *args, **kwargs)
-    return await result(sent, timeout=timeout)
-
-
-async def aclose() -> None:
-    """Close the running loop's result connection now (it also closes by itself when the
-    loop ends or after 30 s without a wait); awaits still pending are cancelled."""
-    waiter = waiter_for(app, get_settings())
-    await waiter.aclose()
-
-
-def _checked(
-    awaiting: Callable[P, Coroutine[Any, Any, R]],
-) -> Callable[P, Coroutine[Any, Any, R]]:
-    """A call that does not fit the task's parameters raises :class:`InvalidTaskInput` at
-    the ``await``, as ``.delay()`` does (a misspelt keyword named with the nearest one),
-    rather than Python's ``TypeError``."""
-    own = inspect.signature(awaiting)
-
-    @functools.wraps(awaiting)
-    async def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            own.bind(*args, **kwargs)
-        except TypeError as exc:
-            task = app.tasks[f"captcha_tasks.{awaiting.__name__}"]
-            given = {k: v for k, v in kwargs.items() if k != "timeout"}
-            raise misfit(task, exc, given, args) from None
-        return await awaiting(*args, **kwargs)
-
-    return checked
-
-
-async def _call(task: TypedTask[..., R], given: Mapping[str, Any]) -> R:
-    """Send ``task`` with a wrapper's arguments (``locals()``): its positional parameters
-    as such, keyword-only ones where they differ from the default, and await it."""
-    args, kwargs = [], {}
-    params = inspect.signature(task.run).parameters.values()
-    for param in params:
-        value = given[param.name]
-        if param.kind is param.KEYWORD_ONLY:
-            if value is not param.default and value != param.default:
-                kwargs[param.name] = value
-        else:
-            args.append(value)
-    return await call(task, *args, timeout=given["timeout"], **kwargs)
-
-
-@_checked
-async def solve_recaptcha_v2(
-    sitekey: str,
-    pageurl: str,
-    *,
-    invisible: bool = False,
-    enterprise: bool = False,
-    data_s: str | None = None,
-    cookies: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_recaptcha_v2` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_recaptcha_v2, locals())
-
-
-@_checked
-async def solve_recaptcha_v3(
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str = "verify",
-    min_score: float = 0.3,
-    enterprise: bool = False,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_recaptcha_v3` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_recaptcha_v3, locals())
-
-
-@_checked
-async def solve_turnstile(
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str | None = None,
-    cdata: str | None = None,
-    pagedata: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_turnstile` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_turnstile, locals())
-
-
-@_checked
-async def solve_hcaptcha(
-    sitekey: str,
-    pageurl: str,
-    *,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_hcaptcha` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_hcaptcha, locals())
-
-
-@_checked
-async def solve_funcaptcha(
-    publickey: str,
-    pageurl: str,
-    *,
-    surl: str | None = None,
-    data_blob: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_funcaptcha` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_funcaptcha, locals())
-
-
-@_checked
-async def solve_mtcaptcha(
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str | None = None,
-    invisible: bool = False,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_mtcaptcha` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_mtcaptcha, locals())
-
-
-@_checked
-async def solve_prosopo(
-    sitekey: str,
-    pageurl: str,
-    *,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_prosopo` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_prosopo, locals())
-
-
-@_checked
-async def solve_friendly_captcha(
-    sitekey: str,
-    pageurl: str,
-    *,
-    module_script_url: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_friendly_captcha` (same arguments, and
-    ``timeout=``)."""
-    return await _call(solve_tasks.solve_friendly_captcha, locals())
-
-
-@_checked
-async def solve_geetest(
-    gt: str,
-    challenge: str,
-    pageurl: str,
-    *,
-    api_server: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> GeeTestResult:
-    """``await`` :func:`captcha_tasks.solve_geetest` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_geetest, locals())
-
-
-@_checked
-async def solve_geetest_v4(
-    captcha_id: str,
-    pageurl: str,
-    *,
-    api_server: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> GeeTestV4Result:
-    """``await`` :func:`captcha_tasks.solve_geetest_v4` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_geetest_v4, locals())
-
-
-@_checked
-async def solve_aws_waf(
-    sitekey: str,
-    iv: str,
-    context: str,
-    pageurl: str,
-    *,
-    challenge_script: str | None = None,
-    captcha_script: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> AwsWafResult:
-    """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_aws_waf, locals())
-
-
-@_checked
-async def solve_image(
-    image_b64: str,
-    *,
-    numeric: int | None = None,
-    min_len: int | None = None,
-    max_len: int | None = None,
-    phrase: bool | None = None,
-    regsense: bool | None = None,
-    calc: bool | None = None,
-    lang: str | None = None,
-    textinstructions: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> TokenResult:
-    """``await`` :func:`captcha_tasks.solve_image` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_image, locals())
-
-
-@_checked
-async def solve_datadome(
-    captcha_url: str,
-    pageurl: str,
-    user_agent: str,
-    *,
-    proxy_id: str | None = None,
-    datadome_cookie: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> DataDomeResult:
-    """``await`` :func:`captcha_tasks.solve_datadome` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_datadome, locals())
-
-
-@_checked
-async def solve_coordinates(
-    image_b64: str,
-    *,
-    textinstructions: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> CoordinatesResult:
-    """``await`` :func:`captcha_tasks.solve_coordinates` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_coordinates, locals())
-
-
-@_checked
-async def solve_grid(
-    image_b64: str,
-    instruction: str,
-    *,
-    rows: int = 3,
-    cols: int = 3,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-    timeout: float | None = DEFAULT_TIMEOUT,
-) -> GridResult:
-    """``await`` :func:`captcha_tasks.solve_grid` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.solve_grid, locals())
-
-
-@_checked
+@checked
 async def solve_altcha(
     pageurl: str,
     *,
@@ -444,10 +86,10 @@ async def solve_altcha(
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_altcha` (same arguments, and ``timeout=``)."""
-    return await _call(altcha_tasks.solve_altcha, locals())
+    return await call_with(altcha_tasks.solve_altcha, locals())
 
 
-@_checked
+@checked
 async def fetch_page(
     url: str,
     *,
@@ -456,20 +98,20 @@ async def fetch_page(
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> PageResult:
     """``await`` :func:`captcha_tasks.fetch_page` (same arguments, and ``timeout=``)."""
-    return await _call(page_tasks.fetch_page, locals())
+    return await call_with(page_tasks.fetch_page, locals())
 
 
-@_checked
+@checked
 async def get_balance(
     provider: str | None = None,
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> BalanceResult:
     """``await`` :func:`captcha_tasks.get_balance` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.get_balance, locals())
+    return await call_with(solve_tasks.get_balance, locals())
 
 
-@_checked
+@checked
 async def report_solution(
     task_id: str,
     correct: bool = False,
@@ -477,7 +119,7 @@ async def report_solution(
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> ReportResult:
     """``await`` :func:`captcha_tasks.report_solution` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.report_solution, locals())
+    return await call_with(solve_tasks.report_solution, locals())
 
 
 async def feedback(task_id: str, accepted: bool = True) -> FeedbackResult:
@@ -488,13 +130,13 @@ async def feedback(task_id: str, accepted: bool = True) -> FeedbackResult:
     return await asyncio.to_thread(feedback_now, task_id, accepted)
 
 
-@_checked
+@checked
 async def ping(
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
 ) -> PingResult:
     """``await`` :func:`captcha_tasks.ping` (same arguments, and ``timeout=``)."""
-    return await _call(solve_tasks.ping, locals())
+    return await call_with(solve_tasks.ping, locals())
 
 
 def _deprecated(name: str) -> Callable[..., Awaitable[Any]]:

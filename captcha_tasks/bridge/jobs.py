@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import CaptchaTasksError, InvalidTaskInput
+from ..provider.captchas import CAPTCHA_CLASSES, Captcha
+from ..provider.kind import parameters
 from ..redaction import scrub_text
 
 __all__ = [
@@ -137,169 +139,56 @@ class _Method:
     options: Mapping[str, tuple[str, Callable[[object], object]]]
 
 
-_PROXY = {"proxy_id": ("proxy_id", _same)}
-_USER_AGENT = {"userAgent": ("user_agent", _same), "user_agent": ("user_agent", _same)}
-_V2 = _Method(
-    "captcha_tasks.solve_recaptcha_v2",
-    (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
-    {
-        "invisible": ("invisible", _flag),
-        "enterprise": ("enterprise", _flag),
-        "data-s": ("data_s", _same),
-        "data_s": ("data_s", _same),
-        "cookies": ("cookies", _same),
-        **_USER_AGENT,
-        **_PROXY,
-    },
-)
-_V3 = _Method(
-    "captcha_tasks.solve_recaptcha_v3",
-    (("sitekey", ("googlekey", "sitekey")), ("pageurl", ("pageurl",))),
-    {
-        "action": ("action", _same),
-        "min_score": ("min_score", _number),
-        "enterprise": ("enterprise", _flag),
-        **_PROXY,
-    },
-)
-# Challenge mode (a Cloudflare challenge page) is ``pagedata`` set: the task then needs
-# ``action`` and ``data`` too, and refuses the job without them.
-_TURNSTILE = _Method(
-    "captcha_tasks.solve_turnstile",
-    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    {
-        "action": ("action", _same),
-        "data": ("cdata", _same),
-        "cdata": ("cdata", _same),
-        "pagedata": ("pagedata", _same),
-        **_USER_AGENT,
-        **_PROXY,
-    },
-)
-_IMAGE = _Method(
-    "captcha_tasks.solve_image",
-    (("image_b64", ("body", "image_b64")),),
-    {
-        "numeric": ("numeric", _integer),
-        "min_len": ("min_len", _integer),
-        "max_len": ("max_len", _integer),
-        "phrase": ("phrase", _flag),
-        "regsense": ("regsense", _flag),
-        "calc": ("calc", _flag),
-        "lang": ("lang", _same),
-        "textinstructions": ("textinstructions", _same),
-    },
-)
-_GEETEST = _Method(
-    "captcha_tasks.solve_geetest",
-    (("gt", ("gt",)), ("challenge", ("challenge",)), ("pageurl", ("pageurl",))),
-    {"api_server": ("api_server", _same)},
-)
-_HCAPTCHA = _Method(
-    "captcha_tasks.solve_hcaptcha",
-    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    dict(_PROXY),
-)
-_FUNCAPTCHA = _Method(
-    "captcha_tasks.solve_funcaptcha",
-    (("publickey", ("publickey",)), ("pageurl", ("pageurl",))),
-    {
-        "surl": ("surl", _same),
-        "data[blob]": ("data_blob", _same),
-        "data_blob": ("data_blob", _same),
-        **_USER_AGENT,
-        **_PROXY,
-    },
-)
-_GEETEST_V4 = _Method(
-    "captcha_tasks.solve_geetest_v4",
-    (("captcha_id", ("captcha_id",)), ("pageurl", ("pageurl",))),
-    {"api_server": ("api_server", _same), **_PROXY},
-)
-_AWS_WAF = _Method(
-    "captcha_tasks.solve_aws_waf",
-    (
-        ("sitekey", ("sitekey",)),
-        ("iv", ("iv",)),
-        ("context", ("context",)),
-        ("pageurl", ("pageurl",)),
-    ),
-    {
-        "challenge_script": ("challenge_script", _same),
-        "captcha_script": ("captcha_script", _same),
-        **_PROXY,
-    },
-)
-_MTCAPTCHA = _Method(
-    "captcha_tasks.solve_mtcaptcha",
-    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    {"action": ("action", _same), "invisible": ("invisible", _flag), **_PROXY},
-)
-_PROSOPO = _Method(
-    "captcha_tasks.solve_prosopo",
-    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    dict(_PROXY),
-)
-_FRIENDLY_CAPTCHA = _Method(
-    "captcha_tasks.solve_friendly_captcha",
-    (("sitekey", ("sitekey",)), ("pageurl", ("pageurl",))),
-    dict(_PROXY),
-)
-_DATADOME = _Method(
-    "captcha_tasks.solve_datadome",
-    (
-        ("captcha_url", ("captcha_url",)),
-        ("pageurl", ("pageurl",)),
-        ("user_agent", ("userAgent", "user_agent")),
-    ),
-    {"datadome_cookie": ("datadome_cookie", _same), **_PROXY},
-)
-_COORDINATES = _Method(
-    "captcha_tasks.solve_coordinates",
-    (("image_b64", ("body", "image_b64")),),
-    {"textinstructions": ("textinstructions", _same)},
-)
-#: 2Captcha's grid: ``base64`` + ``recaptcha=1`` (2captcha-python's grid()).
-_GRID = _Method(
-    "captcha_tasks.solve_grid",
-    (("image_b64", ("body", "image_b64")), ("instruction", ("textinstructions", "instruction"))),
-    {
-        "recaptcharows": ("rows", _integer),
-        "recaptchacols": ("cols", _integer),
-        "rows": ("rows", _integer),
-        "cols": ("cols", _integer),
-    },
-)
+#: A parameter's in.php value converted by its type (a
+#: :class:`~captcha_tasks.provider.kind.Parameter`'s annotation); any other is passed as
+#: it is.
+_CONVERTERS: Mapping[str, Callable[[object], object]] = {
+    "bool": _flag,
+    "bool | None": _flag,
+    "int": _integer,
+    "int | None": _integer,
+    "float": _number,
+    "float | None": _number,
+}
+
+
+def _method(kind: type[Captcha]) -> _Method:
+    """The job fields of ``kind``'s solve task, from its declaration: each parameter under
+    its in.php names (:func:`~captcha_tasks.provider.kind.in_php`) and its own, the
+    positional ones first; ``provider`` and ``exclude`` are the workers' to choose."""
+    positional: list[tuple[str, tuple[str, ...]]] = []
+    options: dict[str, tuple[str, Callable[[object], object]]] = {}
+    for param in parameters(kind):
+        if param.name in ("provider", "exclude"):
+            continue
+        names = tuple(dict.fromkeys((*param.in_php, param.name)))
+        if param.required:
+            positional.append((param.name, names))
+        else:
+            convert = _CONVERTERS.get(param.annotation, _same)
+            options.update(dict.fromkeys(names, (param.name, convert)))
+    return _Method(f"captcha_tasks.solve_{kind.type}", tuple(positional), options)
+
+
+#: Every kind's job fields, by its ``type``.
+_METHODS: Mapping[str, _Method] = {
+    cls.type: _method(cls) for cls in CAPTCHA_CLASSES.values() if cls.solve_call is not None
+}
+#: The in.php methods that name one kind alone (its declaration's ``in_php``).
+_BY_NAME: Mapping[str, _Method] = {
+    cls.solve_call.in_php: _METHODS[cls.type]
+    for cls in CAPTCHA_CLASSES.values()
+    if cls.solve_call is not None and cls.solve_call.in_php
+}
 
 #: ``in.php`` methods the bridge maps (reCAPTCHA v3 is ``userrecaptcha`` + ``version=v3``;
 #: image to coordinates is ``base64`` + ``coordinatescaptcha=1``, a grid ``base64`` +
 #: ``recaptcha=1``).
 METHODS: Mapping[str, str] = {
     "userrecaptcha": "captcha_tasks.solve_recaptcha_v2 (version=v3: solve_recaptcha_v3)",
-    "turnstile": "captcha_tasks.solve_turnstile (with pagedata: challenge mode)",
     "base64": "captcha_tasks.solve_image (coordinatescaptcha=1: solve_coordinates, "
     "recaptcha=1: solve_grid)",
-    "geetest": "captcha_tasks.solve_geetest",
-    "geetest_v4": "captcha_tasks.solve_geetest_v4",
-    "hcaptcha": "captcha_tasks.solve_hcaptcha",
-    "funcaptcha": "captcha_tasks.solve_funcaptcha",
-    "amazon_waf": "captcha_tasks.solve_aws_waf",
-    "mt_captcha": "captcha_tasks.solve_mtcaptcha",
-    "prosopo": "captcha_tasks.solve_prosopo",
-    "friendly_captcha": "captcha_tasks.solve_friendly_captcha",
-    "datadome": "captcha_tasks.solve_datadome",
-}
-_BY_NAME: Mapping[str, _Method] = {
-    "turnstile": _TURNSTILE,
-    "geetest": _GEETEST,
-    "geetest_v4": _GEETEST_V4,
-    "hcaptcha": _HCAPTCHA,
-    "funcaptcha": _FUNCAPTCHA,
-    "amazon_waf": _AWS_WAF,
-    "mt_captcha": _MTCAPTCHA,
-    "prosopo": _PROSOPO,
-    "friendly_captcha": _FRIENDLY_CAPTCHA,
-    "datadome": _DATADOME,
+    **{name: method.task for name, method in _BY_NAME.items()},
 }
 
 
@@ -312,7 +201,7 @@ def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
         version = params.pop("version", "v2")
         if version not in ("v2", "v3"):
             raise InvalidTaskInput(f"userrecaptcha: version must be v2 or v3, got {version!r}")
-        return (_V3 if version == "v3" else _V2), params
+        return _METHODS["recaptcha_v3" if version == "v3" else "recaptcha_v2"], params
     if method == "base64":
         coordinates = _flag(params.pop("coordinatescaptcha", False))
         if not isinstance(coordinates, bool):
@@ -323,8 +212,8 @@ def _method_of(job: Job) -> tuple[_Method, dict[str, object]]:
         if grid and coordinates:
             raise InvalidTaskInput("base64: recaptcha=1 and coordinatescaptcha=1 together")
         if grid:
-            return _GRID, params
-        return (_COORDINATES if coordinates else _IMAGE), params
+            return _METHODS["grid"], params
+        return _METHODS["coordinates" if coordinates else "image"], params
     found = _BY_NAME.get(method)
     if found is None:
         shown = method if len(method) <= 40 else method[:37] + "..."

@@ -14,31 +14,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..lazy import lazy_exports
+from . import captchas
 from .base import Answer, Polled, Provider
-from .captchas import (
-    CAPTCHA_CLASSES,
-    DEFAULT_MAX_IMAGE_BYTES,
-    Altcha,
-    AwsWaf,
-    Captcha,
-    CaptchaType,
-    Coordinates,
-    DataDome,
-    FriendlyCaptcha,
-    FunCaptcha,
-    GeeTest,
-    GeeTestV4,
-    Grid,
-    HCaptcha,
-    Image,
-    MtCaptcha,
-    Prosopo,
-    Proxy,
-    ProxyType,
-    RecaptchaV2,
-    RecaptchaV3,
-    Turnstile,
-)
+from .captchas import *  # noqa: F403  (every captcha kind, and its registry)
 from .kind import Offer, TaskNames, Timing
 from .offers import check_offered, offer_matrix, refusal
 from .protocol import (
@@ -72,40 +50,18 @@ __getattr__ = lazy_exports(__name__, _LAZY, globals())
 
 
 __all__ = [
-    "CAPTCHA_CLASSES",
-    "DEFAULT_MAX_IMAGE_BYTES",
     "ERROR_TABLE",
     "NOT_READY",
-    "Altcha",
     "Answer",
-    "AwsWaf",
-    "Captcha",
-    "CaptchaType",
-    "Coordinates",
-    "DataDome",
     "ErrorRule",
-    "FriendlyCaptcha",
-    "FunCaptcha",
-    "GeeTest",
-    "GeeTestV4",
-    "Grid",
-    "HCaptcha",
-    "Image",
     "JsonTaskClient",
-    "MtCaptcha",
     "NotReady",
     "Offer",
     "Polled",
-    "Prosopo",
     "Provider",
-    "Proxy",
-    "ProxyType",
-    "RecaptchaV2",
-    "RecaptchaV3",
     "SolverClient",
     "TaskNames",
     "Timing",
-    "Turnstile",
     "check_offered",
     "close_shared_session",
     "error_for",
@@ -116,4 +72,5 @@ __all__ = [
     "refusal",
     "rule_for",
     "shared_session",
+    *captchas.__all__,
 ]

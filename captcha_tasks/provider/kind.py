@@ -1,8 +1,10 @@
 """The terms a captcha kind is declared in. Each class of :mod:`.captchas` is one kind's
-whole declaration: its fields and their checks, its :class:`Timing`, and per provider its
+whole declaration: its fields and their checks, its :class:`Timing`, per provider its
 :class:`Offer` (offered or not, the wire names a JSON dialect uses for it, and the public
-source that says so). The engine's timings, the dialects' task names and the catalogue
-(:mod:`.offers`) are read from those declarations, never written again.
+source that says so), and its :class:`SolveCall` (the solve task callers send). The
+engine's timings, the dialects' task names, the catalogue (:mod:`.offers`) and the solve
+tasks with their ``aio`` twins (generated from :func:`parameters`) are read from those
+declarations, never written again.
 """
 
 from __future__ import annotations
@@ -14,21 +16,29 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from ..errors import InvalidTaskInput
 from ..settings.parsing import CaptchaType, Provider
-from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING
+from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, decode_base64
 
 __all__ = [
+    "BASE64_IMAGE",
+    "NOT_A_PARAMETER",
     "Captcha",
     "CaptchaType",
     "Offer",
     "OfferState",
     "Offers",
+    "Parameter",
     "Params",
+    "ProxyUse",
+    "SolveCall",
     "Task",
     "TaskNames",
     "Timing",
+    "build",
     "classic",
     "image_params",
+    "in_php",
     "not_offered",
+    "parameters",
     "task",
     "withdrawn",
 ]
@@ -100,6 +110,110 @@ def withdrawn(source: str, *, names: TaskNames | None = None) -> Offer:
 _C = TypeVar("_C", bound="Captcha")
 
 
+#: How a kind's solve task takes a proxy of the pool (``proxy_id``): not at all, as an
+#: option, or always (the task refuses a call without one, ``PROXY_REQUIRED``).
+ProxyUse = Literal["none", "optional", "required"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SolveCall:
+    """A kind's solve task (``solve_<type>``), as callers see it: its docstring (``doc``),
+    the TypedDict of :mod:`captcha_tasks.results` it returns (``result``, by name), how it
+    takes a pool proxy (``proxy``; ``proxy_why``: why it needs one, where it does). Its
+    parameters are the kind's fields (:func:`parameters`)."""
+
+    doc: str
+    result: str = "TokenResult"
+    proxy: ProxyUse = "optional"
+    proxy_why: str = ""
+    #: The in.php ``method`` a NATS job names this kind by (:mod:`captcha_tasks.bridge`),
+    #: where that method means this kind alone; None: no method, or one shared with
+    #: other kinds (the bridge tells them apart by the job's flags).
+    in_php: str | None = None
+
+
+#: Field metadata: a field that is no parameter of the solve task (another builder sets it).
+NOT_A_PARAMETER: Mapping[str, Any] = {"parameter": None}
+#: Field metadata: an image the solve task takes as base64 text, ``image_b64`` (in.php's
+#: ``body``).
+BASE64_IMAGE: Mapping[str, Any] = {"parameter": "image_b64", "in_php": ("body",)}
+
+
+def in_php(*names: str) -> Mapping[str, Any]:
+    """Field metadata: the names in.php (and so a NATS job) gives the field, the one its
+    parameter is called by also taken; the first is in.php's own."""
+    return {"in_php": names}
+
+
+#: A parameter without a default (the caller gives it).
+REQUIRED: Any = dataclasses.MISSING
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One parameter of a kind's solve task: its ``name``, its type as source text
+    (``annotation``), its ``default`` (:data:`REQUIRED`: positional, given by every
+    caller; else keyword-only), and the kind's ``field`` it fills (None: the route's own:
+    ``proxy_id``, ``provider``, ``exclude``)."""
+
+    name: str
+    annotation: str
+    default: Any = REQUIRED
+    field: str | None = None
+    #: The other names in.php gives it (:func:`in_php`).
+    in_php: tuple[str, ...] = ()
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+
+def parameters(kind: type[Captcha]) -> list[Parameter]:
+    """The parameters of ``kind``'s solve task, less ``self``, in order: the fields
+    without a default (positional), ``proxy_id`` where the proxy is required, the fields
+    with one (keyword-only), ``proxy_id`` where it is optional, then ``provider`` and
+    ``exclude``. A field marked :data:`BASE64_IMAGE` is taken as base64 text."""
+    call = kind.solve_call
+    if call is None:
+        raise TypeError(f"{kind.__name__} declares no solve task")
+    required: list[Parameter] = []
+    options: list[Parameter] = []
+    for field in dataclasses.fields(kind):  # type: ignore[arg-type]
+        name = field.metadata.get("parameter", field.name)
+        if not field.init or name is None:
+            continue
+        annotation = "str" if name != field.name else str(field.type)
+        default = REQUIRED if field.default is dataclasses.MISSING else field.default
+        param = Parameter(name, annotation, default, field.name, field.metadata.get("in_php", ()))
+        (required if param.required else options).append(param)
+    proxy = [Parameter("proxy_id", "str | None", None)] if call.proxy != "none" else []
+    route = [
+        Parameter("provider", "str | None", None),
+        Parameter("exclude", "Sequence[str]", ()),
+    ]
+    if call.proxy == "required":
+        return [*required, *proxy, *options, *route]
+    return [*required, *options, *proxy, *route]
+
+
+def build(kind: type[_C], values: Mapping[str, Any], *, max_image_bytes: int) -> _C:
+    """``kind`` from a solve task's arguments (``values``, by parameter name; those not
+    given keep the field's default), its image decoded from base64 text, refused before
+    decoding over ``max_image_bytes``. Raises ``TypeError`` for an argument of the wrong
+    type, :class:`InvalidTaskInput` for a value its checks refuse."""
+    fields: dict[str, Any] = {}
+    for param in parameters(kind):
+        if param.field is None or param.name not in values:
+            continue
+        value = values[param.name]
+        if param.name != param.field:  # the image, as base64 text
+            if not isinstance(value, str):
+                raise TypeError(f"{param.name} must be a base64 string")
+            value = decode_base64(f"{kind.__name__}.{param.field}", value, max_image_bytes)
+        fields[param.field] = value
+    return kind(**fields)
+
+
 #: A submit's form parameters as a kind gives them; None: an option left out.
 Params = dict[str, str | None]
 
@@ -118,12 +232,15 @@ def image_params(body: bytes, multipart: bool) -> Params:
 
 class Captcha:
     """Base of the captcha kinds: ``type``, its :class:`~.kind.Timing`, its
-    :class:`~.kind.Offer` at each provider (``offers``), and ``validate()``."""
+    :class:`~.kind.Offer` at each provider (``offers``), its :class:`SolveCall`
+    (``solve_call``), and ``validate()``."""
 
     __slots__ = ()
     type: ClassVar[CaptchaType]
     timing: ClassVar[Timing]
     offers: ClassVar[Offers]
+    #: Its solve task, generated from this declaration; None: a task of its own.
+    solve_call: ClassVar[SolveCall | None] = None
 
     def __post_init__(self) -> None:
         self._check(MAX_IMAGE_BYTES_CEILING)
@@ -137,6 +254,17 @@ class Captcha:
 
     def _check(self, max_image_bytes: int) -> None:
         raise NotImplementedError
+
+    def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
+        """Why ``provider``, whose catalogue names this kind, cannot take this captcha all
+        the same (through a proxy if ``proxied``): a field it requires, a variant it
+        lacks, in words that follow "provider <name> ". None: it can."""
+        return None
+
+    @property
+    def what(self) -> str:
+        """How refusals name captchas of this kind (``"Grid captchas"``)."""
+        return f"{type(self).__name__} captchas"
 
     def classic_params(self) -> Params:
         """in.php's parameters for this captcha: ``method`` and its fields (None: an unset

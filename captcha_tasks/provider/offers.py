@@ -13,19 +13,17 @@ in :data:`SOURCES` (:func:`catalogue`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final, Literal, get_args
 
-from ..errors import InvalidTaskInput
+from ..errors import ConfigurationError, InvalidTaskInput
 from ..settings import PROTOCOLS, PROVIDERS, Provider
+from ..settings.providers import ProviderConfig, variable
 from .captchas import (
     CAPTCHA_CLASSES,
-    Altcha,
     Captcha,
     CaptchaType,
     Coordinates,
-    DataDome,
-    FriendlyCaptcha,
     Grid,
     Image,
     RecaptchaV2,
@@ -36,12 +34,14 @@ from .kind import Offer, TaskNames
 
 __all__ = [
     "CLASSIC_OFFERS",
+    "NEVER_SOLVED",
     "PROVIDER_SOURCES",
     "SOURCES",
     "TURNSTILE_CHALLENGE",
     "WITHDRAWN",
     "Cell",
     "catalogue",
+    "check_configured",
     "check_offered",
     "json_names",
     "offer_matrix",
@@ -102,6 +102,30 @@ WITHDRAWN: Final[Mapping[Provider, Mapping[str, str]]] = {
 }
 
 
+#: The kinds each provider solves in no variant (never offered, or withdrawn), from the
+#: kinds' declarations: a provider's ``_TYPES`` naming one is a mistake
+#: (:func:`check_configured`).
+NEVER_SOLVED: Final[Mapping[Provider, frozenset[str]]] = {
+    provider: frozenset(
+        kind for kind, cls in CAPTCHA_CLASSES.items() if cls.offers[provider].state != "offered"
+    )
+    for provider in PROVIDERS
+}
+
+
+def check_configured(configs: Iterable[ProviderConfig]) -> None:
+    """Raise :class:`ConfigurationError`, naming the variable, for a provider whose
+    ``_TYPES`` names a kind its protocol never solves (:data:`NEVER_SOLVED`). The app's
+    configuration runs it when it reads the settings, in workers and callers alike."""
+    for config in configs:
+        for kind in config.types:
+            if kind in NEVER_SOLVED[config.protocol]:
+                raise ConfigurationError(
+                    f"{variable(config.name, 'TYPES')}: protocol {config.protocol} does not "
+                    f"solve {kind} captchas"
+                )
+
+
 def _sources(provider: Provider) -> dict[str, str]:
     sources = {"*": PROVIDER_SOURCES[provider]}
     for kind, cls in CAPTCHA_CLASSES.items():
@@ -131,9 +155,6 @@ class Cell:
 
 #: Read from their bytes: a proxy has nothing to load, so it is dropped, never refused.
 _NO_PROXY = (Image, Coordinates, Grid)
-#: The grids CapSolver's and CapMonster Cloud's reCAPTCHA classification reads: 3x3,
-#: 4x4 and the 1x1 of one replaced tile (capmonstercloudclient's metadata.Grid values).
-_RECAPTCHA_GRIDS = frozenset({(1, 1), (3, 3), (4, 4)})
 
 
 def json_names(dialect: JsonDialect, captcha: Captcha) -> TaskNames | None:
@@ -177,7 +198,7 @@ def offered_by(captcha: Captcha, providers: Collection[Provider] = PROVIDERS) ->
 def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> str | None:
     """Why ``provider`` cannot take ``captcha`` (through a proxy if ``proxied``), or
     ``None`` when it can."""
-    what = f"{type(captcha).__name__} captchas"
+    what = captcha.what
     if isinstance(captcha, Turnstile) and captcha.challenge:
         what += " in challenge mode (pagedata)"
     source = withdrawal(provider, captcha)
@@ -190,37 +211,11 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
                 f"provider {provider} does not solve {what} "
                 "(docs/PROVIDERS.md, type x provider matrix)"
             )
-        if isinstance(captcha, Grid):
-            return _grid_refusal(provider, captcha, what)
+        condition = captcha.offer_condition(provider, proxied=proxied)
+        if condition is not None:
+            return f"provider {provider} {condition}"
         if isinstance(captcha, _NO_PROXY):
             return None
-        if (
-            isinstance(captcha, FriendlyCaptcha)
-            and provider == "capmonster"
-            and captcha.module_script_url is None
-        ):
-            # Its CustomTask tells v1 from v2 by the widget script's URL, required.
-            return (
-                f"provider {provider} solves {what} only with module_script_url (the "
-                "widget script the page loads: metadata.apiGetLib)"
-            )
-        if (
-            isinstance(captcha, Altcha)
-            and provider == "capmonster"
-            and captcha.challenge().algorithm != "SHA-256"
-        ):
-            # Its metadata has no algorithm field: the widget's default, SHA-256, only.
-            return f"provider {provider} solves {what} with SHA-256 challenges only"
-        if (
-            isinstance(captcha, DataDome)
-            and provider == "capmonster"
-            and captcha.datadome_cookie is None
-        ):
-            # Its CustomTask takes the challenge's cookie with the captcha's URL, required.
-            return (
-                f"provider {provider} solves {what} only with datadome_cookie (the "
-                "datadome cookie the challenged page set: metadata.datadomeCookie)"
-            )
         if proxied and names.proxy is None:
             return f"provider {provider} does not solve {what} through a proxy"
         if not proxied and names.proxyless is None:
@@ -229,28 +224,8 @@ def refusal(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> s
     feature = _feature(captcha)
     if feature not in CLASSIC_OFFERS.get(provider, frozenset()):
         return f"provider {provider} does not solve {what} (provider/offers.py, CLASSIC_OFFERS)"
-    if isinstance(captcha, DataDome) and not proxied:
-        # in.php's method=datadome takes a proxy, required (SOURCES).
-        return f"provider {provider} does not solve {what} without a proxy"
-    return None
-
-
-def _grid_refusal(provider: Provider, captcha: Grid, what: str) -> str | None:
-    """CapSolver and CapMonster Cloud classify reCAPTCHA grids only; CapSolver's question
-    is an object id from its list, never the text."""
-    if provider not in ("capsolver", "capmonster"):
-        return None
-    if (captcha.rows, captcha.cols) not in _RECAPTCHA_GRIDS:
-        return (
-            f"provider {provider} solves {what} of 3x3, 4x4 or 1x1 tiles only, not "
-            f"{captcha.rows}x{captcha.cols}"
-        )
-    if provider == "capsolver" and not captcha.is_object_id:
-        return (
-            f"provider {provider} solves {what} only with reCAPTCHA's object id as the "
-            "instruction (/m/..., its question list), not the text"
-        )
-    return None
+    condition = captcha.offer_condition(provider, proxied=proxied)
+    return None if condition is None else f"provider {provider} {condition}"
 
 
 def check_offered(provider: Provider, captcha: Captcha, *, proxied: bool = False) -> None:

@@ -49,7 +49,6 @@ __all__ = [
     "DEFAULT_PROVIDER",
     "DEFAULT_THREADS",
     "DEFAULT_VARIABLES",
-    "NOT_OFFERED",
     "OTHER_KEY_VARIABLE",
     "PROVIDERS_VARIABLE",
     "SINGLE_PROVIDER_VARIABLES",
@@ -83,30 +82,6 @@ OTHER_KEY_VARIABLE: Final = "CAPTCHAAI_API_KEY"
 #: Every single-provider variable: with ``CAPTCHA_TASKS_PROVIDERS`` set they would be
 #: ignored, so they are refused.
 SINGLE_PROVIDER_VARIABLES: Final = (*DEFAULT_VARIABLES.values(), OTHER_KEY_VARIABLE)
-
-#: The kinds a protocol does not solve in any variant (never offered, or withdrawn), so
-#: ``_TYPES`` naming one is a mistake. The truth is provider/offers.py (a layer above);
-#: a unit test keeps this equal.
-NOT_OFFERED: Final[Mapping[Provider, frozenset[str]]] = {
-    "captchaai": frozenset(
-        {
-            "funcaptcha",
-            "geetest_v4",
-            "aws_waf",
-            "coordinates",
-            "mtcaptcha",
-            "prosopo",
-            "friendly_captcha",
-            "altcha",
-            "datadome",
-        }
-    ),
-    "2captcha": frozenset({"hcaptcha"}),
-    "2captcha-v2": frozenset({"hcaptcha"}),
-    "anticaptcha": frozenset({"hcaptcha", "mtcaptcha", "grid", "datadome"}),
-    "capsolver": frozenset({"hcaptcha", "funcaptcha", "coordinates", "prosopo", "altcha"}),
-    "capmonster": frozenset({"hcaptcha", "coordinates"}),
-}
 
 _NAME_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _SUFFIXES = (
@@ -285,7 +260,7 @@ def _provider_config(name: str, env: Mapping[str, str], *, named: bool) -> Provi
         url=url,
         api_key=_key(name, protocol, env) if named else _default_key(protocol, env),
         threads=threads,
-        types=_types(variable(name, "TYPES"), env, protocol) if named else (),
+        types=_types(variable(name, "TYPES"), env) if named else (),
         prices=priced,
         balance_floor=floor,
     )
@@ -323,7 +298,10 @@ def _default_key(protocol: Provider, env: Mapping[str, str]) -> str:
     return key
 
 
-def _types(var: str, env: Mapping[str, str], protocol: Provider) -> tuple[str, ...]:
+def _types(var: str, env: Mapping[str, str]) -> tuple[str, ...]:
+    """A provider's ``_TYPES``: captcha types, each once. Whether its protocol solves
+    them is the provider layer's to check
+    (:func:`~captcha_tasks.provider.offers.check_configured`)."""
     kinds: list[str] = []
     for kind in (part.strip() for part in env.get(var, "").split(",")):
         if not kind:
@@ -332,8 +310,6 @@ def _types(var: str, env: Mapping[str, str], protocol: Provider) -> tuple[str, .
             raise ConfigurationError(
                 f"{var}: {kind!r} is not a captcha type ({', '.join(CAPTCHA_TYPES)})"
             )
-        if kind in NOT_OFFERED[protocol]:
-            raise ConfigurationError(f"{var}: protocol {protocol} does not solve {kind} captchas")
         if kind in kinds:
             raise ConfigurationError(f"{var}: {kind} is named twice")
         kinds.append(kind)

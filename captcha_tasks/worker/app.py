@@ -30,6 +30,7 @@ app = Celery(
     amqp=AMQP,
     include=[
         "captcha_tasks.worker.solve_tasks",
+        "captcha_tasks.worker.kind_tasks",
         "captcha_tasks.worker.deprecated",
         "captcha_tasks.worker.page_tasks",
         "captcha_tasks.worker.altcha_tasks",

@@ -13,7 +13,7 @@ from celery.result import denied_join_result
 
 from ..bridge.jobs import TaskCall
 from ..bridge.queue import Outcome
-from .task_bases import unchecked_sends
+from ..caller.checks import unchecked_sends
 
 __all__ = ["ENQUEUE_RETRY", "CeleryTaskQueue"]
 

@@ -28,8 +28,12 @@ from captcha_tasks.worker.celery_internals.result_backend import backends as _re
 
 
 def _read_settings() -> Settings:
+    from captcha_tasks.provider.offers import check_configured
+
     try:
-        return get_settings()
+        settings = get_settings()
+        check_configured(settings.providers())
+        return settings
     except ConfigurationError as exc:
         from celery.bin.celery import celery as celery_command
 

@@ -19,17 +19,25 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..caller.typed import TypedTask
 from ..provider import RecaptchaV2, Turnstile
 from ..results import TokenResult
-from .solve_tasks import SolveTask, solve_recaptcha_v2, solve_turnstile
-from .typed import TypedTask, task
+from .kind_tasks import solve_recaptcha_v2, solve_turnstile
+from .solve_tasks import SolveTask
+from .typed import task
 
 __all__ = ["solve_recaptcha_v2_enterprise", "solve_turnstile_challenge"]
 
 log = logging.getLogger(__name__)
 
 #: Modules a call passes through between the caller's line and :func:`warn_once`.
-_SENDING = ("celery.", "captcha_tasks.worker.", "captcha_tasks.aio", "asyncio.")
+_SENDING = (
+    "celery.",
+    "captcha_tasks.worker.",
+    "captcha_tasks.caller.",
+    "captcha_tasks.aio",
+    "asyncio.",
+)
 
 #: The old names this process has warned about.
 _warned: set[str] = set()

@@ -2,15 +2,20 @@
 
 A solve task validates its arguments, records the request in Redis and returns
 without holding the worker (the caller's ``delay()`` runs the same validation first,
-:class:`~.task_bases.CheckedTask`, and raises without sending): the worker's solve
-engine (:mod:`.engine_step`) submits it when the thread budget allows, polls it, and
-stores the result under the same task id, so ``AsyncResult.get()`` works as for any task.
+:meth:`SolveTask.check_call`, and raises without sending): the worker's solve engine
+(:mod:`.engine_step`) submits it when the thread budget allows, polls it, and stores the
+result under the same task id, so ``AsyncResult.get()`` works as for any task.
+
+:class:`SolveTask` is every solve task's base; each captcha kind's own task is generated
+from its declaration into :mod:`.kind_tasks`. Here too: the tasks that solve nothing
+(``get_balance``, ``ping``, ``report_solution``) and ``fill_token_pool``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import socket
 from collections.abc import Callable, Sequence
@@ -18,44 +23,26 @@ from typing import Any, Literal, cast
 
 from celery.exceptions import Ignore
 
+from ..caller.checks import refuse_unoffered
 from ..errors import ClientError, InvalidApiKey, InvalidTaskInput, TransientSolverError
 from ..provider import (
     CAPTCHA_CLASSES,
-    AwsWaf,
     Captcha,
     CaptchaType,
-    Coordinates,
-    DataDome,
-    FriendlyCaptcha,
-    FunCaptcha,
-    GeeTest,
-    GeeTestV4,
-    Grid,
     HCaptcha,
-    Image,
-    MtCaptcha,
-    Prosopo,
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
 )
-from ..provider.offers import refusal, withdrawal
+from ..provider.kind import build
 from ..provider.routing import route
 from ..results import (
-    AwsWafResult,
     BalanceResult,
-    CoordinatesResult,
-    DataDomeResult,
     FillResult,
-    GeeTestResult,
-    GeeTestV4Result,
-    GridResult,
     PingResult,
     ReportResult,
     SolveResult,
-    TokenResult,
 )
-from ..settings.providers import ProviderConfig
 from ..state import Keys, state_redis
 from ..version import worker_version
 from .celery_internals.admit_inline import NotInline, admitting_inline
@@ -70,21 +57,6 @@ __all__ = [
     "get_balance",
     "ping",
     "report_solution",
-    "solve_aws_waf",
-    "solve_coordinates",
-    "solve_datadome",
-    "solve_friendly_captcha",
-    "solve_funcaptcha",
-    "solve_geetest",
-    "solve_geetest_v4",
-    "solve_grid",
-    "solve_hcaptcha",
-    "solve_image",
-    "solve_mtcaptcha",
-    "solve_prosopo",
-    "solve_recaptcha_v2",
-    "solve_recaptcha_v3",
-    "solve_turnstile",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,8 +91,73 @@ class SolveTask(CheckedTask):
     #: Admitted by the worker's consumer, without the pool (:mod:`.celery_internals.admit_inline`).
     Strategy = "captcha_tasks.worker.celery_internals.admit_inline:solve_strategy"
 
-    #: A solve's body runs in the caller too, as a check (``delay`` raises, sends nothing).
+    #: The caller checks a call before sending it (``delay`` raises, sends nothing): a
+    #: kind's task by :meth:`check_call`, explicitly; a task of its own by running its
+    #: body up to :meth:`~.task_bases.CheckedTask.stop_if_checking`.
     check_in_caller = True
+    #: The captcha kind whose declared task this is (None: a task of its own, that
+    #: builds its captcha itself and hands it to :meth:`admit`).
+    kind: type[Captcha] | None = None
+
+    def check_call(self, args: Any, kwargs: Any) -> None:
+        """The caller's check of a kind's task: the arguments fit the signature, the
+        captcha they make passes its kind's checks, ``proxy_id`` and the route are well
+        formed, and a provider the caller's settings name offers the kind
+        (:func:`~captcha_tasks.caller.checks.refuse_unoffered`). Reads the caller's
+        settings, nothing in Redis, and needs no key."""
+        if self.kind is None:
+            super().check_call(args, kwargs)
+            return
+        args = tuple(args) if args else ()
+        kwargs = dict(kwargs) if kwargs else {}
+        self.check_fits(args, kwargs)
+        values = inspect.signature(self.run).bind(*args, **kwargs).arguments
+        captcha = self._captcha(lambda: self._kind_captcha(values))
+        proxy_id, provider = values.get("proxy_id"), values.get("provider")
+        self._check_proxy(proxy_id)
+        self._check_route(provider, values.get("exclude", ()))
+        refuse_unoffered(self.settings.providers(), captcha, bool(proxy_id), provider)
+
+    def solve(self, **values: Any) -> SolveResult[Any]:
+        """The body of a kind's task (:mod:`.kind_tasks`): its captcha from ``values``
+        (the task's arguments by name), then :meth:`admit`."""
+        return self.admit(
+            lambda: self._kind_captcha(values),
+            proxy_id=values.get("proxy_id"),
+            provider=values.get("provider"),
+            exclude=values.get("exclude", ()),
+        )
+
+    def _kind_captcha(self, values: dict[str, Any]) -> Captcha:
+        """The captcha of :attr:`kind` that a call's ``values`` make (a kind that requires
+        a proxy refused without ``proxy_id``: ``PROXY_REQUIRED``)."""
+        kind = self.kind
+        if kind is None or kind.solve_call is None:
+            raise TypeError(f"{self.name} is no kind's task")
+        captcha = build(kind, values, max_image_bytes=self._limit)
+        call = kind.solve_call
+        if call.proxy == "required" and values.get("proxy_id") is None:
+            raise InvalidTaskInput(
+                f"{self.name}: {kind.__name__} needs proxy_id ({call.proxy_why}); nothing was sent",
+                "PROXY_REQUIRED",
+            )
+        return captcha
+
+    @property
+    def _limit(self) -> int:
+        return self.settings.max_image_bytes
+
+    def _captcha(self, make: Callable[[], Captcha]) -> Captcha:
+        """``make()``'s captcha, checked against this worker's image limit; a wrong
+        argument type (Python's ``TypeError``) as :class:`InvalidTaskInput`."""
+        try:
+            return make().validate(max_image_bytes=self._limit)
+        except TypeError as exc:  # wrong argument types or names reaching a constructor
+            raise InvalidTaskInput(f"{self.name}: {exc}") from None
+
+    def _check_proxy(self, proxy_id: object) -> None:
+        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
+            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
 
     def _check_route(self, provider: object, exclude: object) -> list[str]:
         """``provider=`` and ``exclude=`` as the message carries them, checked: the
@@ -146,25 +183,22 @@ class SolveTask(CheckedTask):
         """A pooled token at once if the pool has one, else queue a solve (the engine
         ends this task later: this execution records nothing).
 
-        As the caller's check (:meth:`~.task_bases.CheckedTask.check_call`) it stops once
-        the captcha, ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are
-        checked, and a kind that no provider the caller's settings name (or the one
-        ``provider=`` pins) offers is refused (:func:`_refuse_unoffered`): the caller
-        needs no key, and the rest of what is configured (``_TYPES``, names it does not
-        know) is the worker's to check."""
+        Run as the caller's check of a task of its own (its body run in the caller:
+        :meth:`~.task_bases.CheckedTask.check_call`) it stops once the captcha,
+        ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are checked, and a
+        kind that no provider the caller's settings name (or the one ``provider=``
+        pins) offers is refused (:func:`~captcha_tasks.caller.checks.refuse_unoffered`):
+        the caller needs no key, and the rest of what is configured (``_TYPES``, names it
+        does not know) is the worker's to check."""
         checking = self.checking_call()
         if not checking:
             # A worker without a key runs no engine: fail now rather than queue forever.
             self.settings.require_api_key()
-        try:
-            captcha = build().validate(max_image_bytes=self.settings.max_image_bytes)
-        except TypeError as exc:  # wrong argument types or names reaching a constructor
-            raise InvalidTaskInput(f"{self.name}: {exc}") from None
-        if proxy_id is not None and (not isinstance(proxy_id, str) or len(proxy_id) > 64):
-            raise InvalidTaskInput(f"{self.name}: proxy_id must be a proxy pool id")
+        captcha = self._captcha(build)
+        self._check_proxy(proxy_id)
         excluded = self._check_route(provider, exclude)
         if checking:
-            _refuse_unoffered(self.settings.providers(), captcha, bool(proxy_id), provider)
+            refuse_unoffered(self.settings.providers(), captcha, bool(proxy_id), provider)
             self.stop_if_checking()
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
@@ -249,431 +283,8 @@ _ROUTING = (
 )
 
 
-def _refuse_unoffered(
-    configs: Sequence[ProviderConfig], captcha: Captcha, proxied: bool, provider: str | None
-) -> None:
-    """The caller's check of the catalogue: :class:`InvalidTaskInput` (code
-    ``TYPE_NOT_OFFERED``, as admission says it) when no candidate among ``configs``
-    offers ``captcha``'s kind (proxied or not). A caller whose settings describe no
-    provider (the bare default: no key, no names, the default protocol) enqueues for
-    workers it knows nothing of, so only a withdrawal refuses its call there. A
-    ``provider=`` the caller does not know is the worker's to refuse."""
-    candidates = [config for config in configs if provider in (None, config.name)]
-    described = tuple(configs) != (ProviderConfig(),)
-
-    def refuses(config: ProviderConfig) -> bool:
-        if withdrawal(config.protocol, captcha):
-            return True
-        return described and refusal(config.protocol, captcha, proxied=proxied) is not None
-
-    if candidates and all(refuses(config) for config in candidates):
-        route(configs, captcha, proxied=proxied, provider=provider)
-
-
 def _routing(request: Any) -> dict[str, object]:
     return {name: value for name in _ROUTING if (value := getattr(request, name, None))}
-
-
-@task("captcha_tasks.solve_recaptcha_v2", base=SolveTask)
-def solve_recaptcha_v2(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    invisible: bool = False,
-    enterprise: bool = False,
-    data_s: str | None = None,
-    cookies: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve a reCAPTCHA v2: its token in ``solution``.
-
-    ``invisible``: the invisible widget; ``enterprise``: reCAPTCHA Enterprise, with the
-    page's ``data-s`` value in ``data_s`` where it has one; ``cookies`` and
-    ``user_agent``: the browser's, for the provider to solve as. ``proxy_id``: a proxy
-    of the pool (``captcha-tasks proxies``) the provider solves through. ``provider``:
-    solve at that configured provider only; ``exclude``: never at these."""
-    return self.admit(
-        lambda: RecaptchaV2(
-            sitekey,
-            pageurl,
-            invisible=invisible,
-            enterprise=enterprise,
-            data_s=data_s,
-            cookies=cookies,
-            user_agent=user_agent,
-        ),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_recaptcha_v3", base=SolveTask)
-def solve_recaptcha_v3(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str = "verify",
-    min_score: float = 0.3,
-    enterprise: bool = False,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score`` (``enterprise``:
-    reCAPTCHA Enterprise). ``proxy_id``, ``provider``, ``exclude``: as for
-    :func:`solve_recaptcha_v2`."""
-    return self.admit(
-        lambda: RecaptchaV3(
-            sitekey, pageurl, action=action, min_score=min_score, enterprise=enterprise
-        ),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_turnstile", base=SolveTask)
-def solve_turnstile(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str | None = None,
-    cdata: str | None = None,
-    pagedata: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve a Cloudflare Turnstile: its token in ``solution``.
-
-    ``action`` and ``cdata``: the widget's, where it sets them. On a Cloudflare
-    challenge page, ``pagedata`` too (challenge mode: ``action``, ``cdata`` and
-    ``pagedata`` from its ``turnstile.render`` call, all three needed); the result then
-    names the browser to use the token with in ``user_agent``. ``proxy_id``,
-    ``provider``, ``exclude``: as for :func:`solve_recaptcha_v2`."""
-    return self.admit(
-        lambda: Turnstile(
-            sitekey, pageurl, action=action, cdata=cdata, pagedata=pagedata, user_agent=user_agent
-        ),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_hcaptcha", base=SolveTask)
-def solve_hcaptcha(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve an hCaptcha (where the provider supports it): its token in ``solution``."""
-    return self.admit(
-        lambda: HCaptcha(sitekey, pageurl), proxy_id=proxy_id, provider=provider, exclude=exclude
-    )
-
-
-@task("captcha_tasks.solve_funcaptcha", base=SolveTask)
-def solve_funcaptcha(
-    self: SolveTask,
-    publickey: str,
-    pageurl: str,
-    *,
-    surl: str | None = None,
-    data_blob: str | None = None,
-    user_agent: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve an Arkose Labs FunCaptcha (``surl``: the Arkose API host; ``data_blob``:
-    the page's ``data[blob]``): its token in ``solution``."""
-    return self.admit(
-        lambda: FunCaptcha(
-            publickey, pageurl, surl=surl, data_blob=data_blob, user_agent=user_agent
-        ),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_geetest", base=SolveTask)
-def solve_geetest(
-    self: SolveTask,
-    gt: str,
-    challenge: str,
-    pageurl: str,
-    *,
-    api_server: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> GeeTestResult:
-    """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
-    geetest_seccode."""
-    return self.admit(
-        lambda: GeeTest(gt, challenge, pageurl, api_server=api_server),
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_geetest_v4", base=SolveTask)
-def solve_geetest_v4(
-    self: SolveTask,
-    captcha_id: str,
-    pageurl: str,
-    *,
-    api_server: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> GeeTestV4Result:
-    """Solve a GeeTest v4. ``solution`` is a dict: captcha_id, lot_number, pass_token,
-    gen_time, captcha_output."""
-    return self.admit(
-        lambda: GeeTestV4(captcha_id, pageurl, api_server=api_server),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_aws_waf", base=SolveTask)
-def solve_aws_waf(
-    self: SolveTask,
-    sitekey: str,
-    iv: str,
-    context: str,
-    pageurl: str,
-    *,
-    challenge_script: str | None = None,
-    captcha_script: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> AwsWafResult:
-    """Solve an AWS WAF CAPTCHA. ``solution``: ``{"aws_waf_token": ...}`` where the
-    provider gives the cookie, else ``{"captcha_voucher": ..., "existing_token": ...}``."""
-    return self.admit(
-        lambda: AwsWaf(
-            sitekey,
-            iv,
-            context,
-            pageurl,
-            challenge_script=challenge_script,
-            captcha_script=captcha_script,
-        ),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_mtcaptcha", base=SolveTask)
-def solve_mtcaptcha(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    action: str | None = None,
-    invisible: bool = False,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve an MTCaptcha (``sitekey``: ``MTPublic-...``; ``action`` and ``invisible`` as
-    the page's ``mtcaptchaConfig`` sets them, sent where the provider takes them): its
-    token (the ``mtcaptcha-verifiedtoken`` field's value) in ``solution``."""
-    return self.admit(
-        lambda: MtCaptcha(sitekey, pageurl, action=action, invisible=invisible),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_prosopo", base=SolveTask)
-def solve_prosopo(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve a Prosopo Procaptcha (``sitekey``: the site's address, ``5...``): its token
-    in ``solution``."""
-    return self.admit(
-        lambda: Prosopo(sitekey, pageurl),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_friendly_captcha", base=SolveTask)
-def solve_friendly_captcha(
-    self: SolveTask,
-    sitekey: str,
-    pageurl: str,
-    *,
-    module_script_url: str | None = None,
-    proxy_id: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Solve a Friendly Captcha (``sitekey``: the widget's ``data-sitekey``;
-    ``module_script_url``: the widget script the page loads, which CapMonster Cloud needs
-    to tell v1 from v2 and the others ignore): its token (the ``frc-captcha-solution``
-    field's value) in ``solution``."""
-    return self.admit(
-        lambda: FriendlyCaptcha(sitekey, pageurl, module_script_url=module_script_url),
-        proxy_id=proxy_id,
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_datadome", base=SolveTask)
-def solve_datadome(
-    self: SolveTask,
-    captcha_url: str,
-    pageurl: str,
-    user_agent: str,
-    *,
-    proxy_id: str | None = None,
-    datadome_cookie: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> DataDomeResult:
-    """Solve DataDome's slider captcha: ``captcha_url`` (the captcha iframe's address,
-    ``t=fe``), the ``pageurl`` that answered with it, the browser's ``user_agent``;
-    ``proxy_id``: the pool proxy the page was loaded through, required (the cookie is
-    bound to that IP and that user agent); ``datadome_cookie``: the ``datadome`` cookie
-    the challenge set, which CapMonster Cloud needs. A ``t=bv`` URL (DataDome banned the
-    IP) is refused with code ``DATADOME_IP_BANNED``, nothing sent.
-
-    ``solution``: the cookie to set (``name``, ``value``, ``set_cookie``, ``domain``);
-    ``user_agent`` and ``proxy_id`` in the result name the identity to send it with."""
-
-    def build() -> DataDome:
-        captcha = DataDome(captcha_url, pageurl, user_agent, datadome_cookie=datadome_cookie)
-        if proxy_id is None:
-            raise InvalidTaskInput(
-                f"{self.name}: DataDome needs proxy_id (every provider that solves it "
-                "requires a proxy, and its cookie is bound to that IP); nothing was sent",
-                "PROXY_REQUIRED",
-            )
-        return captcha
-
-    return self.admit(build, proxy_id=proxy_id, provider=provider, exclude=exclude)
-
-
-@task("captcha_tasks.solve_image", base=SolveTask)
-def solve_image(
-    self: SolveTask,
-    image_b64: str,
-    *,
-    numeric: int | None = None,
-    min_len: int | None = None,
-    max_len: int | None = None,
-    phrase: bool | None = None,
-    regsense: bool | None = None,
-    calc: bool | None = None,
-    lang: str | None = None,
-    textinstructions: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> TokenResult:
-    """Read the text of an image (base64; jpg, png or gif): the text in ``solution``.
-
-    Hints for the solver, each as in 2Captcha's API: ``numeric`` (1 digits only, 2
-    letters only, 3 either, 4 both), ``min_len``, ``max_len``, ``phrase`` (several
-    words), ``regsense`` (case matters), ``calc`` (an arithmetic sum to compute),
-    ``lang`` (a language code), ``textinstructions`` (shown to the worker)."""
-    if not isinstance(image_b64, str):
-        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    hints = {
-        "numeric": numeric,
-        "min_len": min_len,
-        "max_len": max_len,
-        "phrase": phrase,
-        "regsense": regsense,
-        "calc": calc,
-        "lang": lang,
-        "textinstructions": textinstructions,
-    }
-    given = {name: value for name, value in hints.items() if value is not None}
-    limit = self.settings.max_image_bytes
-    return self.admit(
-        lambda: Image.from_base64(image_b64, max_image_bytes=limit, **given),
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_coordinates", base=SolveTask)
-def solve_coordinates(
-    self: SolveTask,
-    image_b64: str,
-    *,
-    textinstructions: str | None = None,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> CoordinatesResult:
-    """The points to click on an image (base64; jpg, png or gif), as
-    ``[{"x": int, "y": int}, ...]`` in ``solution``."""
-    if not isinstance(image_b64, str):
-        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    limit = self.settings.max_image_bytes
-    return self.admit(
-        lambda: Coordinates.from_base64(
-            image_b64, textinstructions=textinstructions, max_image_bytes=limit
-        ),
-        provider=provider,
-        exclude=exclude,
-    )
-
-
-@task("captcha_tasks.solve_grid", base=SolveTask)
-def solve_grid(
-    self: SolveTask,
-    image_b64: str,
-    instruction: str,
-    *,
-    rows: int = 3,
-    cols: int = 3,
-    provider: str | None = None,
-    exclude: Sequence[str] = (),
-) -> GridResult:
-    """The tiles to click on one image of a ``rows`` x ``cols`` grid (base64; jpg, png or
-    gif), which ``instruction`` names (the page's text, or reCAPTCHA's object id
-    ``/m/...``, which CapSolver needs): ``{"tiles": [...], "rows": ..., "cols": ...}`` in
-    ``solution``, tiles numbered from 0 left to right then top to bottom, sorted."""
-    if not isinstance(image_b64, str):
-        raise InvalidTaskInput(f"{self.name}: image_b64 must be a base64 string")
-    limit = self.settings.max_image_bytes
-    return self.admit(
-        lambda: Grid.from_base64(
-            image_b64, instruction, rows=rows, cols=cols, max_image_bytes=limit
-        ),
-        provider=provider,
-        exclude=exclude,
-    )
 
 
 @task("captcha_tasks.fill_token_pool", base=CheckedTask)

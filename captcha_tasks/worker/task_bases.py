@@ -13,19 +13,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-import difflib
 import inspect
 import logging
-from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import kombu.exceptions
 import redis
 
+from ..caller.checks import misfit, sending_unchecked, unchecked_sends
 from ..errors import (
-    ArgumentsMismatch,
     ChallengeRejected,
     InvalidTaskInput,
     RedisUnavailable,
@@ -123,22 +120,6 @@ class SolverTask(RedactedTask):
         return result
 
 
-#: Set while :func:`unchecked_sends` holds: no caller's check.
-_unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("unchecked", default=False)
-
-
-@contextlib.contextmanager
-def unchecked_sends() -> Iterator[None]:
-    """Send without the caller's check (:attr:`CheckedTask.check_in_caller`): for senders
-    that want a bad call refused by the worker, under its task id, as ``send_task``'s
-    are (a page task's replacement, the NATS bridge, which reads every outcome there)."""
-    token = _unchecked.set(True)
-    try:
-        yield
-    finally:
-        _unchecked.reset(token)
-
-
 #: Whether the task body running in this context is the caller's check of its arguments.
 _checking_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "checking_call", default=False
@@ -213,7 +194,7 @@ class CheckedTask(SolverTask):
         # the solve engine's; both pass parent_id) is not checked here: its arguments
         # hold the parent's result, and the worker that receives it refuses it under
         # its own id, where its caller waits, rather than failing the parent's ending.
-        if not options.get("parent_id") and not _unchecked.get():
+        if not options.get("parent_id") and not sending_unchecked():
             if self.check_in_caller:
                 self.check_call(args, kwargs)
             else:
@@ -225,7 +206,7 @@ class CheckedTask(SolverTask):
         or with arguments that fill the task's parameters. A partial ``.s()`` waits for
         a chain's parent's result and is checked when it is sent."""
         sig = super().signature(args, *starargs, **starkwargs)
-        if self.check_in_caller and not _unchecked.get():
+        if self.check_in_caller and not sending_unchecked():
             if sig.immutable or self._binds(sig.args, sig.kwargs):
                 self.check_call(sig.args, sig.kwargs)
             else:
@@ -253,46 +234,6 @@ class CheckedTask(SolverTask):
         except TypeError as exc:
             raise misfit(self, exc, kwargs, args) from None
         super().before_start(task_id, args, kwargs)
-
-
-def misfit(
-    task: Any, exc: TypeError, kwargs: Mapping[str, Any], args: Sequence[Any] = ()
-) -> ArgumentsMismatch:
-    """The refusal of a call that does not fit ``task``'s signature: too many positional
-    ``args`` counted as the caller passed them (a bound task's ``self`` is not theirs),
-    each keyword it does not take with the nearest one it does (a misspelling), else
-    Python's own words."""
-    params = inspect.signature(task.run).parameters
-    too_many = _too_many_positional(task, params, len(args))
-    if too_many:
-        return ArgumentsMismatch(f"{task.name}: {too_many}")
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return ArgumentsMismatch(f"{task.name}: {exc}")
-    known = [n for n, p in params.items() if p.kind is not p.VAR_POSITIONAL]
-    unknown = sorted(str(name) for name in kwargs if name not in params)
-    if not unknown:
-        return ArgumentsMismatch(f"{task.name}: {exc}")
-    shown = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, known, n=1)
-        shown.append(f"{name} (did you mean {close[0]!r}?)" if close else name)
-    return ArgumentsMismatch(
-        f"{task.name}: unknown option(s) {', '.join(shown)}; allowed: {', '.join(known)}"
-    )
-
-
-def _too_many_positional(task: Any, params: Mapping[str, inspect.Parameter], given: int) -> str:
-    """Python's words for ``given`` positional arguments past what ``task.run`` takes
-    (``params``: its signature's, without a bound task's ``self``); empty if they fit."""
-    kinds = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if given <= len(kinds) or any(p.kind is p.VAR_POSITIONAL for p in params.values()):
-        return ""
-    least = sum(1 for p in kinds if p.default is p.empty)
-    takes = f"{len(kinds)}" if least == len(kinds) else f"from {least} to {len(kinds)}"
-    plural = "" if takes == "1" else "s"
-    were = "was" if given == 1 else "were"
-    name = getattr(task.run, "__name__", task.name)
-    return f"{name}() takes {takes} positional argument{plural} but {given} {were} given"
 
 
 class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask):

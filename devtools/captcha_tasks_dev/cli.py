@@ -21,6 +21,7 @@ __all__ = [
     "DEV_COMMANDS",
     "MissingDevPackage",
     "dev_command",
+    "generate_command",
     "main",
     "require",
     "run",
@@ -215,6 +216,29 @@ def screenshot_command(out: Path) -> None:
     from .screenshot import take_screenshots
 
     sys.exit(take_screenshots(out))
+
+
+@main.command("generate")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing: exit 1, naming them, if generated files differ from the declarations.",
+)
+def generate_command(check: bool) -> None:
+    """Write the modules generated from the captcha kinds' declarations.
+
+    Each kind's solve task (captcha_tasks/worker/kind_tasks.py) and its aio twin
+    (captcha_tasks/caller/aio_kinds.py), from captcha_tasks/provider/kinds/.
+    """
+    from .generate import stale, write
+
+    if check:
+        behind = stale()
+        for name in behind:
+            click.echo(f"{name}: differs from the declarations (make generate)", err=True)
+        sys.exit(1 if behind else 0)
+    for name in write():
+        click.echo(f"wrote {name}")
 
 
 finite_floats(main)

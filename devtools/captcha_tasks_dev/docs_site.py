@@ -11,6 +11,8 @@ A page asks for one with a marker line, replaced by :func:`on_page_markdown`:
 - ``<!-- generate:offers -->``: the provider x captcha type matrix of
   :func:`captcha_tasks.provider.offers.offer_matrix`;
 - ``<!-- generate:cli -->``: every ``captcha-tasks`` command, from its click group;
+- ``<!-- generate:kind-tasks -->``: a reference entry for each captcha kind's solve task
+  (:mod:`captcha_tasks.worker.kind_tasks`), in the order the kinds are declared;
 - ``<!-- generate:assumptions -->``: what the Celery seam relies on, its fallback and
   upstream reference, from :data:`captcha_tasks.worker.celery_internals.contracts.ASSUMPTIONS`.
 
@@ -30,6 +32,7 @@ __all__ = [
     "assumptions_table",
     "cli_reference",
     "errors_tree",
+    "kind_tasks",
     "offer_cell",
     "offers_table",
     "on_page_markdown",
@@ -219,6 +222,14 @@ def assumptions_table() -> str:
     return "\n".join(rows)
 
 
+def kind_tasks() -> str:
+    """An mkdocstrings entry for each generated solve task, in the kinds' order."""
+    from captcha_tasks.provider import CAPTCHA_CLASSES
+
+    names = [f"solve_{cls.type}" for cls in CAPTCHA_CLASSES.values() if cls.solve_call]
+    return "\n\n".join(f"::: captcha_tasks.{name}" for name in names)
+
+
 def _settings() -> str:
     from captcha_tasks_dev.settings_reference import render
 
@@ -233,6 +244,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "offers": offers_table,
     "cli": cli_reference,
     "assumptions": assumptions_table,
+    "kind-tasks": kind_tasks,
 }
 
 

@@ -16,8 +16,8 @@ import redis
 from celery import group
 from celery.result import AsyncResult, ResultSet
 
+from captcha_tasks.worker.kind_tasks import solve_recaptcha_v2
 from captcha_tasks.worker.page_tasks import fetch_page
-from captcha_tasks.worker.solve_tasks import solve_recaptcha_v2
 from captcha_tasks_dev.procs import wait_until
 from tests.support.workers import worker_env
 

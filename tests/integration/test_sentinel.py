@@ -24,12 +24,12 @@ import redis
 from celery import Celery, states
 from kombu import Connection
 
+from captcha_tasks.caller.async_results import ResultWaiter
 from captcha_tasks.engine import queue as queue_module
 from captcha_tasks.engine.jobs import Job
 from captcha_tasks.engine.queue import SolveQueue
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys, redis_client
-from captcha_tasks.worker.async_results import ResultWaiter
 from captcha_tasks.worker.celery_internals.broker import (
     failover_strategy_for,
     sentinel_transport_options,

@@ -1,7 +1,8 @@
 """A starting ``celery -A captcha_tasks worker`` decides (real worker processes).
 
-An unreachable Redis, or a key the only provider refuses, stops it with a non-zero
-status after one line naming the variable to check; a provider that merely does not
+An unreachable Redis, a key the only provider refuses, or a provider's ``_TYPES`` naming
+a kind its protocol never solves stops it with a non-zero status after one line naming
+the variable to check; a provider that merely does not
 answer at start does not. (Two providers, one refusing its key: test_refused_key.)
 An outage of Redis after start is retried as before and said twice: when it begins
 and when it ends.
@@ -126,3 +127,30 @@ def test_a_redis_outage_after_start_is_reported_once_and_its_end_once(
     assert len(loud) == 1 and "Redis unavailable" in loud[0], loud
     assert len([r for r in _records(after) if "Redis is back" in r]) == 1
     assert "Traceback" not in after
+
+
+def test_types_a_protocol_never_solves_stop_the_worker_with_one_line(
+    redis_url: str, sandbox: Any, worker_factory: Any
+) -> None:
+    from captcha_tasks_sandbox import DEV_API_KEY
+
+    env = worker_env(
+        sandbox.url,
+        CAPTCHA_TASKS_PROVIDERS="main",
+        CAPTCHA_TASKS_MAIN_PROTOCOL="captchaai",
+        CAPTCHA_TASKS_MAIN_URL=sandbox.url,
+        CAPTCHA_TASKS_MAIN_API_KEY=DEV_API_KEY,
+        CAPTCHA_TASKS_MAIN_TYPES="recaptcha_v2,funcaptcha",
+    )
+    for single in ("CAPTCHA_TASKS_SOLVER_URL", "CAPTCHAAI_API_KEY"):
+        env.pop(single)
+    worker = worker_factory(env, wait=False)
+    status, _ = _exit_within(worker, 30)
+    log = worker.log()
+    assert status != 0, log
+    named = [line for line in log.splitlines() if "CAPTCHA_TASKS_MAIN_TYPES" in line]
+    assert named == [
+        "Error: captcha_tasks: CAPTCHA_TASKS_MAIN_TYPES: protocol captchaai does not solve "
+        "funcaptcha captchas"
+    ], log
+    assert "Traceback" not in log

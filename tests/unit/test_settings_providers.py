@@ -14,9 +14,10 @@ from click.testing import CliRunner
 
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.provider.captchas import CAPTCHA_CLASSES
+from captcha_tasks.provider.offers import NEVER_SOLVED, check_configured
 from captcha_tasks.settings import DEFAULT_URLS, Settings
 from captcha_tasks.settings.parsing import CAPTCHA_TYPES, PROVIDERS
-from captcha_tasks.settings.providers import NOT_OFFERED, ProviderConfig, key_variable
+from captcha_tasks.settings.providers import ProviderConfig, key_variable
 
 D = decimal.Decimal
 MAIN_KEY = "M41nKey" + "x" * 25  # 32 letters and digits
@@ -196,13 +197,6 @@ BAD = [
     ("MAIN_THREADS", "many", "MAIN_THREADS", "must be an integer"),
     ("MAIN_TYPES", "recaptcha", "MAIN_TYPES", "'recaptcha' is not a captcha type"),
     ("MAIN_TYPES", "image,image", "MAIN_TYPES", "image is named twice"),
-    (
-        "MAIN_TYPES",
-        "image,funcaptcha",
-        "MAIN_TYPES",
-        "captchaai does not solve funcaptcha",
-    ),
-    ("BACKUP_TYPES", "hcaptcha", "BACKUP_TYPES", "protocol capsolver does not solve hcaptcha"),
     ("MAIN_PRICES", "image=cheap", "MAIN_PRICES", "must be a number of USD"),
     ("BACKUP_BALANCE_FLOOR", "-1", "BACKUP_BALANCE_FLOOR", ">= 0"),
     ("MAIN_API_KEY", "", "MAIN_API_KEY_FILE", "must be set for provider main"),
@@ -303,13 +297,29 @@ def test_the_settings_command_lists_the_providers_with_keys_masked(
         assert shown["CAPTCHA_TASKS_BACKUP_API_KEY"] == "***"
 
 
-def test_not_offered_matches_what_the_provider_layer_offers() -> None:
-    # settings sit below provider/ and cannot ask offers.py: this keeps the copy true.
-    assert set(NOT_OFFERED) == set(PROVIDERS)
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("MAIN_TYPES", "image,funcaptcha", "protocol captchaai does not solve funcaptcha"),
+        ("BACKUP_TYPES", "hcaptcha", "protocol capsolver does not solve hcaptcha"),
+    ],
+)
+def test_types_a_protocol_never_solves_are_refused_naming_the_variable(
+    name: str, value: str, fragment: str
+) -> None:
+    settings = Settings.from_env(two(**{f"CAPTCHA_TASKS_{name}": value}))
+    with pytest.raises(ConfigurationError) as info:
+        check_configured(settings.providers())
+    message = str(info.value)
+    assert f"CAPTCHA_TASKS_{name}" in message and fragment in message, message
+
+
+def test_never_solved_is_what_the_declarations_offer_in_no_variant() -> None:
+    assert set(NEVER_SOLVED) == set(PROVIDERS)
     for protocol in PROVIDERS:
         for kind in CAPTCHA_TYPES:
             offered = _offered_at_all(protocol, kind)
-            assert (kind not in NOT_OFFERED[protocol]) == offered, (protocol, kind)
+            assert (kind not in NEVER_SOLVED[protocol]) == offered, (protocol, kind)
     assert set(CAPTCHA_CLASSES) == set(CAPTCHA_TYPES)  # every kind named has its declaration
 
 

@@ -85,6 +85,12 @@ class Altcha(Captcha):
 
         return parse_challenge(self.challenge_json, max_number_bound=sys.maxsize)
 
+    def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
+        if provider == "capmonster" and self.challenge().algorithm != "SHA-256":
+            # Its metadata has no algorithm field: the widget's default, SHA-256, only.
+            return f"solves {self.what} with SHA-256 challenges only"
+        return None
+
     def classic_params(self) -> Params:
         # 2captcha-python's altcha(): the page and the challenge (its JSON, which the
         # worker fetched when it was given the URL).

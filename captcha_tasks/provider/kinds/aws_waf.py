@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _matching, _optional_url, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
 
 __all__ = ["AwsWaf"]
 
@@ -25,6 +25,12 @@ class AwsWaf(Captcha):
     page load), and the challenge / captcha script URLs where the page has them."""
 
     type: ClassVar[Literal["aws_waf"]] = "aws_waf"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve an AWS WAF CAPTCHA. ``solution``: ``{"aws_waf_token": ...}`` where the
+        provider gives the cookie, else ``{"captcha_voucher": ..., "existing_token": ...}``.""",
+        result="AwsWafResult",
+        in_php="amazon_waf",
+    )
     # Its token lifetime: AWS WAF's default immunity time, how long the aws-waf-token
     # cookie is honoured. Its drain ceiling: a puzzle of GeeTest's sort, 12 s typical,
     # GeeTest's 1.2 times.

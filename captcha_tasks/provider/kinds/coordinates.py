@@ -12,7 +12,20 @@ from typing import ClassVar, Literal
 from ...settings.parsing import Provider
 from .._checks import _flag, _optional_text, _set
 from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_kind, read_image
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, image_params, not_offered, task
+from ..kind import (
+    BASE64_IMAGE,
+    NOT_A_PARAMETER,
+    Captcha,
+    Offers,
+    Params,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    image_params,
+    not_offered,
+    task,
+)
 
 __all__ = ["Coordinates"]
 
@@ -25,6 +38,12 @@ class Coordinates(Captcha):
     """
 
     type: ClassVar[Literal["coordinates"]] = "coordinates"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """The points to click on an image (base64; jpg, png or gif), as
+        ``[{"x": int, "y": int}, ...]`` in ``solution``.""",
+        result="CoordinatesResult",
+        proxy="none",
+    )
     # Its drain ceiling: points clicked by a worker, not OCR's 0.5 s: twice the 5 s
     # typical solve.
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
@@ -36,9 +55,9 @@ class Coordinates(Captcha):
         "capsolver": not_offered(),
         "capmonster": not_offered(),
     }
-    body: bytes = dataclasses.field(repr=False)
+    body: bytes = dataclasses.field(repr=False, metadata=BASE64_IMAGE)
     textinstructions: str | None = None
-    multipart: bool = False
+    multipart: bool = dataclasses.field(default=False, metadata=NOT_A_PARAMETER)
 
     @classmethod
     def from_base64(

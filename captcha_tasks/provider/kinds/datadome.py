@@ -11,7 +11,18 @@ from urllib.parse import parse_qs, urlsplit
 from ...errors import InvalidTaskInput
 from ...settings.parsing import Provider
 from .._checks import _fail, _page_url, _set, _shown, _text
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import (
+    Captcha,
+    Offers,
+    Params,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    in_php,
+    not_offered,
+    task,
+)
 
 __all__ = ["DATADOME_BANNED", "DATADOME_SOLVABLE", "DataDome"]
 
@@ -63,6 +74,23 @@ class DataDome(Captcha):
     IP (the proxy) that solved it, so a proxy is required wherever it is offered."""
 
     type: ClassVar[Literal["datadome"]] = "datadome"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve DataDome's slider captcha: ``captcha_url`` (the captcha iframe's address,
+        ``t=fe``), the ``pageurl`` that answered with it, the browser's ``user_agent``;
+        ``proxy_id``: the pool proxy the page was loaded through, required (the cookie is
+        bound to that IP and that user agent); ``datadome_cookie``: the ``datadome`` cookie
+        the challenge set, which CapMonster Cloud needs. A ``t=bv`` URL (DataDome banned the
+        IP) is refused with code ``DATADOME_IP_BANNED``, nothing sent.
+
+        ``solution``: the cookie to set (``name``, ``value``, ``set_cookie``, ``domain``);
+        ``user_agent`` and ``proxy_id`` in the result name the identity to send it with.""",
+        result="DataDomeResult",
+        proxy="required",
+        proxy_why=(
+            "every provider that solves it requires a proxy, and its cookie is bound to that IP"
+        ),
+        in_php="datadome",
+    )
     # capmonstercloudclient 4.3.1's getDatadomeTimeouts: first read after 1 s, then every
     # 3 s, given up after 180 s; CapSolver's DataDome page: "within 1s to 20s" (the upper
     # end: its drain ceiling).
@@ -111,7 +139,7 @@ class DataDome(Captcha):
     }
     captcha_url: str
     pageurl: str
-    user_agent: str
+    user_agent: str = dataclasses.field(metadata=in_php("userAgent"))
     datadome_cookie: str | None = dataclasses.field(default=None, repr=False)
 
     def _check(self, max_image_bytes: int) -> None:
@@ -122,6 +150,19 @@ class DataDome(Captcha):
             cookie = _text("DataDome.datadome_cookie", self.datadome_cookie, max_len=4096)
             if not cookie.startswith("datadome="):
                 _set(self, "datadome_cookie", f"datadome={cookie}")
+
+    def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
+        if provider == "capmonster" and self.datadome_cookie is None:
+            # Its CustomTask takes the challenge's cookie with the captcha's URL, required.
+            return (
+                f"solves {self.what} only with datadome_cookie (the datadome cookie the "
+                "challenged page set: metadata.datadomeCookie)"
+            )
+        if not proxied:
+            # Every provider that offers it solves it through a proxy (in.php's
+            # method=datadome and the JSON dialects' task names alike).
+            return f"does not solve {self.what} without a proxy"
+        return None
 
     def classic_params(self) -> Params:
         # 2captcha-python's datadome(): captcha_url, pageurl, userAgent and the proxy

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 from ...errors import InvalidTaskInput
 from ...settings.parsing import Provider
 from .._checks import _matching, _optional_url, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
 
 __all__ = ["FriendlyCaptcha"]
 
@@ -28,9 +28,17 @@ class FriendlyCaptcha(Captcha):
     v2 ``@friendlycaptcha/sdk@X.Y.Z/site.min.js``)."""
 
     type: ClassVar[Literal["friendly_captcha"]] = "friendly_captcha"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a Friendly Captcha (``sitekey``: the widget's ``data-sitekey``;
+        ``module_script_url``: the widget script the page loads, which CapMonster Cloud needs
+        to tell v1 from v2 and the others ignore): its token (the ``frc-captcha-solution``
+        field's value) in ``solution``.""",
+        in_php="friendly_captcha",
+    )
     # capmonstercloudclient 4.3.1's getFriendlyTimeouts: first read after 1 s, then every
     # 3 s, given up after 180 s; a proof of work solved in seconds, not by a person. No
-    # provider states a solve time: MTCaptcha's and Prosopo's drain ceiling.
+    # provider states a solve time: its drain ceiling is the upper end CapSolver states
+    # for a comparable token widget (5 s to 30 s).
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=180.0, drain_ceiling=30.0)
     offers: ClassVar[Offers] = {
         "captchaai": not_offered(
@@ -88,6 +96,15 @@ class FriendlyCaptcha(Captcha):
         )
         _page_url("FriendlyCaptcha.pageurl", self.pageurl)
         _optional_url("FriendlyCaptcha.module_script_url", self.module_script_url)
+
+    def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
+        if provider == "capmonster" and self.module_script_url is None:
+            # Its CustomTask tells v1 from v2 by the widget script's URL, required.
+            return (
+                f"solves {self.what} only with module_script_url (the widget script the "
+                "page loads: metadata.apiGetLib)"
+            )
+        return None
 
     def classic_params(self) -> Params:
         # 2captcha-python's friendly_captcha(): the key and the page; the script URL is

@@ -11,7 +11,19 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _host_of, _matching, _optional_text, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task, withdrawn
+from ..kind import (
+    Captcha,
+    Offers,
+    Params,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    in_php,
+    not_offered,
+    task,
+    withdrawn,
+)
 
 __all__ = ["FunCaptcha"]
 
@@ -24,6 +36,11 @@ class FunCaptcha(Captcha):
     (``https://host`` or ``host``, kept as given), ``data_blob`` the page's ``data[blob]``."""
 
     type: ClassVar[Literal["funcaptcha"]] = "funcaptcha"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve an Arkose Labs FunCaptcha (``surl``: the Arkose API host; ``data_blob``:
+        the page's ``data[blob]``): its token in ``solution``.""",
+        in_php="funcaptcha",
+    )
     # Its drain ceiling: a worker's image puzzle like reCAPTCHA v2 and hCaptcha (their
     # 60 s), 20 s typical, the slowest of the sandbox's kinds.
     timing: ClassVar[Timing] = Timing(
@@ -42,8 +59,11 @@ class FunCaptcha(Captcha):
     publickey: str
     pageurl: str
     surl: str | None = None
-    data_blob: str | None = dataclasses.field(default=None, repr=False)  # one page load's
-    user_agent: str | None = None
+    # One page load's (not shown in a repr).
+    data_blob: str | None = dataclasses.field(
+        default=None, repr=False, metadata=in_php("data[blob]")
+    )
+    user_agent: str | None = dataclasses.field(default=None, metadata=in_php("userAgent"))
 
     @property
     def surl_host(self) -> str | None:

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _hostname, _matching, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
 
 __all__ = ["GeeTest", "GeeTestV4"]
 
@@ -23,6 +23,13 @@ class GeeTest(Captcha):
     """GeeTest v3: ``gt`` is fixed per site, ``challenge`` is fresh for every page load."""
 
     type: ClassVar[Literal["geetest"]] = "geetest"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a GeeTest v3. ``solution`` is a dict: geetest_challenge, geetest_validate,
+        geetest_seccode.""",
+        result="GeeTestResult",
+        proxy="none",
+        in_php="geetest",
+    )
     timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
     offers: ClassVar[Offers] = {
         "captchaai": classic(),
@@ -67,6 +74,12 @@ class GeeTestV4(Captcha):
     """GeeTest v4: only the site's ``captcha_id`` (no per-load challenge, unlike v3)."""
 
     type: ClassVar[Literal["geetest_v4"]] = "geetest_v4"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a GeeTest v4. ``solution`` is a dict: captcha_id, lot_number, pass_token,
+        gen_time, captcha_output.""",
+        result="GeeTestV4Result",
+        in_php="geetest_v4",
+    )
     # Its drain ceiling: v3's (same 10 s typical solve, same deadline).
     timing: ClassVar[Timing] = Timing(first_poll=10.0, deadline=120.0, drain_ceiling=12.0)
     offers: ClassVar[Offers] = {

@@ -12,7 +12,20 @@ from typing import ClassVar, Final, Literal
 from ...settings.parsing import Provider
 from .._checks import _int, _set, _text
 from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_kind
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, image_params, not_offered, task
+from ..kind import (
+    BASE64_IMAGE,
+    Captcha,
+    Offers,
+    Params,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    image_params,
+    in_php,
+    not_offered,
+    task,
+)
 
 __all__ = ["GRID_SIDES", "Grid"]
 
@@ -24,6 +37,9 @@ _OBJECT_ID = re.compile(r"^/m/[0-9a-z_]{2,16}$")
 #: Rows and columns of a grid: reCAPTCHA's 3x3 and 4x4 (and the 1x1 of a replaced
 #: tile), FunCaptcha's 2x3; no provider states a larger one.
 GRID_SIDES: Final = (1, 10)
+#: The grids CapSolver's and CapMonster Cloud's reCAPTCHA classification reads: 3x3,
+#: 4x4 and the 1x1 of one replaced tile (capmonstercloudclient's metadata.Grid values).
+_RECAPTCHA_GRIDS: Final = frozenset({(1, 1), (3, 3), (4, 4)})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +53,14 @@ class Grid(Captcha):
     """
 
     type: ClassVar[Literal["grid"]] = "grid"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """The tiles to click on one image of a ``rows`` x ``cols`` grid (base64; jpg, png or
+        gif), which ``instruction`` names (the page's text, or reCAPTCHA's object id
+        ``/m/...``, which CapSolver needs): ``{"tiles": [...], "rows": ..., "cols": ...}`` in
+        ``solution``, tiles numbered from 0 left to right then top to bottom, sorted.""",
+        result="GridResult",
+        proxy="none",
+    )
     # Solved by a person at 2Captcha, as its images are (CapSolver answers at createTask):
     # the coordinates' deadline and drain ceiling.
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=10.0)
@@ -82,10 +106,10 @@ class Grid(Captcha):
             ),
         ),
     }
-    body: bytes = dataclasses.field(repr=False)
-    instruction: str
-    rows: int = 3
-    cols: int = 3
+    body: bytes = dataclasses.field(repr=False, metadata=BASE64_IMAGE)
+    instruction: str = dataclasses.field(metadata=in_php("textinstructions"))
+    rows: int = dataclasses.field(default=3, metadata=in_php("recaptcharows"))
+    cols: int = dataclasses.field(default=3, metadata=in_php("recaptchacols"))
 
     @classmethod
     def from_base64(
@@ -127,6 +151,20 @@ class Grid(Captcha):
     def __repr__(self) -> str:
         shape = f"{self.rows}x{self.cols}"
         return f"Grid(<{len(self.body)} bytes>, {self.instruction!r}, {shape})"
+
+    def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
+        # CapSolver and CapMonster Cloud classify reCAPTCHA grids only; CapSolver's
+        # question is an object id from its list, never the text.
+        if provider not in ("capsolver", "capmonster"):
+            return None
+        if (self.rows, self.cols) not in _RECAPTCHA_GRIDS:
+            return f"solves {self.what} of 3x3, 4x4 or 1x1 tiles only, not {self.rows}x{self.cols}"
+        if provider == "capsolver" and not self.is_object_id:
+            return (
+                f"solves {self.what} only with reCAPTCHA's object id as the instruction "
+                "(/m/..., its question list), not the text"
+            )
+        return None
 
     def classic_params(self) -> Params:
         # 2Captcha's grid method (2captcha-python 2.1.2 grid(): recaptcha=1, rows and cols

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _matching, _page_url
-from ..kind import Captcha, Offers, Params, Task, TaskNames, Timing, classic, withdrawn
+from ..kind import Captcha, Offers, Params, SolveCall, Task, TaskNames, Timing, classic, withdrawn
 
 __all__ = ["HCaptcha"]
 
@@ -22,6 +22,10 @@ class HCaptcha(Captcha):
     """hCaptcha (2Captcha; CaptchaAI's support is unclear)."""
 
     type: ClassVar[Literal["hcaptcha"]] = "hcaptcha"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve an hCaptcha (where the provider supports it): its token in ``solution``.""",
+        in_php="hcaptcha",
+    )
     timing: ClassVar[Timing] = Timing(
         first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
     )

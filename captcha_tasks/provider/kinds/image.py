@@ -13,7 +13,19 @@ from typing import ClassVar, Literal
 from ...settings.parsing import Provider
 from .._checks import _fail, _flag, _int, _optional_text, _set, _shown, _text
 from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_kind, read_image
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, image_params, task
+from ..kind import (
+    BASE64_IMAGE,
+    NOT_A_PARAMETER,
+    Captcha,
+    Offers,
+    Params,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    image_params,
+    task,
+)
 
 __all__ = ["Image"]
 
@@ -33,6 +45,15 @@ class Image(Captcha):
     """
 
     type: ClassVar[Literal["image"]] = "image"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Read the text of an image (base64; jpg, png or gif): the text in ``solution``.
+
+        Hints for the solver, each as in 2Captcha's API: ``numeric`` (1 digits only, 2
+        letters only, 3 either, 4 both), ``min_len``, ``max_len``, ``phrase`` (several
+        words), ``regsense`` (case matters), ``calc`` (an arithmetic sum to compute),
+        ``lang`` (a language code), ``textinstructions`` (shown to the worker).""",
+        proxy="none",
+    )
     timing: ClassVar[Timing] = Timing(first_poll=5.0, deadline=90.0, drain_ceiling=0.5)
     offers: ClassVar[Offers] = {
         "captchaai": classic(),
@@ -42,7 +63,7 @@ class Image(Captcha):
         "capsolver": task("ImageToTextTask", "ImageToTextTask"),
         "capmonster": task("ImageToTextTask", "ImageToTextTask"),
     }
-    body: bytes = dataclasses.field(repr=False)
+    body: bytes = dataclasses.field(repr=False, metadata=BASE64_IMAGE)
     numeric: int | None = None
     min_len: int | None = None
     max_len: int | None = None
@@ -51,7 +72,7 @@ class Image(Captcha):
     calc: bool | None = None
     lang: str | None = None
     textinstructions: str | None = None
-    multipart: bool = False
+    multipart: bool = dataclasses.field(default=False, metadata=NOT_A_PARAMETER)
 
     @classmethod
     def from_base64(

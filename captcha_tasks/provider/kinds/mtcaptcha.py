@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _flag, _matching, _optional_text, _page_url, _set
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
 
 __all__ = ["MtCaptcha"]
 
@@ -25,6 +25,12 @@ class MtCaptcha(Captcha):
     CapMonster Cloud's ``pageAction`` and ``isInvisible``)."""
 
     type: ClassVar[Literal["mtcaptcha"]] = "mtcaptcha"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve an MTCaptcha (``sitekey``: ``MTPublic-...``; ``action`` and ``invisible`` as
+        the page's ``mtcaptchaConfig`` sets them, sent where the provider takes them): its
+        token (the ``mtcaptcha-verifiedtoken`` field's value) in ``solution``.""",
+        in_php="mt_captcha",
+    )
     # capmonstercloudclient 4.3.1's first read (GetResultTimeouts: 10 s), and it gives up
     # after 180 s; CapSolver's MtCaptcha page: "results in 5s to 30s" (the upper end: its
     # drain ceiling). Its token lifetime is in no source found: none.

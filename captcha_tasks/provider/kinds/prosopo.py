@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _matching, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, not_offered, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
 
 __all__ = ["Prosopo"]
 
@@ -24,10 +24,16 @@ class Prosopo(Captcha):
     """Prosopo Procaptcha: the site's ``sitekey`` (an SS58 address, ``5...``)."""
 
     type: ClassVar[Literal["prosopo"]] = "prosopo"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a Prosopo Procaptcha (``sitekey``: the site's address, ``5...``): its token
+        in ``solution``.""",
+        in_php="prosopo",
+    )
     # capmonstercloudclient 4.3.1's first read (GetResultTimeouts: 10 s), and it gives up
     # after 180 s. Its token lifetime: @prosopo/server's verification refuses a token
-    # older than maxVerifiedTime (60 000 ms by default). Its drain ceiling: CapSolver's
-    # MtCaptcha page's upper end (5 s to 30 s), as MTCaptcha's.
+    # older than maxVerifiedTime (60 000 ms by default). No provider states its solve
+    # time: its drain ceiling is the upper end CapSolver states for a comparable token
+    # widget (5 s to 30 s).
     timing: ClassVar[Timing] = Timing(
         first_poll=10.0, deadline=180.0, token_ttl=60.0, drain_ceiling=30.0
     )

@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _brief, _fail, _flag, _matching, _optional_text, _page_url, _set, _text
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, in_php, task
 
 __all__ = ["RecaptchaV2", "RecaptchaV3"]
 
@@ -37,6 +37,15 @@ class RecaptchaV2(Captcha):
     """reCAPTCHA v2 (checkbox or invisible), optionally Enterprise."""
 
     type: ClassVar[Literal["recaptcha_v2"]] = "recaptcha_v2"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a reCAPTCHA v2: its token in ``solution``.
+
+        ``invisible``: the invisible widget; ``enterprise``: reCAPTCHA Enterprise, with the
+        page's ``data-s`` value in ``data_s`` where it has one; ``cookies`` and
+        ``user_agent``: the browser's, for the provider to solve as. ``proxy_id``: a proxy
+        of the pool (``captcha-tasks proxies``) the provider solves through. ``provider``:
+        solve at that configured provider only; ``exclude``: never at these.""",
+    )
     timing: ClassVar[Timing] = Timing(
         first_poll=15.0, deadline=180.0, token_ttl=120.0, drain_ceiling=60.0
     )
@@ -48,13 +57,13 @@ class RecaptchaV2(Captcha):
         "capsolver": task("ReCaptchaV2TaskProxyLess", "ReCaptchaV2Task"),
         "capmonster": task("RecaptchaV2Task", "RecaptchaV2Task"),
     }
-    sitekey: str
+    sitekey: str = dataclasses.field(metadata=in_php("googlekey"))
     pageurl: str
     invisible: bool = False
     enterprise: bool = False
-    data_s: str | None = None
+    data_s: str | None = dataclasses.field(default=None, metadata=in_php("data-s"))
     cookies: str | None = dataclasses.field(default=None, repr=False)  # session secrets
-    user_agent: str | None = None
+    user_agent: str | None = dataclasses.field(default=None, metadata=in_php("userAgent"))
 
     def _check(self, max_image_bytes: int) -> None:
         _matching("RecaptchaV2.sitekey", self.sitekey, _RECAPTCHA_KEY, "a reCAPTCHA sitekey")
@@ -101,6 +110,11 @@ class RecaptchaV3(Captcha):
     """reCAPTCHA v3: a score-based token for ``action``."""
 
     type: ClassVar[Literal["recaptcha_v3"]] = "recaptcha_v3"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a reCAPTCHA v3 for ``action`` with at least ``min_score`` (``enterprise``:
+        reCAPTCHA Enterprise). ``proxy_id``, ``provider``, ``exclude``: as for
+        :func:`solve_recaptcha_v2`.""",
+    )
     timing: ClassVar[Timing] = Timing(
         first_poll=5.0, deadline=90.0, token_ttl=120.0, drain_ceiling=4.0
     )
@@ -112,7 +126,7 @@ class RecaptchaV3(Captcha):
         "capsolver": task("ReCaptchaV3TaskProxyLess", "ReCaptchaV3Task"),
         "capmonster": task("RecaptchaV3TaskProxyless", None),
     }
-    sitekey: str
+    sitekey: str = dataclasses.field(metadata=in_php("googlekey"))
     pageurl: str
     action: str = "verify"
     min_score: float = 0.3

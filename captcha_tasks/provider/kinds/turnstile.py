@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _fail, _matching, _optional_text, _page_url
-from ..kind import Captcha, Offers, Params, Task, Timing, classic, task
+from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, in_php, task
 
 __all__ = ["Turnstile"]
 
@@ -27,6 +27,16 @@ class Turnstile(Captcha):
     """
 
     type: ClassVar[Literal["turnstile"]] = "turnstile"
+    solve_call: ClassVar[SolveCall] = SolveCall(
+        """Solve a Cloudflare Turnstile: its token in ``solution``.
+
+        ``action`` and ``cdata``: the widget's, where it sets them. On a Cloudflare
+        challenge page, ``pagedata`` too (challenge mode: ``action``, ``cdata`` and
+        ``pagedata`` from its ``turnstile.render`` call, all three needed); the result then
+        names the browser to use the token with in ``user_agent``. ``proxy_id``,
+        ``provider``, ``exclude``: as for :func:`solve_recaptcha_v2`.""",
+        in_php="turnstile",
+    )
     timing: ClassVar[Timing] = Timing(
         first_poll=8.0, deadline=120.0, token_ttl=300.0, drain_ceiling=10.0
     )
@@ -41,9 +51,9 @@ class Turnstile(Captcha):
     sitekey: str
     pageurl: str
     action: str | None = None
-    cdata: str | None = None
+    cdata: str | None = dataclasses.field(default=None, metadata=in_php("data"))
     pagedata: str | None = dataclasses.field(default=None, repr=False)  # one page load's
-    user_agent: str | None = None
+    user_agent: str | None = dataclasses.field(default=None, metadata=in_php("userAgent"))
 
     @property
     def challenge(self) -> bool:

@@ -188,7 +188,7 @@ def test_the_tasks_page_shows_a_task_as_its_caller_calls_it() -> None:
     CallerView, as_markdown = caller_view.CallerView, caller_view.as_markdown
 
     loaded = griffe.load(
-        "captcha_tasks.worker.solve_tasks",
+        "captcha_tasks.worker.kind_tasks",
         search_paths=[str(root)],
         extensions=griffe.load_extensions(CallerView),
     )

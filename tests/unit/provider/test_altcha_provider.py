@@ -18,9 +18,15 @@ from captcha_tasks.provider import Altcha
 from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
-from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
+from captcha_tasks.provider.offers import (
+    NEVER_SOLVED,
+    SOURCES,
+    catalogue,
+    check_offered,
+    offered_by,
+    refusal,
+)
 from captcha_tasks.settings import Settings, get_settings
-from captcha_tasks.settings.providers import NOT_OFFERED
 from captcha_tasks.worker.solve_tasks import SolveTask
 from captcha_tasks.worker.task_bases import SolverTask
 from captcha_tasks_sandbox.answers import altcha_answer
@@ -107,7 +113,7 @@ def test_who_offers_it_and_every_cell_has_its_own_source() -> None:
         assert info.value.code == "TYPE_NOT_OFFERED"
     for provider, row in catalogue().items():
         cell = row["altcha"]
-        assert (cell.state == "offered") == ("altcha" not in NOT_OFFERED[provider]), provider
+        assert (cell.state == "offered") == ("altcha" not in NEVER_SOLVED[provider]), provider
         assert cell.source != SOURCES[provider]["*"], provider  # a cell of its own
     assert refusal("anticaptcha", ALTCHA, proxied=True) is None  # AltchaTask exists
 

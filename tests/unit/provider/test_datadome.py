@@ -17,8 +17,14 @@ from captcha_tasks.provider.answers import classic_solution, for_type, json_solu
 from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
-from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks.provider.offers import (
+    NEVER_SOLVED,
+    SOURCES,
+    catalogue,
+    check_offered,
+    offered_by,
+    refusal,
+)
 from captcha_tasks_sandbox.answers import datadome_cookie as sandbox_cookie
 from captcha_tasks_sandbox.json_protocol import (
     JsonError,
@@ -130,7 +136,7 @@ def test_anticaptcha_and_captchaai_do_not_offer_it_and_every_cell_has_its_own_so
     assert offered_by(DD) == ["2captcha", "2captcha-v2", "capsolver", "capmonster"]
     for provider, row in catalogue().items():
         cell = row["datadome"]
-        offered = "datadome" not in NOT_OFFERED[provider]
+        offered = "datadome" not in NEVER_SOLVED[provider]
         assert (cell.state == "offered") == offered, provider
         assert cell.source != SOURCES[provider]["*"], provider  # a cell of its own
     assert catalogue()["anticaptcha"]["datadome"].state == "not offered"

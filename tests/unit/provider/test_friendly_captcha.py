@@ -14,8 +14,14 @@ from captcha_tasks.provider import FriendlyCaptcha, Proxy
 from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
-from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks.provider.offers import (
+    NEVER_SOLVED,
+    SOURCES,
+    catalogue,
+    check_offered,
+    offered_by,
+    refusal,
+)
 from captcha_tasks_sandbox.json_protocol import (
     JsonError,
     dialect_code,
@@ -124,7 +130,7 @@ def test_captchaai_does_not_offer_it_and_every_cell_has_its_own_source() -> None
     ]
     for provider, row in catalogue().items():
         cell = row["friendly_captcha"]
-        offered = "friendly_captcha" not in NOT_OFFERED[provider]
+        offered = "friendly_captcha" not in NEVER_SOLVED[provider]
         assert (cell.state == "offered") == offered, provider
         assert cell.source != SOURCES[provider]["*"], provider  # a cell of its own
     assert catalogue()["captchaai"]["friendly_captcha"].state == "not offered"

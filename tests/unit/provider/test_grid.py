@@ -17,8 +17,14 @@ from captcha_tasks.provider.answers import classic_solution, for_type, json_solu
 from captcha_tasks.provider.classic_params import submit_files, submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
-from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks.provider.offers import (
+    NEVER_SOLVED,
+    SOURCES,
+    catalogue,
+    check_offered,
+    offered_by,
+    refusal,
+)
 from captcha_tasks_sandbox.answers import grid_answer
 from captcha_tasks_sandbox.json_protocol import (
     JsonError,
@@ -146,7 +152,7 @@ def test_who_offers_it_and_every_cell_has_its_own_source() -> None:
     assert refusal("2captcha", Grid(PNG, TEXT, rows=2, cols=5)) is None  # any grid there
     for provider, row in catalogue().items():
         cell = row["grid"]
-        offered = "grid" not in NOT_OFFERED[provider]
+        offered = "grid" not in NEVER_SOLVED[provider]
         assert (cell.state == "offered") == offered, provider
         assert cell.source != SOURCES[provider]["*"], provider  # a cell of its own
     assert catalogue()["anticaptcha"]["grid"].state == "not offered"

@@ -13,8 +13,14 @@ from captcha_tasks.provider import MtCaptcha, Prosopo, Proxy
 from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
-from captcha_tasks.provider.offers import SOURCES, catalogue, check_offered, offered_by, refusal
-from captcha_tasks.settings.providers import NOT_OFFERED
+from captcha_tasks.provider.offers import (
+    NEVER_SOLVED,
+    SOURCES,
+    catalogue,
+    check_offered,
+    offered_by,
+    refusal,
+)
 from captcha_tasks_sandbox.json_protocol import (
     JsonError,
     dialect_code,
@@ -161,7 +167,7 @@ def test_unoffered_cells_are_refused_naming_provider_and_type(
         check_offered(provider, captcha)  # type: ignore[arg-type]
     assert info.value.code == "TYPE_NOT_OFFERED"
     assert type(captcha).__name__ in str(info.value)
-    assert kind in NOT_OFFERED[provider]  # type: ignore[index]
+    assert kind in NEVER_SOLVED[provider]  # type: ignore[index]
     cell = catalogue()[provider][kind]  # type: ignore[index]
     assert cell.state == "not offered" and cell.source
 
@@ -173,7 +179,7 @@ def test_who_offers_each_and_every_cell_has_its_own_source() -> None:
     for provider, row in cells.items():
         for kind in ("mtcaptcha", "prosopo"):
             cell = row[kind]
-            assert (cell.state == "offered") == (kind not in NOT_OFFERED[provider]), provider
+            assert (cell.state == "offered") == (kind not in NEVER_SOLVED[provider]), provider
             # A cell of its own, not the provider's catch-all.
             assert cell.source != SOURCES[provider]["*"], (provider, kind)
     assert refusal("capsolver", MT, proxied=True) is None

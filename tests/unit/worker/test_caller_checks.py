@@ -11,10 +11,11 @@ import pytest
 from celery import signature
 
 from captcha_tasks import app
+from captcha_tasks.caller.checks import unchecked_sends
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.settings import get_settings
 from captcha_tasks.worker import altcha_tasks, deprecated, page_tasks, solve_tasks
-from captcha_tasks.worker.task_bases import CheckedTask, SolverTask, unchecked_sends
+from captcha_tasks.worker.task_bases import CheckedTask, SolverTask
 
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 TURNSTILE_KEY = "0x4AAAAAAABkMYinukE8nzY"
@@ -193,3 +194,30 @@ def test_a_caller_that_describes_no_provider_leaves_the_catalogue_to_the_worker(
     any provider, so the call passes and admission decides."""
     assert get_settings().providers()[0].protocol == "captchaai"
     app.tasks["captcha_tasks.solve_prosopo"].check_call(*PROSOPO)
+
+
+@pytest.mark.parametrize(
+    "name", sorted(n for n in VALID if getattr(app.tasks[n], "kind", None) is not None)
+)
+def test_a_kinds_task_checks_its_declared_fields_without_running_its_body(
+    caller: None, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    def body(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the caller's check ran the task's body")
+
+    monkeypatch.setattr(solve_tasks.SolveTask, "admit", body)
+    task = app.tasks[name]
+    args, kwargs = VALID[name]
+    task.check_call(args, kwargs)  # valid: passes, no body
+    with pytest.raises(InvalidTaskInput) as caught:
+        task.check_call(("", *args[1:]), kwargs)  # its first field emptied
+    assert task.kind.__name__ in str(caught.value) or "image_b64" in str(caught.value)
+
+
+def test_a_kind_that_requires_a_proxy_is_refused_without_one_at_the_call(caller: None) -> None:
+    name = "captcha_tasks.solve_datadome"
+    args, kwargs = VALID[name]
+    with pytest.raises(InvalidTaskInput) as caught:
+        app.tasks[name].check_call(args, {k: v for k, v in kwargs.items() if k != "proxy_id"})
+    assert caught.value.code == "PROXY_REQUIRED"
+    assert "DataDome needs proxy_id" in str(caught.value)

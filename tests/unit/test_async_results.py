@@ -17,9 +17,9 @@ from celery import states
 from celery.result import AsyncResult
 
 from captcha_tasks import aio
+from captcha_tasks.caller import async_results
 from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.settings import get_settings
-from captcha_tasks.worker import async_results
 
 
 def _id() -> str:

@@ -38,7 +38,7 @@ from celery.result import AsyncResult
 from ..masking import mask_url
 from ..settings import Settings
 from ..state.redis import CONNECT_TIMEOUT, async_redis_client
-from .celery_internals.results import outcome
+from ..worker.celery_internals.results import outcome
 
 __all__ = ["IDLE_CLOSE", "AsyncResult", "ResultWaiter", "await_result", "waiter_for"]
 
