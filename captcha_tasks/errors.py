@@ -41,7 +41,7 @@ seconds (before ``CAPTCHA_TASKS_TIME_SCALE`` is applied). Whether a provider err
 worth retrying is its class: ``isinstance(exc, TransientSolverError)``.
 
 No message carries a URL's password: the constructor masks ``scheme://user:pw@`` as
-``scheme://user:***@`` (:func:`captcha_tasks.masking.mask_urls_in`) before it is
+``scheme://user:***@`` (:func:`captcha_tasks.redaction.mask_urls_in`) before it is
 stored, in ``message`` and in ``args`` alike.
 
 The constructor arguments are also ``self.args``: Celery's JSON result backend
@@ -51,7 +51,7 @@ side, so ``AsyncResult.get()`` raises the same type with the same code.
 
 from __future__ import annotations
 
-from .masking import mask_urls_in
+from .redaction import mask_urls_in
 
 __all__ = [
     "ArgumentsMismatch",

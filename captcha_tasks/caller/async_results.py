@@ -35,7 +35,7 @@ import redis.asyncio as aioredis
 from celery import states
 from celery.result import AsyncResult
 
-from ..masking import mask_url
+from ..redaction import mask_url
 from ..settings import Settings
 from ..state.redis import CONNECT_TIMEOUT, async_redis_client
 from ..worker.celery_internals.results import outcome

@@ -27,6 +27,7 @@ from ..engine.pool import TokenPool
 from ..errors import CaptchaTasksError
 from ..fleet.heartbeat import live_workers
 from ..provider import make_provider
+from ..redaction import mask_secrets
 from ..session.locks import SessionLock
 from ..session.proxies import ProxyPool
 from ..settings import Settings, mask_url
@@ -51,10 +52,6 @@ def _origin(url: str) -> str:
     """``scheme://host[:port]``: where the provider is, without anything secret."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-
-
-def _scrub(text: str, api_key: str) -> str:
-    return text.replace(api_key, "***") if api_key else text
 
 
 _PER_PROVIDER = ("in_use", "expired_leases", "in_flight", "due_now")
@@ -152,9 +149,9 @@ def provider_balance(
         client = make_provider(settings, spec, timeout=min(timeout, settings.http_timeout))
         out["balance"] = str(client.balance())
     except CaptchaTasksError as exc:
-        out["error"] = _scrub(f"{exc.code or type(exc).__name__}: {exc}", spec.api_key)
+        out["error"] = mask_secrets(f"{exc.code or type(exc).__name__}: {exc}", (spec.api_key,))
     except Exception as exc:  # a snapshot reports what it cannot read; it does not crash
-        out["error"] = _scrub(f"{type(exc).__name__}: {exc}", spec.api_key)
+        out["error"] = mask_secrets(f"{type(exc).__name__}: {exc}", (spec.api_key,))
     return out
 
 

@@ -38,6 +38,7 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
+from ..redaction import mask_secrets
 from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from ..settings.providers import ProviderConfig
@@ -49,7 +50,7 @@ from .offers import check_offered
 from .poll_rules import CLASSIC_RULES
 from .protocol import NOT_READY, NotReady, WithUserAgent, parse_many, parse_response
 from .transport import HttpSession, Reply, RequestFailed, post, shared_session
-from .unreadable import is_unreadable, masked, uncertain_submit
+from .unreadable import is_unreadable, uncertain_submit
 
 __all__ = ["SolverClient"]
 
@@ -164,7 +165,7 @@ class SolverClient:
             return value
         # Answered, but with no captcha id: the provider may hold (and bill) one.
         self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
-        shown = masked(repr(value), secrets)[:120]
+        shown = mask_secrets(repr(value), secrets)[:120]
         raise uncertain_submit(f"submit to {self.base_url}/in.php", f"no captcha id in {shown}")
 
     def get(self, captcha_id: str) -> Answer | None:
@@ -320,7 +321,7 @@ class SolverClient:
         )
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***")
+        return mask_secrets(text, (self._api_key,))
 
     def _count(self, name: str) -> None:
         with self._stats_lock:

@@ -34,6 +34,7 @@ from ..errors import (
     SolverNetworkError,
     SubmitUncertain,
 )
+from ..redaction import mask_secrets
 from ..settings import PROTOCOLS, Provider, Settings
 from ..settings.providers import ProviderConfig
 from .answers import json_solution
@@ -49,7 +50,6 @@ from .unreadable import (
     context,
     decode,
     is_unreadable,
-    masked,
     preview,
     uncertain_submit,
     unreadable_body,
@@ -151,7 +151,7 @@ class JsonTaskClient:
         if not isinstance(raw_id, str) or not _ID_RE.match(raw_id):
             # Accepted (errorId 0) but unusable: the task may exist and be billed.
             self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
-            shown = masked(repr(payload), (self._api_key, *secrets))[:120]
+            shown = mask_secrets(repr(payload), (self._api_key, *secrets))[:120]
             call = f"createTask to {self.base_url}/createTask"
             raise uncertain_submit(call, f"no usable taskId in {shown}")
         self._keep_early(raw_id, payload)
@@ -244,7 +244,7 @@ class JsonTaskClient:
         secrets = (self._api_key, *secrets)
         status, ok = reply.status, 200 <= reply.status < 300
         decoded = None if reply.cut else decode(reply.body)
-        text = masked(decoded, secrets) if decoded is not None else ""
+        text = mask_secrets(decoded, secrets) if decoded is not None else ""
         payload = _json_object(text) if decoded is not None else None
         error = payload_error(self.dialect, payload) if payload is not None else None
         if error is None and not ok:
@@ -313,7 +313,7 @@ class JsonTaskClient:
         return error
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "***")
+        return mask_secrets(text, (self._api_key,))
 
     def _count(self, name: str) -> None:
         with self._lock:

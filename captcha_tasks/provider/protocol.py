@@ -31,6 +31,7 @@ from ..errors import (
     RateLimited,
     SolverError,
 )
+from ..redaction import mask_secrets
 from ..settings import Provider
 from .unreadable import (
     EMPTY_ANSWER,
@@ -38,7 +39,6 @@ from .unreadable import (
     clean,
     context,
     decode,
-    masked,
     preview,
     snippet,
     unreadable,
@@ -248,7 +248,7 @@ def parse_response(
     try:
         if cut or text is None:
             raise _unreadable_body(status_code, content_type, _bytes(body), redact, cut)
-        text = masked(text, redact)
+        text = mask_secrets(text, redact)
         try:
             value = _parse_text(text, provider)
         except _Unrecognised as exc:
@@ -281,7 +281,7 @@ def parse_many(
     text = decode(body)
     if cut or text is None:
         raise _unreadable_body(status_code, content_type, _bytes(body), redact, cut)
-    text = masked(text, redact)
+    text = mask_secrets(text, redact)
     parts: list[str] | None = None
     if 200 <= status_code < 300:
         if text.startswith("{"):
@@ -451,7 +451,7 @@ def _bytes(body: bytes | str) -> bytes:
 
 
 def _redacted(exc: SolverError, secrets: Iterable[str]) -> SolverError:
-    message = masked(exc.message, secrets)
+    message = mask_secrets(exc.message, secrets)
     if message == exc.message:
         return exc
     return type(exc)(message, exc.code, exc.retry_after)

@@ -17,8 +17,9 @@ provider whose own answer was mangled on its way back):
   for any error page (:mod:`.transport`).
 
 A message says what came (status, content type, size, the first bytes: text cleaned
-of control characters, binary as escapes) with the secrets masked before anything
-is quoted, since a portal may echo the request (the key, a proxy's password) back.
+of control characters, binary as escapes) with the secrets masked
+(:func:`captcha_tasks.redaction.mask_secrets`) before anything is quoted, since a portal
+may echo the request (the key, a proxy's password) back.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from ..errors import ProviderUnavailable, SolverError, SubmitUncertain
+from ..redaction import MASK, mask_secrets
 
 __all__ = [
     "ANSWER_TOO_BIG",
@@ -39,7 +41,6 @@ __all__ = [
     "context",
     "decode",
     "is_unreadable",
-    "masked",
     "preview",
     "snippet",
     "too_big",
@@ -76,15 +77,6 @@ def decode(body: bytes | str) -> str | None:
     return body.lstrip("\ufeff").strip()
 
 
-def masked(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret replaced by ``***``: before anything is quoted, since a
-    snippet cut off mid-secret would no longer match it."""
-    for secret in secrets:
-        if secret and secret in text:
-            text = text.replace(secret, "***")
-    return text
-
-
 def clean(text: str) -> str:
     """One line of printable characters, at most 120 of them."""
     flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
@@ -102,11 +94,11 @@ def preview(body: bytes | str, secrets: Iterable[str] = ()) -> str:
     """The first bytes of any body: quoted text, or escapes for what is not text."""
     text = decode(body)
     if text is not None:
-        return snippet(masked(text, secrets))
+        return snippet(mask_secrets(text, secrets))
     raw = body if isinstance(body, bytes) else body.encode("utf-8", "replace")
     for secret in secrets:
         if secret:
-            raw = raw.replace(secret.encode("utf-8", "replace"), b"***")
+            raw = raw.replace(secret.encode("utf-8", "replace"), MASK.encode())
     more = "..." if len(raw) > _PREVIEW_BYTES else ""
     return f"{raw[:_PREVIEW_BYTES]!r}{more}"
 

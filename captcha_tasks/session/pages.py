@@ -55,7 +55,7 @@ from ..errors import (
     ProxyRejected,
     TargetNotAllowed,
 )
-from ..masking import mask_url, mask_urls_in
+from ..redaction import mask_url, mask_urls_in
 from ..settings import Settings
 
 __all__ = [

@@ -44,6 +44,7 @@ import redis
 
 from ..errors import InvalidTaskInput, NoProxyAvailable, UnknownProxy
 from ..provider.proxy import Proxy, ProxyType
+from ..redaction import mask_secrets
 from ..settings import Settings
 from ..state import Keys
 from ..state.clock import local_time
@@ -277,7 +278,7 @@ class ProxyPool:
         proxy = self.get(ident)
         text = _CONTROL.sub(" ", reason or "reported bad").strip() or "reported bad"
         if proxy.password:
-            text = text.replace(proxy.password, "***")
+            text = mask_secrets(text, (proxy.password,))
         holder = run(
             self.client,
             "proxy_report_bad",

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from ..errors import ConfigurationError
-from ..masking import mask_url as _mask_url
+from ..redaction import mask_url as _mask_url
 from .parsing import (
     DEFAULT_SOLVER_URL,
     DEFAULT_URLS,
@@ -69,7 +69,7 @@ _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,32}$")
 def mask_url(url: str) -> str:
     """``redis://:secret@host:6379/0`` -> ``redis://:***@host:6379/0`` (for logs and repr).
 
-    :func:`captcha_tasks.masking.mask_url`: the one masking of URL passwords.
+    :func:`captcha_tasks.redaction.mask_url`: the one masking of URL passwords.
     """
     return _mask_url(url)
 

@@ -29,7 +29,7 @@ from collections.abc import Collection, Mapping
 from typing import Final
 
 from ..errors import ConfigurationError
-from ..masking import mask_url
+from ..redaction import mask_url
 from .parsing import (
     CAPTCHA_TYPES,
     DEFAULT_SOLVER_URL,

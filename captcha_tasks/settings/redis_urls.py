@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigurationError
-from ..masking import mask_url
+from ..redaction import mask_url
 
 __all__ = [
     "SENTINEL_PORT",

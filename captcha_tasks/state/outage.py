@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..masking import mask_urls_in
+from ..redaction import mask_urls_in
 
 __all__ = ["REDIS_OUTAGE", "RedisOutage"]
 

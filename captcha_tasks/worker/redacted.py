@@ -1,11 +1,12 @@
-"""Tasks whose arguments are shown redacted wherever Celery shows a task.
+"""Tasks whose arguments are shown redacted wherever Celery shows a task: the Celery
+side of hiding secrets.
 
 :class:`RedactedTask` computes ``argsrepr``/``kwargsrepr`` at send time (``apply_async``
 and ``retry``) and its worker-side request
 (:class:`~.celery_internals.request.RedactedRequest`) computes them again, so
-messages sent by other clients (``send_task``) are shown redacted too. What is masked
-and how is :mod:`captcha_tasks.redaction`'s business (plain functions); this module is
-where they meet Celery.
+messages sent by other clients (``send_task``) are shown redacted too. The policy (what
+is masked, and how) lives in :mod:`captcha_tasks.redaction` alone; this module only
+applies it where Celery builds, retries and shows a task.
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ import redis
 from celery import bootsteps
 
 from ..errors import InvalidApiKey, SolverError
-from ..masking import mask_url, mask_urls_in
 from ..provider import make_provider
+from ..redaction import mask_url, mask_urls_in
 from ..settings import Settings, get_settings
 from ..settings.providers import DEFAULT_PROVIDER, key_variable
 from ..state.redis import redis_client

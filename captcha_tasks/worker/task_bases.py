@@ -30,8 +30,8 @@ from ..errors import (
     UnknownProxy,
 )
 from ..forksafe import PerProcess
-from ..masking import mask_url
 from ..provider import Provider
+from ..redaction import mask_url
 from ..session.cookies import PageJar, normalize_host
 from ..settings import Settings, get_settings
 from ..state import state_redis

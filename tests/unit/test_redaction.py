@@ -1,4 +1,5 @@
-"""Redacted task arguments: the reprs, the send path, retries and the worker's Request."""
+"""Hiding secrets (:mod:`captcha_tasks.redaction`): URL passwords, known secrets, and
+task arguments' reprs on the send path, in retries and in the worker's Request."""
 
 from __future__ import annotations
 
@@ -27,7 +28,16 @@ from captcha_tasks import (
     solve_recaptcha_v2,
 )
 from captcha_tasks.errors import CaptchaTasksError, ProxyRejected, TargetNotAllowed
-from captcha_tasks.redaction import MASK, known_secrets, mask_url, mask_urls_in, scrub_text
+from captcha_tasks.redaction import (
+    MASK,
+    known_secrets,
+    mask_credentials_in,
+    mask_secrets,
+    mask_url,
+    mask_url_values,
+    mask_urls_in,
+    scrub_text,
+)
 from captcha_tasks.worker.celery_internals.request import RedactedRequest
 from captcha_tasks.worker.page_tasks import fetch_page, release_session_lock, submit_challenge
 from captcha_tasks.worker.redacted import (
@@ -275,6 +285,38 @@ def test_mask_urls_in_finds_urls_anywhere_in_a_text() -> None:
     assert "'http://bob:***@127.0.0.1:8/p'" in masked
     assert "redis://:***@r:6379/0, http://plain/path" in masked
     assert mask_urls_in(masked) == masked
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://u:pw@h/p?sid=1&x=2#t=3", "https://u:***@h/p?sid=***&x=***#t=***"),
+        ("https://user@h/p", "https://***@h/p"),  # a user name alone is hidden too
+        ("https://h/p?token", "https://h/p?***"),  # a bare item is a value
+        ("https://h/p#section", "https://h/p#section"),  # an anchor, not pairs
+        ("http://[::1", "http://[::1"),  # unreadable, and nothing to hide
+        ("http://a:b@[::1", "http://a:***@[::1"),  # unreadable: its credentials still go
+    ],
+)
+def test_mask_url_values_hides_what_task_arguments_may_carry(url: str, shown: str) -> None:
+    assert mask_url_values(url) == shown
+
+
+def test_mask_url_keeps_what_mask_url_values_hides() -> None:
+    url = "https://user@h/p?sid=1"
+    assert mask_url(url) == url  # only a password is masked there
+
+
+def test_credentials_are_masked_with_or_without_a_scheme() -> None:
+    text = "proxy u:s3cret@203.0.113.5:8080 and socks5://a:b@h:1080"
+    assert mask_credentials_in(text) == "proxy u:***@203.0.113.5:8080 and socks5://a:***@h:1080"
+
+
+def test_mask_secrets_replaces_each_given_secret_wherever_it_occurs() -> None:
+    text = "key=K3y-123 echoed K3y-123, proxy pw Pr0xy!"
+    assert mask_secrets(text, ("K3y-123", "Pr0xy!")) == "key=*** echoed ***, proxy pw ***"
+    assert mask_secrets(text, ("", "absent")) == text  # an empty secret masks nothing
+    assert scrub_text(text, ("K3y-123",)) == "key=*** echoed ***, proxy pw Pr0xy!"
 
 
 USERS = st.text(string.ascii_letters + string.digits + "._-", max_size=12)

@@ -14,8 +14,7 @@ from kombu import Connection
 from redis.sentinel import SentinelConnectionPool
 
 from captcha_tasks.errors import ConfigurationError
-from captcha_tasks.masking import mask_url, mask_urls_in
-from captcha_tasks.redaction import known_secrets
+from captcha_tasks.redaction import known_secrets, mask_url, mask_urls_in
 from captcha_tasks.settings import Settings
 from captcha_tasks.settings.redis_urls import SentinelURL, parse_sentinel_url
 from captcha_tasks.state.redis import async_redis_client, redis_client

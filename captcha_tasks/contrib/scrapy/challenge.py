@@ -42,7 +42,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import TextResponse
 
 from ...errors import ConfigurationError
-from ...masking import mask_url
+from ...redaction import mask_url
 from ...session.pages import Challenge, find_challenge
 from ...settings import Settings, get_settings
 from .cluster import fetch_on_cluster

@@ -60,7 +60,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps
 
-from ...masking import mask_url
+from ...redaction import mask_url
 from ...settings import Settings
 from ...settings.redis_urls import is_sentinel
 from ...state.clock import clock_of
