@@ -6,7 +6,7 @@ URL passwords: :func:`mask_url` and :func:`mask_urls_in` mask ``scheme://user:pw
 worker's logs mask through them.
 
 Known secrets: :func:`known_secrets` (the API keys and the passwords in our Redis and
-solver URLs, read from the settings when called) and :func:`mask_secrets` (any
+solver URLs, which the settings hand this module) and :func:`mask_secrets` (any
 given secrets replaced by ``***`` wherever they occur, as the provider clients do with
 what an answer quotes of a request).
 
@@ -27,10 +27,10 @@ inspect reserved/active/scheduled``, Flower's worker pages) shows a redacted rep
   wherever they occur;
 - long strings truncated.
 
-Pure functions: no Celery, no Redis, and nothing of the package at import (errors and
-settings import this module); only :func:`known_secrets` imports the settings, when it
-is called. :class:`captcha_tasks.worker.redacted.RedactedTask` applies the policy to
-task arguments at send time (``apply_async`` and ``retry`` pass
+Pure functions: no Celery, no Redis, nothing of the package (errors and settings import
+this module, and the settings name where :func:`known_secrets` reads from:
+:func:`read_secrets_from`). :class:`captcha_tasks.worker.redacted.RedactedTask` applies
+the policy to task arguments at send time (``apply_async`` and ``retry`` pass
 ``argsrepr``/``kwargsrepr``) and, through its ``RedactedRequest``, again in the worker,
 so messages sent by other clients (``send_task``) are shown redacted too.
 """
@@ -40,9 +40,9 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "HIDDEN",
@@ -53,6 +53,7 @@ __all__ = [
     "mask_url",
     "mask_url_values",
     "mask_urls_in",
+    "read_secrets_from",
     "redact",
     "redact_args",
     "scrub_result_repr",
@@ -266,41 +267,22 @@ class _Shown:
         return self.text
 
 
-_secrets_of: tuple[object, tuple[str, ...]] = (None, ())
+#: Where :func:`known_secrets` reads them: :mod:`captcha_tasks.settings` names itself
+#: when it is imported (:func:`read_secrets_from`), as the settings sit above this module
+#: and import it. Until then, none are known.
+_source: Callable[[], tuple[str, ...]] = tuple
+
+
+def read_secrets_from(source: Callable[[], tuple[str, ...]]) -> None:
+    """Make ``source`` what :func:`known_secrets` returns (the settings' secrets)."""
+    global _source
+    _source = source
 
 
 def known_secrets() -> tuple[str, ...]:
-    """The API key and the passwords of our Redis and solver URLs (from the settings).
-
-    Imports the settings when called: they import this module to mask their URLs.
-    """
-    global _secrets_of
-    from .settings import get_settings
-    from .settings.redis_urls import split_urls
-
-    try:
-        settings = get_settings()
-    except Exception:  # a malformed environment stops the process elsewhere
-        return ()
-    if _secrets_of[0] is settings:
-        return _secrets_of[1]
-    providers = settings.providers()  # every configured provider's key and URL
-    found = {settings.redis_sentinel_password, *(p.api_key for p in providers)}
-    redis = (settings.redis_url, settings.broker_url, settings.result_backend, settings.state_url)
-    # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.
-    for url in (
-        *(part for r in redis for part in split_urls(r)),
-        *(p.url for p in providers),
-    ):
-        try:
-            password = urlsplit(url).password or ""
-        except ValueError:
-            continue
-        found.update((password, unquote(password)))  # as written in URLs, and as used
-    # Very short secrets would mask ordinary text; none of ours is that short.
-    secrets = tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))
-    _secrets_of = (settings, secrets)
-    return secrets
+    """The API keys and the passwords of our Redis and solver URLs: the settings' secrets
+    (:func:`captcha_tasks.settings.known_secrets`), longest first."""
+    return _source()
 
 
 def scrub_text(text: str, secrets: Iterable[str] | None = None) -> str:

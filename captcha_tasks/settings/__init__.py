@@ -16,9 +16,11 @@ import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any, Literal
+from urllib.parse import unquote, urlsplit
 
 from ..errors import ConfigurationError
 from ..redaction import mask_url as _mask_url
+from ..redaction import read_secrets_from
 from .parsing import (
     DEFAULT_SOLVER_URL,
     DEFAULT_URLS,
@@ -44,7 +46,7 @@ from .providers import (
     provider_variables,
     read_providers,
 )
-from .redis_urls import check_sentinel_master, sentinel_master, ssl_options
+from .redis_urls import check_sentinel_master, sentinel_master, split_urls, ssl_options
 from .redis_urls import redis_url as _check_redis_url
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "Provider",
     "Settings",
     "get_settings",
+    "known_secrets",
     "mask_url",
 ]
 
@@ -491,3 +494,39 @@ _RESERVED: frozenset[str] = frozenset(
 def get_settings() -> Settings:
     """The process-wide settings, read once from the environment."""
     return Settings.from_env()
+
+
+_secrets_of: tuple[object, tuple[str, ...]] = (None, ())
+
+
+def known_secrets() -> tuple[str, ...]:
+    """The API keys and the passwords of our Redis and solver URLs, of the process-wide
+    settings, longest first: what :mod:`captcha_tasks.redaction` masks wherever it
+    occurs (none while the environment cannot be read)."""
+    global _secrets_of
+    try:
+        settings = get_settings()
+    except Exception:  # a malformed environment stops the process elsewhere
+        return ()
+    if _secrets_of[0] is settings:
+        return _secrets_of[1]
+    providers = settings.providers()  # every configured provider's key and URL
+    found = {settings.redis_sentinel_password, *(p.api_key for p in providers)}
+    redis = (settings.redis_url, settings.broker_url, settings.result_backend, settings.state_url)
+    # A list of sentinels (sentinel://h1;sentinel://h2) is one URL each.
+    for url in (
+        *(part for r in redis for part in split_urls(r)),
+        *(p.url for p in providers),
+    ):
+        try:
+            password = urlsplit(url).password or ""
+        except ValueError:
+            continue
+        found.update((password, unquote(password)))  # as written in URLs, and as used
+    # Very short secrets would mask ordinary text; none of ours is that short.
+    secrets = tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))
+    _secrets_of = (settings, secrets)
+    return secrets
+
+
+read_secrets_from(known_secrets)

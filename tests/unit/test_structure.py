@@ -1,8 +1,8 @@
-"""The package's layout holds: layers only import downwards (but for the reviewed
-imports made when a function is called), Celery stays in worker/ (and the CLI, and the
-caller's awaiting of a result), and the runtime imports neither the sandbox
-(captcha_tasks_sandbox) nor the developer tools (captcha_tasks_dev), which are
-distributions of their own. Read from the source (ast), nothing is imported."""
+"""The package's layout holds: layers only import downwards (in functions too), Celery
+stays in worker/ (and the CLI, and the caller's awaiting of a result), and the runtime
+imports neither the sandbox (captcha_tasks_sandbox) nor the developer tools
+(captcha_tasks_dev), which are distributions of their own. Read from the source (ast),
+nothing is imported."""
 
 from __future__ import annotations
 
@@ -34,15 +34,6 @@ LAYERS: dict[str, int] = {
     "mcp": 9,
 }  # fmt: skip
 
-#: Imports of a higher layer made inside a function (when it is called, never when the
-#: module is imported), as ``importer -> imported top-level module``, with the reason.
-CALL_TIME_UPWARD: dict[str, str] = {
-    "captcha_tasks.redaction -> captcha_tasks.settings": (
-        "known_secrets() reads the secrets of the settings; the settings (and errors, "
-        "below them) import redaction to mask URL passwords"
-    ),
-}
-
 #: Imports of Celery or kombu outside worker/ and cli/, with the reason.
 CELERY_OUTSIDE_WORKER: dict[str, str] = {
     "captcha_tasks.caller.async_results": "awaits a result: Celery's states and AsyncResult",
@@ -57,25 +48,16 @@ def _modules() -> Iterator[tuple[str, Path]]:
 
 def _imports(module: str, path: Path) -> Iterator[tuple[str, bool]]:
     """Absolute names this module imports, and whether only for type checking."""
-    return ((name, typing_only) for name, typing_only, _ in _all_imports(module, path))
-
-
-def _all_imports(module: str, path: Path) -> Iterator[tuple[str, bool, bool]]:
-    """Absolute names this module imports, whether only for type checking, and whether
-    only inside a function (when it is called, not when the module is imported)."""
     tree = ast.parse(path.read_text())
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     typing_only: set[int] = set()
-    in_function: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             typing_only.update(id(n) for n in ast.walk(node))
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            in_function.update(id(n) for n in ast.walk(node))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield alias.name, id(node) in typing_only, id(node) in in_function
+                yield alias.name, id(node) in typing_only
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -84,7 +66,7 @@ def _all_imports(module: str, path: Path) -> Iterator[tuple[str, bool, bool]]:
                 target = node.module or ""
             names = [target] if node.module else [f"{target}.{a.name}" for a in node.names]
             for name in names:
-                yield name, id(node) in typing_only, id(node) in in_function
+                yield name, id(node) in typing_only
 
 
 def _layer(module: str) -> int:
@@ -107,20 +89,13 @@ def test_every_top_level_module_has_a_layer() -> None:
 
 
 def test_no_module_imports_a_higher_layer() -> None:
-    upward, at_call_time = [], set()
+    upward = []
     for module, path in _modules():
-        for name, typing_only, in_function in _all_imports(module, path):
-            if typing_only or not name.startswith("captcha_tasks."):
-                continue
-            if _layer(name) <= _layer(module):
-                continue
-            pair = f"{module} -> captcha_tasks.{name.split('.')[1]}"
-            if in_function and pair in CALL_TIME_UPWARD:
-                at_call_time.add(pair)
-            else:
+        for name, typing_only in _imports(module, path):
+            upward_import = not typing_only and name.startswith("captcha_tasks.")
+            if upward_import and _layer(name) > _layer(module):
                 upward.append(f"{module} -> {name}")
     assert upward == []
-    assert at_call_time == set(CALL_TIME_UPWARD)  # each reviewed exception still needed
 
 
 def test_celery_is_imported_only_by_the_worker_package_and_the_cli() -> None:
