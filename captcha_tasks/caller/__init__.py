@@ -1,11 +1,7 @@
-"""The caller's side: what application code runs to send a task, check it and await it.
-
-- :mod:`.typed`: the tasks as the type checker sees them (``.delay()`` takes the task's
-  own parameters, ``.get()`` gives its result type);
-- :mod:`.checks`: the checks a call passes before anything is sent;
-- :mod:`.awaiting` and :mod:`.async_results`: :mod:`captcha_tasks.aio`'s sending and
-  waiting, one pub/sub connection per event loop; :mod:`.aio_kinds`: each captcha kind's
-  ``aio`` function, generated from its declaration.
-
-The worker's side (tasks, bootsteps, the Celery seam) is :mod:`captcha_tasks.worker`.
+"""The caller's side of a task that is not :mod:`captcha_tasks.aio`: the tasks as the
+type checker sees them (:mod:`.typed`: ``.delay()`` takes the task's own parameters,
+``.get()`` gives its result type) and the checks a call passes before anything is sent
+(:mod:`.checks`). The worker's tasks are built on both; ``aio``'s sending and awaiting
+sit above the worker's app. The worker's side (tasks, bootsteps, the Celery seam) is
+:mod:`captcha_tasks.worker`.
 """

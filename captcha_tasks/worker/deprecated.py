@@ -31,13 +31,7 @@ __all__ = ["solve_recaptcha_v2_enterprise", "solve_turnstile_challenge"]
 log = logging.getLogger(__name__)
 
 #: Modules a call passes through between the caller's line and :func:`warn_once`.
-_SENDING = (
-    "celery.",
-    "captcha_tasks.worker.",
-    "captcha_tasks.caller.",
-    "captcha_tasks.aio",
-    "asyncio.",
-)
+_SENDING = ("celery.", "captcha_tasks.worker.", "captcha_tasks.aio", "asyncio.")
 
 #: The old names this process has warned about.
 _warned: set[str] = set()

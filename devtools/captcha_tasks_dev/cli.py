@@ -228,7 +228,7 @@ def generate_command(check: bool) -> None:
     """Write the modules generated from the captcha kinds' declarations.
 
     Each kind's solve task (captcha_tasks/worker/kind_tasks.py) and its aio twin
-    (captcha_tasks/caller/aio_kinds.py), from captcha_tasks/provider/kinds/.
+    (captcha_tasks/aio/kinds.py), from captcha_tasks/provider/kinds/.
     """
     from .generate import stale, write
 

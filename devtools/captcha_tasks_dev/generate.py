@@ -3,7 +3,7 @@
 Each kind of :data:`captcha_tasks.provider.CAPTCHA_CLASSES` whose declaration has a
 :class:`~captcha_tasks.provider.kind.SolveCall` gets its solve task
 (``captcha_tasks/worker/kind_tasks.py``) and its ``aio`` twin
-(``captcha_tasks/caller/aio_kinds.py``), written out as plain, typed Python: Celery, ``inspect``,
+(``captcha_tasks/aio/kinds.py``), written out as plain, typed Python: Celery, ``inspect``,
 mypy and editors read them as any hand-written task, and the declaration stays the one
 place a kind is written. :func:`render` gives each file's text as ``ruff format`` lays it
 out; ``captcha-tasks-dev generate`` (``make generate``) writes them, ``--check`` (and a
@@ -125,7 +125,7 @@ def _aio() -> str:
 #: Each generated file (relative to the repository) and what renders it.
 GENERATED = {
     "captcha_tasks/worker/kind_tasks.py": _tasks,
-    "captcha_tasks/caller/aio_kinds.py": _aio,
+    "captcha_tasks/aio/kinds.py": _aio,
 }
 
 

@@ -24,7 +24,7 @@ import redis
 from celery import Celery, states
 from kombu import Connection
 
-from captcha_tasks.caller.async_results import ResultWaiter
+from captcha_tasks.aio.async_results import ResultWaiter
 from captcha_tasks.engine import queue as queue_module
 from captcha_tasks.engine.jobs import Job
 from captcha_tasks.engine.queue import SolveQueue

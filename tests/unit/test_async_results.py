@@ -17,7 +17,7 @@ from celery import states
 from celery.result import AsyncResult
 
 from captcha_tasks import aio
-from captcha_tasks.caller import async_results
+from captcha_tasks.aio import async_results
 from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.settings import get_settings
 

@@ -1,5 +1,5 @@
 """The package's layout holds: layers only import downwards (in functions too), Celery
-stays in worker/ (and the CLI, and the caller's awaiting of a result), and the runtime
+stays in worker/ (and the CLI, and aio's awaiting of a result), and the runtime
 imports neither the sandbox (captcha_tasks_sandbox) nor the developer tools
 (captcha_tasks_dev), which are distributions of their own. Read from the source (ast),
 nothing is imported."""
@@ -20,13 +20,12 @@ LAYERS: dict[str, int] = {
     "settings": 1,
     "state": 2,
     "provider": 3,
-    # The caller's checks and typed tasks; its sending and awaiting sit with aio (below).
+    # The caller's typed tasks and the checks of a call, which the worker's tasks are built on.
     "session": 4, "caller": 4,
     "engine": 5,
     "fleet": 6, "monitor": 6, "bridge": 6,
     "worker": 7, "celeryconfig": 7,
     "cli": 8, "aio": 8,
-    "caller.awaiting": 8, "caller.async_results": 8, "caller.aio_kinds": 8,
     "__init__": 9,
     # Integrations (Scrapy, Playwright): clients of the package, never imported by it.
     "contrib": 9,
@@ -36,7 +35,7 @@ LAYERS: dict[str, int] = {
 
 #: Imports of Celery or kombu outside worker/ and cli/, with the reason.
 CELERY_OUTSIDE_WORKER: dict[str, str] = {
-    "captcha_tasks.caller.async_results": "awaits a result: Celery's states and AsyncResult",
+    "captcha_tasks.aio.async_results": "awaits a result: Celery's states and AsyncResult",
 }
 
 

@@ -1,6 +1,6 @@
 """A stored result's meta turned into what ``AsyncResult.get()`` returns or raises.
 
-:mod:`captcha_tasks.caller.async_results` waits for a result on its own pub/sub
+:mod:`captcha_tasks.aio.async_results` waits for a result on its own pub/sub
 connection and holds the final meta: Celery's ``AsyncResult`` takes such a meta through
 ``_maybe_set_cache`` (children, cached state, the exception rebuilt from its module and
 name, a remote traceback where ``task_remote_tracebacks`` is on) and has no public

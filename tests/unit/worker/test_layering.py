@@ -11,7 +11,7 @@ from tests.support.workers import ROOT
 PACKAGE = ROOT / "captcha_tasks"
 
 #: Every module outside worker/ and cli/ (and the package root, which defines
-#: the app, and aio.py, caller/, contrib/ and mcp/, which are ways in to its tasks, as the
+#: the app, and aio/, caller/, contrib/ and mcp/, which are ways in to its tasks, as the
 #: root is):
 #: read from the tree, so a new module is checked without being listed.
 PLAIN = sorted(
@@ -25,7 +25,7 @@ PLAIN = sorted(
         "cli",
         "__init__.py",
         "celeryconfig.py",
-        "aio.py",
+        "aio",
         "caller",
         "contrib",
         "mcp",

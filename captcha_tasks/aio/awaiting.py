@@ -1,6 +1,6 @@
 """What every ``aio`` function is made of: :func:`send`, :func:`result` and :func:`call`,
 and the wrappers of a task's own parameters (:func:`checked`, :func:`call_with`) that
-:mod:`captcha_tasks.aio` and the generated :mod:`captcha_tasks.aio_kinds` are written
+:mod:`captcha_tasks.aio` and the generated :mod:`captcha_tasks.aio.kinds` are written
 with. How it waits: :mod:`captcha_tasks.aio`'s text."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any, TypeVar, overload
 
 from typing_extensions import ParamSpec
 
+from ..caller.checks import misfit
+from ..caller.typed import TaskResult, TypedTask
 from ..settings import get_settings
 from ..worker.app import app
 from ..worker.celery_internals.result_backend import without_result_subscription
 from .async_results import AsyncResult, await_result, waiter_for
-from .checks import misfit
-from .typed import TaskResult, TypedTask
 
 __all__ = ["DEFAULT_TIMEOUT", "aclose", "call", "call_with", "checked", "result", "send"]
 

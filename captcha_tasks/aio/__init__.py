@@ -22,7 +22,7 @@ the ``await`` and sends nothing; same routing) and returns what ``.get()`` would
 result, or the task's exception raised. :func:`send` sends without waiting and gives
 the ``AsyncResult``; :func:`result` waits for one.
 
-How it waits (:mod:`captcha_tasks.caller.async_results`): the Redis result backend
+How it waits (:mod:`captcha_tasks.aio.async_results`): the Redis result backend
 publishes every state it stores on the result key's channel; each event loop keeps one
 ``redis.asyncio`` pub/sub connection, subscribes a channel per awaited task, and reads
 the stored state once the subscription is confirmed (so a result that is already in is
@@ -47,10 +47,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .caller import aio_kinds
-from .caller.aio_kinds import *  # noqa: F403  (every captcha kind's solve_<type>)
-from .caller.awaiting import DEFAULT_TIMEOUT, aclose, call, call_with, checked, result, send
-from .results import (
+from ..results import (
     BalanceResult,
     FeedbackResult,
     PageResult,
@@ -58,7 +55,10 @@ from .results import (
     ReportResult,
     TokenResult,
 )
-from .worker import altcha_tasks, page_tasks, solve_tasks
+from ..worker import altcha_tasks, page_tasks, solve_tasks
+from . import kinds
+from .awaiting import DEFAULT_TIMEOUT, aclose, call, call_with, checked, result, send
+from .kinds import *  # noqa: F403  (every captcha kind's solve_<type>)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -72,7 +72,7 @@ __all__ = [
     "result",
     "send",
     "solve_altcha",
-    *aio_kinds.__all__,
+    *kinds.__all__,
 ]
 
 
@@ -125,7 +125,7 @@ async def report_solution(
 async def feedback(task_id: str, accepted: bool = True) -> FeedbackResult:
     """``await`` :func:`captcha_tasks.feedback` (same arguments): its few Redis round
     trips run on the loop's default executor, so the loop never waits on them."""
-    from .worker.feedback import feedback as feedback_now
+    from ..worker.feedback import feedback as feedback_now
 
     return await asyncio.to_thread(feedback_now, task_id, accepted)
 
@@ -141,7 +141,7 @@ async def ping(
 
 def _deprecated(name: str) -> Callable[..., Awaitable[Any]]:
     async def awaiting(*args: Any, timeout: float | None = DEFAULT_TIMEOUT, **kwargs: Any) -> Any:
-        from .worker import deprecated
+        from ..worker import deprecated
 
         return await call(deprecated.ALIASES[name], *args, timeout=timeout, **kwargs)
 
