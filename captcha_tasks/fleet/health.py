@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = ["HEALTH_CHECKS", "TEST_SITEKEY", "HealthResult", "RunOnWorker", "run_health_check"]
@@ -42,13 +42,7 @@ class HealthResult:
     seconds: float
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "check": self.check,
-            "detail": self.detail,
-            "version": self.version,
-            "seconds": round(self.seconds, 2),
-        }
+        return {**asdict(self), "seconds": round(self.seconds, 2)}
 
 
 def _describe(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,7 @@ class Beat:
         return max(0.0, (local_time() if now is None else now) - self.at)
 
     def as_json(self) -> str:
-        return json.dumps(
-            {
-                "worker": self.worker,
-                "version": self.version,
-                "pid": self.pid,
-                "at": round(self.at, 3),
-            }
-        )
+        return json.dumps({**asdict(self), "at": round(self.at, 3)})
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> Beat:
@@ -141,12 +134,7 @@ class ProbeResult:
     problems: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "broker": self.broker,
-            "beats": self.beats,
-            "problems": self.problems,
-        }
+        return asdict(self)
 
 
 def _refusals(client: redis.Redis, settings: Settings, workers: set[str]) -> list[str]:

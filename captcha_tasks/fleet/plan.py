@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..provider import CAPTCHA_CLASSES
@@ -83,18 +83,10 @@ class WorkerReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "worker": self.worker,
-            "from_version": self.from_version,
-            "to_version": self.to_version,
-            "result": self.result,
-            "queues": self.queues,
+            **asdict(self),
             "drain_seconds": _round(self.drain_seconds),
-            "left_at_restart": self.left_at_restart,
             "restart_seconds": _round(self.restart_seconds),
             "start_seconds": _round(self.start_seconds),
-            "health": self.health,
-            "error": self.error,
-            "rollback": self.rollback,
         }
 
 

@@ -7,7 +7,7 @@ import shlex
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol
 
 from .health import HealthResult
@@ -31,12 +31,7 @@ class Pending:
         return self.active + self.reserved + self.scheduled + self.solve_calls
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "active": self.active,
-            "reserved": self.reserved,
-            "scheduled": self.scheduled,
-            "solve_calls": self.solve_calls,
-        }
+        return asdict(self)
 
 
 class ControlPlane(Protocol):

@@ -241,6 +241,13 @@ CELERY_QUEUES = ("*.dq2", "*.celery.pidbox", "celeryev.*")
 PRIORITY_SUFFIX = "??[369]"
 
 
+def _secret(user: str, password: str | None) -> str:
+    """``user``'s password as an ACL rule gives it (:meth:`AclUser.rule`)."""
+    if password is None:
+        return f"#<{user}-password-sha256>"
+    return f"#{hashlib.sha256(password.encode()).hexdigest()}"
+
+
 @dataclass(frozen=True)
 class AclUser:
     """One ``user`` line: name, commands, key patterns, channel patterns."""
@@ -253,12 +260,7 @@ class AclUser:
     def rule(self, password: str | None = None) -> str:
         """The ACL file line; ``password`` is stored as its SHA-256 (``#<hex>``), and
         without one a placeholder that Redis refuses to load stands in for it."""
-        secret = (
-            f"#{hashlib.sha256(password.encode()).hexdigest()}"
-            if password is not None
-            else f"#<{self.name}-password-sha256>"
-        )
-        parts = ["user", self.name, "reset", "on", secret]
+        parts = ["user", self.name, "reset", "on", _secret(self.name, password)]
         parts += [f"~{key}" for key in self.keys]
         parts += ["resetchannels", *(f"&{channel}" for channel in self.channels)]
         parts += ["-@all", *(f"+{command}" for command in self.commands)]
@@ -374,12 +376,7 @@ def render(
     """The ACL file: ``default`` (the administrator), ``worker`` and ``monitor``.
     ``passwords`` by user name; a missing one is a placeholder the file cannot load with."""
     passwords = passwords or {}
-    admin = passwords.get("default")
-    secret = (
-        f"#{hashlib.sha256(admin.encode()).hexdigest()}"
-        if admin is not None
-        else "#<default-password-sha256>"
-    )
+    secret = _secret("default", passwords.get("default"))
     users = (worker_user(prefix, db=db, queues=queues), monitor_user(prefix, db=db, queues=queues))
     # No comments: Redis refuses an ACL file with any line that is not a user.
     lines = [ADMIN_RULE.format(secret=secret), *(u.rule(passwords.get(u.name)) for u in users)]

@@ -176,7 +176,7 @@ class Keys:
     prefix: str = "ct:"
 
     def job(self, task_id: str) -> str:
-        return f"{self.prefix}job:{task_id}"
+        return f"{self.job_prefix}{task_id}"
 
     @property
     def job_prefix(self) -> str:
@@ -255,13 +255,13 @@ class Keys:
         return f"{self.prefix}proxies"
 
     def proxy_lease(self, proxy_id: str) -> str:
-        return f"{self.prefix}proxy:lease:{proxy_id}"
+        return f"{self.proxy_lease_prefix}{proxy_id}"
 
     def worker_proxy(self, worker: str) -> str:
-        return f"{self.prefix}proxy:worker:{worker}"
+        return f"{self.worker_proxy_prefix}{worker}"
 
     def proxy_quarantine(self, proxy_id: str) -> str:
-        return f"{self.prefix}proxy:quarantine:{proxy_id}"
+        return f"{self.proxy_quarantine_prefix}{proxy_id}"
 
     @property
     def proxy_lease_prefix(self) -> str:
@@ -294,7 +294,7 @@ class Keys:
     # -- fleet operations ------------------------------------------------------------
 
     def heartbeat(self, worker: str) -> str:
-        return f"{self.prefix}heartbeat:{worker}"
+        return f"{self.heartbeat_prefix}{worker}"
 
     @property
     def heartbeat_prefix(self) -> str:
@@ -311,7 +311,7 @@ class Keys:
         return f"{self.prefix}bridge:{group}:published:"
 
     def key_refused(self, engine: str) -> str:
-        return f"{self.prefix}key_refused:{engine}"
+        return f"{self.key_refused_prefix}{engine}"
 
     @property
     def key_refused_prefix(self) -> str:
