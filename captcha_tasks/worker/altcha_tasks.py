@@ -133,9 +133,47 @@ def _to_provider(settings: Settings, challenge: Challenge) -> bool:
     return False
 
 
-@task("captcha_tasks.solve_altcha", base=SolveTask)
+def _check_shape(
+    pageurl: object, challenge_json: object, challenge_url: object, proxy_id: object
+) -> None:
+    """What the caller and the worker both refuse before anything else."""
+    check_page_url(pageurl)
+    if (challenge_json is None) == (challenge_url is None):
+        raise InvalidTaskInput(
+            "solve_altcha: give exactly one of challenge_json and challenge_url",
+            "BAD_ALTCHA_CHALLENGE",
+        )
+    if proxy_id is not None and (not isinstance(proxy_id, str) or not 0 < len(proxy_id) <= 64):
+        raise InvalidTaskInput("solve_altcha: proxy_id must be a proxy pool id")
+
+
+class AltchaTask(SolveTask):
+    """``solve_altcha``'s base: the caller's check of a challenge it can read without a
+    fetch (its bounds, or the provider's offer where it goes to one), else of the
+    challenge URL's form and the caller's allowlist if it has one (no DNS here, as
+    ``fetch_page``'s caller check)."""
+
+    abstract = True
+
+    def check_arguments(self, values: dict[str, Any]) -> None:
+        pageurl, challenge_json = values["pageurl"], values["challenge_json"]
+        _check_shape(pageurl, challenge_json, values["challenge_url"], values["proxy_id"])
+        settings = self.settings
+        if challenge_json is None:
+            url = _challenge_url(pageurl, values["challenge_url"])
+            check_url(url, settings, resolve=False, allowlist=bool(settings.allowed_domains))
+            return
+        text = _json_text(challenge_json)
+        challenge = read_challenge(text)
+        if _to_provider(settings, challenge):
+            self.check_solve(lambda: Altcha(pageurl, text), {})
+        else:
+            check_bounds(challenge, AltchaBounds.of(settings))
+
+
+@task("captcha_tasks.solve_altcha", base=AltchaTask)
 def solve_altcha(
-    self: SolveTask,
+    self: AltchaTask,
     pageurl: str,
     *,
     challenge_json: str | dict[str, Any] | None = None,
@@ -172,14 +210,7 @@ def solve_altcha(
     where none does), with that solve's ``provider``, ``protocol`` and ``cost``; a v2
     challenge with ``provider`` is refused (``ALTCHA_V2_NOT_OFFERED``)."""
     started = time.monotonic()
-    check_page_url(pageurl)
-    if (challenge_json is None) == (challenge_url is None):
-        raise InvalidTaskInput(
-            "solve_altcha: give exactly one of challenge_json and challenge_url",
-            "BAD_ALTCHA_CHALLENGE",
-        )
-    if proxy_id is not None and (not isinstance(proxy_id, str) or not 0 < len(proxy_id) <= 64):
-        raise InvalidTaskInput("solve_altcha: proxy_id must be a proxy pool id")
+    _check_shape(pageurl, challenge_json, challenge_url, proxy_id)
     settings = self.settings
     bounds = AltchaBounds.of(settings)
     challenge: Challenge | None = None
@@ -189,15 +220,9 @@ def solve_altcha(
         challenge = read_challenge(text)
         if _to_provider(settings, challenge):
             return self.admit(lambda: Altcha(pageurl, text))
-        if self.checking_call():
-            # The caller's bounds; the worker's are checked where it solves (solve_payload).
-            check_bounds(challenge, bounds)
     else:
         url = _challenge_url(pageurl, challenge_url)
-        # The caller checks the URL's form, and its allowlist if it has one; no DNS here
-        # (as fetch_page's caller check).
         check_url(url, settings, resolve=False, allowlist=bool(settings.allowed_domains))
-    self.stop_if_checking()
     if admitting_inline():
         raise NotInline  # a fetch or a proof of work: the pool's to run
     if challenge is None:

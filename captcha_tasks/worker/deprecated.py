@@ -70,6 +70,9 @@ class DeprecatedSolveTask(SolveTask):
         """The successor's keyword arguments for this task's."""
         return kwargs
 
+    def check_arguments(self, values: dict[str, Any]) -> None:
+        super().check_arguments(self.translate(dict(values)))
+
     def _forward(self, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
         warn_once(self.name.rsplit(".", 1)[-1], self.instead)
         args, kwargs = tuple(args or ()), dict(kwargs or {})
@@ -92,6 +95,7 @@ class DeprecatedSolveTask(SolveTask):
 
 class _Enterprise(DeprecatedSolveTask):
     abstract = True
+    kind = RecaptchaV2
     successor = solve_recaptcha_v2
     instead = "solve_recaptcha_v2(sitekey, pageurl, enterprise=True, data_s=s, ...)"
 
@@ -103,6 +107,7 @@ class _Enterprise(DeprecatedSolveTask):
 
 class _Challenge(DeprecatedSolveTask):
     abstract = True
+    kind = Turnstile
     successor = solve_turnstile
     instead = "solve_turnstile(sitekey, pageurl, action=..., cdata=..., pagedata=..., ...)"
 

@@ -162,9 +162,26 @@ def _submit_token(task: PageTask, challenge: Challenge, token: str, form: dict[s
     return page
 
 
-@task("captcha_tasks.fetch_page", base=PageTask, check_in_caller=True)
+class FetchPageTask(PageTask):
+    """``fetch_page``'s base: the caller checks the form, ``isolated``, the URL's form
+    and the caller's allowlist if it has one (a caller without
+    ``CAPTCHA_TASKS_ALLOWED_DOMAINS`` leaves that to the worker). No DNS here: the worker
+    resolves the host where it fetches it."""
+
+    abstract = True
+    check_in_caller = True
+
+    def check_arguments(self, values: dict[str, Any]) -> None:
+        _check_form(values["form"])
+        if values["isolated"] not in (True, False):
+            raise InvalidTaskInput("isolated must be true or false")
+        settings = self.settings
+        check_url(values["url"], settings, resolve=False, allowlist=bool(settings.allowed_domains))
+
+
+@task("captcha_tasks.fetch_page", base=FetchPageTask)
 def fetch_page(
-    self: PageTask, url: str, *, form: dict[str, str] | None = None, isolated: bool = False
+    self: FetchPageTask, url: str, *, form: dict[str, str] | None = None, isolated: bool = False
 ) -> PageResult:
     """Fetch ``url`` (allowlisted hosts only) as the cluster's one coherent visitor.
 
@@ -180,12 +197,6 @@ def fetch_page(
     if isolated not in (True, False):
         raise InvalidTaskInput("isolated must be true or false")
     settings = self.settings
-    if self.checking_call():
-        # The caller's check: the URL's form, and the caller's allowlist if it has one
-        # (a caller without CAPTCHA_TASKS_ALLOWED_DOMAINS leaves that to the worker).
-        # No DNS here: the worker resolves the host where it fetches it.
-        check_url(url, settings, resolve=False, allowlist=bool(settings.allowed_domains))
-        self.stop_if_checking()
     check_url(url, settings)
     if not isolated:
         # Someone is solving this host's challenge right now: wait for their cookies

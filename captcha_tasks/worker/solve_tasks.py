@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import logging
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 from celery.exceptions import Ignore
@@ -91,28 +90,26 @@ class SolveTask(CheckedTask):
     #: Admitted by the worker's consumer, without the pool (:mod:`.celery_internals.admit_inline`).
     Strategy = "captcha_tasks.worker.celery_internals.admit_inline:solve_strategy"
 
-    #: The caller checks a call before sending it (``delay`` raises, sends nothing): a
-    #: kind's task by :meth:`check_call`, explicitly; a task of its own by running its
-    #: body up to :meth:`~.task_bases.CheckedTask.stop_if_checking`.
+    #: The caller checks a call before sending it (``delay`` raises, sends nothing).
     check_in_caller = True
     #: The captcha kind whose declared task this is (None: a task of its own, that
     #: builds its captcha itself and hands it to :meth:`admit`).
     kind: type[Captcha] | None = None
 
-    def check_call(self, args: Any, kwargs: Any) -> None:
-        """The caller's check of a kind's task: the arguments fit the signature, the
-        captcha they make passes its kind's checks, ``proxy_id`` and the route are well
-        formed, and a provider the caller's settings name offers the kind
-        (:func:`~captcha_tasks.caller.checks.refuse_unoffered`). Reads the caller's
-        settings, nothing in Redis, and needs no key."""
-        if self.kind is None:
-            super().check_call(args, kwargs)
-            return
-        args = tuple(args) if args else ()
-        kwargs = dict(kwargs) if kwargs else {}
-        self.check_fits(args, kwargs)
-        values = inspect.signature(self.run).bind(*args, **kwargs).arguments
-        captcha = self._captcha(lambda: self._kind_captcha(values))
+    def check_arguments(self, values: dict[str, Any]) -> None:
+        """The caller's check of a kind's task: the captcha the arguments make passes its
+        kind's checks, ``proxy_id`` and the route are well formed, and a provider the
+        caller's settings name offers the kind."""
+        self.check_solve(lambda: self._kind_captcha(values), values)
+
+    def check_solve(self, make: Callable[[], Captcha], values: Mapping[str, Any]) -> None:
+        """The caller's check of a solve of ``make()``'s captcha with these arguments
+        (``proxy_id``, ``provider``, ``exclude`` among them): what :meth:`admit` checks,
+        and a kind no provider the caller's settings name (or the one ``provider=``
+        pins) offers refused (:func:`~captcha_tasks.caller.checks.refuse_unoffered`).
+        Reads the caller's settings, nothing in Redis, and needs no key; the rest of
+        what is configured (``_TYPES``, names it does not know) is the worker's to check."""
+        captcha = self._captcha(make)
         proxy_id, provider = values.get("proxy_id"), values.get("provider")
         self._check_proxy(proxy_id)
         self._check_route(provider, values.get("exclude", ()))
@@ -181,25 +178,14 @@ class SolveTask(CheckedTask):
         exclude: Sequence[str] = (),
     ) -> SolveResult[Any]:
         """A pooled token at once if the pool has one, else queue a solve (the engine
-        ends this task later: this execution records nothing).
-
-        Run as the caller's check of a task of its own (its body run in the caller:
-        :meth:`~.task_bases.CheckedTask.check_call`) it stops once the captcha,
-        ``proxy_id`` and the shapes of ``provider=`` / ``exclude=`` are checked, and a
-        kind that no provider the caller's settings name (or the one ``provider=``
-        pins) offers is refused (:func:`~captcha_tasks.caller.checks.refuse_unoffered`):
-        the caller needs no key, and the rest of what is configured (``_TYPES``, names it
-        does not know) is the worker's to check."""
-        checking = self.checking_call()
-        if not checking:
-            # A worker without a key runs no engine: fail now rather than queue forever.
-            self.settings.require_api_key()
+        ends this task later: this execution records nothing). ``build()``'s captcha,
+        ``proxy_id`` and the route are checked first, as the caller checked them
+        (:meth:`check_solve`)."""
+        # A worker without a key runs no engine: fail now rather than queue forever.
+        self.settings.require_api_key()
         captcha = self._captcha(build)
         self._check_proxy(proxy_id)
         excluded = self._check_route(provider, exclude)
-        if checking:
-            refuse_unoffered(self.settings.providers(), captcha, bool(proxy_id), provider)
-            self.stop_if_checking()
         # The worker's side from here: imported here, so that code that only enqueues
         # never loads the engine's modules.
         from ..engine.admission import ADMITTED, POOLED, admit_unless_pooled

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import logging
 from typing import Any
@@ -39,7 +38,6 @@ from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
 
 __all__ = [
-    "CallChecked",
     "CheckedTask",
     "PageTask",
     "PinnedProxyTask",
@@ -120,59 +118,36 @@ class SolverTask(RedactedTask):
         return result
 
 
-#: Whether the task body running in this context is the caller's check of its arguments.
-_checking_call: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "checking_call", default=False
-)
-
-
-class CallChecked(Exception):  # a signal from a task body to check_call: never escapes
-    """Raised by a task body run as the caller's check once its arguments are valid,
-    before it touches Redis, keys or routes."""
-
-
 class CheckedTask(SolverTask):
     """A solver task whose message must fit its signature: arguments that do not (a
     ``send_task`` from another client; ``delay`` checks on the caller's side) fail
     with :class:`InvalidTaskInput` like any other bad input, not a ``TypeError``.
 
     With ``check_in_caller``, ``delay()``, ``apply_async()`` and complete signatures
-    (``.s()`` / ``.si()`` whose arguments fill the task's parameters) also run the task's
-    own body in the caller as a check (:meth:`check_call`): the validators the worker
-    runs, so a bad call raises there and sends nothing. The body calls
-    :meth:`stop_if_checking` once its arguments are checked, before anything else.
+    (``.s()`` / ``.si()`` whose arguments fill the task's parameters) also check the
+    arguments' values in the caller (:meth:`check_arguments`, which the worker's run of
+    the task checks again), so a bad call raises there and sends nothing.
     """
 
     abstract = True
-    #: Whether the caller runs the body as a check before sending (see above).
+    #: Whether the caller checks the arguments' values before sending (see above).
     check_in_caller = False
 
-    @staticmethod
-    def checking_call() -> bool:
-        """Whether the body running now is the caller's check (:meth:`check_call`)."""
-        return _checking_call.get()
-
-    @staticmethod
-    def stop_if_checking() -> None:
-        """End the caller's check here: the arguments are valid (a no-op in the worker)."""
-        if _checking_call.get():
-            raise CallChecked
+    def check_arguments(self, values: dict[str, Any]) -> None:
+        """The caller's check of a call's arguments (``values``: by parameter name, the
+        defaults filled in) beyond their fit to the signature: raise what the worker
+        would (:class:`InvalidTaskInput`), reading the caller's settings and nothing in
+        Redis. Nothing here: a task with values to check says which."""
 
     def check_call(self, args: Any, kwargs: Any) -> None:
-        """Raise what the worker would for these arguments (:class:`InvalidTaskInput`),
-        reading the caller's settings and nothing in Redis."""
+        """Raise what the worker would for these arguments (:class:`InvalidTaskInput`):
+        their fit to the signature, then :meth:`check_arguments`."""
         args = tuple(args) if args else ()
         kwargs = dict(kwargs) if kwargs else {}
         self.check_fits(args, kwargs)
-        token = _checking_call.set(True)
-        try:
-            self.run_checked(args, kwargs)
-        except CallChecked:
-            return
-        finally:
-            _checking_call.reset(token)
-        # A body that returns in a check did its work in the caller: a bug of the task.
-        raise RuntimeError(f"{self.name}: its body did not stop at stop_if_checking()")
+        bound = inspect.signature(self.run).bind(*args, **kwargs)
+        bound.apply_defaults()
+        self.check_arguments(dict(bound.arguments))
 
     def check_fits(self, args: Any, kwargs: Any) -> None:
         """Celery's own check of a call against the task's signature (``Task.typing``),
@@ -183,11 +158,6 @@ class CheckedTask(SolverTask):
             self.__header__(*(args or ()), **(kwargs or {}))
         except TypeError as exc:
             raise misfit(self, exc, kwargs or {}, args or ()) from None
-
-    def run_checked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """The body, as the caller's check runs it (not ``__call__``: no scopes, no
-        request)."""
-        return self.run(*args, **kwargs)
 
     def apply_async(self, args: Any = None, kwargs: Any = None, *rest: Any, **options: Any) -> Any:
         # A step sent by a worker when its parent ended (Celery's chain and callbacks,

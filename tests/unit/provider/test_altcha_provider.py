@@ -179,7 +179,6 @@ def admitted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Altcha]]:
     def admit(self: SolveTask, build: Any, **options: Any) -> dict[str, str]:
         assert options == {}  # no proxy, no route: the challenge is all a provider needs
         captchas.append(build())
-        self.stop_if_checking()  # as the real admission does in the caller
         return {"admitted": "yes"}
 
     monkeypatch.setattr(SolveTask, "admit", admit)
@@ -235,7 +234,7 @@ def test_outside_worker_mode_the_caller_does_not_refuse_a_hard_one(
 ) -> None:
     _mode(monkeypatch, "auto")
     solve_altcha.delay(PAGE, challenge_json=HARD)  # the caller's check passes
-    assert len(admitted) == 1
+    assert admitted == []  # the caller checks; admitting is the worker's
     _mode(monkeypatch, "worker")
     with pytest.raises(InvalidTaskInput, match="ALTCHA_TOO_HARD"):
         solve_altcha.delay(PAGE, challenge_json=HARD)

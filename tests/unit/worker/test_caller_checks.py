@@ -132,17 +132,29 @@ def test_sends_of_a_worker_skip_the_callers_check(caller: None, monkeypatch: Any
     assert sent == [(("", PAGE), {})] * 3
 
 
-def test_a_body_that_does_not_stop_at_its_check_is_a_bug() -> None:
-    @app.task(name="tests.returns_in_the_caller", base=CheckedTask, bind=True, shared=False)
-    def returns(self: Any, value: str) -> str:
-        return value
+def test_the_callers_check_reads_the_arguments_and_never_runs_the_body() -> None:
+    checked: list[dict[str, Any]] = []
 
-    returns.check_in_caller = True
+    class Checked(CheckedTask):
+        abstract = True
+        check_in_caller = True
+
+        def check_arguments(self, values: dict[str, Any]) -> None:
+            checked.append(values)
+            if not values["value"]:
+                raise InvalidTaskInput("value must not be empty")
+
+    @app.task(name="tests.checked_in_the_caller", base=Checked, bind=True, shared=False)
+    def body(self: Any, value: str, *, twice: bool = False) -> str:
+        raise AssertionError("the caller's check ran the body")
+
     try:
-        with pytest.raises(RuntimeError, match="did not stop at stop_if_checking"):
-            returns.check_call(("x",), {})
+        body.check_call(("x",), {})
+        with pytest.raises(InvalidTaskInput, match="must not be empty"):
+            body.check_call(("",), {"twice": True})
+        assert checked == [{"value": "x", "twice": False}, {"value": "", "twice": True}]
     finally:
-        app.tasks.pop("tests.returns_in_the_caller", None)
+        app.tasks.pop("tests.checked_in_the_caller", None)
 
 
 PROSOPO = (("5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm", PAGE), {})
