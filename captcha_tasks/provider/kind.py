@@ -21,6 +21,7 @@ from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, decode_ba
 __all__ = [
     "BASE64_IMAGE",
     "NOT_A_PARAMETER",
+    "REQUIRED",
     "Captcha",
     "CaptchaType",
     "Offer",

@@ -2,7 +2,7 @@
 
 A solve task validates its arguments, records the request in Redis and returns
 without holding the worker (the caller's ``delay()`` runs the same validation first,
-:meth:`SolveTask.check_call`, and raises without sending): the worker's solve engine
+:meth:`SolveTask.check_arguments`, and raises without sending): the worker's solve engine
 (:mod:`.engine_step`) submits it when the thread budget allows, polls it, and stores the
 result under the same task id, so ``AsyncResult.get()`` works as for any task.
 
