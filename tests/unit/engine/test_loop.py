@@ -207,25 +207,34 @@ def test_an_engine_polls_what_its_own_calls_scheduled_without_looking_at_redis(
     assert provider.count("get") == 6  # each captcha read twice: none was lost or repeated
 
 
+class HeldFirstRead:
+    """A fake provider's answers: none ever ready, the first read held until
+    :attr:`answer_read` is set; :attr:`reads` counts every read."""
+
+    def __init__(self) -> None:
+        self.reading, self.answer_read = threading.Event(), threading.Event()
+        self.reads = 0
+
+    def __call__(self, captcha_id: str, poll: int) -> Polled:
+        self.reads += 1
+        if poll == 1:
+            self.reading.set()
+            self.answer_read.wait(10)
+        return None
+
+
 def test_a_solve_revoked_while_it_is_read_ends_once_the_read_has(
     make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    reading, answer_read = threading.Event(), threading.Event()
-
-    def held_first_read(captcha_id: str, poll: int) -> Polled:
-        if poll == 1:
-            reading.set()
-            answer_read.wait(10)
-        return None
-
-    provider = FakeProvider(held_first_read, batch_reads=False)
+    held = HeldFirstRead()
+    provider = FakeProvider(held, batch_reads=False)
     engine, outcomes = make_engine(provider)
     [task_id] = admit_jobs(1)
-    wait_until(reading.is_set, timeout=10, what="its first read under way")
+    wait_until(held.reading.is_set, timeout=10, what="its first read under way")
     engine.revoke([task_id])
     time.sleep(1.5)  # the engine takes several turns meanwhile
     assert outcomes.ended() == 0  # not told revoked while a read of it is on its way
-    answer_read.set()
+    held.answer_read.set()
     wait_until(lambda: task_id in outcomes.revoked, timeout=5, what="it revoked")
     time.sleep(1.0)
     assert provider.count("get") == 1  # and read no more
@@ -235,24 +244,14 @@ def test_a_solve_revoked_while_it_is_read_ends_once_the_read_has(
 def test_a_revoke_held_back_by_a_read_is_settled_before_the_next_read(
     make_engine: MakeEngine, admit_jobs: Callable[..., list[str]]
 ) -> None:
-    reads: list[float] = []
-    reading, answer_read = threading.Event(), threading.Event()
-
-    def held_first_read(captcha_id: str, poll: int) -> Polled:
-        reads.append(time.monotonic())
-        if poll == 1:
-            reading.set()
-            answer_read.wait(10)
-        return None
-
     # Batched: read again at every tick of the grid, far sooner than a revoke's
     # next look (REVOKE_EVERY) would come.
-    provider = FakeProvider(held_first_read, batch_reads=True)
-    engine, outcomes = make_engine(provider)
+    held = HeldFirstRead()
+    engine, outcomes = make_engine(FakeProvider(held, batch_reads=True))
     [task_id] = admit_jobs(1)
-    wait_until(reading.is_set, timeout=10, what="its first read under way")
+    wait_until(held.reading.is_set, timeout=10, what="its first read under way")
     engine.revoke([task_id])
-    answer_read.set()
+    held.answer_read.set()
     wait_until(lambda: task_id in outcomes.revoked, timeout=5, what="it revoked")
     time.sleep(0.5)
-    assert len(reads) == 1
+    assert held.reads == 1
