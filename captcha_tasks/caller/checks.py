@@ -2,7 +2,7 @@
 task's signature (:func:`misfit`, raised by
 :meth:`~captcha_tasks.worker.task_bases.CheckedTask.check_fits`), and a captcha kind that
 no provider the caller's settings name offers (:func:`refuse_unoffered`, from
-:meth:`~captcha_tasks.worker.solve_tasks.SolveTask.check_call`, which validates the
+:meth:`~captcha_tasks.worker.solve_tasks.SolveTask.check_solve`, which validates the
 kind's declared fields). :func:`unchecked_sends` turns the caller's checks off for the
 senders that want the worker to refuse a bad call under its own task id."""
 
@@ -29,7 +29,8 @@ _unchecked: contextvars.ContextVar[bool] = contextvars.ContextVar("unchecked", d
 
 @contextlib.contextmanager
 def unchecked_sends() -> Iterator[None]:
-    """Send without the caller's check (:attr:`CheckedTask.check_in_caller`): for senders
+    """Send without the caller's check
+    (:attr:`~captcha_tasks.worker.task_bases.CheckedTask.check_in_caller`): for senders
     that want a bad call refused by the worker, under its task id, as ``send_task``'s
     are (a page task's replacement, the NATS bridge, which reads every outcome there)."""
     token = _unchecked.set(True)
