@@ -37,7 +37,7 @@ def _free_port() -> int:
 
 
 def _designs(opts: BenchOptions, drop_rate: float) -> list[Any]:
-    polls = dataclasses.replace(_ours(opts), name="polls", label="polls only (today)")
+    polls = dataclasses.replace(_ours(opts), name="polls", label="polls only")
     token = secrets.token_hex(24)
 
     def pushed(name: str, label: str, drop: float) -> Any:
