@@ -17,7 +17,13 @@ import redis
 from ..errors import CaptchaTasksError
 from ..settings import get_settings, mask_url
 
-__all__ = ["EXTRA_OF_MODULE", "MissingExtra", "one_line_errors", "require_extra"]
+__all__ = [
+    "EXTRA_OF_MODULE",
+    "MissingExtra",
+    "import_installed",
+    "one_line_errors",
+    "require_extra",
+]
 
 #: Top-level modules of optional packages -> the extra of ``captcha_tasks`` that installs
 #: them (``[project.optional-dependencies]`` in pyproject.toml).
@@ -66,14 +72,22 @@ class MissingExtra(click.ClickException):
         click.echo(self.format_message(), err=file is None, file=file)
 
 
-def require_extra(module: str, command: str) -> ModuleType:
-    """``module`` (an optional package's), imported; :class:`MissingExtra` for
-    ``command`` when it is not installed."""
+def import_installed(module: str) -> ModuleType | None:
+    """``module``, imported; None when its top-level package is not installed (anything
+    else its import fails on is raised: a real error, not a missing package)."""
     top = module.partition(".")[0]
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        # Only the package itself missing; anything else it fails on is a real error.
         if exc.name is None or exc.name.partition(".")[0] != top:
             raise
-        raise MissingExtra(command, EXTRA_OF_MODULE[top]) from None
+        return None
+
+
+def require_extra(module: str, command: str) -> ModuleType:
+    """``module`` (an optional package's), imported; :class:`MissingExtra` for
+    ``command`` when it is not installed."""
+    found = import_installed(module)
+    if found is None:
+        raise MissingExtra(command, EXTRA_OF_MODULE[module.partition(".")[0]])
+    return found

@@ -513,6 +513,8 @@ class Engine:
         ids = {job.task_id for job in jobs}
         with self._busy_lock:
             self._reading -= ids
+        if not self._revoking:  # the common case: no revoke waits (read without the lock)
+            return
         with self._revoke_lock:
             if not ids.isdisjoint(self._revoking):
                 self._revoke_looked = float("-inf")

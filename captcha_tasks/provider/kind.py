@@ -169,11 +169,23 @@ class Parameter:
         return self.default is REQUIRED
 
 
-def parameters(kind: type[Captcha]) -> list[Parameter]:
+#: :func:`parameters` of each kind, read once.
+_PARAMETERS: dict[type[Captcha], tuple[Parameter, ...]] = {}
+
+
+def parameters(kind: type[Captcha]) -> tuple[Parameter, ...]:
     """The parameters of ``kind``'s solve task, less ``self``, in order: the fields
     without a default (positional), ``proxy_id`` where the proxy is required, the fields
     with one (keyword-only), ``proxy_id`` where it is optional, then ``provider`` and
-    ``exclude``. A field marked :data:`BASE64_IMAGE` is taken as base64 text."""
+    ``exclude``. A field marked :data:`BASE64_IMAGE` is taken as base64 text. Read once
+    per kind: every call of its task builds its captcha from them (:func:`build`)."""
+    found = _PARAMETERS.get(kind)
+    if found is None:
+        found = _PARAMETERS[kind] = _read_parameters(kind)
+    return found
+
+
+def _read_parameters(kind: type[Captcha]) -> tuple[Parameter, ...]:
     call = kind.solve_call
     if call is None:
         raise TypeError(f"{kind.__name__} declares no solve task")
@@ -193,8 +205,8 @@ def parameters(kind: type[Captcha]) -> list[Parameter]:
         Parameter("exclude", "Sequence[str]", ()),
     ]
     if call.proxy == "required":
-        return [*required, *proxy, *options, *route]
-    return [*required, *options, *proxy, *route]
+        return (*required, *proxy, *options, *route)
+    return (*required, *options, *proxy, *route)
 
 
 def build(kind: type[_C], values: Mapping[str, Any], *, max_image_bytes: int) -> _C:

@@ -5,13 +5,13 @@ screenshot`` runs; ``sandbox`` (also installed on its own as ``captcha-tasks-san
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import click
 
+from captcha_tasks.cli.errors import import_installed
 from captcha_tasks.cli.main import LazyGroup, finite_floats
 from captcha_tasks.errors import ConfigurationError
 from captcha_tasks.settings import PROVIDERS, get_settings
@@ -60,17 +60,13 @@ class MissingDevPackage(click.ClickException):
 def require(module: str, command: str) -> ModuleType:
     """``module`` (a package of the repository's [dev] set), imported; one line and exit
     status 2 for ``command`` when it is not installed."""
-    top = module.partition(".")[0]
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        # Only the package itself missing; anything else it fails on is a real error.
-        if exc.name is None or exc.name.partition(".")[0] != top:
-            raise
+    found = import_installed(module)
+    if found is None:
         raise MissingDevPackage(
-            f"captcha-tasks-dev {command}: needs {top}, of the [dev] set: make venv "
-            "(pip install -e '.[dev]')"
-        ) from None
+            f"captcha-tasks-dev {command}: needs {module.partition('.')[0]}, of the [dev] "
+            "set: make venv (pip install -e '.[dev]')"
+        )
+    return found
 
 
 @main.command("dev")
