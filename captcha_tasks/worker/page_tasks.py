@@ -87,6 +87,13 @@ _SOLVERS = {
 _RETRIED = frozenset({"recaptcha_v2", "turnstile", "hcaptcha", "altcha"})
 
 
+def _check_options(form: Any, isolated: Any) -> dict[str, str]:
+    """``fetch_page``'s ``form`` and ``isolated``, checked: the form's fields."""
+    if isolated not in (True, False):
+        raise InvalidTaskInput("isolated must be true or false")
+    return _check_form(form)
+
+
 def _check_form(form: Any) -> dict[str, str]:
     if form is None:
         return {}
@@ -172,9 +179,7 @@ class FetchPageTask(PageTask):
     check_in_caller = True
 
     def check_arguments(self, values: dict[str, Any]) -> None:
-        _check_form(values["form"])
-        if values["isolated"] not in (True, False):
-            raise InvalidTaskInput("isolated must be true or false")
+        _check_options(values["form"], values["isolated"])
         settings = self.settings
         check_url(values["url"], settings, resolve=False, allowlist=bool(settings.allowed_domains))
 
@@ -193,9 +198,7 @@ def fetch_page(
     spent a solve, ``source`` where its token came from (``"api"``, ``"pool"``, or
     ``None`` when the page was not challenged).
     """
-    fields = _check_form(form)
-    if isolated not in (True, False):
-        raise InvalidTaskInput("isolated must be true or false")
+    fields = _check_options(form, isolated)
     settings = self.settings
     check_url(url, settings)
     if not isolated:
