@@ -21,7 +21,7 @@ from captcha_tasks_dev.redis_server import RedisServer
 from tests.support.processes import SpawnPython, python_processes
 from tests.support.workers import TEST_TIME_SCALE, WorkerProcess, start_worker, wait_for_worker
 
-pytest_plugins = ["tests.support.sandbox_fixtures"]
+pytest_plugins = ["tests.support.sandbox_fixtures", "tests.support.flower"]
 
 
 _SESSION_REDIS: RedisServer | None = None

@@ -12,19 +12,15 @@ import json
 import os
 import re
 import struct
-import subprocess
-import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-import requests
 
 from captcha_tasks import get_balance, report_solution, solve_image, solve_recaptcha_v2
 from captcha_tasks.errors import InvalidTaskInput
@@ -34,14 +30,14 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks.worker.page_tasks import fetch_page
 from captcha_tasks.worker.session_bases import release_and_wake
-from captcha_tasks_dev.procs import free_port, stop_process, wait_until
+from captcha_tasks_dev.procs import stop_process, wait_until
 from captcha_tasks_dev.redis_server import RedisServer
+from tests.support.flower import AUTH, FlowerProcess, flower_tasks, wait_for_events
 from tests.support.secret_scan import redis_dump
-from tests.support.workers import ROOT, worker_env
+from tests.support.workers import worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-AUTH = ("flower-test", "Fl0werLoginPw")
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
 FORM_PASSWORD = "hunter2"
 COOKIE_VALUE = "C00kieSessionValue"
@@ -70,89 +66,6 @@ def png(padding: int) -> bytes:
             chunk(b"IEND", b""),
         ]
     )
-
-
-@dataclass
-class FlowerProcess:
-    url: str
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-
-    def get(self, path: str, *, auth: Any = AUTH, **params: Any) -> requests.Response:
-        return requests.get(f"{self.url}{path}", auth=auth, params=params, timeout=15)
-
-    def json(self, path: str, **params: Any) -> Any:
-        reply = self.get(path, **params)
-        assert reply.status_code == 200, (path, reply.status_code, reply.text[:300])
-        return reply.json()
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-@pytest.fixture
-def flower_factory(tmp_path: Path) -> Iterator[Callable[[dict[str, str]], FlowerProcess]]:
-    """Start ``celery flower`` with basic auth and a worker's environment; stopped by PID."""
-    started: list[FlowerProcess] = []
-
-    def start(env: dict[str, str]) -> FlowerProcess:
-        port = free_port()
-        log_path = tmp_path / f"flower{len(started) + 1}.log"
-        # Only this test's login: no FLOWER_* from the calling shell.
-        base = {k: v for k, v in os.environ.items() if not k.startswith("FLOWER_")}
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "captcha_tasks",
-            "flower",
-            "--address=127.0.0.1",
-            f"--port={port}",
-            f"--basic-auth={AUTH[0]}:{AUTH[1]}",
-        ]
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                argv,
-                cwd=ROOT,
-                env={**base, **env, "PYTHONUNBUFFERED": "1"},
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        flower = FlowerProcess(f"http://127.0.0.1:{port}", proc, log_path)
-        started.append(flower)
-
-        def healthy() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"flower exited with {proc.returncode}:\n{flower.log()}")
-            try:
-                return requests.get(f"{flower.url}/healthcheck", timeout=1).status_code == 200
-            except requests.ConnectionError:
-                return False
-
-        wait_until(healthy, timeout=30, interval=0.2, what="Flower's /healthcheck")
-        return flower
-
-    yield start
-    for flower in reversed(started):
-        stop_process(flower.proc, timeout=10, group=True)
-
-
-def _wait_for_events(flower: Any) -> None:
-    """Flower answers /healthcheck before its event receiver listens: a task sent in
-    between is seen without its name. Ping until Flower has seen the last ping whole,
-    from its task-received to its task-succeeded."""
-    from captcha_tasks import ping
-
-    def seen() -> bool:
-        sent = ping.delay()
-        sent.get(timeout=10)
-        shown = flower.json("/api/tasks").get(sent.id) or {}
-        return (shown.get("name"), shown.get("state")) == ("captcha_tasks.ping", "SUCCESS")
-
-    wait_until(seen, timeout=60, interval=0.5, what="Flower to receive task events")
 
 
 class SlowSite:
@@ -200,23 +113,6 @@ def _host(url: str) -> str:
     return url.split("//")[1].split("/")[0]
 
 
-def _flower_tasks(flower: FlowerProcess, ids: list[str], *, states: set[str]) -> dict[str, Any]:
-    """Flower's ``/api/tasks`` once every id in ``ids`` is in one of ``states``."""
-    seen: dict[str, Any] = {}
-
-    def done() -> bool:
-        seen.clear()
-        seen.update(flower.json("/api/tasks", limit=1000))
-        return all(seen.get(i, {}).get("state") in states for i in ids)
-
-    try:
-        wait_until(done, timeout=30, interval=0.3, what="Flower to see the tasks end")
-    except TimeoutError:
-        shown = {i: (seen.get(i) or {}).get("state") for i in ids}
-        raise AssertionError(f"Flower's task states: {shown}") from None
-    return seen
-
-
 def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     celery_app: Any, demo_sandbox: Any, worker_factory: Any, flower_factory: Any, slow_site: Any
 ) -> None:
@@ -227,7 +123,7 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     # -c 1 with room for more prefetched messages: one task active, others reserved.
     worker = worker_factory(env, concurrency=1, extra_args=["--prefetch-multiplier=4"])
     flower = flower_factory(env)
-    _wait_for_events(flower)
+    wait_for_events(flower)
 
     # Basic auth on the API and the pages; /healthcheck and /metrics are open (documented).
     for path in ("/api/workers", "/api/tasks", "/api/queues/length", "/workers", "/tasks"):
@@ -246,7 +142,7 @@ def test_flower_requires_a_login_and_shows_named_tasks_with_redacted_arguments(
     assert img.get(timeout=60)["type"] == "image"
     assert login.get(timeout=60)["status"] == 200
 
-    tasks = _flower_tasks(flower, [v2.id, img.id, login.id], states={"SUCCESS"})
+    tasks = flower_tasks(flower, [v2.id, img.id, login.id], states={"SUCCESS"})
     assert tasks[v2.id]["name"] == "captcha_tasks.solve_recaptcha_v2"
     assert tasks[v2.id]["worker"] == worker.name
     # The provider that solved it shows, its token does not.
@@ -384,7 +280,7 @@ def test_secret_scan_api_key_and_proxy_password_appear_nowhere(
     with pytest.raises(Exception, match="proxy"):
         waiting.get(timeout=60)
     ids = [v2.id, img.id, balance.id, page.id, waiting.id]
-    tasks = _flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
+    tasks = flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
 
     workers = flower.json("/api/workers", refresh=1)
     assert worker.name in workers and workers[worker.name]["conf"]
@@ -476,7 +372,7 @@ def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
     )
     worker = worker_factory(env, concurrency=2)
     flower = flower_factory(env)
-    _wait_for_events(flower)
+    wait_for_events(flower)
     # The pings that waited for Flower's receiver count too, and the first may have been
     # seen without its task-received: count from here.
     before = _worker_counters(flower, worker.name)
@@ -493,7 +389,7 @@ def test_flower_tells_what_happened_to_solves_pages_and_bad_input(
         bad.get(timeout=60)
 
     ids = [*results, page.id, bad.id]
-    tasks = _flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
+    tasks = flower_tasks(flower, ids, states={"SUCCESS", "FAILURE"})
     for task_id, result in results.items():
         shown = tasks[task_id]
         assert shown["name"] in ("captcha_tasks.solve_recaptcha_v2", "captcha_tasks.solve_image")
