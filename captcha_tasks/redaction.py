@@ -249,9 +249,10 @@ _BASE64 = re.compile(r"^[A-Za-z0-9+/\r\n]+={0,2}$")
 _MIXED = re.compile(r"^(?=[^0-9]*[0-9])(?=[^a-z]*[a-z])(?=[^A-Z]*[A-Z])")
 _IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"BM", b"RIFF")
 # A task result's token in a ``task-succeeded`` event's repr (pooled tokens are
-# returned by the task body itself).
+# returned by the task body itself): a string, or a dict whose values may be dicts
+# (Cloudflare's ``cookies`` and ``headers``).
 _SOLUTION_REPR = re.compile(
-    r"""(['"]solution['"]: )('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\{[^{}]*\})"""
+    r"""(['"]solution['"]: )('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\{(?:[^{}]|\{[^{}]*\})*\})"""
 )
 
 

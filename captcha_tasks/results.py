@@ -3,7 +3,8 @@
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
 :data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
-(:data:`CoordinatesResult`) or DataDome's cookie (:data:`DataDomeResult`). They are
+(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`) or what passes
+Cloudflare's challenge page (:data:`CloudflareChallengeResult`). They are
 plain dicts (JSON through the result backend), typed for mypy and editors.
 """
 
@@ -18,6 +19,8 @@ __all__ = [
     "AwsWafResult",
     "AwsWafSolution",
     "BalanceResult",
+    "CloudflareChallengeResult",
+    "CloudflareChallengeSolution",
     "CoordinatesResult",
     "DataDomeResult",
     "DataDomeSolution",
@@ -48,12 +51,13 @@ class SolveResult(TypedDict, Generic[S]):
     token when several providers are configured (the pool does not record which one
     solved it); ``cost`` a decimal string (``None``: unknown or pooled);
     ``expires_at``: epoch seconds the token is good until (``None``: not a token);
-    ``user_agent``: the browser the token is bound to, where the provider says (DataDome:
-    always, the one it was solved as); ``proxy_id``: the pool proxy a DataDome cookie is
-    bound to (its id only, never its address or credentials); ``task_id``: the solve's
-    own task id (what :func:`captcha_tasks.feedback` and ``report_solution`` take);
-    ``acceptance``: the share of this provider's tokens of this type sites accepted
-    over ``CAPTCHA_TASKS_ACCEPTANCE_WINDOW`` (``None``: no verdict yet)."""
+    ``user_agent``: the browser the token is bound to, where the provider says (DataDome
+    and Cloudflare's challenge: always, the one it was solved as); ``proxy_id``: the pool
+    proxy their cookie is bound to (its id only, never its address or credentials);
+    ``task_id``: the solve's own task id (what :func:`captcha_tasks.feedback` and
+    ``report_solution`` take); ``acceptance``: the share of this provider's tokens of
+    this type sites accepted over ``CAPTCHA_TASKS_ACCEPTANCE_WINDOW`` (``None``: no
+    verdict yet)."""
 
     solution: S
     source: Literal["api", "pool"]
@@ -110,6 +114,17 @@ class DataDomeSolution(TypedDict):
     domain: str
 
 
+class CloudflareChallengeSolution(TypedDict):
+    """What passes Cloudflare's challenge page: ``cookies`` to set for the site
+    (``cf_clearance`` always, any others the provider gave) and ``headers`` to send with
+    them (``User-Agent`` always: the browser the challenge was passed as). The result's
+    ``user_agent`` and ``proxy_id`` name the identity they are good for: send them from
+    that user agent through that proxy, or Cloudflare challenges again."""
+
+    cookies: dict[str, str]
+    headers: dict[str, str]
+
+
 class Point(TypedDict):
     x: int
     y: int
@@ -133,6 +148,7 @@ AwsWafResult = SolveResult[AwsWafSolution]
 CoordinatesResult = SolveResult[list[Point]]
 GridResult = SolveResult[GridSolution]
 DataDomeResult = SolveResult[DataDomeSolution]
+CloudflareChallengeResult = SolveResult[CloudflareChallengeSolution]
 
 
 class BalanceResult(TypedDict):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..results import (
     AwsWafResult,
+    CloudflareChallengeResult,
     CoordinatesResult,
     DataDomeResult,
     GeeTestResult,
@@ -23,6 +24,7 @@ from .awaiting import DEFAULT_TIMEOUT, call_with, checked
 
 __all__ = [
     "solve_aws_waf",
+    "solve_cloudflare_challenge",
     "solve_coordinates",
     "solve_datadome",
     "solve_friendly_captcha",
@@ -56,6 +58,22 @@ async def solve_aws_waf(
 ) -> AwsWafResult:
     """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_aws_waf, locals())
+
+
+@checked
+async def solve_cloudflare_challenge(
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    user_agent: str | None = None,
+    html: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> CloudflareChallengeResult:
+    """``await`` :func:`captcha_tasks.solve_cloudflare_challenge` (same arguments, and
+    ``timeout=``)."""
+    return await call_with(kind_tasks.solve_cloudflare_challenge, locals())
 
 
 @checked

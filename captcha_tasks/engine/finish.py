@@ -13,11 +13,11 @@ import decimal
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 from .. import errors
 from ..errors import CaptchaTasksError, SolverError
-from ..provider import Answer
+from ..provider import CAPTCHA_CLASSES, Answer, CaptchaType
 from ..provider.answers import for_type
 from .acceptance import AcceptanceRates
 from .breaker import Breaker
@@ -144,14 +144,15 @@ class Finisher:
         return len(won)
 
     def _solved(self, job: Job, answer: Answer, at: float) -> _Solved:
-        solution = for_type(job.type, answer.solution, _grid_shape(job))
         cost, cost_source = price_of(job.type, answer.cost, self.prices)
         user_agent, proxy_id = answer.user_agent, None
-        if job.type == "datadome":
-            # The cookie is good only for the identity it was solved as: the user agent
-            # and the proxy the provider was given.
+        kind = CAPTCHA_CLASSES.get(cast(CaptchaType, job.type))
+        if kind is not None and kind.solve_call is not None and kind.solve_call.proxy == "required":
+            # Solved through the proxy the kind requires: its cookie is good only for the
+            # identity it was solved as, the user agent and the proxy the provider was given.
             user_agent = getattr(job.captcha(), "user_agent", None) or user_agent
             proxy_id = job.proxy_id or None
+        solution = for_type(job.type, answer.solution, _grid_shape(job), user_agent=user_agent)
         result = solve_result(
             job,
             solution,

@@ -4,7 +4,9 @@ voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": in
 a grid's tiles as ``{"tiles": [...], "rows": int, "cols": int}``, numbered from 0, left
 to right then top to bottom, sorted (2Captcha and CaptchaAI count from 1, CapSolver
 from 0, CapMonster Cloud answers a boolean per tile).
-DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``.
+DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; what passes
+Cloudflare's challenge page as ``{"cookies": {"cf_clearance": ...}, "headers":
+{"User-Agent": ...}}``.
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
@@ -24,6 +26,7 @@ from ..errors import ProviderUnavailable, SolverError
 from .base import Answer
 
 __all__ = [
+    "CF_CLEARANCE",
     "GEETEST_V4_KEYS",
     "GRID_TILES",
     "Solution",
@@ -46,6 +49,9 @@ _TOKEN_FIELDS: Final = ("gRecaptchaResponse", "token", "text")
 _MAX_POINTS = 100
 _MAX_COORDINATE = 100_000
 _PLAIN_POINT = re.compile(r"^x=(\d{1,6}),y=(\d{1,6})$")
+#: Cloudflare's challenge cookie, and where an answer carries it with any others.
+CF_CLEARANCE: Final = "cf_clearance"
+CF_COOKIES: Final = "cookies"
 #: A grid answer before its shape is known: its tiles, numbered from 0.
 GRID_TILES: Final = "tiles"
 #: More tiles than any grid has: garbage.
@@ -60,19 +66,55 @@ def malformed(what: str, value: object) -> ProviderUnavailable:
 
 
 def for_type(
-    captcha_type: str, solution: Solution, grid: tuple[int, int] | None = None
+    captcha_type: str,
+    solution: Solution,
+    grid: tuple[int, int] | None = None,
+    *,
+    user_agent: str | None = None,
 ) -> Solution:
     """``solution`` in the shape a result of ``captcha_type`` has, where the shape alone
     could not tell: Anti-Captcha sends an AWS WAF cookie as a bare ``token``, which reads
     as any token until the type is known; a grid's tiles get its ``grid`` (rows, cols),
-    and a tile past its last is refused."""
+    and a tile past its last is refused; Cloudflare's challenge gets the ``user_agent``
+    its cookie is bound to as its ``User-Agent`` header."""
     if captcha_type == "aws_waf" and isinstance(solution, str):
         return {"aws_waf_token": solution}
     if captcha_type == "grid" and grid is not None:
         return _grid(solution, *grid)
     if captcha_type == "datadome" and isinstance(solution, str):
         return datadome_cookie(solution)  # res.php's answer: the Set-Cookie line
+    if captcha_type == "cloudflare_challenge":
+        return _cloudflare(solution, user_agent)
     return solution
+
+
+def _cloudflare(solution: Solution, user_agent: str | None) -> dict[str, Any]:
+    """A Cloudflare challenge's answer (its cookies, or a bare ``cf_clearance`` value)
+    with the ``User-Agent`` header it is bound to."""
+    if isinstance(solution, str):
+        solution = {CF_CLEARANCE: solution}
+    found = _cf_clearance(solution) if isinstance(solution, dict) else None
+    if found is None or not user_agent:
+        raise malformed("Cloudflare challenge", solution)
+    return {**found, "headers": {"User-Agent": user_agent}}
+
+
+def _cf_clearance(solution: Mapping[str, Any]) -> dict[str, Any] | None:
+    """CapMonster Cloud's ``cf_clearance`` or CapSolver's ``cookies`` holding one, as
+    ``{"cookies": {...}}`` (every cookie given: strings each); ``None``: neither."""
+    cookies = solution.get(CF_COOKIES)
+    if isinstance(cookies, dict) and CF_CLEARANCE in cookies:
+        found = dict(cookies)
+    elif CF_CLEARANCE in solution:
+        found = {CF_CLEARANCE: solution[CF_CLEARANCE]}
+    else:
+        return None
+    if not all(
+        isinstance(name, str) and isinstance(value, str) and name and value
+        for name, value in found.items()
+    ):
+        raise malformed("Cloudflare challenge", solution)
+    return {CF_COOKIES: found}
 
 
 def _grid(solution: Solution, rows: int, cols: int) -> dict[str, Any]:
@@ -135,6 +177,10 @@ def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
 
 def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     """A getTaskResult ``solution`` (its ``userAgent`` aside); ``None``: an empty one."""
+    # Before the token fields: CapSolver repeats cf_clearance as its ``token``.
+    clearance = _cf_clearance(solution)
+    if clearance is not None:
+        return clearance
     for name in _TOKEN_FIELDS:
         value = solution.get(name)
         if isinstance(value, str) and value:

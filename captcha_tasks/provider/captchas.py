@@ -16,6 +16,7 @@ from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, MIN_IMAGE
 from .kind import Captcha, CaptchaType
 from .kinds.altcha import Altcha
 from .kinds.aws_waf import AwsWaf
+from .kinds.cloudflare_challenge import CloudflareChallenge
 from .kinds.coordinates import Coordinates
 from .kinds.datadome import DataDome
 from .kinds.friendly_captcha import FriendlyCaptcha
@@ -40,6 +41,7 @@ __all__ = [
     "AwsWaf",
     "Captcha",
     "CaptchaType",
+    "CloudflareChallenge",
     "Coordinates",
     "DataDome",
     "FriendlyCaptcha",
@@ -78,5 +80,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Grid,
         Altcha,
         DataDome,
+        CloudflareChallenge,
     )
 }

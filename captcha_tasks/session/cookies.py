@@ -31,12 +31,13 @@ cookies a task did not change are never written. The key's TTL is the latest
 cookie expiry (session cookies count :data:`SESSION_COOKIE_TTL`), capped at
 :data:`MAX_TTL`, refreshed on every write. Hosts are lower-case, IDNA, without port.
 
-Cookies bound to a visitor (:data:`VISITOR_BOUND_COOKIES`, DataDome's ``datadome``) are
-good only from the IP and user agent that earned them: another worker sending one
-through its own proxy is challenged again, solves again and would overwrite everyone's
-copy. They are never written to or read from the host's shared jar; each visitor keeps
-its own in ``Keys.visitor_cookies(host, visitor)`` (same layout, rules and TTLs), where
-``visitor`` is :func:`visitor_id` of the worker's pinned proxy id and its user agent.
+Cookies bound to a visitor (:data:`VISITOR_BOUND_COOKIES`: DataDome's ``datadome``,
+Cloudflare's ``cf_clearance``) are good only from the IP and user agent that earned
+them: another worker sending one through its own proxy is challenged again, solves
+again and would overwrite everyone's copy. They are never written to or read from the
+host's shared jar; each visitor keeps its own in ``Keys.visitor_cookies(host, visitor)``
+(same layout, rules and TTLs), where ``visitor`` is :func:`visitor_id` of the worker's
+pinned proxy id and its user agent.
 Executions with the same visitor (prefork children of one worker) share it; without a
 visitor such cookies are neither loaded nor stored.
 """
@@ -102,8 +103,9 @@ SESSION_COOKIE_TTL = 86_400
 #: Names of cookies bound to the visitor that earned them (its IP and user agent), kept
 #: per visitor instead of in the host's shared jar: DataDome's ``datadome`` (its docs and
 #: the solving providers: the cookie is good only from the IP and User-Agent it was
-#: solved with).
-VISITOR_BOUND_COOKIES = frozenset({"datadome"})
+#: solved with) and Cloudflare's ``cf_clearance`` (bound the same way: CapMonster Cloud's
+#: and CapSolver's Cloudflare challenge pages).
+VISITOR_BOUND_COOKIES = frozenset({"datadome", "cf_clearance"})
 #: Seconds an isolated page's own jar (:class:`PageJar`) outlives its last write: longer
 #: than any page's solves and retries, so it is gone even when its last step never runs.
 PAGE_JAR_TTL = 3_600

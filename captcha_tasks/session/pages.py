@@ -55,6 +55,7 @@ from ..errors import (
     ProxyRejected,
     TargetNotAllowed,
 )
+from ..provider.kinds.cloudflare_challenge import MAX_HTML
 from ..redaction import mask_url, mask_urls_in
 from ..settings import Settings
 
@@ -70,6 +71,7 @@ __all__ = [
     "fetch",
     "find_altcha",
     "find_challenge",
+    "find_cloudflare",
     "find_datadome",
     "find_widgets",
     "submit",
@@ -223,10 +225,14 @@ def _guard(session: requests.Session) -> None:
 
 @dataclass
 class Page:
+    """A loaded page: its status, final URL, text, the redirects it took, and its
+    response headers (names lowercased; a repeated header's values joined by ``, ``)."""
+
     status: int
     url: str
     text: str
     redirects: int = 0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
@@ -464,7 +470,8 @@ def _follow(
             if response.is_redirect:
                 raise TargetNotAllowed(f"more than {MAX_REDIRECTS} redirects from {_shown(url)}")
             body = _read_body(response, url, deadline, settings)
-            return Page(response.status_code, url, _text(response, body), hops)
+            headers = {name.lower(): value for name, value in response.headers.items()}
+            return Page(response.status_code, url, _text(response, body), hops, headers)
 
 
 def fetch(session: requests.Session, url: str, settings: Settings) -> Page:
@@ -501,7 +508,9 @@ MAX_FIELD_NAME = 100
 class Challenge:
     """A captcha widget found in a page, and the form that carries its token; or a
     DataDome challenge (``type`` ``datadome``, ``captcha_url`` its captcha's address,
-    ``action`` the page to load again once its cookie is set); or an ALTCHA widget
+    ``action`` the page to load again once its cookie is set); or Cloudflare's challenge
+    page (``type`` ``cloudflare_challenge``, ``action`` the page to load again once its
+    ``cf_clearance`` is set); or an ALTCHA widget
     (``type`` ``altcha``, no sitekey: ``captcha_url`` the address of its challenge, or
     ``challenge_json`` the challenge itself where the widget carries it inline)."""
 
@@ -512,6 +521,8 @@ class Challenge:
     fields: dict[str, str] = field(default_factory=dict)
     captcha_url: str = ""
     challenge_json: str = ""
+    #: Cloudflare's challenge page as loaded ("": longer than a solve takes, not sent).
+    page_html: str = field(default="", repr=False)
 
 
 @dataclass
@@ -648,10 +659,32 @@ def find_datadome(page: Page) -> Challenge | None:
     return Challenge("datadome", "", "datadome", page.url, captcha_url=url)
 
 
+#: What only Cloudflare's challenge page carries: its options object and its platform's
+#: script path (a block page, "Attention Required!", carries neither).
+_CLOUDFLARE_MARKERS = ("window._cf_chl_opt", "/cdn-cgi/challenge-platform/")
+
+
+def find_cloudflare(page: Page) -> Challenge | None:
+    """Cloudflare's challenge page ("Just a moment..."): HTTP 403 or 503 from Cloudflare
+    (``Server: cloudflare``) marked ``cf-mitigated: challenge`` or carrying the challenge
+    platform's script; ``None`` for any other page (a firewall block, error 1020, is no
+    challenge a solve passes)."""
+    if page.status not in (403, 503):
+        return None
+    if "cloudflare" not in page.headers.get("server", "").lower():
+        return None
+    marked = page.headers.get("cf-mitigated", "").lower() == "challenge"
+    if not marked and not any(marker in page.text for marker in _CLOUDFLARE_MARKERS):
+        return None
+    html = page.text if len(page.text) <= MAX_HTML else ""
+    return Challenge("cloudflare_challenge", "", "cf_clearance", page.url, page_html=html)
+
+
 def detect_challenge(page: Page) -> Challenge | None:
-    """What challenges ``page``: DataDome (:func:`find_datadome`) or a captcha widget
-    (:func:`find_challenge`); ``None``: nothing."""
-    return find_datadome(page) or find_challenge(page.text, page.url)
+    """What challenges ``page``: DataDome (:func:`find_datadome`), Cloudflare's challenge
+    page (:func:`find_cloudflare`) or a captcha widget (:func:`find_challenge`); ``None``:
+    nothing."""
+    return find_datadome(page) or find_cloudflare(page) or find_challenge(page.text, page.url)
 
 
 def find_challenge(html: str, page_url: str) -> Challenge | None:

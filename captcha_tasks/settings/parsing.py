@@ -67,6 +67,7 @@ CaptchaType = Literal[
     "grid",
     "altcha",
     "datadome",
+    "cloudflare_challenge",
 ]
 CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..provider import (
     AwsWaf,
+    CloudflareChallenge,
     Coordinates,
     DataDome,
     FriendlyCaptcha,
@@ -28,6 +29,7 @@ from ..provider import (
 )
 from ..results import (
     AwsWafResult,
+    CloudflareChallengeResult,
     CoordinatesResult,
     DataDomeResult,
     GeeTestResult,
@@ -40,6 +42,7 @@ from .typed import task
 
 __all__ = [
     "solve_aws_waf",
+    "solve_cloudflare_challenge",
     "solve_coordinates",
     "solve_datadome",
     "solve_friendly_captcha",
@@ -81,6 +84,36 @@ def solve_aws_waf(
         challenge_script=challenge_script,
         captcha_script=captcha_script,
         proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_cloudflare_challenge", base=SolveTask, kind=CloudflareChallenge)
+def solve_cloudflare_challenge(
+    self: SolveTask,
+    pageurl: str,
+    *,
+    proxy_id: str | None = None,
+    user_agent: str | None = None,
+    html: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> CloudflareChallengeResult:
+    """Pass Cloudflare's challenge page ("Just a moment...") in front of ``pageurl``;
+    ``proxy_id``: the pool proxy the page was loaded through, required (the
+    ``cf_clearance`` cookie is bound to that IP and to the user agent);
+    ``user_agent``: the browser's, which CapMonster Cloud requires; ``html``: the
+    challenge page as loaded, which CapMonster Cloud requires.
+
+    ``solution``: ``cookies`` to set (``cf_clearance`` among them) and ``headers`` to
+    send with them (``User-Agent`` among them); ``user_agent`` and ``proxy_id`` in the
+    result name the identity they are good for."""
+    return self.solve(
+        pageurl=pageurl,
+        proxy_id=proxy_id,
+        user_agent=user_agent,
+        html=html,
         provider=provider,
         exclude=exclude,
     )

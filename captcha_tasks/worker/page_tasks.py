@@ -10,10 +10,11 @@ for the form and widget the page shows when loaded again in the same session (a
 site's form is good once); each page carries its own copy of the site's cookies from
 its load to its post (:class:`~captcha_tasks.session.cookies.PageJar`), so the form
 goes out as the visitor that loaded it. A DataDome challenge (an HTTP 403
-with DataDome's captcha) is solved as the visitor that met it: through the worker's
-pinned proxy and with its session's user agent (DataDome binds its cookie to both),
-and its last step runs on the same worker (its direct queue), which sets the cookie
-and loads the page again with that same identity; the cookie is kept for that
+with DataDome's captcha) and Cloudflare's challenge page (an HTTP 403 "Just a
+moment..." from Cloudflare) are passed as the visitor that met them: through the
+worker's pinned proxy and with its session's user agent (both bind their cookie to
+the two), and the last step runs on the same worker (its direct queue), which sets the
+cookie and loads the page again with that same identity; the cookie is kept for that
 identity only, never in the host's shared jar (``VISITOR_BOUND_COOKIES``).
 
 Spending a solve is serialised per host by the session lock, double-checked: the
@@ -81,8 +82,12 @@ _SOLVERS = {
     "turnstile": "captcha_tasks.solve_turnstile",
     "hcaptcha": "captcha_tasks.solve_hcaptcha",
     "datadome": "captcha_tasks.solve_datadome",
+    "cloudflare_challenge": "captcha_tasks.solve_cloudflare_challenge",
     "altcha": "captcha_tasks.solve_altcha",
 }
+#: Challenges passed as the visitor that met them (their cookie is bound to its IP and
+#: user agent): solved through the worker's proxy, finished on the same worker; by name.
+_VISITOR_BOUND = {"datadome": "DataDome", "cloudflare_challenge": "Cloudflare's challenge page"}
 #: Challenges a refused page is solved again for, on the form its reload shows.
 _RETRIED = frozenset({"recaptcha_v2", "turnstile", "hcaptcha", "altcha"})
 
@@ -121,9 +126,10 @@ def _captcha(challenge: Challenge, page_url: str) -> Captcha:
 
 def _solve(task: PageTask, challenge: Challenge, page_url: str, *, isolated: bool = False) -> Any:
     """The solve of ``challenge``: through the proxy this worker fetched the page with
-    (DataDome: required, with the session's user agent and the cookie it was given; an
-    isolated visitor's other solves: no proxy). ALTCHA's: its challenge, given inline
-    or fetched from its URL (allowlisted hosts only) by the worker that solves it."""
+    (DataDome and Cloudflare's challenge page: required, with the session's user agent,
+    and DataDome's cookie or Cloudflare's page as loaded; an isolated visitor's other
+    solves: no proxy). ALTCHA's: its challenge, given inline or fetched from its URL
+    (allowlisted hosts only) by the worker that solves it."""
     proxy = {"proxy_id": task.proxy_id} if task.proxy_id and not isolated else {}
     if challenge.type == "altcha":
         source = (
@@ -132,19 +138,27 @@ def _solve(task: PageTask, challenge: Challenge, page_url: str, *, isolated: boo
             else {"challenge_url": challenge.captcha_url}
         )
         return app.signature(_SOLVERS["altcha"], args=(page_url,), kwargs={**source, **proxy})
-    if challenge.type != "datadome":
+    if challenge.type not in _VISITOR_BOUND:
         return app.signature(
             _SOLVERS[challenge.type], args=(challenge.sitekey, page_url), kwargs=proxy
         )
     if not task.proxy_id:
         raise NoProxyAvailable(
-            f"{page_url} is behind DataDome, whose cookie is bound to the IP that solved it: "
-            "this worker holds no pool proxy to solve it through"
+            f"{page_url} is behind {_VISITOR_BOUND[challenge.type]}, whose cookie is bound to "
+            "the IP that solved it: this worker holds no pool proxy to solve it through"
         )
     session = task.browser()
+    agent = str(session.headers.get("User-Agent", ""))
+    if challenge.type == "cloudflare_challenge":
+        page = {"html": challenge.page_html} if challenge.page_html else {}
+        return app.signature(
+            _SOLVERS[challenge.type],
+            args=(page_url,),
+            kwargs={"proxy_id": task.proxy_id, "user_agent": agent, **page},
+        )
     return app.signature(
         _SOLVERS["datadome"],
-        args=(challenge.captcha_url, page_url, str(session.headers.get("User-Agent", ""))),
+        args=(challenge.captcha_url, page_url, agent),
         kwargs={"proxy_id": task.proxy_id, "datadome_cookie": _cookie(session, "datadome")},
     )
 
@@ -217,10 +231,10 @@ def fetch_page(
         return _result(page, solved=False, source=None)
 
     if isolated:
-        solve = _solve(self, challenge, page.url, isolated=challenge.type != "datadome")
+        solve = _solve(self, challenge, page.url, isolated=challenge.type not in _VISITOR_BOUND)
         finish = _finish(self, challenge, page.url, fields, isolated=True)
         raise _replace(self, page.url, solve, finish)
-    if challenge.type in ("datadome", "altcha"):
+    if challenge.type in _VISITOR_BOUND or challenge.type == "altcha":
         # Never pooled: a cookie bound to one identity; a proof of work for one challenge.
         return _solve_under_lock(self, url, _host(page.url), fields)
 
@@ -316,7 +330,7 @@ def _finish(
         form=form,
         **extra,
     ).set(shadow=fetch_page.name)
-    if challenge.type == "datadome" and task.request.hostname:
+    if challenge.type in _VISITOR_BOUND and task.request.hostname:
         # The cookie is good only from this worker's proxy: its own queue takes the rest.
         finish.set(queue=worker_direct(task.request.hostname).name)
     return finish
@@ -351,6 +365,8 @@ def submit_challenge(
     settings = self.settings
     if not isinstance(host, str) or not isinstance(lock_token, str):
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
+    if not isinstance(challenge_type, str):
+        raise InvalidTaskInput("submit_challenge: challenge_type must be a challenge's type")
     if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
         raise InvalidTaskInput("submit_challenge: attempt must be a positive integer")
     if refused is not None and not (
@@ -362,8 +378,8 @@ def submit_challenge(
         # The page's URL, as this step names its cookies by it: its form only (no DNS on
         # every post); a reload fetches it with every check.
         check_url(url, settings, resolve=False)
-        if challenge_type == "datadome":
-            page = _set_datadome_cookie(self, solved, action)
+        if challenge_type in _VISITOR_BOUND:
+            page = _set_bound_cookies(self, solved, action, challenge_type)
             self.save_cookies()
             return _result(
                 page,
@@ -511,34 +527,55 @@ def _again(
     return _replace(task, url, solve, finish)
 
 
-def _set_datadome_cookie(task: PageTask, solved: Any, url: str) -> Page:
-    """Set a solved DataDome cookie and load ``url`` again, as the identity it is bound
-    to: this worker's proxy and its session's user agent (refused if either changed)."""
-    cookie = solved.get("solution") if isinstance(solved, dict) else None
-    if not isinstance(cookie, dict) or not all(
-        isinstance(cookie.get(k), str) for k in ("name", "value", "domain")
-    ):
+def _bound_cookies(solved: Any, challenge_type: str) -> list[tuple[str, str, str]]:
+    """The cookies (name, value, domain) a visitor-bound solve's result carries:
+    DataDome's one cookie, or every cookie that passed Cloudflare's challenge page (no
+    domain: the page's own host)."""
+    solution = solved.get("solution") if isinstance(solved, dict) else None
+    if challenge_type == "datadome":
+        if isinstance(solution, dict) and all(
+            isinstance(solution.get(k), str) for k in ("name", "value", "domain")
+        ):
+            return [(solution["name"], solution["value"], solution["domain"])]
         raise InvalidTaskInput("submit_challenge needs solve_datadome's result")
+    cookies = solution.get("cookies") if isinstance(solution, dict) else None
+    if (
+        not isinstance(cookies, dict)
+        or not cookies
+        or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in cookies.items()
+        )
+    ):
+        raise InvalidTaskInput("submit_challenge needs solve_cloudflare_challenge's result")
+    return [(name, value, "") for name, value in cookies.items()]
+
+
+def _set_bound_cookies(task: PageTask, solved: Any, url: str, challenge_type: str) -> Page:
+    """Set the cookies a DataDome or Cloudflare challenge solve earned and load ``url``
+    again, as the identity they are bound to: this worker's proxy and its session's user
+    agent (refused if either changed)."""
+    cookies = _bound_cookies(solved, challenge_type)
+    what = _VISITOR_BOUND[challenge_type]
     check_url(url, task.settings)
     session = task.browser()
     agent = str(session.headers.get("User-Agent", ""))
     if solved.get("proxy_id") != task.proxy_id or solved.get("user_agent") != agent:
         changed = "user agent" if solved.get("proxy_id") == task.proxy_id else "proxy"
         raise ChallengeRejected(
-            f"the DataDome cookie for {url} is bound to the proxy and user agent it was "
+            f"the {what} cookie for {url} is bound to the proxy and user agent it was "
             f"solved with (proxy {solved.get('proxy_id')!r}); this worker's {changed} "
             "changed since: not sent"
         )
     host = urlsplit(url).hostname or ""
-    domain = cookie["domain"]
-    if not domain or not (host == domain.lstrip(".") or host.endswith(domain)):
-        domain = host  # a domain the page is not in: the page's own host
-    for old in [c for c in session.cookies if c.name == cookie["name"]]:
-        session.cookies.clear(old.domain, old.path, old.name)
-    session.cookies.set(cookie["name"], cookie["value"], domain=domain, path="/")
+    for name, value, domain in cookies:
+        if not domain or not (host == domain.lstrip(".") or host.endswith(domain)):
+            domain = host  # a domain the page is not in: the page's own host
+        for old in [c for c in session.cookies if c.name == name]:
+            session.cookies.clear(old.domain, old.path, old.name)
+        session.cookies.set(name, value, domain=domain, path="/")
     page = fetch(session, url, task.settings)
     if page.status >= 400 or detect_challenge(page) is not None:
-        raise ChallengeRejected(f"{url} refused the DataDome cookie (HTTP {page.status})")
+        raise ChallengeRejected(f"{url} refused the {what} cookie (HTTP {page.status})")
     return page
 
 

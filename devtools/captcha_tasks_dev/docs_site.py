@@ -130,6 +130,7 @@ LABELS = {
     "grid": "Image grid",
     "altcha": "Altcha",
     "datadome": "DataDome",
+    "cloudflare_challenge": "Cloudflare challenge page (`cf_clearance`)",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

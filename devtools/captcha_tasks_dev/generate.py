@@ -114,10 +114,10 @@ def _aio() -> str:
             _signature(parameters(cls), first=[], last=["timeout: float | None = DEFAULT_TIMEOUT"])
         )
         out.append(f") -> {call.result}:\n")
-        out.append(
-            f'    """``await`` :func:`captcha_tasks.solve_{cls.type}` (same arguments, and '
-            '``timeout=``)."""\n'
-        )
+        doc = f"``await`` :func:`captcha_tasks.solve_{cls.type}` (same arguments, and"
+        # One line where it fits the repository's 100 columns, else two.
+        tail = "\n    " if len(doc) > 100 - len('    """ ``timeout=``)."""') else " "
+        out.append(f'    """{doc}{tail}``timeout=``)."""\n')
         out.append(f"    return await call_with(kind_tasks.solve_{cls.type}, locals())\n")
     return "".join(out)
 

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "altcha_answer",
     "aws_waf_answer",
+    "cf_clearance",
     "coordinates_answer",
     "datadome_cookie",
     "funcaptcha_token",
@@ -134,6 +135,11 @@ def datadome_cookie(hostname: str, rng: random.Random) -> tuple[str, str]:
         "SameSite=Lax"
     )
     return value, line
+
+
+def cf_clearance(rng: random.Random) -> str:
+    """A ``cf_clearance`` value shaped like Cloudflare's: ``<43 chars>-<epoch>-1.2.1.1-<more>``."""
+    return _clean(lambda: f"{_b64(rng, 32)}-{int(time.time())}-1.2.1.1-{_b64(rng, 120)}")
 
 
 def coordinates_answer(image: bytes) -> list[dict[str, int]]:

@@ -23,6 +23,13 @@ Routes:
     official ``altcha`` library from ``/altcha/challenge``; ``&altcha=v1``: a v1
     challenge from the earlier widget's ``challengeurl``; ``&altcha=inline``: the v2
     challenge in the page itself.
+    ``?widget=cloudflare``: behind Cloudflare's challenge page instead. The page opens
+    with a ``cf_clearance`` cookie the sandbox issued (CapSolver's AntiCloudflareTask,
+    CapMonster's TurnstileTask in cf_clearance mode, CaptchaAI's cloudflare_challenge),
+    sent from the user agent it was passed as and from the IP it is bound to (as
+    DataDome's: the first it is presented from); without one it answers 403 as
+    Cloudflare does: ``Server: cloudflare``, ``cf-mitigated: challenge``, a ``CF-RAY``
+    and the "Just a moment..." page.
     ``?widget=datadome``: behind DataDome instead. The page opens with a ``datadome``
     cookie the sandbox solved (any dialect, in.php or JSON), sent from the user agent it
     was solved as and from the IP it was solved from (the IP it is first presented from
@@ -75,7 +82,15 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import altcha
 import altcha.v1
 
-from .demo_widgets import DATADOME_WIDGET, datadome_page, page_widget, posted_token, widget_markup
+from .demo_widgets import (
+    CLOUDFLARE_WIDGET,
+    DATADOME_WIDGET,
+    cloudflare_page,
+    datadome_page,
+    page_widget,
+    posted_token,
+    widget_markup,
+)
 from .handler import SandboxHandler, StatefulHTTPServer, _form, logger
 from .state import SandboxState
 
@@ -137,7 +152,8 @@ DEMO_COUNTERS = (
 )
 
 _SECRETS_RE = re.compile(
-    r"((?:key|secret|response|password|token|qa_validation_cookie|demo_session|demo_visitor)=)"
+    r"((?:key|secret|response|password|token|qa_validation_cookie|demo_session|demo_visitor"
+    r"|cf_clearance|datadome)=)"
     r"[^&;\s\"']*",
     re.IGNORECASE,
 )
@@ -163,9 +179,10 @@ class DemoSite:
         self._validations: dict[str, float] = {}  # cookie value -> expires_at
         self._sessions: dict[str, tuple[str, float]] = {}  # value -> (username, expires_at)
         self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
-        self._datadome_ips: dict[str, str] = {}  # solved cookie value -> the IP it is bound to
-        # client IP -> the cookies (SHA-256 prefixes) that opened pages from it, and how often
-        self._datadome_served: dict[str, dict[str, int]] = {}
+        self._bound_ips: dict[str, str] = {}  # solved cookie value -> the IP it is bound to
+        # kind -> client IP -> the cookies (SHA-256 prefixes) that opened pages from it,
+        # and how often
+        self._bound_served: dict[str, dict[str, dict[str, int]]] = {}
         self._rng = random.Random(state.config.seed)  # reject_rates' draws
         self._peers: list[SandboxState] = []
         self._forms: dict[str, IssuedForm] = {}  # csrf_token -> the form it was issued with
@@ -357,25 +374,34 @@ class DemoSite:
             return None
 
     def datadome_ok(self, cookie: str, user_agent: str, client_ip: str) -> str | None:
-        """Whether a ``datadome`` cookie opens a page for this request: solved by the
-        sandbox, sent from the user agent it was solved as and from the IP it is bound
-        to (the first it was presented from). ``None`` if it does, else why not."""
-        reason = self.state.datadome_cookie_ok(cookie, user_agent)
+        """Whether a ``datadome`` cookie opens a page for this request (:meth:`bound_ok`)."""
+        return self.bound_ok("datadome", cookie, user_agent, client_ip)
+
+    def bound_ok(self, kind: str, cookie: str, user_agent: str, client_ip: str) -> str | None:
+        """Whether a cookie of a ``kind`` captcha (``datadome``, ``cloudflare_challenge``)
+        opens a page for this request: solved by the sandbox, sent from the user agent it
+        was solved as and from the IP it is bound to (the first it was presented from).
+        ``None`` if it does, else why not."""
+        reason = self.state.cookie_ok(kind, cookie, user_agent)
         if reason is not None:
             return reason
         with self._lock:
-            if self._datadome_ips.setdefault(cookie, client_ip) != client_ip:
+            if self._bound_ips.setdefault(cookie, client_ip) != client_ip:
                 return "IP differs from the one the cookie was solved from"
-            served = self._datadome_served.setdefault(client_ip, {})
+            served = self._bound_served.setdefault(kind, {}).setdefault(client_ip, {})
             tag = hashlib.sha256(cookie.encode()).hexdigest()[:12]
             served[tag] = served.get(tag, 0) + 1
         return None
 
     def datadome_served(self) -> dict[str, dict[str, int]]:
-        """Pages served behind DataDome, per client IP and per cookie that opened them
-        (the first 12 hex digits of its SHA-256, never its value)."""
+        """Pages served behind DataDome (:meth:`served_behind`)."""
+        return self.served_behind("datadome")
+
+    def served_behind(self, kind: str) -> dict[str, dict[str, int]]:
+        """Pages served behind a ``kind`` challenge, per client IP and per cookie that
+        opened them (the first 12 hex digits of its SHA-256, never its value)."""
         with self._lock:
-            return {ip: dict(tags) for ip, tags in self._datadome_served.items()}
+            return {ip: dict(tags) for ip, tags in self._bound_served.get(kind, {}).items()}
 
     def stats(self) -> dict[str, int]:
         with self._lock:
@@ -385,7 +411,7 @@ class DemoSite:
         """Zero the counters (cookies and sessions stay valid)."""
         with self._lock:
             self._counts = dict.fromkeys(DEMO_COUNTERS, 0)
-            self._datadome_served = {}
+            self._bound_served = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -472,6 +498,9 @@ class DemoHandler(SandboxHandler):
         if params.get("widget") == DATADOME_WIDGET:
             self._datadome(path, target, banned=params.get("dd") == "bv")
             return
+        if params.get("widget") == CLOUDFLARE_WIDGET:
+            self._cloudflare(path, target)
+            return
         if demo.validation_ok(self._cookie(VALIDATION_COOKIE)):
             demo.count("pages_served")
             name = html.escape(unquote(path.removeprefix("/page/")))
@@ -513,6 +542,29 @@ class DemoHandler(SandboxHandler):
         cookie_line = _cookie_header("datadome", fresh, 31_536_000, False).replace("; HttpOnly", "")
         headers = {"Cache-Control": "no-store", "Set-Cookie": cookie_line}
         self._send(403, page, "text/html; charset=utf-8", headers)
+
+    def _cloudflare(self, path: str, target: str) -> None:
+        demo = self.server.demo
+        cookie = self._cookie("cf_clearance") or ""
+        agent = self.headers.get("User-Agent", "")
+        reason = demo.bound_ok("cloudflare_challenge", cookie, agent, self.client_address[0])
+        if reason is None:
+            demo.count("pages_served")
+            name = html.escape(unquote(path.removeprefix("/page/")))
+            body = f"<h1>page {name}</h1>\n<p>path: {html.escape(target)}</p>"
+            self._html(200, f"page {name}", body, {"Server": "cloudflare"})
+            return
+        if reason != "unknown cookie":
+            demo.count("cookies_rejected")  # a passed cookie from another user agent or IP
+        demo.count("challenges")
+        page, ray = cloudflare_page(self.headers.get("Host", ""), target)
+        headers = {
+            "Cache-Control": "private, max-age=0, no-store, no-cache, must-revalidate",
+            "Server": "cloudflare",
+            "cf-mitigated": "challenge",
+            "CF-RAY": f"{ray}-SBX",
+        }
+        self._send(403, page.encode(), "text/html; charset=UTF-8", headers)
 
     def _verify(self, query: str, body: bytes) -> None:
         params = self._params(query, body)

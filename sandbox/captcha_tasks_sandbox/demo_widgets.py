@@ -1,5 +1,6 @@
 """The demo site's challenge widgets: reCAPTCHA v2 (the default), Turnstile, hCaptcha;
-and DataDome's captcha page (:func:`datadome_page`), which is no widget in a form.
+DataDome's captcha page (:func:`datadome_page`) and Cloudflare's challenge page
+(:func:`cloudflare_page`), which are no widgets in a form.
 
 ``GET /page/<n>?widget=turnstile`` (or ``hcaptcha``) shows that widget's markup and
 token field instead of reCAPTCHA's; ``&callback=1`` adds ``data-callback`` naming a
@@ -21,10 +22,12 @@ from urllib.parse import parse_qsl
 __all__ = [
     "CALLBACK_NAME",
     "CALLBACK_STORAGE_KEY",
+    "CLOUDFLARE_WIDGET",
     "DATADOME_WIDGET",
     "DEMO_HCAPTCHA_SITEKEY",
     "DEMO_TURNSTILE_SITEKEY",
     "Widget",
+    "cloudflare_page",
     "datadome_page",
     "page_widget",
     "posted_token",
@@ -122,6 +125,40 @@ def datadome_page(host: str, cookie: str, banned: bool) -> str:
         e=secrets.token_hex(32),
         cookie=cookie,
     )
+
+
+#: ``?widget=`` of a page behind Cloudflare's challenge page.
+CLOUDFLARE_WIDGET = "cloudflare"
+#: Cloudflare's challenge page, as its interstitial is served: the "Just a moment..."
+#: title, the ``_cf_chl_opt`` options and the challenge platform's script.
+_CLOUDFLARE_PAGE = """<!DOCTYPE html><html lang="en-US"><head><title>Just a moment...</title>
+<meta http-equiv="Content-Type" content="text/html; charset=UTF-8">
+<meta name="robots" content="noindex,nofollow">
+</head><body><div class="main-wrapper" role="main"><div class="main-content">
+<h1 class="zone-name-title h1">{host}</h1>
+<h2 class="h2" id="challenge-running">Verifying you are human. This may take a few seconds.</h2>
+<noscript><div class="h2">Enable JavaScript and cookies to continue</div></noscript>
+</div></div>
+<script>(function(){{window._cf_chl_opt={{cvId: '3',cZone: "{host}",cType: 'managed',
+cRay: '{ray}',cH: '{ch}',cUPMDTk: "{path}",cFPWv: 'b'}};
+var cpo = document.createElement('script');
+cpo.src = '/cdn-cgi/challenge-platform/h/b/orchestrate/chl_page/v1?ray={ray}';
+document.getElementsByTagName('head')[0].appendChild(cpo);}}());</script>
+</body></html>
+"""
+
+
+def cloudflare_page(host: str, path: str) -> tuple[str, str]:
+    """Cloudflare's challenge page (served with HTTP 403) for ``path`` at ``host``, and
+    its ray id (Cloudflare's ``CF-RAY`` header names it too)."""
+    ray = secrets.token_hex(8)
+    page = _CLOUDFLARE_PAGE.format(
+        host=html.escape(host),
+        ray=ray,
+        ch=secrets.token_urlsafe(32),
+        path=html.escape(path),
+    )
+    return page, ray
 
 
 def posted_token(params: Mapping[str, str], recaptcha_sitekey: str) -> tuple[str, str]:

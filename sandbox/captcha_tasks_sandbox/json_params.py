@@ -7,6 +7,7 @@ is ignored, as the providers ignore unknown fields.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
@@ -88,6 +89,8 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
         params.update(method="altcha", **_altcha(dialect, task, extra))
     elif kind == "datadome":
         params.update(_datadome(dialect, task, extra))
+    elif kind == "cloudflare_challenge":
+        params.update(_cloudflare(dialect, task))
     elif kind == "aws_waf":
         column = 2 if dialect == "capsolver" else 1
         params.update({row[0]: value(row[column]) for row in _AWS_FIELDS}, method="amazon_waf")
@@ -160,14 +163,39 @@ def _datadome(
         params["userAgent"] = params["userAgent"] or DEFAULT_USER_AGENT
     else:
         params["captcha_url"] = _text(task, "captchaUrl")
+    return {**params, **_proxy(task)}
+
+
+def _cloudflare(dialect: str, task: Mapping[str, object]) -> dict[str, str]:
+    """Cloudflare's challenge page as CaptchaAI's ``method=cloudflare_challenge``: the user
+    agent and the challenge page (CapMonster's TurnstileTask in cf_clearance mode: both
+    required, the page as ``htmlPageBase64``; CapSolver's AntiCloudflareTask: both
+    optional, the page as ``html``), and the proxy's address."""
+    params = {"method": "cloudflare_challenge", "userAgent": _text(task, "userAgent")}
+    if dialect == "capmonster":
+        try:
+            page = base64.b64decode(_text(task, "htmlPageBase64"), validate=True).decode()
+        except ValueError:
+            raise ApiError("ERROR_BAD_PARAMETERS") from None
+        if not page or not params["userAgent"] or not _text(task, "websiteKey"):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        params["html"] = page
+    else:
+        params["html"] = _text(task, "html")
+    return {**params, **_proxy(task)}
+
+
+def _proxy(task: Mapping[str, object]) -> dict[str, str]:
+    """The task's proxy as in.php's ``proxy`` (its address only: already checked as the
+    dialect takes it); {} without one."""
     address, port = task.get("proxyAddress"), task.get("proxyPort")
     proxy = task.get("proxy")
     if isinstance(address, str) and isinstance(port, int):
-        params["proxy"] = f"{address}:{port}"
-    elif isinstance(proxy, str):  # CapSolver: [scheme:]host:port[:user:pass] or user:pass@...
+        return {"proxy": f"{address}:{port}"}
+    if isinstance(proxy, str):  # CapSolver: [scheme:]host:port[:user:pass] or user:pass@...
         bare = _SCHEME.sub("", proxy).rpartition("@")[2]
-        params["proxy"] = ":".join(bare.split(":")[:2])
-    return params
+        return {"proxy": ":".join(bare.split(":")[:2])}
+    return {}
 
 
 def _challenge(
@@ -184,7 +212,7 @@ def _challenge(
     if dialect == "capmonster":
         mode = task.get("cloudflareTaskType")
         if mode is not None and mode != "token":
-            raise JsonError("ERROR_TASK_NOT_SUPPORTED")  # cf_clearance: not emulated
+            raise JsonError("ERROR_TASK_NOT_SUPPORTED")  # wait_room: not emulated
         if (mode == "token") != bool(pagedata):
             raise ApiError("ERROR_BAD_PARAMETERS")  # CapMonster wants both or neither
     if not pagedata:

@@ -56,6 +56,8 @@ _ALTCHA = _pair("AltchaTask", "altcha")
 #: under both its spellings (capsolver 1.0.7's DataDomeSliderTask, its docs'
 #: DatadomeSliderTask); CapMonster's CustomTask class DataDome. Anti-Captcha: none.
 _DATADOME = {"DataDomeSliderTask": ("datadome", "required")}
+#: CapMonster's ``cloudflareTaskType`` that makes a TurnstileTask Cloudflare's challenge page.
+CF_CLEARANCE_MODE = "cf_clearance"
 _CAPMONSTER = {
     name: (kind, "none" if kind in ("image", "grid") else "optional")
     for name, (kind, _) in {
@@ -111,8 +113,15 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "ReCaptchaV2Classification": ("grid", "none"),
         **_DATADOME,
         "DatadomeSliderTask": ("datadome", "required"),
+        # Cloudflare's challenge page: through the task's own proxy only.
+        "AntiCloudflareTask": ("cloudflare_challenge", "required"),
     },
-    "capmonster": {**_CAPMONSTER, "CustomTask/DataDome": ("datadome", "required")},
+    "capmonster": {
+        **_CAPMONSTER,
+        "CustomTask/DataDome": ("datadome", "required"),
+        # TurnstileTask in its cf_clearance mode (its turnstile-challenge-task page).
+        f"TurnstileTask/{CF_CLEARANCE_MODE}": ("cloudflare_challenge", "required"),
+    },
 }
 
 #: Kinds a dialect still names a task type for but no longer solves, and the errorCode
@@ -224,6 +233,8 @@ def parse_task(
     name = str(task.get("type", ""))
     if name in ("CustomTask", "ComplexImageTask"):
         name = f"{name}/{task.get('class', '')}"  # CapMonster: one type, many classes
+    elif dialect == "capmonster" and task.get("cloudflareTaskType") == CF_CLEARANCE_MODE:
+        name = f"{name}/{CF_CLEARANCE_MODE}"  # Turnstile's type, Cloudflare's challenge page
     entry = TASK_TYPES[dialect].get(name)
     if entry is None:
         raise JsonError("ERROR_TASK_NOT_SUPPORTED")

@@ -50,6 +50,13 @@ def solution(
         return {"token": text}  # the widget's payload (Anti-Captcha's AltchaTask page)
     if kind == "datadome":
         return _datadome(dialect, text)
+    if kind == "cloudflare_challenge":
+        # CapMonster's cf_clearance mode: the cookie alone (its turnstile-challenge-task
+        # page); CapSolver's AntiCloudflareTask: the cookies, the same value as ``token``
+        # and the user agent it was passed as.
+        if dialect == "capmonster":
+            return {"cf_clearance": text}
+        return {"cookies": {"cf_clearance": text}, "token": text, "userAgent": agent}
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).

@@ -1,6 +1,7 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome and Turnstile's challenge mode,
-under 2Captcha's documented parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Turnstile's challenge mode and
+Cloudflare's challenge page, under 2Captcha's (CaptchaAI's for the last) documented
+parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -17,6 +18,7 @@ from urllib.parse import parse_qsl, urlsplit
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks.provider.altcha import parse_challenge
 
+from .answers import DEFAULT_USER_AGENT
 from .submission import (
     HOST_RE,
     ApiError,
@@ -33,6 +35,7 @@ __all__ = [
     "altcha",
     "amazon_waf",
     "challenge_fields",
+    "cloudflare_challenge",
     "coordinates",
     "datadome",
     "friendly_captcha",
@@ -168,6 +171,30 @@ def datadome(params: Mapping[str, str], fingerprint: bytes) -> Submission:
         raise ApiError("ERROR_BAD_PARAMETERS")
     check_proxy(params)
     return Submission("datadome", fingerprint, hostname=hostname, user_agent=agent)
+
+
+#: What a Cloudflare challenge page carries (its script's options and its platform's path).
+CLOUDFLARE_MARKERS = ("_cf_chl_opt", "/cdn-cgi/challenge-platform/")
+
+
+def cloudflare_challenge(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=cloudflare_challenge`` (CaptchaAI's): ``pageurl`` and ``proxy``, required;
+    ``userAgent`` optional (a fixed Chrome's when none is given); ``html``, where the
+    JSON dialects carry the challenge page, must be one (its markers)."""
+    hostname = pageurl_host(params)
+    agent = params.get("userAgent", "").strip()
+    page = params.get("html", "")
+    if len(agent) > 512 or not params.get("proxy", "").strip():
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    if page and not any(marker in page for marker in CLOUDFLARE_MARKERS):
+        raise ApiError("ERROR_BAD_PARAMETERS")  # not a challenge page: nothing to pass
+    check_proxy(params)
+    return Submission(
+        "cloudflare_challenge",
+        fingerprint,
+        hostname=hostname,
+        user_agent=agent or DEFAULT_USER_AGENT,
+    )
 
 
 def amazon_waf(params: Mapping[str, str], fingerprint: bytes) -> Submission:

@@ -80,11 +80,16 @@ _NEWER = {
     "friendly_captcha": kinds.friendly_captcha,
     "altcha": kinds.altcha,
     "datadome": kinds.datadome,
+    "cloudflare_challenge": kinds.cloudflare_challenge,
 }
 #: in.php methods a classic dialect never offered, answered as a method in.php does not
 #: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
-#: CaptchaAI has no Altcha nor DataDome (provider/offers.py SOURCES).
-NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"altcha", "datadome"})}
+#: CaptchaAI has no Altcha nor DataDome (provider/offers.py SOURCES); 2Captcha sells no
+#: cf_clearance (CaptchaAI-Examples' cloudflare_challenge is CaptchaAI's method).
+NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {
+    "captchaai": frozenset({"altcha", "datadome"}),
+    "2captcha": frozenset({"cloudflare_challenge"}),
+}
 
 
 #: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL

@@ -9,6 +9,7 @@ from .answers import (
     DEFAULT_USER_AGENT,
     altcha_answer,
     aws_waf_answer,
+    cf_clearance,
     coordinates_answer,
     datadome_cookie,
     funcaptcha_token,
@@ -21,7 +22,14 @@ from .answers import (
 from .config import TOKEN_TTL, SandboxConfig
 from .submission import Submission
 
-__all__ = ["Answer", "CaptchaRecord", "TokenRecord", "challenge_user_agent", "make_answer"]
+__all__ = [
+    "AGENT_BOUND",
+    "Answer",
+    "CaptchaRecord",
+    "TokenRecord",
+    "challenge_user_agent",
+    "make_answer",
+]
 
 #: A solved captcha's answer: text or token, GeeTest / AWS WAF fields, or coordinates.
 Answer = str | dict[str, str] | list[dict[str, int]]
@@ -67,8 +75,13 @@ class TokenRecord:
     score: float | None
     cdata: str
     used: bool = False
-    #: DataDome: the user agent the cookie was solved as (and is good for only).
+    #: DataDome and Cloudflare's challenge: the user agent the cookie was solved as (and
+    #: is good for only).
     user_agent: str = ""
+
+
+#: Kinds whose answer is a cookie good only for the user agent it was solved as.
+AGENT_BOUND = frozenset({"datadome", "cloudflare_challenge"})
 
 
 def make_answer(
@@ -95,6 +108,8 @@ def make_answer(
         answer = issued = altcha_answer(sub.challenge) or ""  # "": unsolvable, never sent
     elif sub.kind == "datadome":
         issued, answer = datadome_cookie(sub.hostname, rng)
+    elif sub.kind == "cloudflare_challenge":
+        answer = issued = cf_clearance(rng)
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:
@@ -109,7 +124,7 @@ def make_answer(
         score=sub.score,
         cdata=sub.cdata,
         used=unsolvable,  # never handed out
-        user_agent=sub.user_agent if sub.kind == "datadome" else "",
+        user_agent=sub.user_agent if sub.kind in AGENT_BOUND else "",
     )
     return answer, (issued, record)
 

@@ -298,12 +298,18 @@ class SandboxState:
 
     def datadome_cookie_ok(self, value: str, user_agent: str) -> str | None:
         """Whether a ``datadome`` cookie this sandbox issued opens a page for a request
-        from ``user_agent``: ``None`` if it does (it stays good: a session cookie, not a
+        from ``user_agent`` (:meth:`cookie_ok`)."""
+        return self.cookie_ok("datadome", value, user_agent)
+
+    def cookie_ok(self, kind: str, value: str, user_agent: str) -> str | None:
+        """Whether a cookie this sandbox issued for a ``kind`` captcha (``datadome``,
+        ``cloudflare_challenge``'s ``cf_clearance``) opens a page for a request from
+        ``user_agent``: ``None`` if it does (it stays good: a session cookie, not a
         single-use token), else why not."""
         with self._lock:
             now = self._clock()
             record = self._tokens.get(value) if value else None
-            if record is None or record.kind != "datadome" or now < record.ready_at:
+            if record is None or record.kind != kind or now < record.ready_at:
                 return "unknown cookie"
             if record.used or now > record.expires_at:
                 return "expired cookie"

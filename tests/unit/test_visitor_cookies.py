@@ -48,8 +48,8 @@ def _fields(client: redis.Redis, key: str) -> set[str]:
     return {str(field).split(";", 1)[0] for field in client.hkeys(key)}
 
 
-def test_datadome_is_the_visitor_bound_name() -> None:
-    assert frozenset({"datadome"}) == VISITOR_BOUND_COOKIES
+def test_datadome_and_cf_clearance_are_the_visitor_bound_names() -> None:
+    assert frozenset({"datadome", "cf_clearance"}) == VISITOR_BOUND_COOKIES
 
 
 def test_a_visitor_bound_cookie_goes_to_the_visitors_key_and_the_rest_to_the_hosts(

@@ -123,6 +123,12 @@ SUBMITS: dict[str, dict[str, str]] = {
         "proxy": "user:pw@10.1.2.3:8080",
         "proxytype": "HTTP",
     },
+    "cloudflare_challenge": {
+        "method": "cloudflare_challenge",
+        "pageurl": PAGEURL,
+        "proxy": "user:pw@10.1.2.3:8080",
+        "proxytype": "HTTP",
+    },
 }
 
 
@@ -245,6 +251,9 @@ def test_each_kind_is_answered_after_its_scaled_latency(
     elif kind == "datadome":
         # 2Captcha's res.php answer: the cookie's Set-Cookie line.
         assert re.fullmatch(r"datadome=[A-Za-z0-9_~]{100,}; Max-Age=31536000; .*", answer)
+    elif kind == "cloudflare_challenge":
+        # CaptchaAI's answer (CaptchaAI-Examples): the cf_clearance value, Cloudflare's shape.
+        assert re.fullmatch(r"[A-Za-z0-9_-]{43}-\d{10}-1\.2\.1\.1-[A-Za-z0-9_-]{160}", answer)
     elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001"}.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer

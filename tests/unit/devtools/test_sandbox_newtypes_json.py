@@ -238,7 +238,7 @@ NOT_OFFERED = "ERROR_TASK_NOT_SUPPORTED"
         ("anticaptcha", {**TASKS["anticaptcha", "coordinates"], "mode": "rectangles"}, NOT_OFFERED),
         (
             "capmonster",
-            {**TASKS["capmonster", "challenge"], "cloudflareTaskType": "cf_clearance"},
+            {**TASKS["capmonster", "challenge"], "cloudflareTaskType": "wait_room"},
             NOT_OFFERED,
         ),
         (

@@ -447,7 +447,10 @@ def test_the_matrix_is_derived_from_the_dialects() -> None:
     assert matrix["capmonster"]["coordinates"] == "not offered"
     assert matrix["2captcha-v2"]["coordinates"] == "CoordinatesTask / -"
     assert matrix["anticaptcha"]["aws_waf"] == "AmazonTaskProxyless / AmazonTask"
-    assert [k for k, v in matrix["2captcha"].items() if v != "offered"] == ["hcaptcha"]
+    assert [k for k, v in matrix["2captcha"].items() if v != "offered"] == [
+        "hcaptcha",
+        "cloudflare_challenge",
+    ]
     assert [k for k, v in matrix["captchaai"].items() if v == "offered"] == [
         "recaptcha_v2",
         "recaptcha_v3",

@@ -13,7 +13,7 @@ from captcha_tasks.errors import ChallengeRejected
 from captcha_tasks.provider import DataDome
 from captcha_tasks.session.pages import Page, detect_challenge, find_datadome
 from captcha_tasks.settings import Settings
-from captcha_tasks.worker.page_tasks import _set_datadome_cookie
+from captcha_tasks.worker.page_tasks import _set_bound_cookies
 from captcha_tasks_sandbox.demo_widgets import datadome_page
 
 PAGE = "https://shop.example.com/account?x=1"
@@ -72,7 +72,7 @@ def test_the_demo_sites_page_is_found_and_a_banned_ip_reads_as_t_bv() -> None:
 
 
 class _Task:
-    """What _set_datadome_cookie reads of a page task: its settings, proxy id, session."""
+    """What _set_bound_cookies reads of a page task: its settings, proxy id, session."""
 
     def __init__(self, proxy_id: str) -> None:
         self.settings = Settings.from_env({"CAPTCHA_TASKS_ALLOWED_DOMAINS": "127.0.0.1:9"})
@@ -98,6 +98,8 @@ def test_a_cookie_is_not_sent_from_another_identity(
     task = _Task("p1")
     mine = str(task.session.headers["User-Agent"])
     with pytest.raises(ChallengeRejected, match=f"this worker's {changed} changed") as info:
-        _set_datadome_cookie(task, _solved(proxy_id, agent or mine), "http://127.0.0.1:9/p")  # type: ignore[arg-type]
+        _set_bound_cookies(
+            task, _solved(proxy_id, agent or mine), "http://127.0.0.1:9/p", "datadome"
+        )  # type: ignore[arg-type]
     assert "not sent" in str(info.value)
     assert list(task.session.cookies) == []  # nothing set, nothing requested (port 9)

@@ -59,6 +59,10 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         ),
         {"proxy_id": "p1", "datadome_cookie": "datadome=x"},
     ),
+    "captcha_tasks.solve_cloudflare_challenge": (
+        (PAGE,),
+        {"proxy_id": "p1", "user_agent": "Mozilla/5.0 (X11) Chrome/131.0", "html": "<html>"},
+    ),
     "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (
         (TURNSTILE_KEY, PAGE),
@@ -233,3 +237,11 @@ def test_a_kind_that_requires_a_proxy_is_refused_without_one_at_the_call(caller:
         app.tasks[name].check_call(args, {k: v for k, v in kwargs.items() if k != "proxy_id"})
     assert caught.value.code == "PROXY_REQUIRED"
     assert "DataDome needs proxy_id" in str(caught.value)
+
+
+def test_cloudflare_challenge_is_refused_without_a_proxy_at_the_call(caller: None) -> None:
+    name = "captcha_tasks.solve_cloudflare_challenge"
+    with pytest.raises(InvalidTaskInput) as caught:
+        app.tasks[name].check_call((PAGE,), {"user_agent": "Mozilla/5.0"})
+    assert caught.value.code == "PROXY_REQUIRED"
+    assert "cf_clearance cookie is bound to the IP" in str(caught.value)
