@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import math
+import re
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+from urllib.parse import urlsplit
 
-from ..errors import SolverError
+from ..errors import ConfigurationError, InvalidTaskInput, SolverError
 from .captchas import Captcha, CaptchaType
 from .poll_rules import PollRules
 from .proxy import Proxy
@@ -106,3 +109,46 @@ class Provider(Protocol):
     def balance(self) -> decimal.Decimal:
         """The account's balance; a cheap call that also proves the key is accepted
         (:class:`~captcha_tasks.errors.InvalidApiKey` when it is not)."""
+
+
+# -- the checks both clients make ------------------------------------------------------
+
+#: A captcha id as the providers give it (an integer's digits, or a UUID).
+ID_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def check_account(base_url: str, api_key: str) -> None:
+    """A client's base URL (``http(s)://host``, nothing more) and API key."""
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"solver base URL must be http(s)://host, got {base_url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ConfigurationError("solver base URL must not carry a query or credentials")
+    # split() == [key]: non-empty and no whitespace anywhere.
+    if not isinstance(api_key, str) or api_key.split() != [api_key] or not api_key.isprintable():
+        raise ConfigurationError("the API key must be a non-empty string without whitespace")
+
+
+def check_timeout(timeout: float) -> None:
+    """A client's HTTP timeout: a positive number of seconds."""
+    if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
+        raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
+
+
+def check_submit(captcha: object, proxy: object) -> None:
+    """A submit's arguments: a captcha, and a proxy or None."""
+    if not isinstance(captcha, Captcha):
+        raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
+    if proxy is not None and not isinstance(proxy, Proxy):
+        raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
+
+
+def check_id(captcha_id: object, what: str) -> str:
+    """``captcha_id`` as a string (an integer's digits), refused unless :data:`ID_RE`
+    matches it; ``what`` names it in the refusal (``"captcha id"``, ``"task id"``)."""
+    if isinstance(captcha_id, int) and not isinstance(captcha_id, bool):
+        captcha_id = str(captcha_id)
+    if not isinstance(captcha_id, str) or not ID_RE.match(captcha_id):
+        shown = repr(captcha_id)[:40]
+        raise InvalidTaskInput(f"captcha_id: {shown} is not a {what} (1-64 letters/digits)")
+    return captcha_id

@@ -23,16 +23,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import decimal
-import math
-import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import (
     ConfigurationError,
-    InvalidTaskInput,
     ProviderUnavailable,
     SolverError,
     SolverNetworkError,
@@ -43,7 +39,7 @@ from ..settings import PROTOCOLS, PROVIDERS, Settings
 from ..settings import Provider as Dialect
 from ..settings.providers import ProviderConfig
 from .answers import classic_solution, slot_answer
-from .base import Answer, Polled
+from .base import ID_RE, Answer, Polled, check_account, check_id, check_submit, check_timeout
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType, Proxy
 from .classic_params import proxy_params, submit_files, submit_params
 from .offers import check_offered
@@ -53,8 +49,6 @@ from .transport import HttpSession, Reply, RequestFailed, post, shared_session
 from .unreadable import is_unreadable, uncertain_submit
 
 __all__ = ["SolverClient"]
-
-_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class SolverClient:
@@ -82,26 +76,14 @@ class SolverClient:
         session: HttpSession | None = None,
         max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
-        parts = urlsplit(base_url.strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigurationError(f"solver base URL must be http(s)://host, got {base_url!r}")
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise ConfigurationError("solver base URL must not carry a query or credentials")
-        # split() == [key]: non-empty and no whitespace anywhere.
-        if (
-            not isinstance(api_key, str)
-            or api_key.split() != [api_key]
-            or not api_key.isprintable()
-        ):
-            raise ConfigurationError("the API key must be a non-empty string without whitespace")
+        check_account(base_url, api_key)
         if PROTOCOLS.get(provider) != "classic":  # a JSON provider needs JsonTaskClient
             classic = ", ".join(name for name in PROVIDERS if PROTOCOLS[name] == "classic")
             raise ConfigurationError(
                 f"SolverClient speaks in.php/res.php: provider must be one of {classic}, "
                 f"got {provider!r} (make_provider picks the client for a provider)"
             )
-        if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
-            raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
+        check_timeout(timeout)
         self.base_url = base_url.strip().rstrip("/")
         self.provider: Dialect = provider
         self.timeout = float(timeout)
@@ -144,10 +126,7 @@ class SolverClient:
     ) -> str:
         """Send a captcha to in.php; returns its id. Validates first: nothing invalid is sent.
         ``callback_url``: the ``pingback`` the provider sends the answer to."""
-        if not isinstance(captcha, Captcha):
-            raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
-        if proxy is not None and not isinstance(proxy, Proxy):
-            raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
+        check_submit(captcha, proxy)
         captcha.validate(max_image_bytes=self.max_image_bytes)
         check_offered(self.provider, captcha, proxied=proxy is not None)
         params = submit_params(captcha)
@@ -161,7 +140,7 @@ class SolverClient:
         value = self._call(
             "in.php", "submit", params, files=files, idempotent=False, secrets=secrets
         )
-        if isinstance(value, str) and _ID_RE.match(value):
+        if isinstance(value, str) and ID_RE.match(value):
             return value
         # Answered, but with no captcha id: the provider may hold (and bill) one.
         self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
@@ -329,9 +308,4 @@ class SolverClient:
 
 
 def _check_id(captcha_id: object) -> str:
-    if isinstance(captcha_id, int) and not isinstance(captcha_id, bool):
-        captcha_id = str(captcha_id)
-    if not isinstance(captcha_id, str) or not _ID_RE.match(captcha_id):
-        shown = repr(captcha_id)[:40]
-        raise InvalidTaskInput(f"captcha_id: {shown} is not a captcha id (1-64 letters/digits)")
-    return captcha_id
+    return check_id(captcha_id, "captcha id")

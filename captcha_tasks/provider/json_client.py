@@ -18,18 +18,14 @@ from __future__ import annotations
 import collections
 import decimal
 import json
-import math
-import re
 import threading
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import (
     CaptchaUnsolvable,
     ClientError,
     ConfigurationError,
-    InvalidTaskInput,
     SolverError,
     SolverNetworkError,
     SubmitUncertain,
@@ -38,7 +34,7 @@ from ..redaction import mask_secrets
 from ..settings import PROTOCOLS, Provider, Settings
 from ..settings.providers import ProviderConfig
 from .answers import json_solution
-from .base import Answer, Polled
+from .base import ID_RE, Answer, Polled, check_account, check_id, check_submit, check_timeout
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType
 from .json_dialects import NOT_READY_CODES, dialect_for
 from .json_errors import http_error, payload_error, unexpected
@@ -57,7 +53,6 @@ from .unreadable import (
 
 __all__ = ["JsonTaskClient"]
 
-_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Answers (or failures) that came with a createTask, kept until their first get.
 _MAX_EARLY = 10_000
 
@@ -133,10 +128,7 @@ class JsonTaskClient:
         """createTask; returns the task id (always a string). Validates first, and
         refuses a type the provider does not offer: nothing invalid is sent.
         ``callback_url``: the ``callbackUrl`` the provider POSTs the result to."""
-        if not isinstance(captcha, Captcha):
-            raise InvalidTaskInput(f"not a captcha: {type(captcha).__name__}")
-        if proxy is not None and not isinstance(proxy, Proxy):
-            raise InvalidTaskInput(f"proxy must be a Proxy, got {type(proxy).__name__}")
+        check_submit(captcha, proxy)
         captcha.validate(max_image_bytes=self.max_image_bytes)
         task = task_for(self.dialect, captcha, proxy)
         body: dict[str, Any] = {"task": task}
@@ -148,7 +140,7 @@ class JsonTaskClient:
         raw_id = payload.get("taskId")
         if isinstance(raw_id, int) and not isinstance(raw_id, bool) and raw_id > 0:
             raw_id = str(raw_id)
-        if not isinstance(raw_id, str) or not _ID_RE.match(raw_id):
+        if not isinstance(raw_id, str) or not ID_RE.match(raw_id):
             # Accepted (errorId 0) but unusable: the task may exist and be billed.
             self._count("errors:SUBMIT_OUTCOME_UNKNOWN")
             shown = mask_secrets(repr(payload), (self._api_key, *secrets))[:120]
@@ -369,24 +361,12 @@ def _wire_id(captcha_id: str) -> int | str:
 
 
 def _check_id(captcha_id: object) -> str:
-    if isinstance(captcha_id, int) and not isinstance(captcha_id, bool):
-        captcha_id = str(captcha_id)
-    if not isinstance(captcha_id, str) or not _ID_RE.match(captcha_id):
-        shown = repr(captcha_id)[:40]
-        raise InvalidTaskInput(f"captcha_id: {shown} is not a task id (1-64 letters/digits)")
-    return captcha_id
+    return check_id(captcha_id, "task id")
 
 
 def _check_config(base_url: str, api_key: str, provider: str, timeout: float) -> None:
-    parts = urlsplit(base_url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigurationError(f"solver base URL must be http(s)://host, got {base_url!r}")
-    if parts.query or parts.fragment or parts.username or parts.password:
-        raise ConfigurationError("solver base URL must not carry a query or credentials")
-    if not isinstance(api_key, str) or api_key.split() != [api_key] or not api_key.isprintable():
-        raise ConfigurationError("the API key must be a non-empty string without whitespace")
+    check_account(base_url, api_key)
     if PROTOCOLS.get(provider) != "json":  # type: ignore[call-overload]
         json_ones = ", ".join(p for p, protocol in PROTOCOLS.items() if protocol == "json")
         raise ConfigurationError(f"JSON task API provider must be one of {json_ones}")
-    if isinstance(timeout, bool) or not (math.isfinite(timeout) and timeout > 0):
-        raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
+    check_timeout(timeout)

@@ -38,6 +38,7 @@ __all__ = [
     "number",
     "prices",
     "provider",
+    "secret_file",
     "solver_url",
     "usd",
 ]
@@ -279,15 +280,21 @@ def callback_token(name: str, raw: str) -> str:
     return raw
 
 
-def callback_token_file(name: str, path: str) -> str:
-    """The token read from the file ``path`` (a mounted secret), checked as above."""
+def secret_file(name: str, path: str) -> str:
+    """The text of the file ``path`` (a mounted secret) that variable ``name`` names,
+    stripped; a file that cannot be read is a :class:`ConfigurationError` naming ``name``."""
     try:
         with open(path, encoding="utf-8") as file:
-            raw = file.read().strip()
+            return file.read().strip()
     except (OSError, UnicodeDecodeError) as exc:
+        # The path is not secret; the reason (no such file, permission) says what to fix.
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigurationError(f"{name}: cannot read {path!r} ({reason})") from None
-    return callback_token(name, raw)
+
+
+def callback_token_file(name: str, path: str) -> str:
+    """The token read from the file ``path`` (a mounted secret), checked as above."""
+    return callback_token(name, secret_file(name, path))
 
 
 #: A solver URL's host -> the provider it belongs to, when CAPTCHA_TASKS_PROVIDER is unset

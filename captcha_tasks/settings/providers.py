@@ -41,6 +41,7 @@ from .parsing import (
     number,
     prices,
     provider,
+    secret_file,
     solver_url,
     usd,
 )
@@ -272,13 +273,7 @@ def _key(name: str, protocol: Provider, env: Mapping[str, str]) -> str:
     if key and path:
         raise ConfigurationError(f"set {key_var} or {file_var} for provider {name}, not both")
     if path:
-        try:
-            with open(path, encoding="utf-8") as file:
-                key = file.read().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            # The path is not secret; the reason (no such file, permission) says what to fix.
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise ConfigurationError(f"{file_var}: cannot read {path!r} ({reason})") from None
+        key = secret_file(file_var, path)
         if not key:
             raise ConfigurationError(f"{file_var}: {path!r} is empty")
         key_var = file_var
