@@ -37,6 +37,7 @@ __all__ = [
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
+    "solve_yidun",
 ]
 
 
@@ -280,3 +281,23 @@ async def solve_turnstile(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_turnstile` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_turnstile, locals())
+
+
+@checked
+async def solve_yidun(
+    sitekey: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    api_server: str | None = None,
+    challenge: str | None = None,
+    hcg: str | None = None,
+    hct: int | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_yidun` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_yidun, locals())

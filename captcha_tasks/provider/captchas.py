@@ -28,6 +28,7 @@ from .kinds.mtcaptcha import MtCaptcha
 from .kinds.prosopo import Prosopo
 from .kinds.recaptcha import RecaptchaV2, RecaptchaV3
 from .kinds.turnstile import Turnstile
+from .kinds.yidun import Yidun
 from .proxy import Proxy, ProxyType
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "RecaptchaV2",
     "RecaptchaV3",
     "Turnstile",
+    "Yidun",
 ]
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
@@ -78,5 +80,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Grid,
         Altcha,
         DataDome,
+        Yidun,
     )
 }

@@ -67,6 +67,7 @@ CaptchaType = Literal[
     "grid",
     "altcha",
     "datadome",
+    "yidun",
 ]
 CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 

@@ -25,6 +25,7 @@ from ..provider import (
     RecaptchaV2,
     RecaptchaV3,
     Turnstile,
+    Yidun,
 )
 from ..results import (
     AwsWafResult,
@@ -54,6 +55,7 @@ __all__ = [
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
+    "solve_yidun",
 ]
 
 
@@ -444,6 +446,45 @@ def solve_turnstile(
         action=action,
         cdata=cdata,
         pagedata=pagedata,
+        user_agent=user_agent,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_yidun", base=SolveTask, kind=Yidun)
+def solve_yidun(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    api_server: str | None = None,
+    challenge: str | None = None,
+    hcg: str | None = None,
+    hct: int | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a NetEase Yidun captcha (``sitekey``: the widget's ``captchaId``): its
+    token in ``solution``.
+
+    ``script_url`` (the widget's get lib script, a full URL), ``api_server`` (its API
+    server's host, without ``https://``), ``challenge``, ``hcg`` and ``hct`` (an
+    integer): the Enterprise variant's, from the requests the widget makes;
+    ``user_agent``: the browser to solve it as. ``proxy_id``, ``provider``,
+    ``exclude``: as for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        sitekey=sitekey,
+        pageurl=pageurl,
+        script_url=script_url,
+        api_server=api_server,
+        challenge=challenge,
+        hcg=hcg,
+        hct=hct,
         user_agent=user_agent,
         proxy_id=proxy_id,
         provider=provider,

@@ -130,6 +130,7 @@ LABELS = {
     "grid": "Image grid",
     "altcha": "Altcha",
     "datadome": "DataDome",
+    "yidun": "Yidun (NetEase)",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

@@ -53,6 +53,7 @@ _TOKEN_SHAPES = {
     # Friendly Captcha's token: a 32-hex signature, a dot, the puzzle and its solution
     # (CapSolver's example).
     "friendly_captcha": ("72b43902cd1457f6880dd3735c50070d.", 200),
+    "yidun": ("CN31_", 200),  # NECaptcha's validate token (CapMonster's example)
 }
 
 _DEFAULT_IMAGE_ANSWER_LENGTH = 6

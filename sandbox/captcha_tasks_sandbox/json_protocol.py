@@ -48,6 +48,8 @@ _COMMON = {
 #: Prosopo at 2Captcha and Anti-Captcha (ProsopoTaskProxyless / ProsopoTask).
 _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
+#: Yidun at 2Captcha (YidunTaskProxyless / YidunTask, python-rucaptcha's names).
+_TWOCAPTCHA_YIDUN = _pair("YidunTask", "yidun")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 #: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
@@ -65,6 +67,8 @@ _CAPMONSTER = {
         # One type each, proxy optional (docs.capmonster.cloud's mtcaptcha / prosopo pages).
         "MTCaptchaTask": ("mtcaptcha", "optional"),
         "ProsopoTask": ("prosopo", "optional"),
+        # One type, proxy optional (docs.capmonster.cloud's yidun-task page).
+        "YidunTask": ("yidun", "optional"),
         # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
         "CustomTask/friendly": ("friendly_captcha", "optional"),
         # ComplexImageTask by its class (capmonstercloudclient's
@@ -85,6 +89,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "GridTask": ("grid", "none"),
         **_ALTCHA,
         **_DATADOME,
+        **_TWOCAPTCHA_YIDUN,
     },
     "anticaptcha": {
         **_COMMON,

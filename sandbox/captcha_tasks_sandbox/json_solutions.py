@@ -50,6 +50,8 @@ def solution(
         return {"token": text}  # the widget's payload (Anti-Captcha's AltchaTask page)
     if kind == "datadome":
         return _datadome(dialect, text)
+    if kind == "yidun":
+        return {"token": text}  # CapMonster's yidun-task page, python-rucaptcha's example
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).

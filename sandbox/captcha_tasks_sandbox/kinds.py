@@ -1,6 +1,6 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome and Turnstile's challenge mode,
-under 2Captcha's documented parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun and Turnstile's challenge
+mode, under 2Captcha's documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -41,6 +41,7 @@ __all__ = [
     "grid",
     "mt_captcha",
     "prosopo",
+    "yidun",
 ]
 
 _UUID_RE = re.compile(
@@ -50,6 +51,7 @@ _CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
 _MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 _PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
+_YIDUN_KEY_RE = re.compile(r"^[A-Za-z0-9]{16,64}$")
 _DATADOME_HOST = "captcha-delivery.com"
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
@@ -127,6 +129,23 @@ def prosopo(params: Mapping[str, str], fingerprint: bytes) -> Submission:
 def friendly_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     """``method=friendly_captcha``: ``sitekey`` (the widget's ``data-sitekey``), ``pageurl``."""
     return _site_key_and_page("friendly_captcha", _FRIENDLY_KEY_RE, params, fingerprint)
+
+
+def yidun(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=yidun``: ``sitekey`` (the widget's ``captchaId``), ``pageurl``; optional
+    ``yidun_get_lib`` (an http(s) URL), ``yidun_api_server_subdomain`` (a host),
+    ``challenge``, ``hcg``, ``hct`` (digits) and ``useragent`` (2captcha-python's yidun())."""
+    submission = _site_key_and_page("yidun", _YIDUN_KEY_RE, params, fingerprint)
+    script = params.get("yidun_get_lib", "").strip()
+    server = params.get("yidun_api_server_subdomain", "").strip()
+    hct = params.get("hct", "").strip()
+    if (
+        (script and not _is_http_url(script))
+        or (server and not HOST_RE.match(server))
+        or (hct and not (hct.isascii() and hct.isdigit()))
+    ):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
 
 
 def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:

@@ -80,11 +80,14 @@ _NEWER = {
     "friendly_captcha": kinds.friendly_captcha,
     "altcha": kinds.altcha,
     "datadome": kinds.datadome,
+    "yidun": kinds.yidun,
 }
 #: in.php methods a classic dialect never offered, answered as a method in.php does not
 #: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
-#: CaptchaAI has no Altcha nor DataDome (provider/offers.py SOURCES).
-NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {"captchaai": frozenset({"altcha", "datadome"})}
+#: CaptchaAI has no Altcha, DataDome nor Yidun (provider/offers.py SOURCES).
+NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {
+    "captchaai": frozenset({"altcha", "datadome", "yidun"})
+}
 
 
 #: in.php methods a classic dialect no longer takes: 2Captcha answers ERROR_METHOD_CALL

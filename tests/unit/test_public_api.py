@@ -71,6 +71,7 @@ PUBLIC = [
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
     "solve_turnstile",
+    "solve_yidun",
 ]
 
 #: Every task a worker of the app registers (``celery -A captcha_tasks worker`` imports
@@ -100,6 +101,7 @@ REGISTERED = [
     "captcha_tasks.solve_recaptcha_v3",
     "captcha_tasks.solve_turnstile",
     "captcha_tasks.solve_turnstile_challenge",
+    "captcha_tasks.solve_yidun",
     "captcha_tasks.submit_challenge",
     "captcha_tasks.sweep_session_lock",
 ]

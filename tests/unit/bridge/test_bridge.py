@@ -223,6 +223,25 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
         ),
         (
             {
+                "method": "yidun",
+                "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf",
+                "pageurl": PAGE,
+                "yidun_get_lib": "https://cstaticdun.126.net/load.min.js",
+                "hct": "1733571234567",
+                "useragent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_yidun",
+                ("07e2387ab53a4d6f930b8d9a9be71bdf", PAGE),
+                {
+                    "script_url": "https://cstaticdun.126.net/load.min.js",
+                    "hct": 1733571234567,
+                    "user_agent": "UA",
+                },
+            ),
+        ),
+        (
+            {
                 "method": "datadome",
                 "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
                 "pageurl": PAGE,
@@ -464,6 +483,7 @@ def test_an_unknown_method_is_named() -> None:
         "prosopo",
         "friendly_captcha",
         "datadome",
+        "yidun",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.

@@ -27,6 +27,7 @@ from captcha_tasks_sandbox import (
     image_answer,
 )
 from captcha_tasks_sandbox.answers import grid_answer
+from captcha_tasks_sandbox.protocol import NOT_OFFERED_METHODS
 from tests.support.altcha_reference import create_challenge, verify_solution
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
@@ -123,6 +124,7 @@ SUBMITS: dict[str, dict[str, str]] = {
         "proxy": "user:pw@10.1.2.3:8080",
         "proxytype": "HTTP",
     },
+    "yidun": {"method": "yidun", "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf", "pageurl": PAGEURL},
 }
 
 
@@ -220,9 +222,11 @@ def error_of(reply: requests.Response) -> str:
 def test_each_kind_is_answered_after_its_scaled_latency(
     make_api: Callable[..., Api], kind: str
 ) -> None:
-    # CaptchaAI (the sandbox's default dialect) has neither Altcha nor DataDome: 2Captcha's has.
+    # CaptchaAI (the sandbox's default dialect) has neither Altcha, DataDome nor Yidun:
+    # 2Captcha's has.
     api = make_api(
-        jitter=0.0, **({"dialect": "2captcha"} if kind in ("altcha", "datadome") else {})
+        jitter=0.0,
+        **({"dialect": "2captcha"} if kind in NOT_OFFERED_METHODS["captchaai"] else {}),
     )
     started = time.monotonic()
     captcha_id = api.submit_ok(**SUBMITS[kind])
@@ -245,8 +249,8 @@ def test_each_kind_is_answered_after_its_scaled_latency(
     elif kind == "datadome":
         # 2Captcha's res.php answer: the cookie's Set-Cookie line.
         assert re.fullmatch(r"datadome=[A-Za-z0-9_~]{100,}; Max-Age=31536000; .*", answer)
-    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
-        prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001"}.get(kind, "72b43902")
+    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha", "yidun"):
+        prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001", "yidun": "CN31_"}.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer
         assert len(answer) > 100 and "ERROR" not in answer.upper()
     else:

@@ -23,6 +23,7 @@ from captcha_tasks import (
     solve_prosopo,
     solve_recaptcha_v2,
     solve_turnstile,
+    solve_yidun,
 )
 from captcha_tasks.errors import CaptchaTasksError, InvalidTaskInput
 from captcha_tasks.settings import get_settings
@@ -47,6 +48,7 @@ FRIENDLY_JS = "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.
 PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
 DD_URL = "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6QAE&t=fe&s=40070"
 DD_UA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0"
+YIDUN_KEY = "07e2387ab53a4d6f930b8d9a9be71bdf"
 
 #: (task, valid positional arguments, valid keyword arguments)
 CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
@@ -61,6 +63,7 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": None}),
     (solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"module_script_url": FRIENDLY_JS}),
     (solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1", "datadome_cookie": "datadome=x"}),
+    (solve_yidun, [YIDUN_KEY, PAGE], {"challenge": "c0ffee", "hcg": "h", "hct": 17}),
 ]
 
 
@@ -149,6 +152,14 @@ def test_unknown_options_are_refused_by_name(
             {"proxy_id": "p1"},
             "DataDome banned this IP",
         ),
+        (solve_yidun, ["captchaId", PAGE], {}, "Yidun.sitekey"),
+        (solve_yidun, [YIDUN_KEY, PAGE], {"hct": "17"}, "Yidun.hct"),
+        (
+            solve_yidun,
+            [YIDUN_KEY, PAGE],
+            {"api_server": "https://c.dun.163.com"},
+            "Yidun.api_server",
+        ),
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
@@ -210,6 +221,9 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
         ("anticaptcha", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
         ("capmonster", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
+        ("captchaai", solve_yidun, [YIDUN_KEY, PAGE], {}),
+        ("anticaptcha", solve_yidun, [YIDUN_KEY, PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_yidun, [YIDUN_KEY, PAGE], {}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
