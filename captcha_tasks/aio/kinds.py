@@ -23,6 +23,7 @@ from .awaiting import DEFAULT_TIMEOUT, call_with, checked
 
 __all__ = [
     "solve_aws_waf",
+    "solve_binance",
     "solve_coordinates",
     "solve_datadome",
     "solve_friendly_captcha",
@@ -57,6 +58,22 @@ async def solve_aws_waf(
 ) -> AwsWafResult:
     """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_aws_waf, locals())
+
+
+@checked
+async def solve_binance(
+    sitekey: str,
+    pageurl: str,
+    validate_id: str,
+    *,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_binance` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_binance, locals())
 
 
 @checked

@@ -16,6 +16,7 @@ from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, MIN_IMAGE
 from .kind import Captcha, CaptchaType
 from .kinds.altcha import Altcha
 from .kinds.aws_waf import AwsWaf
+from .kinds.binance import Binance
 from .kinds.coordinates import Coordinates
 from .kinds.datadome import DataDome
 from .kinds.friendly_captcha import FriendlyCaptcha
@@ -39,6 +40,7 @@ __all__ = [
     "MIN_IMAGE_BYTES",
     "Altcha",
     "AwsWaf",
+    "Binance",
     "Captcha",
     "CaptchaType",
     "Coordinates",
@@ -81,5 +83,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Altcha,
         DataDome,
         Yidun,
+        Binance,
     )
 }

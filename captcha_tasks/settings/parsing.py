@@ -68,6 +68,7 @@ CaptchaType = Literal[
     "altcha",
     "datadome",
     "yidun",
+    "binance",
 ]
 CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..provider import (
     AwsWaf,
+    Binance,
     Coordinates,
     DataDome,
     FriendlyCaptcha,
@@ -41,6 +42,7 @@ from .typed import task
 
 __all__ = [
     "solve_aws_waf",
+    "solve_binance",
     "solve_coordinates",
     "solve_datadome",
     "solve_friendly_captcha",
@@ -82,6 +84,37 @@ def solve_aws_waf(
         pageurl=pageurl,
         challenge_script=challenge_script,
         captcha_script=captcha_script,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_binance", base=SolveTask, kind=Binance)
+def solve_binance(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    validate_id: str,
+    *,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a Binance captcha (``sitekey``: the page's ``bizId``, ``bizType`` or
+    ``bizCode``, such as ``login``; ``validate_id``: this challenge's ``validateId``,
+    ``securityId`` or ``securityCheckResponseValidateId``, new for each one): its token
+    in ``solution``. The providers solve it for logging in to one's own account.
+
+    ``user_agent``: the browser to solve it as; the result's ``user_agent`` names the
+    one the provider used, where it says. ``proxy_id``, ``provider``, ``exclude``: as
+    for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        sitekey=sitekey,
+        pageurl=pageurl,
+        validate_id=validate_id,
+        user_agent=user_agent,
         proxy_id=proxy_id,
         provider=provider,
         exclude=exclude,

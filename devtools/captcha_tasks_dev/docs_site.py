@@ -131,6 +131,7 @@ LABELS = {
     "altcha": "Altcha",
     "datadome": "DataDome",
     "yidun": "Yidun (NetEase)",
+    "binance": "Binance",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

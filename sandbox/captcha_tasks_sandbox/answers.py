@@ -54,6 +54,7 @@ _TOKEN_SHAPES = {
     # (CapSolver's example).
     "friendly_captcha": ("72b43902cd1457f6880dd3735c50070d.", 200),
     "yidun": ("CN31_", 200),  # NECaptcha's validate token (CapMonster's example)
+    "binance": ("captcha#", 200),  # Binance's captcha token (CapMonster's example)
 }
 
 _DEFAULT_IMAGE_ANSWER_LENGTH = 6

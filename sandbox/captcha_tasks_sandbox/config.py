@@ -88,6 +88,7 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "altcha": 2.0,
         "datadome": 5.0,
         "yidun": 10.0,
+        "binance": 5.0,
     }
 )
 
@@ -111,8 +112,9 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         # DataDome's cookie lives a year (docs.datadome.co); the sandbox honours it as
         # long as its longest-lived token (AWS WAF's), which bounds its memory.
         "datadome": 300.0,
-        # Yidun's is in no source: reCAPTCHA's two minutes, as MTCaptcha's.
+        # Yidun's and Binance's are in no source: reCAPTCHA's two minutes, as MTCaptcha's.
         "yidun": 120.0,
+        "binance": 120.0,
     }
 )
 

@@ -86,6 +86,10 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
         params.update(yidun_get_lib=value("yidunGetLib"), hct=value("hct"))
         params.update(yidun_api_server_subdomain=value("yidunApiServerSubdomain"))
         params.update(challenge=value("challenge"), hcg=value("hcg"))
+    elif kind == "binance":
+        # 2Captcha's and CapMonster's BinanceTask: the same names.
+        params.update(method="binance", sitekey=value("websiteKey"), useragent=value("userAgent"))
+        params["validate_id"] = value("validateId")
     elif kind == "friendly_captcha":
         params.update(method="friendly_captcha", sitekey=value("websiteKey"))
         if dialect == "capmonster":

@@ -50,6 +50,8 @@ _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
 #: Yidun at 2Captcha (YidunTaskProxyless / YidunTask, python-rucaptcha's names).
 _TWOCAPTCHA_YIDUN = _pair("YidunTask", "yidun")
+#: Binance at 2Captcha (BinanceTaskProxyless / BinanceTask, python-rucaptcha's names).
+_TWOCAPTCHA_BINANCE = _pair("BinanceTask", "binance")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 #: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
@@ -69,6 +71,8 @@ _CAPMONSTER = {
         "ProsopoTask": ("prosopo", "optional"),
         # One type, proxy optional (docs.capmonster.cloud's yidun-task page).
         "YidunTask": ("yidun", "optional"),
+        # One type, proxy optional (docs.capmonster.cloud's binance page).
+        "BinanceTask": ("binance", "optional"),
         # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
         "CustomTask/friendly": ("friendly_captcha", "optional"),
         # ComplexImageTask by its class (capmonstercloudclient's
@@ -90,6 +94,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_ALTCHA,
         **_DATADOME,
         **_TWOCAPTCHA_YIDUN,
+        **_TWOCAPTCHA_BINANCE,
     },
     "anticaptcha": {
         **_COMMON,

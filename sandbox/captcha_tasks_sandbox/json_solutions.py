@@ -50,6 +50,10 @@ def solution(
         return {"token": text}  # the widget's payload (Anti-Captcha's AltchaTask page)
     if kind == "datadome":
         return _datadome(dialect, text)
+    if kind == "binance":
+        # The token and the user agent it was solved as, at both (CapMonster's binance
+        # page, python-rucaptcha's example).
+        return {"token": text, "userAgent": agent}
     if kind == "yidun":
         return {"token": text}  # CapMonster's yidun-task page, python-rucaptcha's example
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):

@@ -1,6 +1,6 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun and Turnstile's challenge
-mode, under 2Captcha's documented parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun, Binance and Turnstile's
+challenge mode, under 2Captcha's documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_INSTRUCTIONS",
     "altcha",
     "amazon_waf",
+    "binance",
     "challenge_fields",
     "coordinates",
     "datadome",
@@ -52,6 +53,8 @@ _MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 _PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
 _YIDUN_KEY_RE = re.compile(r"^[A-Za-z0-9]{16,64}$")
+_BINANCE_KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
+_VALIDATE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
 _DATADOME_HOST = "captcha-delivery.com"
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
@@ -144,6 +147,16 @@ def yidun(params: Mapping[str, str], fingerprint: bytes) -> Submission:
         or (server and not HOST_RE.match(server))
         or (hct and not (hct.isascii() and hct.isdigit()))
     ):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
+
+
+def binance(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=binance``: ``sitekey`` (the page's bizId, such as ``login``), ``pageurl``
+    and ``validate_id``, all required; optional ``useragent`` (2captcha-python's
+    binance())."""
+    submission = _site_key_and_page("binance", _BINANCE_KEY_RE, params, fingerprint)
+    if not _VALIDATE_ID_RE.match(params.get("validate_id", "").strip()):
         raise ApiError("ERROR_BAD_PARAMETERS")
     return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
 

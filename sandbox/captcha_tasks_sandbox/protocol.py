@@ -81,12 +81,13 @@ _NEWER = {
     "altcha": kinds.altcha,
     "datadome": kinds.datadome,
     "yidun": kinds.yidun,
+    "binance": kinds.binance,
 }
 #: in.php methods a classic dialect never offered, answered as a method in.php does not
 #: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
-#: CaptchaAI has no Altcha, DataDome nor Yidun (provider/offers.py SOURCES).
+#: CaptchaAI has no Altcha, DataDome, Yidun nor Binance (provider/offers.py SOURCES).
 NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {
-    "captchaai": frozenset({"altcha", "datadome", "yidun"})
+    "captchaai": frozenset({"altcha", "datadome", "yidun", "binance"})
 }
 
 

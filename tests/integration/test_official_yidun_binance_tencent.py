@@ -1,8 +1,9 @@
-"""Protocol fidelity for Yidun: every official SDK that has it, against the sandbox (the
-set-up of test_official_new_types.py).
+"""Protocol fidelity for Yidun and Binance: every official SDK that has them, against the
+sandbox (the set-up of test_official_new_types.py).
 
-What the installed SDKs offer: 2captcha-python 2.1.2 ``yidun()`` (in.php);
-capmonstercloudclient 4.3.1 ``YidunRequest``. anticaptchaofficial 1.0.72, python-anticaptcha
+What the installed SDKs offer: 2captcha-python 2.1.2 ``yidun()`` and ``binance()``
+(in.php); capmonstercloudclient 4.3.1 ``YidunRequest`` and ``BinanceTaskRequest``.
+anticaptchaofficial 1.0.72, python-anticaptcha
 2.0.0 and capsolver 1.0.7 have no such type (nor do their providers): nothing to ask them.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from capmonstercloudclient import CapMonsterClient, ClientOptions
-from capmonstercloudclient.requests import YidunRequest
+from capmonstercloudclient.requests import BinanceTaskRequest, YidunRequest
 
 from captcha_tasks_sandbox import dev_api_key
 
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.integration
 
 YIDUN_KEY = "07e2387ab53a4d6f930b8d9a9be71bdf"
 YIDUN_LIB = "https://cstaticdun.126.net/load.min.js"
+VALIDATE_ID = "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"
 AGENT = official.AGENT
 #: The sandbox's lifetimes (two minutes) at this scale outlast the SDKs' fixed waits.
 SCALE = 0.1
@@ -85,3 +87,30 @@ def test_capmonstercloudclient_solves_yidun(make_sandbox: SandboxMaker) -> None:
     )
     verify(sandbox, _solve(client, enterprise)["token"])
     assert_solved(sandbox, {"yidun": 2})
+
+
+def test_2captcha_python_solves_binance(make_sandbox: SandboxMaker) -> None:
+    sandbox = make_sandbox("classic", "2captcha", time_scale=SCALE)
+    solver = _two_captcha(sandbox, extended=False)
+    plain = solver.binance(pageurl=PAGE, sitekey="login", validate_id=VALIDATE_ID)
+    assert plain["code"].startswith("captcha#")
+    verify(sandbox, plain["code"])
+    with_agent = solver.binance(
+        pageurl=PAGE, sitekey="login", validate_id=VALIDATE_ID, useragent=AGENT
+    )
+    verify(sandbox, with_agent["code"])
+    assert_solved(sandbox, {"binance": 2})
+
+
+def test_capmonstercloudclient_solves_binance(make_sandbox: SandboxMaker) -> None:
+    sandbox, client = _capmonster(make_sandbox)
+    request = BinanceTaskRequest(
+        websiteUrl=PAGE, websiteKey="login", validateId=VALIDATE_ID, userAgent=AGENT
+    )
+    answer = _solve(client, request)
+    # CapMonster's binance page: the token and the user agent it was solved as.
+    assert answer["userAgent"] == AGENT and answer["token"].startswith("captcha#")
+    verify(sandbox, answer["token"])
+    plain = BinanceTaskRequest(websiteUrl=PAGE, websiteKey="login", validateId=VALIDATE_ID)
+    assert _solve(client, plain)["userAgent"]  # its workers' own
+    assert_solved(sandbox, {"binance": 2})

@@ -223,6 +223,20 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
         ),
         (
             {
+                "method": "binance",
+                "sitekey": "login",
+                "pageurl": PAGE,
+                "validate_id": "cb0bfefa598b4d3a8e3f6a40b5a7e9c1",
+                "useragent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_binance",
+                ("login", PAGE, "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"),
+                {"user_agent": "UA"},
+            ),
+        ),
+        (
+            {
                 "method": "yidun",
                 "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf",
                 "pageurl": PAGE,
@@ -484,6 +498,7 @@ def test_an_unknown_method_is_named() -> None:
         "friendly_captcha",
         "datadome",
         "yidun",
+        "binance",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.

@@ -124,6 +124,12 @@ SUBMITS: dict[str, dict[str, str]] = {
         "proxy": "user:pw@10.1.2.3:8080",
         "proxytype": "HTTP",
     },
+    "binance": {
+        "method": "binance",
+        "sitekey": "login",
+        "pageurl": PAGEURL,
+        "validate_id": "cb0bfefa598b4d3a8e3f6a40b5a7e9c1",
+    },
     "yidun": {"method": "yidun", "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf", "pageurl": PAGEURL},
 }
 
@@ -249,8 +255,14 @@ def test_each_kind_is_answered_after_its_scaled_latency(
     elif kind == "datadome":
         # 2Captcha's res.php answer: the cookie's Set-Cookie line.
         assert re.fullmatch(r"datadome=[A-Za-z0-9_~]{100,}; Max-Age=31536000; .*", answer)
-    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha", "yidun"):
-        prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001", "yidun": "CN31_"}.get(kind, "72b43902")
+    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha", "yidun", "binance"):
+        prefixes = {
+            "mtcaptcha": "v1(",
+            "prosopo": "0x0001",
+            "yidun": "CN31_",
+            "binance": "captcha#",
+        }
+        prefix = prefixes.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer
         assert len(answer) > 100 and "ERROR" not in answer.upper()
     else:

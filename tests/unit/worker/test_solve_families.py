@@ -12,6 +12,7 @@ import pytest
 
 from captcha_tasks import (
     solve_aws_waf,
+    solve_binance,
     solve_coordinates,
     solve_datadome,
     solve_friendly_captcha,
@@ -49,6 +50,7 @@ PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
 DD_URL = "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6QAE&t=fe&s=40070"
 DD_UA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0"
 YIDUN_KEY = "07e2387ab53a4d6f930b8d9a9be71bdf"
+VALIDATE_ID = "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"
 
 #: (task, valid positional arguments, valid keyword arguments)
 CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
@@ -64,6 +66,7 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"module_script_url": FRIENDLY_JS}),
     (solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1", "datadome_cookie": "datadome=x"}),
     (solve_yidun, [YIDUN_KEY, PAGE], {"challenge": "c0ffee", "hcg": "h", "hct": 17}),
+    (solve_binance, ["login", PAGE, VALIDATE_ID], {"user_agent": DD_UA}),
 ]
 
 
@@ -153,6 +156,8 @@ def test_unknown_options_are_refused_by_name(
             "DataDome banned this IP",
         ),
         (solve_yidun, ["captchaId", PAGE], {}, "Yidun.sitekey"),
+        (solve_binance, ["login", PAGE, "short"], {}, "Binance.validate_id"),
+        (solve_binance, ["log in", PAGE, VALIDATE_ID], {}, "Binance.sitekey"),
         (solve_yidun, [YIDUN_KEY, PAGE], {"hct": "17"}, "Yidun.hct"),
         (
             solve_yidun,
@@ -224,6 +229,9 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_yidun, [YIDUN_KEY, PAGE], {}),
         ("anticaptcha", solve_yidun, [YIDUN_KEY, PAGE], {"proxy_id": "p1"}),
         ("capsolver", solve_yidun, [YIDUN_KEY, PAGE], {}),
+        ("captchaai", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
+        ("anticaptcha", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
+        ("capsolver", solve_binance, ["login", PAGE, VALIDATE_ID], {"proxy_id": "p1"}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
