@@ -3,7 +3,8 @@
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
 :data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
-(:data:`CoordinatesResult`) or DataDome's cookie (:data:`DataDomeResult`). They are
+(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`) or Tencent's
+ticket (:data:`TencentResult`). They are
 plain dicts (JSON through the result backend), typed for mypy and editors.
 """
 
@@ -34,6 +35,8 @@ __all__ = [
     "Point",
     "ReportResult",
     "SolveResult",
+    "TencentResult",
+    "TencentSolution",
     "TokenResult",
 ]
 
@@ -110,6 +113,14 @@ class DataDomeSolution(TypedDict):
     domain: str
 
 
+class TencentSolution(TypedDict):
+    """What a solved Tencent captcha (TenDI) gives its page's callback, whatever the
+    provider: the ``ticket`` and the ``randstr`` the site verifies it with."""
+
+    ticket: str
+    randstr: str
+
+
 class Point(TypedDict):
     x: int
     y: int
@@ -133,6 +144,7 @@ AwsWafResult = SolveResult[AwsWafSolution]
 CoordinatesResult = SolveResult[list[Point]]
 GridResult = SolveResult[GridSolution]
 DataDomeResult = SolveResult[DataDomeSolution]
+TencentResult = SolveResult[TencentSolution]
 
 
 class BalanceResult(TypedDict):

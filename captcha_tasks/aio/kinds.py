@@ -16,6 +16,7 @@ from ..results import (
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
+    TencentResult,
     TokenResult,
 )
 from ..worker import kind_tasks
@@ -37,6 +38,7 @@ __all__ = [
     "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
+    "solve_tencent",
     "solve_turnstile",
     "solve_yidun",
 ]
@@ -280,6 +282,22 @@ async def solve_recaptcha_v3(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_recaptcha_v3` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_recaptcha_v3, locals())
+
+
+@checked
+async def solve_tencent(
+    app_id: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TencentResult:
+    """``await`` :func:`captcha_tasks.solve_tencent` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_tencent, locals())
 
 
 @checked

@@ -28,6 +28,7 @@ from .kinds.image import Image
 from .kinds.mtcaptcha import MtCaptcha
 from .kinds.prosopo import Prosopo
 from .kinds.recaptcha import RecaptchaV2, RecaptchaV3
+from .kinds.tencent import Tencent
 from .kinds.turnstile import Turnstile
 from .kinds.yidun import Yidun
 from .proxy import Proxy, ProxyType
@@ -58,6 +59,7 @@ __all__ = [
     "ProxyType",
     "RecaptchaV2",
     "RecaptchaV3",
+    "Tencent",
     "Turnstile",
     "Yidun",
 ]
@@ -84,5 +86,6 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         DataDome,
         Yidun,
         Binance,
+        Tencent,
     )
 }

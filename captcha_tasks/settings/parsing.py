@@ -69,6 +69,7 @@ CaptchaType = Literal[
     "datadome",
     "yidun",
     "binance",
+    "tencent",
 ]
 CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 

@@ -25,6 +25,7 @@ from ..provider import (
     Prosopo,
     RecaptchaV2,
     RecaptchaV3,
+    Tencent,
     Turnstile,
     Yidun,
 )
@@ -35,6 +36,7 @@ from ..results import (
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
+    TencentResult,
     TokenResult,
 )
 from .solve_tasks import SolveTask
@@ -56,6 +58,7 @@ __all__ = [
     "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
+    "solve_tencent",
     "solve_turnstile",
     "solve_yidun",
 ]
@@ -446,6 +449,38 @@ def solve_recaptcha_v3(
         action=action,
         min_score=min_score,
         enterprise=enterprise,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_tencent", base=SolveTask, kind=Tencent)
+def solve_tencent(
+    self: SolveTask,
+    app_id: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TencentResult:
+    """Solve a Tencent captcha (TenDI; ``app_id``: the page's ``CaptchaAppId``, digits).
+    ``solution``: ``{"ticket": ..., "randstr": ...}``, what the captcha's callback gives
+    the page, whatever the provider.
+
+    ``script_url``: the captcha script the page loads (``TCaptcha.js``,
+    ``TCaptcha-global.js``), where it is not the default; ``user_agent``: the browser
+    to solve it as (CapMonster Cloud takes it; the result's ``user_agent`` names the
+    one a provider used, where it says). ``proxy_id``, ``provider``, ``exclude``: as
+    for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        app_id=app_id,
+        pageurl=pageurl,
+        script_url=script_url,
+        user_agent=user_agent,
         proxy_id=proxy_id,
         provider=provider,
         exclude=exclude,

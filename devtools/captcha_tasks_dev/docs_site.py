@@ -132,6 +132,7 @@ LABELS = {
     "datadome": "DataDome",
     "yidun": "Yidun (NetEase)",
     "binance": "Binance",
+    "tencent": "Tencent (TenDI)",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

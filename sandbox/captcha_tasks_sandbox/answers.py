@@ -30,6 +30,7 @@ __all__ = [
     "geetest_v4_answer",
     "grid_answer",
     "image_answer",
+    "tencent_answer",
     "token",
 ]
 
@@ -181,6 +182,15 @@ def geetest_v4_answer(captcha_id: str, rng: random.Random) -> dict[str, str]:
         "gen_time": str(int(time.time())),
         "captcha_output": _clean(lambda: _b64(rng, 120)),
     }
+
+
+def tencent_answer(app_id: str, rng: random.Random) -> dict[str, str | int]:
+    """Tencent's answer as 2Captcha's TencentTask gives it (python-rucaptcha's example):
+    the ``appid``, ``ret`` 0 (passed), the ``ticket`` (``tr03...*``, what the site
+    verifies) and the ``randstr`` (``@`` and three characters)."""
+    ticket = _clean(lambda: "tr03" + _b64(rng, 150) + "*")
+    randstr = "@" + _b64(rng, 3)[:3]
+    return {"appid": app_id, "ret": 0, "ticket": ticket, "randstr": randstr}
 
 
 def aws_waf_answer(rng: random.Random) -> dict[str, str]:

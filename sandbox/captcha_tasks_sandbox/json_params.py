@@ -90,6 +90,15 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
         # 2Captcha's and CapMonster's BinanceTask: the same names.
         params.update(method="binance", sitekey=value("websiteKey"), useragent=value("userAgent"))
         params["validate_id"] = value("validateId")
+    elif kind == "tencent":
+        # 2Captcha's TencentTask: appId and captchaScript; CapMonster's CustomTask of class
+        # TenDI: the app id as websiteKey, the script in metadata.captchaUrl, a userAgent.
+        if dialect == "capmonster":
+            params.update(app_id=value("websiteKey"), captcha_script=meta("captchaUrl"))
+            params["useragent"] = value("userAgent")
+        else:
+            params.update(app_id=value("appId"), captcha_script=value("captchaScript"))
+        params["method"] = "tencent"
     elif kind == "friendly_captcha":
         params.update(method="friendly_captcha", sitekey=value("websiteKey"))
         if dialect == "capmonster":

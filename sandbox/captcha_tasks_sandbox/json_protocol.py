@@ -52,6 +52,8 @@ _PROSOPO = _pair("ProsopoTask", "prosopo")
 _TWOCAPTCHA_YIDUN = _pair("YidunTask", "yidun")
 #: Binance at 2Captcha (BinanceTaskProxyless / BinanceTask, python-rucaptcha's names).
 _TWOCAPTCHA_BINANCE = _pair("BinanceTask", "binance")
+#: Tencent at 2Captcha (TencentTaskProxyless / TencentTask, python-rucaptcha's names).
+_TWOCAPTCHA_TENCENT = _pair("TencentTask", "tencent")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 #: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
@@ -80,6 +82,8 @@ _CAPMONSTER = {
         "ComplexImageTask/recaptcha": ("grid", "none"),
         # capmonstercloudclient's AltchaCustomTaskRequest.
         "CustomTask/altcha": ("altcha", "optional"),
+        # capmonstercloudclient's TenDiCustomTaskRequest (docs.capmonster.cloud's tendi page).
+        "CustomTask/TenDI": ("tencent", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -95,6 +99,7 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         **_DATADOME,
         **_TWOCAPTCHA_YIDUN,
         **_TWOCAPTCHA_BINANCE,
+        **_TWOCAPTCHA_TENCENT,
     },
     "anticaptcha": {
         **_COMMON,

@@ -1,6 +1,6 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun, Binance and Turnstile's
-challenge mode, under 2Captcha's documented parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun, Binance, Tencent and
+Turnstile's challenge mode, under 2Captcha's documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -42,6 +42,7 @@ __all__ = [
     "grid",
     "mt_captcha",
     "prosopo",
+    "tencent",
     "yidun",
 ]
 
@@ -55,6 +56,7 @@ _FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
 _YIDUN_KEY_RE = re.compile(r"^[A-Za-z0-9]{16,64}$")
 _BINANCE_KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
 _VALIDATE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
+_TENCENT_APP_ID_RE = re.compile(r"^[0-9]{5,20}$")
 _DATADOME_HOST = "captcha-delivery.com"
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
@@ -159,6 +161,22 @@ def binance(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     if not _VALIDATE_ID_RE.match(params.get("validate_id", "").strip()):
         raise ApiError("ERROR_BAD_PARAMETERS")
     return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
+
+
+def tencent(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=tencent``: ``app_id`` (the page's CaptchaAppId, digits) and ``pageurl``
+    (2captcha-python's tencent()); the JSON dialects' captcha script rides along as
+    ``captcha_script``, an http(s) URL."""
+    app_id = params.get("app_id", "").strip()
+    if not _TENCENT_APP_ID_RE.match(app_id):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    script = params.get("captcha_script", "").strip()
+    if script and not _is_http_url(script):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    agent = params.get("useragent", "").strip()
+    return Submission("tencent", fingerprint, sitekey=app_id, hostname=hostname, user_agent=agent)
 
 
 def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:

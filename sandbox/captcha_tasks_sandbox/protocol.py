@@ -82,12 +82,14 @@ _NEWER = {
     "datadome": kinds.datadome,
     "yidun": kinds.yidun,
     "binance": kinds.binance,
+    "tencent": kinds.tencent,
 }
 #: in.php methods a classic dialect never offered, answered as a method in.php does not
 #: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
-#: CaptchaAI has no Altcha, DataDome, Yidun nor Binance (provider/offers.py SOURCES).
+#: CaptchaAI has no Altcha, DataDome, Yidun, Binance nor Tencent (provider/offers.py
+#: SOURCES).
 NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {
-    "captchaai": frozenset({"altcha", "datadome", "yidun", "binance"})
+    "captchaai": frozenset({"altcha", "datadome", "yidun", "binance", "tencent"})
 }
 
 

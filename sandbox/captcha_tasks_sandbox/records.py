@@ -16,6 +16,7 @@ from .answers import (
     geetest_v4_answer,
     grid_answer,
     image_answer,
+    tencent_answer,
     token,
 )
 from .config import TOKEN_TTL, SandboxConfig
@@ -23,8 +24,9 @@ from .submission import Submission
 
 __all__ = ["Answer", "CaptchaRecord", "TokenRecord", "challenge_user_agent", "make_answer"]
 
-#: A solved captcha's answer: text or token, GeeTest / AWS WAF fields, or coordinates.
-Answer = str | dict[str, str] | list[dict[str, int]]
+#: A solved captcha's answer: text or token, GeeTest / AWS WAF / Tencent fields, or
+#: coordinates.
+Answer = str | dict[str, str] | dict[str, str | int] | list[dict[str, int]]
 
 
 @dataclasses.dataclass
@@ -95,6 +97,9 @@ def make_answer(
         answer = issued = altcha_answer(sub.challenge) or ""  # "": unsolvable, never sent
     elif sub.kind == "datadome":
         issued, answer = datadome_cookie(sub.hostname, rng)
+    elif sub.kind == "tencent":
+        tencent = tencent_answer(sub.sitekey, rng)
+        answer, issued = tencent, str(tencent["ticket"])  # the ticket: what the site verifies
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:

@@ -1,8 +1,9 @@
-"""Protocol fidelity for Yidun and Binance: every official SDK that has them, against the
-sandbox (the set-up of test_official_new_types.py).
+"""Protocol fidelity for Yidun, Binance and Tencent: every official SDK that has them,
+against the sandbox (the set-up of test_official_new_types.py).
 
-What the installed SDKs offer: 2captcha-python 2.1.2 ``yidun()`` and ``binance()``
-(in.php); capmonstercloudclient 4.3.1 ``YidunRequest`` and ``BinanceTaskRequest``.
+What the installed SDKs offer: 2captcha-python 2.1.2 ``yidun()``, ``binance()`` and
+``tencent()`` (in.php); capmonstercloudclient 4.3.1 ``YidunRequest``,
+``BinanceTaskRequest`` and ``TenDiCustomTaskRequest``.
 anticaptchaofficial 1.0.72, python-anticaptcha
 2.0.0 and capsolver 1.0.7 have no such type (nor do their providers): nothing to ask them.
 """
@@ -10,11 +11,16 @@ anticaptchaofficial 1.0.72, python-anticaptcha
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
 from capmonstercloudclient import CapMonsterClient, ClientOptions
-from capmonstercloudclient.requests import BinanceTaskRequest, YidunRequest
+from capmonstercloudclient.requests import (
+    BinanceTaskRequest,
+    TenDiCustomTaskRequest,
+    YidunRequest,
+)
 
 from captcha_tasks_sandbox import dev_api_key
 
@@ -30,6 +36,7 @@ pytestmark = pytest.mark.integration
 YIDUN_KEY = "07e2387ab53a4d6f930b8d9a9be71bdf"
 YIDUN_LIB = "https://cstaticdun.126.net/load.min.js"
 VALIDATE_ID = "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"
+APP_ID = "189123456"
 AGENT = official.AGENT
 #: The sandbox's lifetimes (two minutes) at this scale outlast the SDKs' fixed waits.
 SCALE = 0.1
@@ -114,3 +121,35 @@ def test_capmonstercloudclient_solves_binance(make_sandbox: SandboxMaker) -> Non
     plain = BinanceTaskRequest(websiteUrl=PAGE, websiteKey="login", validateId=VALIDATE_ID)
     assert _solve(client, plain)["userAgent"]  # its workers' own
     assert_solved(sandbox, {"binance": 2})
+
+
+def test_2captcha_python_solves_tencent(make_sandbox: SandboxMaker) -> None:
+    sandbox = make_sandbox("classic", "2captcha", time_scale=SCALE)
+    solver = _two_captcha(sandbox, extended=False)
+    answer = solver.tencent(app_id=APP_ID, url=PAGE)
+    # res.php's answer as JSON text (2captcha-javascript: "the response in JSON"), the
+    # fields of 2Captcha's TencentTask.
+    fields = json.loads(answer["code"])
+    assert (fields["appid"], fields["ret"]) == (APP_ID, 0)
+    assert fields["randstr"].startswith("@")
+    verify(sandbox, fields["ticket"])
+    assert_solved(sandbox, {"tencent": 1})
+
+
+def test_capmonstercloudclient_solves_tencent(make_sandbox: SandboxMaker) -> None:
+    sandbox, client = _capmonster(make_sandbox)
+    request = TenDiCustomTaskRequest(
+        websiteUrl=PAGE,
+        websiteKey=APP_ID,
+        userAgent=AGENT,
+        metadata={"captchaUrl": "https://turing.captcha.qcloud.com/TCaptcha-global.js"},
+    )
+    answer = _solve(client, request)
+    # CapMonster's tendi page: the ticket and randstr in data, the agent in headers.
+    assert set(answer) == {"data", "headers"}
+    assert answer["headers"] == {"User-Agent": AGENT}
+    assert set(answer["data"]) == {"ticket", "randstr"}
+    verify(sandbox, answer["data"]["ticket"])
+    plain = _solve(client, TenDiCustomTaskRequest(websiteUrl=PAGE, websiteKey=APP_ID))
+    verify(sandbox, plain["data"]["ticket"])
+    assert_solved(sandbox, {"tencent": 2})

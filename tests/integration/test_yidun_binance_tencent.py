@@ -1,9 +1,10 @@
-"""Yidun and Binance end to end: ``.delay()`` through a real ``celery worker`` and the
-sandbox, on every provider that offers each (2Captcha over both protocols, CapMonster
-Cloud), the token good once at the sandbox's ``/siteverify`` and Binance's user agent in
-the result where the provider answers one; refused with ``TYPE_NOT_OFFERED`` (at
-admission, and at the call when the caller's settings name the provider), nothing sent
-and nothing queued, on the others."""
+"""Yidun, Binance and Tencent end to end: ``.delay()`` through a real ``celery worker``
+and the sandbox, on every provider that offers each (2Captcha over both protocols,
+CapMonster Cloud), the token (Tencent's ticket) good once at the sandbox's
+``/siteverify``, Tencent's answer as ``{ticket, randstr}`` whatever the provider's shape,
+and the user agent in the result where the provider answers one; refused with
+``TYPE_NOT_OFFERED`` (at admission, and at the call when the caller's settings name the
+provider), nothing sent and nothing queued, on the others."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 import requests
 
-from captcha_tasks import solve_binance, solve_yidun
+from captcha_tasks import solve_binance, solve_tencent, solve_yidun
 from captcha_tasks.errors import InvalidTaskInput
 from captcha_tasks_sandbox import dev_api_key
 from tests.support.workers import provider_env, provider_sandbox
@@ -36,15 +37,21 @@ SOLVES: dict[str, Callable[[], Any]] = {
         user_agent=AGENT,
     ),
     "binance": lambda: solve_binance.delay("login", PAGE, VALIDATE_ID, user_agent=AGENT),
+    "tencent": lambda: solve_tencent.delay(
+        "189123456",
+        PAGE,
+        script_url="https://turing.captcha.qcloud.com/TCaptcha.js",
+        user_agent=AGENT,
+    ),
 }
 #: Who offers which (each kind's declaration: the providers' docs and SDKs).
 OFFERED: dict[str, set[str]] = {
     "captchaai": set(),
-    "2captcha": {"yidun", "binance"},
-    "2captcha-v2": {"yidun", "binance"},
+    "2captcha": {"yidun", "binance", "tencent"},
+    "2captcha-v2": {"yidun", "binance", "tencent"},
     "anticaptcha": set(),
     "capsolver": set(),
-    "capmonster": {"yidun", "binance"},
+    "capmonster": {"yidun", "binance", "tencent"},
 }
 PREFIX = {"yidun": "CN31_", "binance": "captcha#"}
 
@@ -69,13 +76,23 @@ def test_each_kind_solves_where_offered(
     for kind, result in got.items():
         assert (result["type"], result["source"], result["protocol"]) == (kind, "api", provider)
         assert result["submits"] == 1
-        token = result["solution"]
-        assert isinstance(token, str) and token.startswith(PREFIX[kind]), token
+        if kind == "tencent":
+            # {ticket, randstr} from 2Captcha's {appid, ret, ticket, randstr} and from
+            # CapMonster's {data: {...}, headers: {User-Agent}} alike.
+            assert set(result["solution"]) == {"ticket", "randstr"}, result["solution"]
+            token = result["solution"]["ticket"]
+            assert token.startswith("tr03") and result["solution"]["randstr"].startswith("@")
+            assert ("user_agent" in result) == (provider == "capmonster")
+        else:
+            token = result["solution"]
+            assert isinstance(token, str) and token.startswith(PREFIX[kind]), token
         assert _verify(sandbox, token)["hostname"] == "example.com"
         if kind == "binance" and provider != "2captcha":
             # The JSON answers' userAgent (the task's own, echoed by the sandbox); res.php's
             # answer is the token alone.
             assert result["user_agent"] == AGENT
+        if kind == "tencent" and provider == "capmonster":
+            assert result["user_agent"] == AGENT  # its headers' User-Agent
     stats = sandbox.stats()
     assert (stats["submitted"], stats["param_errors"]) == (len(got), 0)
     assert {kind: stats["by_type"][kind] for kind in got} == dict.fromkeys(got, 1)

@@ -222,6 +222,10 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
             TaskCall("captcha_tasks.solve_friendly_captcha", ("FCMDESUD3M34857N", PAGE), {}),
         ),
         (
+            {"method": "tencent", "app_id": "189123456", "pageurl": PAGE},
+            TaskCall("captcha_tasks.solve_tencent", ("189123456", PAGE), {}),
+        ),
+        (
             {
                 "method": "binance",
                 "sitekey": "login",
@@ -499,6 +503,7 @@ def test_an_unknown_method_is_named() -> None:
         "datadome",
         "yidun",
         "binance",
+        "tencent",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.

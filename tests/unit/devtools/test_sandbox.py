@@ -130,6 +130,7 @@ SUBMITS: dict[str, dict[str, str]] = {
         "pageurl": PAGEURL,
         "validate_id": "cb0bfefa598b4d3a8e3f6a40b5a7e9c1",
     },
+    "tencent": {"method": "tencent", "app_id": "189123456", "pageurl": PAGEURL},
     "yidun": {"method": "yidun", "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf", "pageurl": PAGEURL},
 }
 
@@ -248,6 +249,10 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
     elif kind == "grid":
         assert answer == grid_answer(PNG, 16) and answer.startswith("click:")
+    elif kind == "tencent":
+        # 2Captcha's TencentTask answer (python-rucaptcha), res.php's assumed the same.
+        assert set(answer) == {"appid", "ret", "ticket", "randstr"} and answer["ret"] == 0
+        assert answer["appid"] == "189123456" and answer["ticket"].startswith("tr03")
     elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
         assert answer  # shapes: test_sandbox_newtypes.py
     elif kind == "altcha":

@@ -23,6 +23,7 @@ from captcha_tasks import (
     solve_mtcaptcha,
     solve_prosopo,
     solve_recaptcha_v2,
+    solve_tencent,
     solve_turnstile,
     solve_yidun,
 )
@@ -67,6 +68,11 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1", "datadome_cookie": "datadome=x"}),
     (solve_yidun, [YIDUN_KEY, PAGE], {"challenge": "c0ffee", "hcg": "h", "hct": 17}),
     (solve_binance, ["login", PAGE, VALIDATE_ID], {"user_agent": DD_UA}),
+    (
+        solve_tencent,
+        ["189123456", PAGE],
+        {"script_url": "https://turing.captcha.qcloud.com/TCaptcha.js"},
+    ),
 ]
 
 
@@ -157,6 +163,8 @@ def test_unknown_options_are_refused_by_name(
         ),
         (solve_yidun, ["captchaId", PAGE], {}, "Yidun.sitekey"),
         (solve_binance, ["login", PAGE, "short"], {}, "Binance.validate_id"),
+        (solve_tencent, ["app", PAGE], {}, "Tencent.app_id"),
+        (solve_tencent, ["189123456", PAGE], {"script_url": "TCaptcha.js"}, "Tencent.script_url"),
         (solve_binance, ["log in", PAGE, VALIDATE_ID], {}, "Binance.sitekey"),
         (solve_yidun, [YIDUN_KEY, PAGE], {"hct": "17"}, "Yidun.hct"),
         (
@@ -232,6 +240,9 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
         ("anticaptcha", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
         ("capsolver", solve_binance, ["login", PAGE, VALIDATE_ID], {"proxy_id": "p1"}),
+        ("captchaai", solve_tencent, ["189123456", PAGE], {}),
+        ("anticaptcha", solve_tencent, ["189123456", PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_tencent, ["189123456", PAGE], {}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
