@@ -3,8 +3,9 @@
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
 :data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
-(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`) or what passes
-Cloudflare's challenge page (:data:`CloudflareChallengeResult`). They are
+(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`), Tencent's
+ticket (:data:`TencentResult`) or what passes Cloudflare's challenge page
+(:data:`CloudflareChallengeResult`). They are
 plain dicts (JSON through the result backend), typed for mypy and editors.
 """
 
@@ -37,6 +38,8 @@ __all__ = [
     "Point",
     "ReportResult",
     "SolveResult",
+    "TencentResult",
+    "TencentSolution",
     "TokenResult",
 ]
 
@@ -125,6 +128,14 @@ class CloudflareChallengeSolution(TypedDict):
     headers: dict[str, str]
 
 
+class TencentSolution(TypedDict):
+    """What a solved Tencent captcha (TenDI) gives its page's callback, whatever the
+    provider: the ``ticket`` and the ``randstr`` the site verifies it with."""
+
+    ticket: str
+    randstr: str
+
+
 class Point(TypedDict):
     x: int
     y: int
@@ -149,6 +160,7 @@ CoordinatesResult = SolveResult[list[Point]]
 GridResult = SolveResult[GridSolution]
 DataDomeResult = SolveResult[DataDomeSolution]
 CloudflareChallengeResult = SolveResult[CloudflareChallengeSolution]
+TencentResult = SolveResult[TencentSolution]
 
 
 class BalanceResult(TypedDict):

@@ -17,6 +17,7 @@ from ..results import (
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
+    TencentResult,
     TokenResult,
 )
 from ..worker import kind_tasks
@@ -24,6 +25,7 @@ from .awaiting import DEFAULT_TIMEOUT, call_with, checked
 
 __all__ = [
     "solve_aws_waf",
+    "solve_binance",
     "solve_cloudflare_challenge",
     "solve_coordinates",
     "solve_datadome",
@@ -38,7 +40,9 @@ __all__ = [
     "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
+    "solve_tencent",
     "solve_turnstile",
+    "solve_yidun",
 ]
 
 
@@ -58,6 +62,22 @@ async def solve_aws_waf(
 ) -> AwsWafResult:
     """``await`` :func:`captcha_tasks.solve_aws_waf` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_aws_waf, locals())
+
+
+@checked
+async def solve_binance(
+    sitekey: str,
+    pageurl: str,
+    validate_id: str,
+    *,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_binance` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_binance, locals())
 
 
 @checked
@@ -283,6 +303,22 @@ async def solve_recaptcha_v3(
 
 
 @checked
+async def solve_tencent(
+    app_id: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TencentResult:
+    """``await`` :func:`captcha_tasks.solve_tencent` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_tencent, locals())
+
+
+@checked
 async def solve_turnstile(
     sitekey: str,
     pageurl: str,
@@ -298,3 +334,23 @@ async def solve_turnstile(
 ) -> TokenResult:
     """``await`` :func:`captcha_tasks.solve_turnstile` (same arguments, and ``timeout=``)."""
     return await call_with(kind_tasks.solve_turnstile, locals())
+
+
+@checked
+async def solve_yidun(
+    sitekey: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    api_server: str | None = None,
+    challenge: str | None = None,
+    hcg: str | None = None,
+    hct: int | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+    timeout: float | None = DEFAULT_TIMEOUT,
+) -> TokenResult:
+    """``await`` :func:`captcha_tasks.solve_yidun` (same arguments, and ``timeout=``)."""
+    return await call_with(kind_tasks.solve_yidun, locals())

@@ -4,9 +4,9 @@ voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": in
 a grid's tiles as ``{"tiles": [...], "rows": int, "cols": int}``, numbered from 0, left
 to right then top to bottom, sorted (2Captcha and CaptchaAI count from 1, CapSolver
 from 0, CapMonster Cloud answers a boolean per tile).
-DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; what passes
-Cloudflare's challenge page as ``{"cookies": {"cf_clearance": ...}, "headers":
-{"User-Agent": ...}}``.
+DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; Tencent's as
+``{"ticket", "randstr"}``; what passes Cloudflare's challenge page as ``{"cookies":
+{"cf_clearance": ...}, "headers": {"User-Agent": ...}}``.
 
 Answers are told apart by their shape, since a poll does not know the captcha's type.
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
@@ -36,6 +36,7 @@ __all__ = [
     "json_solution",
     "malformed",
     "slot_answer",
+    "solution_user_agent",
 ]
 
 #: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
@@ -43,6 +44,11 @@ Solution = str | dict[str, Any] | list[dict[str, int]]
 
 GEETEST_V4_KEYS: Final = ("captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output")
 _AWS_PAIR: Final = ("captcha_voucher", "existing_token")
+#: Tencent's answer, whatever the provider (2Captcha adds ``appid`` and ``ret``).
+_TENCENT_KEYS: Final = ("ticket", "randstr")
+#: A CapMonster Cloud ``CustomTask``'s solution: the answer's fields in ``data``, the
+#: headers to send it with in ``headers`` (its TenDI page).
+_CUSTOM_TASK_KEYS: Final = frozenset({"data", "headers"})
 #: The order in which a JSON solution's fields are taken as "the" answer.
 _TOKEN_FIELDS: Final = ("gRecaptchaResponse", "token", "text")
 #: More points or larger coordinates than any captcha image has: garbage.
@@ -83,9 +89,20 @@ def for_type(
         return _grid(solution, *grid)
     if captcha_type == "datadome" and isinstance(solution, str):
         return datadome_cookie(solution)  # res.php's answer: the Set-Cookie line
+    if captcha_type == "tencent":
+        return _tencent(solution)
     if captcha_type == "cloudflare_challenge":
         return _cloudflare(solution, user_agent)
     return solution
+
+
+def _tencent(solution: Solution) -> dict[str, str]:
+    """The ticket and randstr of a Tencent answer: CapMonster's (``data`` unwrapped by
+    :func:`json_solution`) or 2Captcha's, whose ``appid`` and ``ret`` are left out; a
+    ``ret`` other than 0 is Tencent's own refusal, no answer."""
+    if not isinstance(solution, dict) or solution.get("ret", 0) not in (0, "0"):
+        raise malformed("Tencent", solution)
+    return _exactly("Tencent", solution, _TENCENT_KEYS)
 
 
 def _cloudflare(solution: Solution, user_agent: str | None) -> dict[str, Any]:
@@ -175,8 +192,22 @@ def classic_solution(value: str | dict[str, Any] | list[Any]) -> Solution:
     return value
 
 
+def solution_user_agent(solution: Mapping[str, Any]) -> str | None:
+    """The user agent a getTaskResult ``solution`` names: its ``userAgent``, or a
+    ``CustomTask``'s ``headers["User-Agent"]``; ``None``: none."""
+    agent = solution.get("userAgent")
+    headers = solution.get("headers")
+    if agent is None and isinstance(headers, dict) and solution.keys() <= _CUSTOM_TASK_KEYS:
+        agent = headers.get("User-Agent")
+    return agent if isinstance(agent, str) and agent else None
+
+
 def json_solution(solution: Mapping[str, Any]) -> Solution | None:
-    """A getTaskResult ``solution`` (its ``userAgent`` aside); ``None``: an empty one."""
+    """A getTaskResult ``solution`` (its ``userAgent`` aside, and a ``CustomTask``'s
+    ``headers``: :func:`solution_user_agent`); ``None``: an empty one."""
+    data = solution.get("data")
+    if isinstance(data, dict) and solution.keys() <= _CUSTOM_TASK_KEYS:
+        solution = data  # a CustomTask's answer: its fields
     # Before the token fields: CapSolver repeats cf_clearance as its ``token``.
     clearance = _cf_clearance(solution)
     if clearance is not None:

@@ -16,6 +16,7 @@ from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, MIN_IMAGE
 from .kind import Captcha, CaptchaType
 from .kinds.altcha import Altcha
 from .kinds.aws_waf import AwsWaf
+from .kinds.binance import Binance
 from .kinds.cloudflare_challenge import CloudflareChallenge
 from .kinds.coordinates import Coordinates
 from .kinds.datadome import DataDome
@@ -28,7 +29,9 @@ from .kinds.image import Image
 from .kinds.mtcaptcha import MtCaptcha
 from .kinds.prosopo import Prosopo
 from .kinds.recaptcha import RecaptchaV2, RecaptchaV3
+from .kinds.tencent import Tencent
 from .kinds.turnstile import Turnstile
+from .kinds.yidun import Yidun
 from .proxy import Proxy, ProxyType
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "MIN_IMAGE_BYTES",
     "Altcha",
     "AwsWaf",
+    "Binance",
     "Captcha",
     "CaptchaType",
     "CloudflareChallenge",
@@ -57,7 +61,9 @@ __all__ = [
     "ProxyType",
     "RecaptchaV2",
     "RecaptchaV3",
+    "Tencent",
     "Turnstile",
+    "Yidun",
 ]
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
@@ -81,5 +87,8 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Altcha,
         DataDome,
         CloudflareChallenge,
+        Yidun,
+        Binance,
+        Tencent,
     )
 }

@@ -33,7 +33,7 @@ from ..errors import (
 from ..redaction import mask_secrets
 from ..settings import PROTOCOLS, Provider, Settings
 from ..settings.providers import ProviderConfig
-from .answers import json_solution
+from .answers import json_solution, solution_user_agent
 from .base import ID_RE, Answer, Polled, check_account, check_id, check_submit, check_timeout
 from .captchas import DEFAULT_MAX_IMAGE_BYTES, Captcha, CaptchaType
 from .json_dialects import NOT_READY_CODES, dialect_for
@@ -317,8 +317,7 @@ def _answer(captcha_id: str, payload: dict[str, Any]) -> Answer | None:
     solution = payload.get("solution")
     if not isinstance(solution, dict) or not solution:
         return None
-    user_agent = solution.get("userAgent")
-    user_agent = user_agent if isinstance(user_agent, str) and user_agent else None
+    user_agent = solution_user_agent(solution)
     value = json_solution(solution)
     if value is None:
         return None

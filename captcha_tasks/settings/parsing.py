@@ -69,6 +69,9 @@ CaptchaType = Literal[
     "altcha",
     "datadome",
     "cloudflare_challenge",
+    "yidun",
+    "binance",
+    "tencent",
 ]
 CAPTCHA_TYPES: tuple[CaptchaType, ...] = get_args(CaptchaType)
 

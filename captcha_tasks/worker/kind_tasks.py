@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from ..provider import (
     AwsWaf,
+    Binance,
     CloudflareChallenge,
     Coordinates,
     DataDome,
@@ -25,7 +26,9 @@ from ..provider import (
     Prosopo,
     RecaptchaV2,
     RecaptchaV3,
+    Tencent,
     Turnstile,
+    Yidun,
 )
 from ..results import (
     AwsWafResult,
@@ -35,6 +38,7 @@ from ..results import (
     GeeTestResult,
     GeeTestV4Result,
     GridResult,
+    TencentResult,
     TokenResult,
 )
 from .solve_tasks import SolveTask
@@ -42,6 +46,7 @@ from .typed import task
 
 __all__ = [
     "solve_aws_waf",
+    "solve_binance",
     "solve_cloudflare_challenge",
     "solve_coordinates",
     "solve_datadome",
@@ -56,7 +61,9 @@ __all__ = [
     "solve_prosopo",
     "solve_recaptcha_v2",
     "solve_recaptcha_v3",
+    "solve_tencent",
     "solve_turnstile",
+    "solve_yidun",
 ]
 
 
@@ -83,6 +90,37 @@ def solve_aws_waf(
         pageurl=pageurl,
         challenge_script=challenge_script,
         captcha_script=captcha_script,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_binance", base=SolveTask, kind=Binance)
+def solve_binance(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    validate_id: str,
+    *,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a Binance captcha (``sitekey``: the page's ``bizId``, ``bizType`` or
+    ``bizCode``, such as ``login``; ``validate_id``: this challenge's ``validateId``,
+    ``securityId`` or ``securityCheckResponseValidateId``, new for each one): its token
+    in ``solution``. The providers solve it for logging in to one's own account.
+
+    ``user_agent``: the browser to solve it as; the result's ``user_agent`` names the
+    one the provider used, where it says. ``proxy_id``, ``provider``, ``exclude``: as
+    for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        sitekey=sitekey,
+        pageurl=pageurl,
+        validate_id=validate_id,
+        user_agent=user_agent,
         proxy_id=proxy_id,
         provider=provider,
         exclude=exclude,
@@ -450,6 +488,38 @@ def solve_recaptcha_v3(
     )
 
 
+@task("captcha_tasks.solve_tencent", base=SolveTask, kind=Tencent)
+def solve_tencent(
+    self: SolveTask,
+    app_id: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TencentResult:
+    """Solve a Tencent captcha (TenDI; ``app_id``: the page's ``CaptchaAppId``, digits).
+    ``solution``: ``{"ticket": ..., "randstr": ...}``, what the captcha's callback gives
+    the page, whatever the provider.
+
+    ``script_url``: the captcha script the page loads (``TCaptcha.js``,
+    ``TCaptcha-global.js``), where it is not the default; ``user_agent``: the browser
+    to solve it as (CapMonster Cloud takes it; the result's ``user_agent`` names the
+    one a provider used, where it says). ``proxy_id``, ``provider``, ``exclude``: as
+    for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        app_id=app_id,
+        pageurl=pageurl,
+        script_url=script_url,
+        user_agent=user_agent,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
 @task("captcha_tasks.solve_turnstile", base=SolveTask, kind=Turnstile)
 def solve_turnstile(
     self: SolveTask,
@@ -477,6 +547,45 @@ def solve_turnstile(
         action=action,
         cdata=cdata,
         pagedata=pagedata,
+        user_agent=user_agent,
+        proxy_id=proxy_id,
+        provider=provider,
+        exclude=exclude,
+    )
+
+
+@task("captcha_tasks.solve_yidun", base=SolveTask, kind=Yidun)
+def solve_yidun(
+    self: SolveTask,
+    sitekey: str,
+    pageurl: str,
+    *,
+    script_url: str | None = None,
+    api_server: str | None = None,
+    challenge: str | None = None,
+    hcg: str | None = None,
+    hct: int | None = None,
+    user_agent: str | None = None,
+    proxy_id: str | None = None,
+    provider: str | None = None,
+    exclude: Sequence[str] = (),
+) -> TokenResult:
+    """Solve a NetEase Yidun captcha (``sitekey``: the widget's ``captchaId``): its
+    token in ``solution``.
+
+    ``script_url`` (the widget's get lib script, a full URL), ``api_server`` (its API
+    server's host, without ``https://``), ``challenge``, ``hcg`` and ``hct`` (an
+    integer): the Enterprise variant's, from the requests the widget makes;
+    ``user_agent``: the browser to solve it as. ``proxy_id``, ``provider``,
+    ``exclude``: as for :func:`solve_recaptcha_v2`."""
+    return self.solve(
+        sitekey=sitekey,
+        pageurl=pageurl,
+        script_url=script_url,
+        api_server=api_server,
+        challenge=challenge,
+        hcg=hcg,
+        hct=hct,
         user_agent=user_agent,
         proxy_id=proxy_id,
         provider=provider,

@@ -131,6 +131,9 @@ LABELS = {
     "altcha": "Altcha",
     "datadome": "DataDome",
     "cloudflare_challenge": "Cloudflare challenge page (`cf_clearance`)",
+    "yidun": "Yidun (NetEase)",
+    "binance": "Binance",
+    "tencent": "Tencent (TenDI)",
 }
 #: Read from their bytes: whether a proxy exists for them means nothing.
 _NO_PROXY = {"image", "coordinates", "grid"}

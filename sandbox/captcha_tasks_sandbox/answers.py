@@ -31,6 +31,7 @@ __all__ = [
     "geetest_v4_answer",
     "grid_answer",
     "image_answer",
+    "tencent_answer",
     "token",
 ]
 
@@ -54,6 +55,8 @@ _TOKEN_SHAPES = {
     # Friendly Captcha's token: a 32-hex signature, a dot, the puzzle and its solution
     # (CapSolver's example).
     "friendly_captcha": ("72b43902cd1457f6880dd3735c50070d.", 200),
+    "yidun": ("CN31_", 200),  # NECaptcha's validate token (CapMonster's example)
+    "binance": ("captcha#", 200),  # Binance's captcha token (CapMonster's example)
 }
 
 _DEFAULT_IMAGE_ANSWER_LENGTH = 6
@@ -185,6 +188,15 @@ def geetest_v4_answer(captcha_id: str, rng: random.Random) -> dict[str, str]:
         "gen_time": str(int(time.time())),
         "captcha_output": _clean(lambda: _b64(rng, 120)),
     }
+
+
+def tencent_answer(app_id: str, rng: random.Random) -> dict[str, str | int]:
+    """Tencent's answer as 2Captcha's TencentTask gives it (python-rucaptcha's example):
+    the ``appid``, ``ret`` 0 (passed), the ``ticket`` (``tr03...*``, what the site
+    verifies) and the ``randstr`` (``@`` and three characters)."""
+    ticket = _clean(lambda: "tr03" + _b64(rng, 150) + "*")
+    randstr = "@" + _b64(rng, 3)[:3]
+    return {"appid": app_id, "ret": 0, "ticket": ticket, "randstr": randstr}
 
 
 def aws_waf_answer(rng: random.Random) -> dict[str, str]:

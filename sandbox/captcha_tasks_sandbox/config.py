@@ -88,6 +88,9 @@ DEFAULT_LATENCY: Mapping[str, float] = MappingProxyType(
         "altcha": 2.0,
         "datadome": 5.0,
         "cloudflare_challenge": 5.0,
+        "yidun": 10.0,
+        "binance": 5.0,
+        "tencent": 10.0,
     }
 )
 
@@ -111,6 +114,11 @@ TOKEN_TTL: Mapping[str, float] = MappingProxyType(
         # DataDome's cookie lives a year (docs.datadome.co); the sandbox honours it as
         # long as its longest-lived token (AWS WAF's), which bounds its memory.
         "datadome": 300.0,
+        # Yidun's, Binance's and Tencent's ticket's are in no source: reCAPTCHA's two
+        # minutes, as MTCaptcha's.
+        "yidun": 120.0,
+        "binance": 120.0,
+        "tencent": 120.0,
         # Cloudflare's default Challenge Passage: 30 minutes.
         "cloudflare_challenge": 1800.0,
     }

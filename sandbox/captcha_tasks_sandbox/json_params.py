@@ -78,6 +78,28 @@ def classic_params(dialect: str, kind: str, task: Mapping[str, object]) -> dict[
             raise ApiError("ERROR_BAD_PARAMETERS")
     elif kind == "prosopo":
         params.update(method="prosopo", sitekey=value("websiteKey"))
+    elif kind == "yidun":
+        # 2Captcha's and CapMonster's YidunTask: the same names, hct a number.
+        hct = task.get("hct")
+        if hct is not None and (isinstance(hct, bool) or not isinstance(hct, int)):
+            raise ApiError("ERROR_BAD_PARAMETERS")
+        params.update(method="yidun", sitekey=value("websiteKey"), useragent=value("userAgent"))
+        params.update(yidun_get_lib=value("yidunGetLib"), hct=value("hct"))
+        params.update(yidun_api_server_subdomain=value("yidunApiServerSubdomain"))
+        params.update(challenge=value("challenge"), hcg=value("hcg"))
+    elif kind == "binance":
+        # 2Captcha's and CapMonster's BinanceTask: the same names.
+        params.update(method="binance", sitekey=value("websiteKey"), useragent=value("userAgent"))
+        params["validate_id"] = value("validateId")
+    elif kind == "tencent":
+        # 2Captcha's TencentTask: appId and captchaScript; CapMonster's CustomTask of class
+        # TenDI: the app id as websiteKey, the script in metadata.captchaUrl, a userAgent.
+        if dialect == "capmonster":
+            params.update(app_id=value("websiteKey"), captcha_script=meta("captchaUrl"))
+            params["useragent"] = value("userAgent")
+        else:
+            params.update(app_id=value("appId"), captcha_script=value("captchaScript"))
+        params["method"] = "tencent"
     elif kind == "friendly_captcha":
         params.update(method="friendly_captcha", sitekey=value("websiteKey"))
         if dialect == "capmonster":

@@ -48,6 +48,12 @@ _COMMON = {
 #: Prosopo at 2Captcha and Anti-Captcha (ProsopoTaskProxyless / ProsopoTask).
 _TWOCAPTCHA_MT = _pair("MtCaptchaTask", "mtcaptcha")
 _PROSOPO = _pair("ProsopoTask", "prosopo")
+#: Yidun at 2Captcha (YidunTaskProxyless / YidunTask, python-rucaptcha's names).
+_TWOCAPTCHA_YIDUN = _pair("YidunTask", "yidun")
+#: Binance at 2Captcha (BinanceTaskProxyless / BinanceTask, python-rucaptcha's names).
+_TWOCAPTCHA_BINANCE = _pair("BinanceTask", "binance")
+#: Tencent at 2Captcha (TencentTaskProxyless / TencentTask, python-rucaptcha's names).
+_TWOCAPTCHA_TENCENT = _pair("TencentTask", "tencent")
 #: Friendly Captcha at 2Captcha and Anti-Captcha (FriendlyCaptchaTaskProxyless / ...Task).
 _FRIENDLY = _pair("FriendlyCaptchaTask", "friendly_captcha")
 #: Altcha at 2Captcha and Anti-Captcha (AltchaTaskProxyless / AltchaTask).
@@ -67,6 +73,10 @@ _CAPMONSTER = {
         # One type each, proxy optional (docs.capmonster.cloud's mtcaptcha / prosopo pages).
         "MTCaptchaTask": ("mtcaptcha", "optional"),
         "ProsopoTask": ("prosopo", "optional"),
+        # One type, proxy optional (docs.capmonster.cloud's yidun-task page).
+        "YidunTask": ("yidun", "optional"),
+        # One type, proxy optional (docs.capmonster.cloud's binance page).
+        "BinanceTask": ("binance", "optional"),
         # CustomTask by its class (capmonstercloudclient's FriendlyCustomTaskRequest).
         "CustomTask/friendly": ("friendly_captcha", "optional"),
         # ComplexImageTask by its class (capmonstercloudclient's
@@ -74,6 +84,8 @@ _CAPMONSTER = {
         "ComplexImageTask/recaptcha": ("grid", "none"),
         # capmonstercloudclient's AltchaCustomTaskRequest.
         "CustomTask/altcha": ("altcha", "optional"),
+        # capmonstercloudclient's TenDiCustomTaskRequest (docs.capmonster.cloud's tendi page).
+        "CustomTask/TenDI": ("tencent", "optional"),
     }.items()
 }
 TASK_TYPES: Mapping[str, TaskTypes] = {
@@ -87,6 +99,9 @@ TASK_TYPES: Mapping[str, TaskTypes] = {
         "GridTask": ("grid", "none"),
         **_ALTCHA,
         **_DATADOME,
+        **_TWOCAPTCHA_YIDUN,
+        **_TWOCAPTCHA_BINANCE,
+        **_TWOCAPTCHA_TENCENT,
     },
     "anticaptcha": {
         **_COMMON,

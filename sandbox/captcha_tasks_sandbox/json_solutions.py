@@ -57,6 +57,12 @@ def solution(
         if dialect == "capmonster":
             return {"cf_clearance": text}
         return {"cookies": {"cf_clearance": text}, "token": text, "userAgent": agent}
+    if kind == "binance":
+        # The token and the user agent it was solved as, at both (CapMonster's binance
+        # page, python-rucaptcha's example).
+        return {"token": text, "userAgent": agent}
+    if kind == "yidun":
+        return {"token": text}  # CapMonster's yidun-task page, python-rucaptcha's example
     if kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
         # Anti-Captcha's Prosopo and Friendly Captcha solutions add its worker's userAgent
         # (its ProsopoTask and FriendlyCaptchaTask pages).
@@ -107,9 +113,17 @@ def _datadome(dialect: str, line: str) -> dict[str, object]:
 
 
 def _fields(
-    dialect: str, kind: str, answer: Mapping[str, str], agent: str, cookie: bool
+    dialect: str, kind: str, answer: Mapping[str, str | int], agent: str, cookie: bool
 ) -> dict[str, object]:
-    """GeeTest v3 and v4, AWS WAF."""
+    """GeeTest v3 and v4, AWS WAF, Tencent."""
+    if kind == "tencent":
+        # 2Captcha's TencentTask: appid, ret, ticket, randstr (python-rucaptcha's example);
+        # CapMonster's CustomTask: the ticket and randstr in data, the agent in headers
+        # (its tendi page).
+        if dialect != "capmonster":
+            return dict(answer)
+        data = {"randstr": answer["randstr"], "ticket": answer["ticket"]}
+        return {"data": data, "headers": {"User-Agent": agent}}
     if kind == "geetest_v4":
         return dict(answer)
     if kind == "aws_waf":

@@ -1,7 +1,7 @@
 """in.php's newer captcha types: FunCaptcha, GeeTest v4, Amazon WAF, image to coordinates,
-MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Turnstile's challenge mode and
-Cloudflare's challenge page, under 2Captcha's (CaptchaAI's for the last) documented
-parameter names.
+MTCaptcha, Prosopo, Friendly Captcha, Altcha, DataDome, Yidun, Binance, Tencent,
+Turnstile's challenge mode and Cloudflare's challenge page, under 2Captcha's (CaptchaAI's
+for the last) documented parameter names.
 
 Each parser checks what the provider needs to solve the captcha and refuses the rest
 with the provider's code: ERROR_PAGEURL for the page, ERROR_BAD_PARAMETERS otherwise.
@@ -34,6 +34,7 @@ __all__ = [
     "MAX_INSTRUCTIONS",
     "altcha",
     "amazon_waf",
+    "binance",
     "challenge_fields",
     "cloudflare_challenge",
     "coordinates",
@@ -44,6 +45,8 @@ __all__ = [
     "grid",
     "mt_captcha",
     "prosopo",
+    "tencent",
+    "yidun",
 ]
 
 _UUID_RE = re.compile(
@@ -53,6 +56,10 @@ _CAPTCHA_ID_RE = re.compile(r"^[0-9A-Fa-f]{32}$")
 _MTCAPTCHA_KEY_RE = re.compile(r"^MTPublic-[A-Za-z0-9]{4,64}$")
 _PROSOPO_KEY_RE = re.compile(r"^5[A-Za-z0-9]{46,47}$")
 _FRIENDLY_KEY_RE = re.compile(r"^[A-Za-z0-9]{8,64}$")
+_YIDUN_KEY_RE = re.compile(r"^[A-Za-z0-9]{16,64}$")
+_BINANCE_KEY_RE = re.compile(r"^[A-Za-z0-9_.-]{2,64}$")
+_VALIDATE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{8,128}$")
+_TENCENT_APP_ID_RE = re.compile(r"^[0-9]{5,20}$")
 _DATADOME_HOST = "captcha-delivery.com"
 _AWS_FIELDS = (
     ("sitekey", re.compile(r"^[A-Za-z0-9+/=_-]{20,2048}$")),
@@ -130,6 +137,49 @@ def prosopo(params: Mapping[str, str], fingerprint: bytes) -> Submission:
 def friendly_captcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:
     """``method=friendly_captcha``: ``sitekey`` (the widget's ``data-sitekey``), ``pageurl``."""
     return _site_key_and_page("friendly_captcha", _FRIENDLY_KEY_RE, params, fingerprint)
+
+
+def yidun(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=yidun``: ``sitekey`` (the widget's ``captchaId``), ``pageurl``; optional
+    ``yidun_get_lib`` (an http(s) URL), ``yidun_api_server_subdomain`` (a host),
+    ``challenge``, ``hcg``, ``hct`` (digits) and ``useragent`` (2captcha-python's yidun())."""
+    submission = _site_key_and_page("yidun", _YIDUN_KEY_RE, params, fingerprint)
+    script = params.get("yidun_get_lib", "").strip()
+    server = params.get("yidun_api_server_subdomain", "").strip()
+    hct = params.get("hct", "").strip()
+    if (
+        (script and not _is_http_url(script))
+        or (server and not HOST_RE.match(server))
+        or (hct and not (hct.isascii() and hct.isdigit()))
+    ):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
+
+
+def binance(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=binance``: ``sitekey`` (the page's bizId, such as ``login``), ``pageurl``
+    and ``validate_id``, all required; optional ``useragent`` (2captcha-python's
+    binance())."""
+    submission = _site_key_and_page("binance", _BINANCE_KEY_RE, params, fingerprint)
+    if not _VALIDATE_ID_RE.match(params.get("validate_id", "").strip()):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    return dataclasses.replace(submission, user_agent=params.get("useragent", "").strip())
+
+
+def tencent(params: Mapping[str, str], fingerprint: bytes) -> Submission:
+    """``method=tencent``: ``app_id`` (the page's CaptchaAppId, digits) and ``pageurl``
+    (2captcha-python's tencent()); the JSON dialects' captcha script rides along as
+    ``captcha_script``, an http(s) URL."""
+    app_id = params.get("app_id", "").strip()
+    if not _TENCENT_APP_ID_RE.match(app_id):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    hostname = pageurl_host(params)
+    script = params.get("captcha_script", "").strip()
+    if script and not _is_http_url(script):
+        raise ApiError("ERROR_BAD_PARAMETERS")
+    check_proxy(params)
+    agent = params.get("useragent", "").strip()
+    return Submission("tencent", fingerprint, sitekey=app_id, hostname=hostname, user_agent=agent)
 
 
 def altcha(params: Mapping[str, str], fingerprint: bytes) -> Submission:

@@ -80,14 +80,18 @@ _NEWER = {
     "friendly_captcha": kinds.friendly_captcha,
     "altcha": kinds.altcha,
     "datadome": kinds.datadome,
+    "yidun": kinds.yidun,
+    "binance": kinds.binance,
+    "tencent": kinds.tencent,
     "cloudflare_challenge": kinds.cloudflare_challenge,
 }
 #: in.php methods a classic dialect never offered, answered as a method in.php does not
 #: know (ERROR_BAD_PARAMETERS, :func:`parse_submission`'s answer to an unknown method):
-#: CaptchaAI has no Altcha nor DataDome (provider/offers.py SOURCES); 2Captcha sells no
-#: cf_clearance (CaptchaAI-Examples' cloudflare_challenge is CaptchaAI's method).
+#: CaptchaAI has no Altcha, DataDome, Yidun, Binance nor Tencent (provider/offers.py
+#: SOURCES); 2Captcha sells no cf_clearance (CaptchaAI-Examples' cloudflare_challenge is
+#: CaptchaAI's method).
 NOT_OFFERED_METHODS: Mapping[str, frozenset[str]] = {
-    "captchaai": frozenset({"altcha", "datadome"}),
+    "captchaai": frozenset({"altcha", "datadome", "yidun", "binance", "tencent"}),
     "2captcha": frozenset({"cloudflare_challenge"}),
 }
 

@@ -17,6 +17,7 @@ from .answers import (
     geetest_v4_answer,
     grid_answer,
     image_answer,
+    tencent_answer,
     token,
 )
 from .config import TOKEN_TTL, SandboxConfig
@@ -31,8 +32,9 @@ __all__ = [
     "make_answer",
 ]
 
-#: A solved captcha's answer: text or token, GeeTest / AWS WAF fields, or coordinates.
-Answer = str | dict[str, str] | list[dict[str, int]]
+#: A solved captcha's answer: text or token, GeeTest / AWS WAF / Tencent fields, or
+#: coordinates.
+Answer = str | dict[str, str] | dict[str, str | int] | list[dict[str, int]]
 
 
 @dataclasses.dataclass
@@ -110,6 +112,9 @@ def make_answer(
         issued, answer = datadome_cookie(sub.hostname, rng)
     elif sub.kind == "cloudflare_challenge":
         answer = issued = cf_clearance(rng)
+    elif sub.kind == "tencent":
+        tencent = tencent_answer(sub.sitekey, rng)
+        answer, issued = tencent, str(tencent["ticket"])  # the ticket: what the site verifies
     elif sub.kind == "funcaptcha":
         answer = issued = funcaptcha_token(sub.publickey, rng)
     else:

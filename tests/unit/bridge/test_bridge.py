@@ -222,6 +222,43 @@ def test_userrecaptcha_version_v3_is_a_recaptcha_v3_solve() -> None:
             TaskCall("captcha_tasks.solve_friendly_captcha", ("FCMDESUD3M34857N", PAGE), {}),
         ),
         (
+            {"method": "tencent", "app_id": "189123456", "pageurl": PAGE},
+            TaskCall("captcha_tasks.solve_tencent", ("189123456", PAGE), {}),
+        ),
+        (
+            {
+                "method": "binance",
+                "sitekey": "login",
+                "pageurl": PAGE,
+                "validate_id": "cb0bfefa598b4d3a8e3f6a40b5a7e9c1",
+                "useragent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_binance",
+                ("login", PAGE, "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"),
+                {"user_agent": "UA"},
+            ),
+        ),
+        (
+            {
+                "method": "yidun",
+                "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf",
+                "pageurl": PAGE,
+                "yidun_get_lib": "https://cstaticdun.126.net/load.min.js",
+                "hct": "1733571234567",
+                "useragent": "UA",
+            },
+            TaskCall(
+                "captcha_tasks.solve_yidun",
+                ("07e2387ab53a4d6f930b8d9a9be71bdf", PAGE),
+                {
+                    "script_url": "https://cstaticdun.126.net/load.min.js",
+                    "hct": 1733571234567,
+                    "user_agent": "UA",
+                },
+            ),
+        ),
+        (
             {
                 "method": "datadome",
                 "captcha_url": "https://geo.captcha-delivery.com/captcha/?t=fe",
@@ -464,6 +501,9 @@ def test_an_unknown_method_is_named() -> None:
         "prosopo",
         "friendly_captcha",
         "datadome",
+        "yidun",
+        "binance",
+        "tencent",
     ):
         assert known in str(error)  # and the known ones listed
     # The spec's kind names are not in.php method names.

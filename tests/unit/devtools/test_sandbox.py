@@ -27,6 +27,7 @@ from captcha_tasks_sandbox import (
     image_answer,
 )
 from captcha_tasks_sandbox.answers import grid_answer
+from captcha_tasks_sandbox.protocol import NOT_OFFERED_METHODS
 from tests.support.altcha_reference import create_challenge, verify_solution
 
 GOOGLEKEY = "6LeIxAcTAAAAAJcZVRqyHh71UMIEGNQ_MXjiZKhI"
@@ -129,6 +130,14 @@ SUBMITS: dict[str, dict[str, str]] = {
         "proxy": "user:pw@10.1.2.3:8080",
         "proxytype": "HTTP",
     },
+    "binance": {
+        "method": "binance",
+        "sitekey": "login",
+        "pageurl": PAGEURL,
+        "validate_id": "cb0bfefa598b4d3a8e3f6a40b5a7e9c1",
+    },
+    "tencent": {"method": "tencent", "app_id": "189123456", "pageurl": PAGEURL},
+    "yidun": {"method": "yidun", "sitekey": "07e2387ab53a4d6f930b8d9a9be71bdf", "pageurl": PAGEURL},
 }
 
 
@@ -226,9 +235,11 @@ def error_of(reply: requests.Response) -> str:
 def test_each_kind_is_answered_after_its_scaled_latency(
     make_api: Callable[..., Api], kind: str
 ) -> None:
-    # CaptchaAI (the sandbox's default dialect) has neither Altcha nor DataDome: 2Captcha's has.
+    # CaptchaAI (the sandbox's default dialect) has neither Altcha, DataDome nor Yidun:
+    # 2Captcha's has.
     api = make_api(
-        jitter=0.0, **({"dialect": "2captcha"} if kind in ("altcha", "datadome") else {})
+        jitter=0.0,
+        **({"dialect": "2captcha"} if kind in NOT_OFFERED_METHODS["captchaai"] else {}),
     )
     started = time.monotonic()
     captcha_id = api.submit_ok(**SUBMITS[kind])
@@ -244,6 +255,10 @@ def test_each_kind_is_answered_after_its_scaled_latency(
         assert answer["geetest_seccode"] == answer["geetest_validate"] + "|jordan"
     elif kind == "grid":
         assert answer == grid_answer(PNG, 16) and answer.startswith("click:")
+    elif kind == "tencent":
+        # 2Captcha's TencentTask answer (python-rucaptcha), res.php's assumed the same.
+        assert set(answer) == {"appid", "ret", "ticket", "randstr"} and answer["ret"] == 0
+        assert answer["appid"] == "189123456" and answer["ticket"].startswith("tr03")
     elif kind in ("geetest_v4", "aws_waf", "coordinates", "funcaptcha"):
         assert answer  # shapes: test_sandbox_newtypes.py
     elif kind == "altcha":
@@ -254,8 +269,14 @@ def test_each_kind_is_answered_after_its_scaled_latency(
     elif kind == "cloudflare_challenge":
         # CaptchaAI's answer (CaptchaAI-Examples): the cf_clearance value, Cloudflare's shape.
         assert re.fullmatch(r"[A-Za-z0-9_-]{43}-\d{10}-1\.2\.1\.1-[A-Za-z0-9_-]{160}", answer)
-    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha"):
-        prefix = {"mtcaptcha": "v1(", "prosopo": "0x0001"}.get(kind, "72b43902")
+    elif kind in ("mtcaptcha", "prosopo", "friendly_captcha", "yidun", "binance"):
+        prefixes = {
+            "mtcaptcha": "v1(",
+            "prosopo": "0x0001",
+            "yidun": "CN31_",
+            "binance": "captcha#",
+        }
+        prefix = prefixes.get(kind, "72b43902")
         assert isinstance(answer, str) and answer.startswith(prefix), answer
         assert len(answer) > 100 and "ERROR" not in answer.upper()
     else:

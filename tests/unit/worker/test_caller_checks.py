@@ -63,6 +63,9 @@ VALID: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {
         (PAGE,),
         {"proxy_id": "p1", "user_agent": "Mozilla/5.0 (X11) Chrome/131.0", "html": "<html>"},
     ),
+    "captcha_tasks.solve_yidun": (("07e2387ab53a4d6f930b8d9a9be71bdf", PAGE), {"hct": 17}),
+    "captcha_tasks.solve_binance": (("login", PAGE, "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"), {}),
+    "captcha_tasks.solve_tencent": (("189123456", PAGE), {"user_agent": "Mozilla/5.0"}),
     "captcha_tasks.solve_recaptcha_v2_enterprise": ((V2_KEY, PAGE), {"s": "page-s"}),  # alias
     "captcha_tasks.solve_turnstile_challenge": (
         (TURNSTILE_KEY, PAGE),

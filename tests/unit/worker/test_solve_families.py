@@ -12,6 +12,7 @@ import pytest
 
 from captcha_tasks import (
     solve_aws_waf,
+    solve_binance,
     solve_coordinates,
     solve_datadome,
     solve_friendly_captcha,
@@ -22,7 +23,9 @@ from captcha_tasks import (
     solve_mtcaptcha,
     solve_prosopo,
     solve_recaptcha_v2,
+    solve_tencent,
     solve_turnstile,
+    solve_yidun,
 )
 from captcha_tasks.errors import CaptchaTasksError, InvalidTaskInput
 from captcha_tasks.settings import get_settings
@@ -47,6 +50,8 @@ FRIENDLY_JS = "https://cdn.jsdelivr.net/npm/@friendlycaptcha/sdk@0.1.8/site.min.
 PROSOPO_KEY = "5EZVvsHMrKCFKp5NYNoTyDjTjetoVo1Z4UNNbTwJf1GfN6Xm"
 DD_URL = "https://geo.captcha-delivery.com/captcha/?initialCid=AHrl&cid=6QAE&t=fe&s=40070"
 DD_UA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) Chrome/124.0.0.0"
+YIDUN_KEY = "07e2387ab53a4d6f930b8d9a9be71bdf"
+VALIDATE_ID = "cb0bfefa598b4d3a8e3f6a40b5a7e9c1"
 
 #: (task, valid positional arguments, valid keyword arguments)
 CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
@@ -61,6 +66,13 @@ CALLS: list[tuple[Any, list[Any], dict[str, Any]]] = [
     (solve_prosopo, [PROSOPO_KEY, PAGE], {"proxy_id": None}),
     (solve_friendly_captcha, [FRIENDLY_KEY, PAGE], {"module_script_url": FRIENDLY_JS}),
     (solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1", "datadome_cookie": "datadome=x"}),
+    (solve_yidun, [YIDUN_KEY, PAGE], {"challenge": "c0ffee", "hcg": "h", "hct": 17}),
+    (solve_binance, ["login", PAGE, VALIDATE_ID], {"user_agent": DD_UA}),
+    (
+        solve_tencent,
+        ["189123456", PAGE],
+        {"script_url": "https://turing.captcha.qcloud.com/TCaptcha.js"},
+    ),
 ]
 
 
@@ -149,6 +161,18 @@ def test_unknown_options_are_refused_by_name(
             {"proxy_id": "p1"},
             "DataDome banned this IP",
         ),
+        (solve_yidun, ["captchaId", PAGE], {}, "Yidun.sitekey"),
+        (solve_binance, ["login", PAGE, "short"], {}, "Binance.validate_id"),
+        (solve_tencent, ["app", PAGE], {}, "Tencent.app_id"),
+        (solve_tencent, ["189123456", PAGE], {"script_url": "TCaptcha.js"}, "Tencent.script_url"),
+        (solve_binance, ["log in", PAGE, VALIDATE_ID], {}, "Binance.sitekey"),
+        (solve_yidun, [YIDUN_KEY, PAGE], {"hct": "17"}, "Yidun.hct"),
+        (
+            solve_yidun,
+            [YIDUN_KEY, PAGE],
+            {"api_server": "https://c.dun.163.com"},
+            "Yidun.api_server",
+        ),
         (solve_aws_waf, [AWS[0], "!", AWS[2], PAGE], {}, "AwsWaf.iv"),
         (solve_coordinates, ["@@@"], {}, "Coordinates.body"),
         (solve_coordinates, [42], {}, "image_b64"),
@@ -210,6 +234,15 @@ def test_bad_arguments_are_refused_by_name(
         ("captchaai", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
         ("anticaptcha", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
         ("capmonster", solve_datadome, [DD_URL, PAGE, DD_UA], {"proxy_id": "p1"}),
+        ("captchaai", solve_yidun, [YIDUN_KEY, PAGE], {}),
+        ("anticaptcha", solve_yidun, [YIDUN_KEY, PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_yidun, [YIDUN_KEY, PAGE], {}),
+        ("captchaai", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
+        ("anticaptcha", solve_binance, ["login", PAGE, VALIDATE_ID], {}),
+        ("capsolver", solve_binance, ["login", PAGE, VALIDATE_ID], {"proxy_id": "p1"}),
+        ("captchaai", solve_tencent, ["189123456", PAGE], {}),
+        ("anticaptcha", solve_tencent, ["189123456", PAGE], {"proxy_id": "p1"}),
+        ("capsolver", solve_tencent, ["189123456", PAGE], {}),
     ],
 )
 def test_an_unoffered_type_fails_at_admission_and_queues_nothing(
