@@ -1,13 +1,13 @@
 """The captchas in a page's HTML, as the arguments of the solve tool for each: the widget
 table ``fetch_page`` and the Playwright helper read (:data:`~captcha_tasks.session.pages.WIDGETS`),
-every widget rather than the first, and DataDome's challenge page."""
+every widget rather than the first, DataDome's challenge page and Cloudflare's."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import urljoin
 
-from ..session.pages import SITEKEY_RE, Page, find_datadome, find_widgets
+from ..session.pages import SITEKEY_RE, Page, cloudflare_markers, find_datadome, find_widgets
 
 __all__ = ["find_captchas"]
 
@@ -25,9 +25,20 @@ def find_captchas(html: str, page_url: str, status: int = 200) -> list[dict[str,
     pageurl and what the widget's attributes say), ``token_field`` (the form field its
     token goes in) and ``form`` (the widget's form: absolute ``action`` and hidden
     ``fields``) where it has one. DataDome's captcha page (HTTP 403) gives
-    ``solve_datadome``'s ``captcha_url`` and ``pageurl``: the user agent and proxy to add
-    are the browser's that loaded the page."""
+    ``solve_datadome``'s ``captcha_url`` and ``pageurl``, Cloudflare's challenge page (HTTP
+    403 or 503 with its challenge platform's script) ``solve_cloudflare_challenge``'s
+    ``pageurl``: the user agent and proxy to add are the browser's that loaded the page
+    (and for Cloudflare's, the page's HTML, which CapMonster Cloud needs)."""
     found: list[dict[str, Any]] = []
+    if cloudflare_markers(status, html):
+        found.append(
+            {
+                "type": "cloudflare_challenge",
+                "tool": "solve_cloudflare_challenge",
+                "arguments": {"pageurl": page_url},
+                "needs": ["user_agent", "proxy_id", "html"],
+            }
+        )
     datadome = find_datadome(Page(status, page_url, html))
     if datadome is not None:
         found.append(

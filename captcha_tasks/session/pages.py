@@ -67,6 +67,7 @@ __all__ = [
     "Page",
     "Widget",
     "check_url",
+    "cloudflare_markers",
     "detect_challenge",
     "fetch",
     "find_altcha",
@@ -664,6 +665,13 @@ def find_datadome(page: Page) -> Challenge | None:
 _CLOUDFLARE_MARKERS = ("window._cf_chl_opt", "/cdn-cgi/challenge-platform/")
 
 
+def cloudflare_markers(status: int, html: str) -> bool:
+    """Whether a page's status and body are those of Cloudflare's challenge page: 403 or
+    503, with the challenge platform's script (what a page whose headers are not known
+    is judged by)."""
+    return status in (403, 503) and any(marker in html for marker in _CLOUDFLARE_MARKERS)
+
+
 def find_cloudflare(page: Page) -> Challenge | None:
     """Cloudflare's challenge page ("Just a moment..."): HTTP 403 or 503 from Cloudflare
     (``Server: cloudflare``) marked ``cf-mitigated: challenge`` or carrying the challenge
@@ -674,7 +682,7 @@ def find_cloudflare(page: Page) -> Challenge | None:
     if "cloudflare" not in page.headers.get("server", "").lower():
         return None
     marked = page.headers.get("cf-mitigated", "").lower() == "challenge"
-    if not marked and not any(marker in page.text for marker in _CLOUDFLARE_MARKERS):
+    if not marked and not cloudflare_markers(page.status, page.text):
         return None
     html = page.text if len(page.text) <= MAX_HTML else ""
     return Challenge("cloudflare_challenge", "", "cf_clearance", page.url, page_html=html)

@@ -344,3 +344,19 @@ def test_a_result_that_is_no_cloudflare_solve_is_refused_as_input(solution_: Any
     solved = {"solution": solution_, "proxy_id": "p1", "user_agent": "x"}
     with pytest.raises(InvalidTaskInput, match="solve_cloudflare_challenge's result"):
         _set_bound_cookies(task, solved, "http://127.0.0.1:9/p", "cloudflare_challenge")  # type: ignore[arg-type]
+
+
+def test_find_captchas_names_the_solve_and_what_the_browser_adds() -> None:
+    from captcha_tasks.mcp.find import find_captchas
+
+    found = find_captchas(HTML, PAGE, 403)
+    assert found == [
+        {
+            "type": "cloudflare_challenge",
+            "tool": "solve_cloudflare_challenge",
+            "arguments": {"pageurl": PAGE},
+            "needs": ["user_agent", "proxy_id", "html"],
+        }
+    ]
+    assert find_captchas(HTML, PAGE, 200) == []  # served: no challenge
+    assert find_captchas(BLOCKED, PAGE, 403) == []  # a firewall block
