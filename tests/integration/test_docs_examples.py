@@ -31,7 +31,7 @@ EXPECTED: dict[str, list[str]] = {
     ],
     "fetch_page.py": [r"200 True api"],
     "mcp_agent.py": [
-        r"20 tools",
+        r"24 tools",
         r"recaptcha_v2 into g-recaptcha-response 03AFcWeA",
         r"example 0",
     ],

@@ -266,12 +266,15 @@ def test_playwright_round_trip_and_use_in_requests(make_store: Any, site: str) -
     assert mirror.import_browser("www.example.com", exported).written == 2
     assert mirror.export_browser("WWW.Example.com:443") == exported
 
+    # A browser's cf_clearance is bound to its IP and user agent: never the host's to share.
+    bound = {"name": "cf_clearance", "value": "b0und", "domain": HOST, "path": "/"}
+    assert mirror.import_browser(HOST, [bound]).written == 0
     # What a Playwright context.cookies() call returns, used by a requests session.
     mirror.import_browser(
         HOST,
         [
             {
-                "name": "cf_clearance",
+                "name": "shop_session",
                 "value": "abc123",
                 "domain": HOST,
                 "path": "/",
@@ -284,7 +287,7 @@ def test_playwright_round_trip_and_use_in_requests(make_store: Any, site: str) -
     )
     session = requests.Session()
     mirror.apply(session, HOST)
-    assert session.get(f"{site}/echo", timeout=5).text == "cf_clearance=abc123"
+    assert session.get(f"{site}/echo", timeout=5).text == "shop_session=abc123"
 
 
 def test_bad_playwright_input_raises_and_writes_nothing(make_store: Any, client: Any) -> None:

@@ -1,6 +1,7 @@
 """What one solve costs, beside what a plain Celery no-op task costs in the same run:
-worker CPU by stage, Redis commands and provider HTTP requests per solve. Pure
-computation over what a run collected; nothing here does I/O.
+worker CPU by stage, Redis commands, Redis CPU, Redis memory per job in flight and
+provider HTTP requests per solve. Pure computation over what a run collected; nothing
+here does I/O.
 
 The stages are where a worker's CPU time is spent, as the operating system counts it:
 its prefork pool's processes (task executions: a solve's admitting execution), its
@@ -23,6 +24,7 @@ __all__ = [
     "command_calls",
     "cost_figures",
     "noop_figures",
+    "redis_cpu_seconds",
     "store_cpu",
 ]
 
@@ -53,6 +55,12 @@ def command_calls(commandstats: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def redis_cpu_seconds(info_cpu: Mapping[str, Any]) -> float:
+    """The CPU seconds redis-server's main process has used (``INFO cpu``: system and
+    user time), what its one core spends on every client's commands."""
+    return float(info_cpu.get("used_cpu_sys", 0.0)) + float(info_cpu.get("used_cpu_user", 0.0))
+
+
 def store_cpu(logs: Iterable[str]) -> tuple[float, int]:
     """CPU seconds of the engines' result store and the outcomes it stored, summed over
     the workers' logs."""
@@ -74,11 +82,22 @@ def cost_figures(
     stats: Mapping[str, Any],
     solved: int,
     store: tuple[float, int] | None = None,
+    *,
+    redis_cpu: float | None = None,
+    memory: tuple[int, int, int] | None = None,
 ) -> dict[str, Any]:
     """Per solve (``solved`` of them): worker CPU milliseconds by stage, Redis commands
-    (all clients: the harness's ``.delay()`` and result watcher too), and the provider
-    requests the sandbox counted (submits and polls)."""
+    and Redis CPU milliseconds (``redis_cpu`` seconds; all clients: the harness's
+    ``.delay()`` and result watcher too), and the provider requests the sandbox counted
+    (submits and polls). ``memory``: Redis's ``used_memory`` before the solves were
+    enqueued, its peak while they ran and how many were enqueued (all at once: every one
+    in flight at the peak), read as bytes per job in flight."""
     out: dict[str, Any] = {}
+    if redis_cpu is not None:
+        out["redis_cpu_ms_per_solve"] = _per(1000 * redis_cpu, solved)
+    if memory is not None:
+        base, peak, jobs = memory
+        out["redis_bytes_per_job"] = _per(max(peak - base, 0), jobs, 0)
     for key, stage in STAGES.items():
         out[f"cpu_ms_per_solve_{stage}"] = _per(1000 * cpu.get(key, 0.0), solved)
     if store is not None and store[1]:
@@ -94,7 +113,11 @@ def cost_figures(
 
 
 def noop_figures(
-    cpu: Mapping[str, float], calls: Mapping[str, int], done: int, solve_cpu: float | None
+    cpu: Mapping[str, float],
+    calls: Mapping[str, int],
+    done: int,
+    solve_cpu: float | None,
+    redis_cpu: float | None = None,
 ) -> dict[str, Any]:
     """The no-op task's figures (``done`` of them ran): worker CPU per task, by stage,
     Redis commands per task, and a solve's CPU (``solve_cpu`` seconds) over it."""
@@ -103,6 +126,7 @@ def noop_figures(
         "noop_tasks": done,
         "worker_cpu_per_noop": per,
         "redis_commands_per_noop": _per(sum(calls.values()), done, 2),
+        "redis_cpu_ms_per_noop": _per(1000 * redis_cpu, done) if redis_cpu is not None else None,
         "solve_over_noop_cpu": round(solve_cpu / per, 2) if solve_cpu and per else None,
     }
     for key, stage in STAGES.items():

@@ -38,6 +38,7 @@ import math
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -52,7 +53,7 @@ from captcha_tasks.errors import CaptchaTasksError
 from captcha_tasks.settings import PROTOCOLS, Provider
 
 from . import diy_design, seed_design
-from .cost import command_calls, cost_figures, noop_figures, store_cpu
+from .cost import command_calls, cost_figures, noop_figures, redis_cpu_seconds, store_cpu
 from .metrics import lead_ratios, solve_metrics
 from .solve_report import format_report
 from .stack import (
@@ -173,6 +174,36 @@ class _Design:
     tls: TlsFiles | None = None
 
 
+class _MemoryPeak:
+    """The highest ``used_memory`` Redis reports while it runs, read every ``interval``
+    seconds on a thread of its own (``with _MemoryPeak(client) as peak: ... peak.bytes``)."""
+
+    def __init__(self, client: redis.Redis, interval: float = 0.1) -> None:
+        self._client = client
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="redis-memory", daemon=True)
+        self.bytes = self._used()
+
+    def _used(self) -> int:
+        return int(self._client.info("memory")["used_memory"])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self.bytes = max(self.bytes, self._used())
+            except redis.RedisError:
+                return  # the run's Redis is gone: the peak so far stands
+
+    def __enter__(self) -> _MemoryPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
 def _warm_up(
     design: _Design,
     opts: BenchOptions,
@@ -220,14 +251,18 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         redis_stats = redis.Redis.from_url(stack.redis.url)
         redis_stats.config_resetstat()
         before = probe.read()
+        redis_before = redis_cpu_seconds(redis_stats.info("cpu"))
         say(f"{design.label}: enqueueing {design.tasks} solves")
         enqueued: dict[str, float] = {}
-        for i in range(design.tasks):
-            at = time.time()
-            enqueued[enqueue(f"https://example.com/bench/{design.name}/{stamp}/{i}")] = at
-        enqueue_end = time.time()
-        watcher.wait(list(enqueued), time.monotonic() + design.deadline)
+        with _MemoryPeak(redis_stats) as peak:
+            base = peak.bytes
+            for i in range(design.tasks):
+                at = time.time()
+                enqueued[enqueue(f"https://example.com/bench/{design.name}/{stamp}/{i}")] = at
+            enqueue_end = time.time()
+            watcher.wait(list(enqueued), time.monotonic() + design.deadline)
         after = probe.read()
+        redis_cpu = redis_cpu_seconds(redis_stats.info("cpu")) - redis_before
         calls = command_calls(redis_stats.info("commandstats"))
         outcomes = dict(watcher.outcomes)
         noop = _noop_phase(design, opts, watcher, probe, redis_stats, say)
@@ -251,9 +286,28 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         admitted=admitted,
     )
     cpu = {k: after[k] - before[k] for k in after}
-    metrics.update(cost_figures(cpu, calls, stats, metrics["completed"], store))
+    metrics.update(
+        cost_figures(
+            cpu,
+            calls,
+            stats,
+            metrics["completed"],
+            store,
+            redis_cpu=redis_cpu,
+            memory=(base, peak.bytes, design.tasks),
+        )
+    )
     if noop is not None:
-        metrics.update(noop_figures(*noop, solve_cpu=metrics["worker_cpu_per_solve"]))
+        noop_cpu, noop_calls, noop_done, noop_redis = noop
+        metrics.update(
+            noop_figures(
+                noop_cpu,
+                noop_calls,
+                noop_done,
+                solve_cpu=metrics["worker_cpu_per_solve"],
+                redis_cpu=noop_redis,
+            )
+        )
     metrics["workers"] = len(workers)
     metrics["concurrency"] = pools
     metrics.update(provider=design.provider, protocol=PROTOCOLS[design.provider])
@@ -271,20 +325,23 @@ def _noop_phase(
     probe: Any,
     redis_stats: redis.Redis,
     say: Progress,
-) -> tuple[dict[str, float], dict[str, int], int] | None:
+) -> tuple[dict[str, float], dict[str, int], int, float] | None:
     """Run ``opts.noop`` no-op tasks through the design's workers, once its solves are
-    done: their CPU seconds (by stage), Redis commands and how many ended."""
+    done: their CPU seconds (by stage), Redis commands, how many ended and Redis's CPU
+    seconds."""
     if design.noop is None or opts.noop <= 0:
         return None
     say(f"{design.label}: {opts.noop} no-op tasks (captcha_tasks.ping) through the same workers")
     redis_stats.config_resetstat()
     before = probe.read()
+    redis_before = redis_cpu_seconds(redis_stats.info("cpu"))
     ids = [design.noop() for _ in range(opts.noop)]
     watcher.wait(ids, time.monotonic() + 60 + opts.noop / 20)
     after = probe.read()
+    redis_cpu = redis_cpu_seconds(redis_stats.info("cpu")) - redis_before
     calls = command_calls(redis_stats.info("commandstats"))
     done = sum(1 for t in ids if t in watcher.outcomes)
-    return {k: after[k] - before[k] for k in after}, calls, done
+    return {k: after[k] - before[k] for k in after}, calls, done, redis_cpu
 
 
 def _ours_label(provider: Provider) -> str:

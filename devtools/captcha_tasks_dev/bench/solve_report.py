@@ -119,6 +119,11 @@ _ROWS: list[Row] = [
         "Redis commands per solve / per no-op task",
         fields("redis_commands_per_solve", "redis_commands_per_noop", spec=".1f"),
     ),
+    Row(
+        "Redis CPU per solve / per no-op task (ms)",
+        fields("redis_cpu_ms_per_solve", "redis_cpu_ms_per_noop", spec=".3f"),
+    ),
+    Row("Redis memory per job in flight (bytes)", field("redis_bytes_per_job", ".0f")),
     Row("workers x pool size", _pools),
 ]
 

@@ -9,6 +9,7 @@ from captcha_tasks_dev.bench.cost import (
     command_calls,
     cost_figures,
     noop_figures,
+    redis_cpu_seconds,
     store_cpu,
 )
 from captcha_tasks_dev.bench.solve_report import format_report
@@ -37,6 +38,18 @@ def test_cost_figures_divide_by_solves() -> None:
     assert out["redis_commands_per_solve"] == pytest.approx(4.5)
     assert list(out["redis_commands_by_name"]) == ["hset", "evalsha", "get"]
     assert out["http_requests_per_solve"] == pytest.approx(1.25)
+
+
+def test_redis_cpu_and_memory_per_solve_and_per_job() -> None:
+    assert redis_cpu_seconds({"used_cpu_sys": 1.5, "used_cpu_user": 2.25, "x": 9}) == 3.75
+    out = cost_figures({}, {}, {}, solved=400, redis_cpu=0.3, memory=(1_000_000, 1_800_000, 500))
+    assert out["redis_cpu_ms_per_solve"] == pytest.approx(0.75)
+    assert out["redis_bytes_per_job"] == 1600  # the peak over the base, per job enqueued
+    # Memory that fell (keys expired meanwhile) reads as none, never as a negative cost.
+    assert cost_figures({}, {}, {}, solved=1, memory=(5, 3, 1))["redis_bytes_per_job"] == 0
+    assert "redis_cpu_ms_per_solve" not in cost_figures({}, {}, {}, solved=1)
+    noop = noop_figures({"workers": 1.0}, {}, 1000, solve_cpu=None, redis_cpu=0.25)
+    assert noop["redis_cpu_ms_per_noop"] == pytest.approx(0.25)
 
 
 def test_cost_figures_without_solves_are_not_applicable() -> None:
