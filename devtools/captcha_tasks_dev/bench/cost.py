@@ -22,6 +22,7 @@ __all__ = [
     "STAGES",
     "STORE_LOG_RE",
     "command_calls",
+    "command_usec",
     "cost_figures",
     "noop_figures",
     "redis_cpu_seconds",
@@ -55,6 +56,17 @@ def command_calls(commandstats: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def command_usec(commandstats: Mapping[str, Any]) -> dict[str, int]:
+    """Microseconds Redis spent in each command from ``INFO commandstats`` (``usec``); a
+    script's (``evalsha``) includes the commands it ran, which count on their own too."""
+    out = {}
+    for key, value in commandstats.items():
+        usec = value.get("usec") if isinstance(value, Mapping) else None
+        if usec:
+            out[str(key).removeprefix("cmdstat_")] = int(usec)
+    return out
+
+
 def redis_cpu_seconds(info_cpu: Mapping[str, Any]) -> float:
     """The CPU seconds redis-server's main process has used (``INFO cpu``: system and
     user time), what its one core spends on every client's commands."""
@@ -85,14 +97,19 @@ def cost_figures(
     *,
     redis_cpu: float | None = None,
     memory: tuple[int, int, int] | None = None,
+    usec: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Per solve (``solved`` of them): worker CPU milliseconds by stage, Redis commands
     and Redis CPU milliseconds (``redis_cpu`` seconds; all clients: the harness's
     ``.delay()`` and result watcher too), and the provider requests the sandbox counted
     (submits and polls). ``memory``: Redis's ``used_memory`` before the solves were
     enqueued, its peak while they ran and how many were enqueued (all at once: every one
-    in flight at the peak), read as bytes per job in flight."""
+    in flight at the peak), read as bytes per job in flight. ``usec``: Redis's time in each
+    command (:func:`command_usec`), per solve, the longest first."""
     out: dict[str, Any] = {}
+    if usec:
+        slowest = sorted(usec.items(), key=lambda kv: -kv[1])[:_TOP_COMMANDS]
+        out["redis_usec_by_name"] = {name: _per(n, solved, 1) for name, n in slowest}
     if redis_cpu is not None:
         out["redis_cpu_ms_per_solve"] = _per(1000 * redis_cpu, solved)
     if memory is not None:

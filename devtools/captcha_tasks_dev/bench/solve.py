@@ -53,7 +53,14 @@ from captcha_tasks.errors import CaptchaTasksError
 from captcha_tasks.settings import PROTOCOLS, Provider
 
 from . import diy_design, seed_design
-from .cost import command_calls, cost_figures, noop_figures, redis_cpu_seconds, store_cpu
+from .cost import (
+    command_calls,
+    command_usec,
+    cost_figures,
+    noop_figures,
+    redis_cpu_seconds,
+    store_cpu,
+)
 from .metrics import lead_ratios, solve_metrics
 from .solve_report import format_report
 from .stack import (
@@ -263,7 +270,8 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
             watcher.wait(list(enqueued), time.monotonic() + design.deadline)
         after = probe.read()
         redis_cpu = redis_cpu_seconds(redis_stats.info("cpu")) - redis_before
-        calls = command_calls(redis_stats.info("commandstats"))
+        commandstats = redis_stats.info("commandstats")
+        calls, usec = command_calls(commandstats), command_usec(commandstats)
         outcomes = dict(watcher.outcomes)
         noop = _noop_phase(design, opts, watcher, probe, redis_stats, say)
     finally:
@@ -295,6 +303,7 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
             store,
             redis_cpu=redis_cpu,
             memory=(base, peak.bytes, design.tasks),
+            usec=usec,
         )
     )
     if noop is not None:

@@ -23,8 +23,8 @@ def _pools(m: Mapping[str, Any]) -> str:
     return f"{m['workers']} x {pools}"
 
 
-def _commands(m: Mapping[str, Any]) -> str:
-    by_name = m.get("redis_commands_by_name") or {}
+def _commands(m: Mapping[str, Any], key: str = "redis_commands_by_name") -> str:
+    by_name = m.get(key) or {}
     return " ".join(f"{name}:{n:g}" for name, n in by_name.items()) or "-"
 
 
@@ -199,6 +199,9 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(
                 f"Redis commands per solve by name, {design['label']}: {_commands(design)}"
             )
+        if design.get("redis_usec_by_name"):
+            shown = _commands(design, "redis_usec_by_name")
+            lines.append(f"Redis µs per solve by command, {design['label']}: {shown}")
     ours = next(iter(report["designs"].values()))
     for name, ratios in report.get("lead", {}).items():
         other = report["designs"][name]["label"]

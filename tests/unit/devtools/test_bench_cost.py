@@ -7,6 +7,7 @@ import pytest
 
 from captcha_tasks_dev.bench.cost import (
     command_calls,
+    command_usec,
     cost_figures,
     noop_figures,
     redis_cpu_seconds,
@@ -23,6 +24,14 @@ def test_command_calls_reads_redis_py_commandstats() -> None:
         "not_a_dict": 3,
     }
     assert command_calls(stats) == {"evalsha": 40, "hset": 60}
+
+
+def test_command_usec_and_the_slowest_per_solve() -> None:
+    stats = {"cmdstat_evalsha": {"calls": 4, "usec": 900}, "cmdstat_get": {"calls": 9, "usec": 0}}
+    usec = command_usec(stats)
+    assert usec == {"evalsha": 900}
+    out = cost_figures({}, {}, {}, solved=3, usec={"hset": 30, "evalsha": 900})
+    assert list(out["redis_usec_by_name"].items()) == [("evalsha", 300.0), ("hset", 10.0)]
 
 
 def test_cost_figures_divide_by_solves() -> None:
