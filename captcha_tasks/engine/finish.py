@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, cast
 from .. import errors
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import CAPTCHA_CLASSES, Answer, CaptchaType
-from ..provider.answers import for_type
+from ..provider.captchas import for_type
 from .acceptance import AcceptanceRates
 from .breaker import Breaker
 from .jobs import Job, solve_result

@@ -8,7 +8,9 @@ DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; Tencent's as
 ``{"ticket", "randstr"}``; what passes Cloudflare's challenge page as ``{"cookies":
 {"cf_clearance": ...}, "headers": {"User-Agent": ...}}``.
 
-Answers are told apart by their shape, since a poll does not know the captcha's type.
+Answers are told apart by their shape, since a poll does not know the captcha's type;
+where the shape alone cannot tell, the kind's declaration puts the answer in its result's
+shape once the type is known (``Captcha.shape_answer``, :func:`.captchas.for_type`).
 An answer that has a known shape but wrong contents (a point without ``y``, a v4 field
 that is not a string, a token or a field that is ``null``) is refused with a typed error
 rather than handed on as a solve.
@@ -24,28 +26,29 @@ from typing import Any, Final
 
 from ..errors import ProviderUnavailable, SolverError
 from .base import Answer
+from .kind import Solution
 
 __all__ = [
     "CF_CLEARANCE",
+    "CF_COOKIES",
     "GEETEST_V4_KEYS",
     "GRID_TILES",
     "Solution",
+    "cf_cookies",
     "classic_solution",
     "datadome_cookie",
-    "for_type",
+    "exact_fields",
+    "grid_tiles",
     "json_solution",
     "malformed",
     "slot_answer",
     "solution_user_agent",
 ]
 
-#: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
-Solution = str | dict[str, Any] | list[dict[str, int]]
 
 GEETEST_V4_KEYS: Final = ("captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output")
 _AWS_PAIR: Final = ("captcha_voucher", "existing_token")
 #: Tencent's answer, whatever the provider (2Captcha adds ``appid`` and ``ret``).
-_TENCENT_KEYS: Final = ("ticket", "randstr")
 #: A CapMonster Cloud ``CustomTask``'s solution: the answer's fields in ``data``, the
 #: headers to send it with in ``headers`` (its TenDI page).
 _CUSTOM_TASK_KEYS: Final = frozenset({"data", "headers"})
@@ -71,52 +74,7 @@ def malformed(what: str, value: object) -> ProviderUnavailable:
     return ProviderUnavailable(f"malformed {what} answer: {shown}", "UNRECOGNISED_ANSWER", 5.0)
 
 
-def for_type(
-    captcha_type: str,
-    solution: Solution,
-    grid: tuple[int, int] | None = None,
-    *,
-    user_agent: str | None = None,
-) -> Solution:
-    """``solution`` in the shape a result of ``captcha_type`` has, where the shape alone
-    could not tell: Anti-Captcha sends an AWS WAF cookie as a bare ``token``, which reads
-    as any token until the type is known; a grid's tiles get its ``grid`` (rows, cols),
-    and a tile past its last is refused; Cloudflare's challenge gets the ``user_agent``
-    its cookie is bound to as its ``User-Agent`` header."""
-    if captcha_type == "aws_waf" and isinstance(solution, str):
-        return {"aws_waf_token": solution}
-    if captcha_type == "grid" and grid is not None:
-        return _grid(solution, *grid)
-    if captcha_type == "datadome" and isinstance(solution, str):
-        return datadome_cookie(solution)  # res.php's answer: the Set-Cookie line
-    if captcha_type == "tencent":
-        return _tencent(solution)
-    if captcha_type == "cloudflare_challenge":
-        return _cloudflare(solution, user_agent)
-    return solution
-
-
-def _tencent(solution: Solution) -> dict[str, str]:
-    """The ticket and randstr of a Tencent answer: CapMonster's (``data`` unwrapped by
-    :func:`json_solution`) or 2Captcha's, whose ``appid`` and ``ret`` are left out; a
-    ``ret`` other than 0 is Tencent's own refusal, no answer."""
-    if not isinstance(solution, dict) or solution.get("ret", 0) not in (0, "0"):
-        raise malformed("Tencent", solution)
-    return _exactly("Tencent", solution, _TENCENT_KEYS)
-
-
-def _cloudflare(solution: Solution, user_agent: str | None) -> dict[str, Any]:
-    """A Cloudflare challenge's answer (its cookies, or a bare ``cf_clearance`` value)
-    with the ``User-Agent`` header it is bound to."""
-    if isinstance(solution, str):
-        solution = {CF_CLEARANCE: solution}
-    found = _cf_clearance(solution) if isinstance(solution, dict) else None
-    if found is None or not user_agent:
-        raise malformed("Cloudflare challenge", solution)
-    return {**found, "headers": {"User-Agent": user_agent}}
-
-
-def _cf_clearance(solution: Mapping[str, Any]) -> dict[str, Any] | None:
+def cf_cookies(solution: Mapping[str, Any]) -> dict[str, Any] | None:
     """CapMonster Cloud's ``cf_clearance`` or CapSolver's ``cookies`` holding one, as
     ``{"cookies": {...}}`` (every cookie given: strings each); ``None``: neither."""
     cookies = solution.get(CF_COOKIES)
@@ -134,7 +92,8 @@ def _cf_clearance(solution: Mapping[str, Any]) -> dict[str, Any] | None:
     return {CF_COOKIES: found}
 
 
-def _grid(solution: Solution, rows: int, cols: int) -> dict[str, Any]:
+def grid_tiles(solution: Solution, rows: int, cols: int) -> dict[str, Any]:
+    """A grid's answer with its ``rows`` and ``cols``; a tile past its last is refused."""
     tiles = solution.get(GRID_TILES) if isinstance(solution, dict) else None
     if not isinstance(tiles, list) or any(not 0 <= tile < rows * cols for tile in tiles):
         raise malformed("grid", solution)
@@ -209,7 +168,7 @@ def json_solution(solution: Mapping[str, Any]) -> Solution | None:
     if isinstance(data, dict) and solution.keys() <= _CUSTOM_TASK_KEYS:
         solution = data  # a CustomTask's answer: its fields
     # Before the token fields: CapSolver repeats cf_clearance as its ``token``.
-    clearance = _cf_clearance(solution)
+    clearance = cf_cookies(solution)
     if clearance is not None:
         return clearance
     for name in _TOKEN_FIELDS:
@@ -281,9 +240,9 @@ def _tiles(items: list[Any], first: int) -> dict[str, Any]:
 
 def _fields(fields: dict[str, Any]) -> dict[str, Any]:
     if "lot_number" in fields or "pass_token" in fields:
-        return _exactly("GeeTest v4", fields, GEETEST_V4_KEYS)
+        return exact_fields("GeeTest v4", fields, GEETEST_V4_KEYS)
     if "captcha_voucher" in fields:
-        return _exactly("AWS WAF", fields, _AWS_PAIR)
+        return exact_fields("AWS WAF", fields, _AWS_PAIR)
     # GeeTest v3 and whatever else: strings (or numbers) each, never null or nested.
     for value in fields.values():
         if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
@@ -291,7 +250,7 @@ def _fields(fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _exactly(what: str, fields: dict[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
+def exact_fields(what: str, fields: dict[str, Any], keys: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key in keys:
         value = fields.get(key)

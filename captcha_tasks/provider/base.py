@@ -23,7 +23,7 @@ from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError, InvalidTaskInput, SolverError
-from .captchas import Captcha, CaptchaType
+from .kind import Captcha, CaptchaType
 from .poll_rules import PollRules
 from .proxy import Proxy
 

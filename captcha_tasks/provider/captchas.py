@@ -10,10 +10,10 @@ provider, and its wire parameters (``classic_params``, ``json_fields``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final
+from typing import Final, cast
 
 from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, MIN_IMAGE_BYTES
-from .kind import Captcha, CaptchaType
+from .kind import Captcha, CaptchaType, Solution
 from .kinds.altcha import Altcha
 from .kinds.aws_waf import AwsWaf
 from .kinds.binance import Binance
@@ -64,6 +64,7 @@ __all__ = [
     "Tencent",
     "Turnstile",
     "Yidun",
+    "for_type",
 ]
 
 #: Every captcha class by its ``type`` (stored jobs name their type by it).
@@ -92,3 +93,21 @@ CAPTCHA_CLASSES: Final[Mapping[CaptchaType, type[Captcha]]] = {
         Tencent,
     )
 }
+
+
+def for_type(
+    captcha_type: str,
+    solution: Solution,
+    grid: tuple[int, int] | None = None,
+    *,
+    user_agent: str | None = None,
+) -> Solution:
+    """``solution`` in the shape a result of ``captcha_type`` has, where the answer's
+    shape alone could not tell (its kind's :meth:`~.kind.Captcha.shape_answer`): an AWS
+    WAF cookie sent as a bare token, a grid's tiles with its ``grid`` (rows, cols), a
+    DataDome Set-Cookie line, Tencent's ticket, Cloudflare's cookies with the
+    ``user_agent`` they are bound to. An unknown type's answer is left as read."""
+    kind = CAPTCHA_CLASSES.get(cast(CaptchaType, captcha_type))
+    if kind is None:
+        return solution
+    return kind.shape_answer(solution, grid=grid, user_agent=user_agent)

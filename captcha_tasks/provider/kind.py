@@ -30,6 +30,7 @@ __all__ = [
     "Parameter",
     "Params",
     "ProxyUse",
+    "Solution",
     "SolveCall",
     "Task",
     "TaskNames",
@@ -234,6 +235,9 @@ Params = dict[str, str | None]
 #: A createTask ``task``'s fields as a kind gives them; None: an option left out.
 Task = dict[str, Any]
 
+#: What a solve's ``solution`` is: a token or text, a dict, or a list of points.
+Solution = str | dict[str, Any] | list[dict[str, int]]
+
 
 def image_params(body: bytes, multipart: bool) -> Params:
     """An image's in.php upload: inline as base64, or (``method=post``) a multipart file
@@ -267,6 +271,19 @@ class Captcha:
 
     def _check(self, max_image_bytes: int) -> None:
         raise NotImplementedError
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        """``solution`` (as :mod:`.answers` read it) in the shape a result of this kind
+        has, where the answer's shape alone could not tell: a grid's (``grid``: its rows
+        and cols), the ``user_agent`` a cookie is bound to. As read, by default."""
+        return solution
 
     def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:
         """Why ``provider``, whose catalogue names this kind, cannot take this captcha all

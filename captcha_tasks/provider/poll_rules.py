@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
-from .captchas import Captcha, Turnstile
+from .kind import Captcha
+from .kinds.turnstile import Turnstile
 
 __all__ = ["CLASSIC_RULES", "POLL_RULES", "PollRules", "poll_rules_for"]
 

@@ -22,7 +22,8 @@ import pytest
 from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import ProxyInfo, TurnstileRequest
 
-from captcha_tasks.provider.answers import for_type, json_solution
+from captcha_tasks.provider.answers import json_solution
+from captcha_tasks.provider.captchas import for_type
 from captcha_tasks_sandbox import SandboxServer, dev_api_key
 from captcha_tasks_sandbox.demo_widgets import cloudflare_page
 

@@ -20,7 +20,8 @@ import pytest
 from capmonstercloudclient import CapMonsterClient, ClientOptions
 from capmonstercloudclient.requests import DataDomeCustomTaskRequest, ProxyInfo
 
-from captcha_tasks.provider.answers import for_type, json_solution
+from captcha_tasks.provider.answers import json_solution
+from captcha_tasks.provider.captchas import for_type
 from captcha_tasks_sandbox import SandboxServer, dev_api_key
 
 from . import test_official_new_types as official

@@ -10,7 +10,18 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _matching, _optional_url, _page_url
-from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
+from ..kind import (
+    Captcha,
+    Offers,
+    Params,
+    Solution,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    not_offered,
+    task,
+)
 
 __all__ = ["AwsWaf"]
 
@@ -51,6 +62,18 @@ class AwsWaf(Captcha):
     pageurl: str
     challenge_script: str | None = None
     captcha_script: str | None = None
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        # Anti-Captcha sends the cookie as a bare ``token``, which reads as any token
+        # until the type is known.
+        return {"aws_waf_token": solution} if isinstance(solution, str) else solution
 
     def _check(self, max_image_bytes: int) -> None:
         _matching("AwsWaf.sitekey", self.sitekey, _AWS_KEY, "an AWS WAF key", max_len=2048)

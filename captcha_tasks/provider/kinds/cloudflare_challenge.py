@@ -11,7 +11,8 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _fail, _optional_text, _page_url
-from ..kind import Captcha, Offers, SolveCall, Task, Timing, not_offered, task
+from ..answers import CF_CLEARANCE, cf_cookies, malformed
+from ..kind import Captcha, Offers, Solution, SolveCall, Task, Timing, not_offered, task
 
 __all__ = ["MAX_HTML", "CloudflareChallenge"]
 
@@ -106,6 +107,23 @@ class CloudflareChallenge(Captcha):
     pageurl: str
     user_agent: str | None = None
     html: str | None = dataclasses.field(default=None, repr=False)
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        """Its cookies (or a bare ``cf_clearance`` value) with the ``User-Agent`` header
+        they are bound to."""
+        if isinstance(solution, str):
+            solution = {CF_CLEARANCE: solution}
+        found = cf_cookies(solution) if isinstance(solution, dict) else None
+        if found is None or not user_agent:
+            raise malformed("Cloudflare challenge", solution)
+        return {**found, "headers": {"User-Agent": user_agent}}
 
     def _check(self, max_image_bytes: int) -> None:
         _page_url("CloudflareChallenge.pageurl", self.pageurl)

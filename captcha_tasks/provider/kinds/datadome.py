@@ -11,10 +11,12 @@ from urllib.parse import parse_qs, urlsplit
 from ...errors import InvalidTaskInput
 from ...settings.parsing import Provider
 from .._checks import _fail, _page_url, _set, _shown, _text
+from ..answers import datadome_cookie
 from ..kind import (
     Captcha,
     Offers,
     Params,
+    Solution,
     SolveCall,
     Task,
     Timing,
@@ -141,6 +143,17 @@ class DataDome(Captcha):
     pageurl: str
     user_agent: str = dataclasses.field(metadata=in_php("userAgent"))
     datadome_cookie: str | None = dataclasses.field(default=None, repr=False)
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        # res.php's answer: the Set-Cookie line.
+        return datadome_cookie(solution) if isinstance(solution, str) else solution
 
     def _check(self, max_image_bytes: int) -> None:
         _datadome_url("DataDome.captcha_url", self.captcha_url)

@@ -12,11 +12,13 @@ from typing import ClassVar, Final, Literal
 from ...settings.parsing import Provider
 from .._checks import _int, _set, _text
 from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_kind
+from ..answers import grid_tiles
 from ..kind import (
     BASE64_IMAGE,
     Captcha,
     Offers,
     Params,
+    Solution,
     SolveCall,
     Task,
     Timing,
@@ -140,6 +142,17 @@ class Grid(Captcha):
     def is_object_id(self) -> bool:
         """Whether ``instruction`` is reCAPTCHA's object id (``/m/...``), not its text."""
         return _OBJECT_ID.match(self.instruction) is not None
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        # Its tiles with the grid's rows and cols (a tile past the last refused).
+        return solution if grid is None else grid_tiles(solution, *grid)
 
     def _check(self, max_image_bytes: int) -> None:
         _set(self, "body", check_body("Grid.body", self.body, max_image_bytes))

@@ -10,7 +10,19 @@ from typing import ClassVar, Literal
 
 from ...settings.parsing import Provider
 from .._checks import _matching, _optional_text, _optional_url, _page_url
-from ..kind import Captcha, Offers, Params, SolveCall, Task, Timing, classic, not_offered, task
+from ..answers import exact_fields, malformed
+from ..kind import (
+    Captcha,
+    Offers,
+    Params,
+    Solution,
+    SolveCall,
+    Task,
+    Timing,
+    classic,
+    not_offered,
+    task,
+)
 
 __all__ = ["Tencent"]
 
@@ -87,6 +99,21 @@ class Tencent(Captcha):
     pageurl: str
     script_url: str | None = None
     user_agent: str | None = None
+
+    @classmethod
+    def shape_answer(
+        cls,
+        solution: Solution,
+        *,
+        grid: tuple[int, int] | None = None,
+        user_agent: str | None = None,
+    ) -> Solution:
+        """The ticket and randstr of a Tencent answer: CapMonster's (``data`` unwrapped by
+        :func:`~..answers.json_solution`) or 2Captcha's, whose ``appid`` and ``ret`` are left
+        out; a ``ret`` other than 0 is Tencent's own refusal, no answer."""
+        if not isinstance(solution, dict) or solution.get("ret", 0) not in (0, "0"):
+            raise malformed("Tencent", solution)
+        return exact_fields("Tencent", solution, ("ticket", "randstr"))
 
     def _check(self, max_image_bytes: int) -> None:
         _matching("Tencent.app_id", self.app_id, _APP_ID, "a Tencent app id (CaptchaAppId, digits)")

@@ -14,7 +14,8 @@ import requests
 
 from captcha_tasks.errors import ChallengeRejected, InvalidTaskInput, ProviderUnavailable
 from captcha_tasks.provider import CloudflareChallenge, Proxy
-from captcha_tasks.provider.answers import classic_solution, for_type, json_solution
+from captcha_tasks.provider.answers import classic_solution, json_solution
+from captcha_tasks.provider.captchas import for_type
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for
 from captcha_tasks.provider.kinds.cloudflare_challenge import MAX_HTML

@@ -13,7 +13,8 @@ import pytest
 from captcha_tasks.engine.jobs import captcha_from_json, captcha_to_json
 from captcha_tasks.errors import InvalidTaskInput, ProviderUnavailable
 from captcha_tasks.provider import Grid, Proxy
-from captcha_tasks.provider.answers import classic_solution, for_type, json_solution
+from captcha_tasks.provider.answers import classic_solution, json_solution
+from captcha_tasks.provider.captchas import for_type
 from captcha_tasks.provider.classic_params import submit_files, submit_params
 from captcha_tasks.provider.json_dialects import dialect_for
 from captcha_tasks.provider.json_tasks import task_for

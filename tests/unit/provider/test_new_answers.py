@@ -12,7 +12,7 @@ import pytest
 
 from captcha_tasks.errors import ProviderUnavailable
 from captcha_tasks.provider import Answer, JsonTaskClient, SolverClient
-from captcha_tasks.provider.answers import for_type
+from captcha_tasks.provider.captchas import for_type
 from tests.support.json_double import JsonDouble, JsonReply
 from tests.support.provider_double import ProviderDouble, Scripted
 

@@ -11,7 +11,8 @@ import pytest
 
 from captcha_tasks.errors import InvalidTaskInput, ProviderUnavailable
 from captcha_tasks.provider import Proxy, Tencent
-from captcha_tasks.provider.answers import for_type, json_solution, slot_answer
+from captcha_tasks.provider.answers import json_solution, slot_answer
+from captcha_tasks.provider.captchas import for_type
 from captcha_tasks.provider.classic_params import submit_params
 from captcha_tasks.provider.json_client import _answer
 from captcha_tasks.provider.json_dialects import dialect_for
