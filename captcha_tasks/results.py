@@ -3,10 +3,11 @@
 Every solve task returns a :class:`SolveResult` whose ``solution`` has the family's
 type: a token (:data:`TokenResult`), GeeTest's fields (:data:`GeeTestResult`,
 :data:`GeeTestV4Result`), AWS WAF's (:data:`AwsWafResult`), the points to click
-(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`), Tencent's
-ticket (:data:`TencentResult`) or what passes Cloudflare's challenge page
-(:data:`CloudflareChallengeResult`). They are
-plain dicts (JSON through the result backend), typed for mypy and editors.
+(:data:`CoordinatesResult`), DataDome's cookie (:data:`DataDomeResult`), or a kind's own,
+declared with the kind (its ``SolveCall.solution``) and written here by ``make
+generate``: Tencent's ticket (:data:`TencentResult`), what passes Cloudflare's challenge
+page (:data:`CloudflareChallengeResult`). They are plain dicts (JSON through the result
+backend), typed for mypy and editors.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ __all__ = [
     "AwsWafResult",
     "AwsWafSolution",
     "BalanceResult",
-    "CloudflareChallengeResult",
-    "CloudflareChallengeSolution",
     "CoordinatesResult",
     "DataDomeResult",
     "DataDomeSolution",
@@ -38,8 +37,6 @@ __all__ = [
     "Point",
     "ReportResult",
     "SolveResult",
-    "TencentResult",
-    "TencentSolution",
     "TokenResult",
 ]
 
@@ -117,25 +114,6 @@ class DataDomeSolution(TypedDict):
     domain: str
 
 
-class CloudflareChallengeSolution(TypedDict):
-    """What passes Cloudflare's challenge page: ``cookies`` to set for the site
-    (``cf_clearance`` always, any others the provider gave) and ``headers`` to send with
-    them (``User-Agent`` always: the browser the challenge was passed as). The result's
-    ``user_agent`` and ``proxy_id`` name the identity they are good for: send them from
-    that user agent through that proxy, or Cloudflare challenges again."""
-
-    cookies: dict[str, str]
-    headers: dict[str, str]
-
-
-class TencentSolution(TypedDict):
-    """What a solved Tencent captcha (TenDI) gives its page's callback, whatever the
-    provider: the ``ticket`` and the ``randstr`` the site verifies it with."""
-
-    ticket: str
-    randstr: str
-
-
 class Point(TypedDict):
     x: int
     y: int
@@ -159,8 +137,44 @@ AwsWafResult = SolveResult[AwsWafSolution]
 CoordinatesResult = SolveResult[list[Point]]
 GridResult = SolveResult[GridSolution]
 DataDomeResult = SolveResult[DataDomeSolution]
+
+# <generated: the kinds' own solution types> written by ``captcha-tasks-dev generate``
+# from each kind's ``SolveCall.solution`` (captcha_tasks/provider/kinds/): change the
+# kind there, never here.
+
+
+class CloudflareChallengeSolution(TypedDict):
+    """What passes Cloudflare's challenge page: ``cookies`` to set for the site
+    (``cf_clearance`` always, any others the provider gave) and ``headers`` to send
+    with them (``User-Agent`` always: the browser the challenge was passed as). The
+    result's ``user_agent`` and ``proxy_id`` name the identity they are good for:
+    send them from that user agent through that proxy, or Cloudflare challenges
+    again."""
+
+    cookies: dict[str, str]
+    headers: dict[str, str]
+
+
 CloudflareChallengeResult = SolveResult[CloudflareChallengeSolution]
+
+
+class TencentSolution(TypedDict):
+    """What a solved Tencent captcha (TenDI) gives its page's callback, whatever
+    the provider: the ``ticket`` and the ``randstr`` the site verifies it with."""
+
+    ticket: str
+    randstr: str
+
+
 TencentResult = SolveResult[TencentSolution]
+
+__all__ += [
+    "CloudflareChallengeResult",
+    "CloudflareChallengeSolution",
+    "TencentResult",
+    "TencentSolution",
+]
+# </generated>
 
 
 class BalanceResult(TypedDict):

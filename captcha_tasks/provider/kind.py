@@ -31,6 +31,7 @@ __all__ = [
     "Params",
     "ProxyUse",
     "Solution",
+    "SolutionShape",
     "SolveCall",
     "Task",
     "TaskNames",
@@ -118,6 +119,18 @@ ProxyUse = Literal["none", "optional", "required"]
 
 
 @dataclasses.dataclass(frozen=True)
+class SolutionShape:
+    """A kind's own ``solution`` type, a ``TypedDict`` that ``make generate`` writes into
+    :mod:`captcha_tasks.results` with its ``SolveResult[...]`` alias (named by the
+    :class:`SolveCall`'s ``result``): its ``name``, its docstring and its fields (name,
+    annotation as source text)."""
+
+    name: str
+    doc: str
+    fields: tuple[tuple[str, str], ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class SolveCall:
     """A kind's solve task (``solve_<type>``), as callers see it: its docstring (``doc``),
     the TypedDict of :mod:`captcha_tasks.results` it returns (``result``, by name), how it
@@ -128,6 +141,9 @@ class SolveCall:
     result: str = "TokenResult"
     proxy: ProxyUse = "optional"
     proxy_why: str = ""
+    #: The kind's own solution type, generated into :mod:`captcha_tasks.results`; None:
+    #: ``result`` is a type written there by hand (a token's, or a family's).
+    solution: SolutionShape | None = None
     #: The in.php ``method`` a NATS job names this kind by (:mod:`captcha_tasks.bridge`),
     #: where that method means this kind alone; None: no method, or one shared with
     #: other kinds (the bridge tells them apart by the job's flags).

@@ -3,7 +3,10 @@
 Each kind of :data:`captcha_tasks.provider.CAPTCHA_CLASSES` whose declaration has a
 :class:`~captcha_tasks.provider.kind.SolveCall` gets its solve task
 (``captcha_tasks/worker/kind_tasks.py``) and its ``aio`` twin
-(``captcha_tasks/aio/kinds.py``), written out as plain, typed Python: Celery, ``inspect``,
+(``captcha_tasks/aio/kinds.py``), and a kind that declares its own solution type
+(``SolveCall.solution``) gets it in :mod:`captcha_tasks.results` (between the markers of
+:data:`RESULTS_REGION`, the rest of that module hand-written), written out as plain,
+typed Python: Celery, ``inspect``,
 mypy and editors read them as any hand-written task, and the declaration stays the one
 place a kind is written. :func:`render` gives each file's text as ``ruff format`` lays it
 out; ``captcha-tasks-dev generate`` (``make generate``) writes them, ``--check`` (and a
@@ -33,6 +36,12 @@ while this file differs from what the declarations generate.
 """
 
 '''
+
+
+#: Where the kinds' own solution types stand in captcha_tasks/results.py: the lines from
+#: the first marker's to the second's are written here.
+RESULTS_REGION = ("# <generated: the kinds' own solution types>", "# </generated>")
+_RESULTS = "captcha_tasks/results.py"
 
 
 def generated_kinds() -> list[type[Captcha]]:
@@ -122,10 +131,39 @@ def _aio() -> str:
     return "".join(out)
 
 
+def _results() -> str:
+    """captcha_tasks/results.py as it is, its generated region written anew."""
+    text = (ROOT / _RESULTS).read_text()
+    start, end = RESULTS_REGION
+    before, found, rest = text.partition(start)
+    first, _, tail = rest.partition("\n")
+    region, closed, after = tail.partition(end)
+    if not found or not closed:
+        raise RuntimeError(f"{_RESULTS} lacks its generated region's markers {RESULTS_REGION}")
+    comment = [line for line in region.split("\n") if line.startswith("# ")]
+    out = [before, start, first, "\n", *(f"{line}\n" for line in comment)]
+    names: list[str] = []
+    for cls in generated_kinds():
+        call = cls.solve_call
+        if call is None or call.solution is None:
+            continue
+        shape = call.solution
+        out.append(f"\n\nclass {shape.name}(TypedDict):\n")
+        out.append(_doc(shape.doc) + "\n")
+        out.extend(f"    {field}: {annotation}\n" for field, annotation in shape.fields)
+        out.append(f"\n\n{call.result} = SolveResult[{shape.name}]\n")
+        names += [call.result, shape.name]
+    listed = "".join(f'    "{name}",\n' for name in sorted(names))
+    out.append(f"\n__all__ += [\n{listed}]\n")
+    out.append(end + after)
+    return "".join(out)
+
+
 #: Each generated file (relative to the repository) and what renders it.
 GENERATED = {
     "captcha_tasks/worker/kind_tasks.py": _tasks,
     "captcha_tasks/aio/kinds.py": _aio,
+    _RESULTS: _results,
 }
 
 

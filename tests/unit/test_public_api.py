@@ -242,8 +242,9 @@ def test_a_solve_task_alone_loads_no_page_workflow(tmp_path: Path) -> None:
     # builder), one the inspect commands the `celery` command line must know (about 7 ms
     # of import), provider/kind.py, the provider/kinds package and provider/answers.py
     # (the declarations shape their answers with it), the generated kinds' tasks, the
-    # task decorator, and the caller's package with its checks and typed tasks. The import's wall time, a median of 15 fresh interpreters, was 0.48 s to
-    # 0.50 s with 16 declarations: within the noise of one run.
+    # task decorator, and the caller's package with its checks and typed tasks. The
+    # import's wall time, a median of 15 fresh interpreters, was 0.48 s to 0.50 s with 16
+    # declarations: within the noise of one run.
     declarations = {m for m in loaded if m.startswith("captcha_tasks.provider.kinds.")}
     assert len(loaded - declarations) <= 57
 

@@ -12,7 +12,17 @@ from typing import ClassVar, Literal
 from ...settings.parsing import Provider
 from .._checks import _fail, _optional_text, _page_url
 from ..answers import CF_CLEARANCE, cf_cookies, malformed
-from ..kind import Captcha, Offers, Solution, SolveCall, Task, Timing, not_offered, task
+from ..kind import (
+    Captcha,
+    Offers,
+    Solution,
+    SolutionShape,
+    SolveCall,
+    Task,
+    Timing,
+    not_offered,
+    task,
+)
 
 __all__ = ["MAX_HTML", "CloudflareChallenge"]
 
@@ -57,6 +67,16 @@ class CloudflareChallenge(Captcha):
         send with them (``User-Agent`` among them); ``user_agent`` and ``proxy_id`` in the
         result name the identity they are good for.""",
         result="CloudflareChallengeResult",
+        solution=SolutionShape(
+            "CloudflareChallengeSolution",
+            """What passes Cloudflare's challenge page: ``cookies`` to set for the site
+            (``cf_clearance`` always, any others the provider gave) and ``headers`` to send
+            with them (``User-Agent`` always: the browser the challenge was passed as). The
+            result's ``user_agent`` and ``proxy_id`` name the identity they are good for:
+            send them from that user agent through that proxy, or Cloudflare challenges
+            again.""",
+            (("cookies", "dict[str, str]"), ("headers", "dict[str, str]")),
+        ),
         proxy="required",
         proxy_why="its cf_clearance cookie is bound to the IP that passed the challenge",
     )

@@ -16,6 +16,7 @@ from ..kind import (
     Offers,
     Params,
     Solution,
+    SolutionShape,
     SolveCall,
     Task,
     Timing,
@@ -50,6 +51,12 @@ class Tencent(Captcha):
         one a provider used, where it says). ``proxy_id``, ``provider``, ``exclude``: as
         for :func:`solve_recaptcha_v2`.""",
         result="TencentResult",
+        solution=SolutionShape(
+            "TencentSolution",
+            """What a solved Tencent captcha (TenDI) gives its page's callback, whatever
+            the provider: the ``ticket`` and the ``randstr`` the site verifies it with.""",
+            (("ticket", "str"), ("randstr", "str")),
+        ),
         in_php="tencent",
     )
     # capmonstercloudclient 4.3.1's getTenDiTimeouts: first read after 10 s (1 s from its
