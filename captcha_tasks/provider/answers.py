@@ -4,9 +4,8 @@ voucher pair or ``{"aws_waf_token": ...}``; coordinates as ``[{"x": int, "y": in
 a grid's tiles as ``{"tiles": [...], "rows": int, "cols": int}``, numbered from 0, left
 to right then top to bottom, sorted (2Captcha and CaptchaAI count from 1, CapSolver
 from 0, CapMonster Cloud answers a boolean per tile).
-DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; Tencent's as
-``{"ticket", "randstr"}``; what passes Cloudflare's challenge page as ``{"cookies":
-{"cf_clearance": ...}, "headers": {"User-Agent": ...}}``.
+DataDome's cookie as ``{"name", "value", "set_cookie", "domain"}``; a kind with a shape
+of its own has its declaration put the answer in it (``Captcha.shape_answer``).
 
 Answers are told apart by their shape, since a poll does not know the captcha's type;
 where the shape alone cannot tell, the kind's declaration puts the answer in its result's
@@ -48,7 +47,6 @@ __all__ = [
 
 GEETEST_V4_KEYS: Final = ("captcha_id", "lot_number", "pass_token", "gen_time", "captcha_output")
 _AWS_PAIR: Final = ("captcha_voucher", "existing_token")
-#: Tencent's answer, whatever the provider (2Captcha adds ``appid`` and ``ret``).
 #: A CapMonster Cloud ``CustomTask``'s solution: the answer's fields in ``data``, the
 #: headers to send it with in ``headers`` (its TenDI page).
 _CUSTOM_TASK_KEYS: Final = frozenset({"data", "headers"})
