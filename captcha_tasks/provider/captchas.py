@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Final, cast
 
 from ._images import DEFAULT_MAX_IMAGE_BYTES, MAX_IMAGE_BYTES_CEILING, MIN_IMAGE_BYTES
-from .kind import Captcha, CaptchaType, Solution
+from .kind import AnswerContext, Captcha, CaptchaType, Solution
 from .kinds.altcha import Altcha
 from .kinds.aws_waf import AwsWaf
 from .kinds.binance import Binance
@@ -110,4 +110,4 @@ def for_type(
     kind = CAPTCHA_CLASSES.get(cast(CaptchaType, captcha_type))
     if kind is None:
         return solution
-    return kind.shape_answer(solution, grid=grid, user_agent=user_agent)
+    return kind.shape_answer(solution, AnswerContext(grid, user_agent))

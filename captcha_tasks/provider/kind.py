@@ -22,6 +22,7 @@ __all__ = [
     "BASE64_IMAGE",
     "NOT_A_PARAMETER",
     "REQUIRED",
+    "AnswerContext",
     "Captcha",
     "CaptchaType",
     "Offer",
@@ -255,6 +256,15 @@ Task = dict[str, Any]
 Solution = str | dict[str, Any] | list[dict[str, int]]
 
 
+@dataclasses.dataclass(frozen=True)
+class AnswerContext:
+    """What a job adds to its answer when the kind shapes it: a grid's (rows, cols), the
+    user agent a cookie is bound to."""
+
+    grid: tuple[int, int] | None = None
+    user_agent: str | None = None
+
+
 def image_params(body: bytes, multipart: bool) -> Params:
     """An image's in.php upload: inline as base64, or (``method=post``) a multipart file
     that :func:`~.classic_params.submit_files` adds."""
@@ -289,16 +299,10 @@ class Captcha:
         raise NotImplementedError
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         """``solution`` (as :mod:`.answers` read it) in the shape a result of this kind
-        has, where the answer's shape alone could not tell: a grid's (``grid``: its rows
-        and cols), the ``user_agent`` a cookie is bound to. As read, by default."""
+        has, where the answer's shape alone could not tell, with what the job adds
+        (``context``). As read, by default."""
         return solution
 
     def offer_condition(self, provider: Provider, *, proxied: bool) -> str | None:

@@ -11,6 +11,7 @@ from typing import ClassVar, Literal
 from ...settings.parsing import Provider
 from .._checks import _matching, _optional_url, _page_url
 from ..kind import (
+    AnswerContext,
     Captcha,
     Offers,
     Params,
@@ -64,13 +65,7 @@ class AwsWaf(Captcha):
     captcha_script: str | None = None
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         # Anti-Captcha sends the cookie as a bare ``token``, which reads as any token
         # until the type is known.
         return {"aws_waf_token": solution} if isinstance(solution, str) else solution

@@ -13,6 +13,7 @@ from ...settings.parsing import Provider
 from .._checks import _fail, _optional_text, _page_url
 from ..answers import CF_CLEARANCE, cf_cookies, malformed
 from ..kind import (
+    AnswerContext,
     Captcha,
     Offers,
     Solution,
@@ -129,21 +130,15 @@ class CloudflareChallenge(Captcha):
     html: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         """Its cookies (or a bare ``cf_clearance`` value) with the ``User-Agent`` header
         they are bound to."""
         if isinstance(solution, str):
             solution = {CF_CLEARANCE: solution}
         found = cf_cookies(solution) if isinstance(solution, dict) else None
-        if found is None or not user_agent:
+        if found is None or not context.user_agent:
             raise malformed("Cloudflare challenge", solution)
-        return {**found, "headers": {"User-Agent": user_agent}}
+        return {**found, "headers": {"User-Agent": context.user_agent}}
 
     def _check(self, max_image_bytes: int) -> None:
         _page_url("CloudflareChallenge.pageurl", self.pageurl)

@@ -13,6 +13,7 @@ from ...settings.parsing import Provider
 from .._checks import _fail, _page_url, _set, _shown, _text
 from ..answers import datadome_cookie
 from ..kind import (
+    AnswerContext,
     Captcha,
     Offers,
     Params,
@@ -145,13 +146,7 @@ class DataDome(Captcha):
     datadome_cookie: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         # res.php's answer: the Set-Cookie line.
         return datadome_cookie(solution) if isinstance(solution, str) else solution
 

@@ -15,6 +15,7 @@ from .._images import MAX_IMAGE_BYTES_CEILING, check_body, decode_base64, image_
 from ..answers import grid_tiles
 from ..kind import (
     BASE64_IMAGE,
+    AnswerContext,
     Captcha,
     Offers,
     Params,
@@ -144,15 +145,9 @@ class Grid(Captcha):
         return _OBJECT_ID.match(self.instruction) is not None
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         # Its tiles with the grid's rows and cols (a tile past the last refused).
-        return solution if grid is None else grid_tiles(solution, *grid)
+        return solution if context.grid is None else grid_tiles(solution, *context.grid)
 
     def _check(self, max_image_bytes: int) -> None:
         _set(self, "body", check_body("Grid.body", self.body, max_image_bytes))

@@ -12,6 +12,7 @@ from ...settings.parsing import Provider
 from .._checks import _matching, _optional_text, _optional_url, _page_url
 from ..answers import exact_fields, malformed
 from ..kind import (
+    AnswerContext,
     Captcha,
     Offers,
     Params,
@@ -108,13 +109,7 @@ class Tencent(Captcha):
     user_agent: str | None = None
 
     @classmethod
-    def shape_answer(
-        cls,
-        solution: Solution,
-        *,
-        grid: tuple[int, int] | None = None,
-        user_agent: str | None = None,
-    ) -> Solution:
+    def shape_answer(cls, solution: Solution, context: AnswerContext) -> Solution:
         """The ticket and randstr of a Tencent answer: CapMonster's (``data`` unwrapped by
         :func:`~..answers.json_solution`) or 2Captcha's, whose ``appid`` and ``ret`` are left
         out; a ``ret`` other than 0 is Tencent's own refusal, no answer."""
