@@ -151,6 +151,8 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery
 	$(BIN)/captcha-tasks-dev bench solve --threads 200 --solves 2400 --baseline diy --no-batch
 	CAPTCHA_TASKS_POLL_READS=10 $(BIN)/captcha-tasks-dev bench solve --threads 200 --solves 2400 --skip-baseline --no-batch
 	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --no-batch
+	@# Each Redis role (broker, results, state) on a server of its own: its cost per solve.
+	$(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --split-redis
 	@# The JSON protocol (CapSolver's dialect); the other columns, classic only, ran above.
 	$(BIN)/captcha-tasks-dev bench solve --provider capsolver --skip-baseline
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.

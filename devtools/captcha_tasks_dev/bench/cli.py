@@ -114,6 +114,12 @@ def bench_group() -> None:
     ("--warmup", click.IntRange(0, 1000), "Warm-up solves per design, not measured."),
     ("--no-batch", None, "Poll one by one, as for a provider that refuses ids= batch reads."),
     (
+        "--split-redis",
+        None,
+        "captcha_tasks' broker, results and state each on a redis-server of its own: each "
+        "role's commands and CPU per solve, and the solves a second one core of it sustains.",
+    ),
+    (
         "--baseline-first-wait",
         click.FloatRange(min=0.0),
         "Unscaled seconds the seeds' design sleeps before its first poll "

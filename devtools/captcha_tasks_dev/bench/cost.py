@@ -26,6 +26,7 @@ __all__ = [
     "cost_figures",
     "noop_figures",
     "redis_cpu_seconds",
+    "role_figures",
     "store_cpu",
 ]
 
@@ -71,6 +72,23 @@ def redis_cpu_seconds(info_cpu: Mapping[str, Any]) -> float:
     """The CPU seconds redis-server's main process has used (``INFO cpu``: system and
     user time), what its one core spends on every client's commands."""
     return float(info_cpu.get("used_cpu_sys", 0.0)) + float(info_cpu.get("used_cpu_user", 0.0))
+
+
+def role_figures(
+    cpu: Mapping[str, float], calls: Mapping[str, Mapping[str, int]], solved: int
+) -> dict[str, dict[str, float | None]]:
+    """Per Redis role (``cpu`` seconds and ``calls`` by command of each role's server),
+    per solve: its commands, its CPU milliseconds and the solves a second one core of it
+    would sustain at that cost (a Redis server runs its commands on one core)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for role, seconds in cpu.items():
+        ms = _per(1000 * seconds, solved)
+        out[role] = {
+            "commands_per_solve": _per(sum(calls.get(role, {}).values()), solved, 1),
+            "cpu_ms_per_solve": ms,
+            "solves_per_core": round(1000 / ms) if ms else None,
+        }
+    return out
 
 
 def store_cpu(logs: Iterable[str]) -> tuple[float, int]:

@@ -40,7 +40,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,7 @@ from .cost import (
     cost_figures,
     noop_figures,
     redis_cpu_seconds,
+    role_figures,
     store_cpu,
 )
 from .metrics import lead_ratios, solve_metrics
@@ -131,6 +132,9 @@ class BenchOptions:
     #: Plain Celery no-op tasks (``captcha_tasks.ping``) run through the same workers
     #: after the solves, for the CPU a task costs Celery itself; 0: none.
     noop: int = 1000
+    #: Our design's broker, results and state each on a redis-server of its own: what
+    #: each role costs per solve, and the solves a second one core of each sustains.
+    split_redis: bool = False
 
     @property
     def time_scale(self) -> float:
@@ -163,9 +167,10 @@ class _Design:
     tasks: int
     #: (log name, argv) of each worker process.
     workers: list[tuple[str, list[str]]]
-    #: Prepare this process as a client of ``redis_url``; returns the results' Redis URL
-    #: and a function that enqueues one solve for a pageurl and returns its task id.
-    client: Callable[[str], tuple[str, Callable[[str], str]]]
+    #: Prepare this process as a client of the run's Redis (``Stack.urls()``: ``redis``,
+    #: and ``broker`` and ``results`` where they are apart); returns the results' Redis
+    #: URL and a function that enqueues one solve for a pageurl and returns its task id.
+    client: Callable[[Mapping[str, str]], tuple[str, Callable[[str], str]]]
     #: Extra per-task figures read from Redis after the run (task id -> epoch seconds).
     admitted: Callable[[Sequence[str]], dict[str, float]] | None = None
     #: Seconds after the enqueue of the last solve when waiting gives up.
@@ -211,6 +216,17 @@ class _MemoryPeak:
         self._thread.join(timeout=5)
 
 
+def _summed(
+    read: Callable[[Mapping[str, Any]], dict[str, int]], stats: Mapping[str, Mapping[str, Any]]
+) -> dict[str, int]:
+    """``read`` of each server's ``commandstats``, added up by command."""
+    out: dict[str, int] = {}
+    for each in stats.values():
+        for name, n in read(each).items():
+            out[name] = out.get(name, 0) + n
+    return out
+
+
 def _warm_up(
     design: _Design,
     opts: BenchOptions,
@@ -245,7 +261,7 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
     )
     sandbox_url = stack.sandbox_url
     say(f"{design.label}: redis {stack.redis.url}, sandbox {sandbox_url}")
-    results_url, enqueue = design.client(stack.redis.url)
+    results_url, enqueue = design.client(stack.urls())
     workers = start_workers(procs, design.workers, stack.env)
     pools = [size for _, size in workers]
     say(f"{design.label}: {len(workers)} worker(s) ready (pool sizes {pools})")
@@ -256,9 +272,12 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
         requests.post(f"{sandbox_url}/admin/reset", timeout=5).raise_for_status()
         probe = stack.cpu_probe(workers)
         redis_stats = redis.Redis.from_url(stack.redis.url)
-        redis_stats.config_resetstat()
+        servers = {role: redis.Redis.from_url(s.url) for role, s in stack.roles.items()}
+        servers = servers or {"all": redis_stats}
+        for server in servers.values():
+            server.config_resetstat()
         before = probe.read()
-        redis_before = redis_cpu_seconds(redis_stats.info("cpu"))
+        role_cpu = {role: redis_cpu_seconds(s.info("cpu")) for role, s in servers.items()}
         say(f"{design.label}: enqueueing {design.tasks} solves")
         enqueued: dict[str, float] = {}
         with _MemoryPeak(redis_stats) as peak:
@@ -269,9 +288,9 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
             enqueue_end = time.time()
             watcher.wait(list(enqueued), time.monotonic() + design.deadline)
         after = probe.read()
-        redis_cpu = redis_cpu_seconds(redis_stats.info("cpu")) - redis_before
-        commandstats = redis_stats.info("commandstats")
-        calls, usec = command_calls(commandstats), command_usec(commandstats)
+        role_cpu = {r: redis_cpu_seconds(s.info("cpu")) - role_cpu[r] for r, s in servers.items()}
+        role_stats = {role: s.info("commandstats") for role, s in servers.items()}
+        calls, usec = _summed(command_calls, role_stats), _summed(command_usec, role_stats)
         outcomes = dict(watcher.outcomes)
         noop = _noop_phase(design, opts, watcher, probe, redis_stats, say)
     finally:
@@ -301,11 +320,17 @@ def _run_design(design: _Design, opts: BenchOptions, procs: Processes, say: Prog
             stats,
             metrics["completed"],
             store,
-            redis_cpu=redis_cpu,
+            redis_cpu=sum(role_cpu.values()),
             memory=(base, peak.bytes, design.tasks),
             usec=usec,
         )
     )
+    if stack.roles:
+        metrics["redis_roles"] = role_figures(
+            role_cpu,
+            {role: command_calls(stats) for role, stats in role_stats.items()},
+            metrics["completed"],
+        )
     if noop is not None:
         noop_cpu, noop_calls, noop_done, noop_redis = noop
         metrics.update(
@@ -372,8 +397,10 @@ def _admitted(task_ids: Sequence[str]) -> dict[str, float]:
 
 
 def _ours(opts: BenchOptions) -> _Design:
-    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+    def client(urls: Mapping[str, str]) -> tuple[str, Callable[[str], str]]:
         # Point captcha_tasks.app (configured lazily from the environment) at this run.
+        redis_url = urls["redis"]
+        broker, results = urls.get("broker", redis_url), urls.get("results", redis_url)
         os.environ.update(
             CAPTCHA_TASKS_REDIS_URL=redis_url,
             CAPTCHA_TASKS_SOLVER_URL="http://127.0.0.1:9",  # the client never calls it
@@ -386,12 +413,14 @@ def _ours(opts: BenchOptions) -> _Design:
             "CAPTCHA_TASKS_STATE_URL",
         ):
             os.environ.pop(name, None)
+        if "broker" in urls:
+            os.environ.update(CAPTCHA_TASKS_BROKER_URL=broker, CAPTCHA_TASKS_RESULT_BACKEND=results)
         from captcha_tasks.settings import get_settings
 
         get_settings.cache_clear()
         from captcha_tasks import app, ping, solve_recaptcha_v2
 
-        if app.conf.broker_url != redis_url or app.conf.result_backend != redis_url:
+        if app.conf.broker_url != broker or app.conf.result_backend != results:
             raise CaptchaTasksError(
                 "captcha_tasks.app was configured before the benchmark set its environment: "
                 "run the benchmark in a fresh process"
@@ -402,7 +431,7 @@ def _ours(opts: BenchOptions) -> _Design:
 
         noop_task[:] = [ping]
 
-        return redis_url, enqueue
+        return results, enqueue
 
     noop_task: list[Any] = []
 
@@ -441,12 +470,16 @@ def _ours(opts: BenchOptions) -> _Design:
         deadline=30 + 2 * (estimate + opts.latency),
         provider=opts.provider,
         noop=noop,
-        more={"env": {"CAPTCHA_TASKS_BATCH_POLL": "off"}} if opts.no_batch else {},
+        more={
+            **({"env": {"CAPTCHA_TASKS_BATCH_POLL": "off"}} if opts.no_batch else {}),
+            **({"split": True} if opts.split_redis else {}),
+        },
     )
 
 
 def _seeds(opts: BenchOptions) -> _Design:
-    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+    def client(urls: Mapping[str, str]) -> tuple[str, Callable[[str], str]]:
+        redis_url = urls["redis"]
         from captcha_tasks.settings import Settings
 
         seed_design.configure(Settings(redis_url=redis_url))
@@ -489,7 +522,8 @@ def _seeds(opts: BenchOptions) -> _Design:
 
 
 def _diy(opts: BenchOptions) -> _Design:
-    def client(redis_url: str) -> tuple[str, Callable[[str], str]]:
+    def client(urls: Mapping[str, str]) -> tuple[str, Callable[[str], str]]:
+        redis_url = urls["redis"]
         from captcha_tasks.settings import Settings
 
         diy_design.configure(Settings(redis_url=redis_url))

@@ -199,6 +199,12 @@ def format_report(report: dict[str, Any]) -> str:
             lines.append(
                 f"Redis commands per solve by name, {design['label']}: {_commands(design)}"
             )
+        for role, figures in (design.get("redis_roles") or {}).items():
+            lines.append(
+                f"Redis of the {role}, {design['label']}: {figures['commands_per_solve']} "
+                f"commands and {figures['cpu_ms_per_solve']} ms CPU per solve, so about "
+                f"{figures['solves_per_core']} solves/s a core"
+            )
         if design.get("redis_usec_by_name"):
             shown = _commands(design, "redis_usec_by_name")
             lines.append(f"Redis µs per solve by command, {design['label']}: {shown}")

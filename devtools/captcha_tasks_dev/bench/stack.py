@@ -262,6 +262,13 @@ class Stack:
     sandbox_url: str
     sandbox_pid: int
     env: dict[str, str]
+    #: With Redis split by role: ``state`` (``redis``), ``broker`` and ``results``; {}:
+    #: one Redis holds all three.
+    roles: dict[str, RedisServer] = dataclasses.field(default_factory=dict)
+
+    def urls(self) -> dict[str, str]:
+        """The URL of each role's Redis (``redis``: the one of the state, or of all)."""
+        return {"redis": self.redis.url, **{role: s.url for role, s in self.roles.items()}}
 
     def cpu_probe(self, workers: Sequence[tuple[Child, int | None]]) -> CpuProbe:
         """A probe of these workers (as :func:`start_workers` returns them), the
@@ -284,14 +291,19 @@ def start_stack(
     decided: Sequence[str] = DECIDED,
     env: Mapping[str, str] | None = None,
     tls: TlsFiles | None = None,
+    split: bool = False,
 ) -> Stack:
     """Start the run ``name``'s redis-server and its sandbox (T ``threads``, reCAPTCHA v2
     in :data:`DOCUMENTED_V2_SECONDS` x ``time_scale``, ``jitter``, playing ``provider``,
     then ``sandbox_args``; over https with ``tls``). The workers' environment: this
     process's without the ``decided`` settings, pointed at both and configured for
     ``provider``, with the same threads and time scale, trusting ``tls``' CA, then
-    ``env``."""
+    ``env``. ``split``: the broker and the results on a redis-server each beside the
+    state's (``CAPTCHA_TASKS_BROKER_URL``, ``CAPTCHA_TASKS_RESULT_BACKEND``)."""
     redis_server = procs.redis()
+    roles = (
+        {"state": redis_server, "broker": procs.redis(), "results": procs.redis()} if split else {}
+    )
     provider_args, provider_env = provider_setup(provider)
     args = [
         "--threads",
@@ -316,7 +328,12 @@ def start_stack(
         CAPTCHA_TASKS_TIME_SCALE=repr(time_scale),
         PYTHONUNBUFFERED="1",
     )
+    if roles:
+        worker_env.update(
+            CAPTCHA_TASKS_BROKER_URL=roles["broker"].url,
+            CAPTCHA_TASKS_RESULT_BACKEND=roles["results"].url,
+        )
     if tls:
         worker_env["REQUESTS_CA_BUNDLE"] = str(tls.ca)
     worker_env.update(env or {})
-    return Stack(redis_server, sandbox_url, sandbox_pid, worker_env)
+    return Stack(redis_server, sandbox_url, sandbox_pid, worker_env, roles)

@@ -11,6 +11,7 @@ from captcha_tasks_dev.bench.cost import (
     cost_figures,
     noop_figures,
     redis_cpu_seconds,
+    role_figures,
     store_cpu,
 )
 from captcha_tasks_dev.bench.solve_report import format_report
@@ -59,6 +60,22 @@ def test_redis_cpu_and_memory_per_solve_and_per_job() -> None:
     assert "redis_cpu_ms_per_solve" not in cost_figures({}, {}, {}, solved=1)
     noop = noop_figures({"workers": 1.0}, {}, 1000, solve_cpu=None, redis_cpu=0.25)
     assert noop["redis_cpu_ms_per_noop"] == pytest.approx(0.25)
+
+
+def test_each_redis_role_per_solve_and_what_a_core_sustains() -> None:
+    calls = {"state": {"evalsha": 700, "hset": 300}, "broker": {"lpush": 200}}
+    out = role_figures({"state": 1.0, "broker": 0.25, "results": 0.0}, calls, solved=500)
+    assert out["state"] == {
+        "commands_per_solve": 2.0,
+        "cpu_ms_per_solve": 2.0,
+        "solves_per_core": 500,
+    }
+    assert out["broker"]["solves_per_core"] == 2000 and out["broker"]["commands_per_solve"] == 0.4
+    assert out["results"] == {
+        "commands_per_solve": 0.0,
+        "cpu_ms_per_solve": 0.0,
+        "solves_per_core": None,
+    }
 
 
 def test_cost_figures_without_solves_are_not_applicable() -> None:
