@@ -522,7 +522,7 @@ class Challenge:
     fields: dict[str, str] = field(default_factory=dict)
     captcha_url: str = ""
     challenge_json: str = ""
-    #: Cloudflare's challenge page as loaded ("": longer than a solve takes, not sent).
+    #: Cloudflare's challenge page as loaded ("": over the most a solve takes, not sent).
     page_html: str = field(default="", repr=False)
 
 
