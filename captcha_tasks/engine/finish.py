@@ -18,7 +18,7 @@ from typing import Any, NamedTuple, Protocol, cast
 from .. import errors
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import CAPTCHA_CLASSES, Answer, CaptchaType
-from ..provider.captchas import for_type
+from ..provider.kind import AnswerContext
 from .acceptance import AcceptanceRates
 from .breaker import Breaker
 from .jobs import Job, solve_result
@@ -152,7 +152,8 @@ class Finisher:
             # identity it was solved as, the user agent and the proxy the provider was given.
             user_agent = getattr(job.captcha(), "user_agent", None) or user_agent
             proxy_id = job.proxy_id or None
-        solution = for_type(job.type, answer.solution, _grid_shape(job), user_agent=user_agent)
+        context = AnswerContext(_grid_shape(job), user_agent)
+        solution = answer.solution if kind is None else kind.shape_answer(answer.solution, context)
         result = solve_result(
             job,
             solution,
