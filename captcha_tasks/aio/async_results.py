@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import redis
@@ -40,7 +40,7 @@ from ..settings import Settings
 from ..state.redis import CONNECT_TIMEOUT, async_redis_client
 from ..worker.celery_internals.results import outcome
 
-__all__ = ["IDLE_CLOSE", "AsyncResult", "ResultWaiter", "await_result", "waiter_for"]
+__all__ = ["CLIENT_NAME", "IDLE_CLOSE", "AsyncResult", "ResultWaiter", "await_result", "waiter_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +56,10 @@ READ_BATCH = 500
 HEALTH_CHECK = 30
 #: Connections of the waiter's pool: the pub/sub one and two for reads.
 POOL_SIZE = 3
+#: Tries of each step of a close that a cancellation cuts short.
+CLOSE_ATTEMPTS = 3
+#: The waiter's connections' name in Redis's ``CLIENT LIST``.
+CLIENT_NAME = "captcha_tasks-aio-results"
 
 _waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ResultWaiter] = (
     weakref.WeakKeyDictionary()
@@ -144,7 +148,12 @@ class ResultWaiter:
         self._to_unsubscribe.discard(channel)
         if channel not in self._subscribed:
             self._to_subscribe.add(channel)
-        self._kick_flusher()
+            self._kick_flusher()
+        else:
+            # Still subscribed for an earlier wait, whose confirmation (and the read of
+            # the stored state it triggers) is past: a result stored before this wait
+            # would never be published again, so it is read now.
+            self._read_state_of(channel)
 
     def _unsubscribe(self, channel: str) -> None:
         self._to_subscribe.discard(channel)
@@ -162,6 +171,10 @@ class ResultWaiter:
         await asyncio.sleep(0)  # let the waits started in the same tick join the batch
         while self._to_subscribe or self._to_unsubscribe:
             if self._pubsub is None:
+                # A closed connection holds no subscription: only new ones reopen it.
+                self._to_unsubscribe = set()
+                if not self._to_subscribe:
+                    break
                 self._open()
             pubsub = self._pubsub
             subscribe, self._to_subscribe = self._to_subscribe, set()
@@ -199,6 +212,7 @@ class ResultWaiter:
             # A PING now and then on the pub/sub connection: a peer that went away
             # without a word fails a write instead of leaving the reads silent.
             health_check_interval=HEALTH_CHECK,
+            client_name=CLIENT_NAME,
         )
         self._pubsub = self._client.pubsub()
         self._subscribed = set()
@@ -208,12 +222,42 @@ class ResultWaiter:
         pubsub, client = self._pubsub, self._client
         self._pubsub = self._client = None
         self._subscribed = set()
+        self._to_unsubscribe = set()
+        # A (un)subscription or a state read still running on this connection would
+        # take a fresh socket from the pool once the pool is closed, and nothing would
+        # close that one: they end first. What they carried is done again on the next
+        # connection (every wait subscribes again, and its confirmation reads the state).
+        others = [
+            task
+            for task in (self._flusher, self._readers_of_state)
+            if task is not None and not task.done() and task is not asyncio.current_task()
+        ]
+        for task in others:
+            task.cancel()
+        steps: list[Callable[[], Awaitable[Any]]] = []
+        if others:
+            steps.append(lambda: asyncio.wait(others))
         if pubsub is not None:
-            with contextlib.suppress(redis.RedisError, OSError):
-                await pubsub.aclose()
+            steps.append(pubsub.aclose)
         if client is not None:
-            with contextlib.suppress(redis.RedisError, OSError):
-                await client.aclose(close_connection_pool=True)
+            steps.append(lambda: client.aclose(close_connection_pool=True))
+        # The references are dropped already: a step cut short by a cancellation (the
+        # loop ending cancels this task while it closes) would leave a socket open that
+        # nothing closes. Each step runs again to its end, and the cancellation is
+        # raised once they are done.
+        cancelled = False
+        for step in steps:
+            for _attempt in range(CLOSE_ATTEMPTS):
+                try:
+                    await step()
+                except asyncio.CancelledError:
+                    cancelled = True
+                    continue
+                except (redis.RedisError, OSError):
+                    pass
+                break
+        if cancelled:
+            raise asyncio.CancelledError
 
     async def _lost(self) -> None:
         """The connection failed: close it; the flusher reopens it after a pause."""
@@ -272,12 +316,15 @@ class ResultWaiter:
         if kind == "subscribe":
             # Confirmed: anything stored from now on will be published to us, so one
             # read of what is stored already closes the window.
-            self._to_read.add(channel)
-            if self._readers_of_state is None or self._readers_of_state.done():
-                loop = asyncio.get_running_loop()
-                self._readers_of_state = loop.create_task(self._read_states())
+            self._read_state_of(channel)
         elif kind == "message":
             self._answer(channel, message.get("data"))
+
+    def _read_state_of(self, channel: str) -> None:
+        self._to_read.add(channel)
+        if self._readers_of_state is None or self._readers_of_state.done():
+            loop = asyncio.get_running_loop()
+            self._readers_of_state = loop.create_task(self._read_states())
 
     async def _read_states(self) -> None:
         await asyncio.sleep(0)  # confirmations that arrived together: one MGET

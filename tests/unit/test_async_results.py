@@ -52,6 +52,19 @@ def _pubsub_clients(client: redis.Redis) -> int:
     return len([line for line in text.splitlines() if line.strip()])
 
 
+def _waiter_connections(client: redis.Redis) -> int:
+    """The waiters' open connections (pub/sub and reads), by their name."""
+    return sum(1 for info in client.client_list() if info.get("name") == async_results.CLIENT_NAME)
+
+
+def _waiter_connections_closed(client: redis.Redis, timeout: float = 2.0) -> bool:
+    """Whether no waiter connection is open, once Redis has read the closes."""
+    deadline = time.monotonic() + timeout
+    while _waiter_connections(client) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _waiter_connections(client) == 0
+
+
 async def _until(check: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not check():
@@ -196,6 +209,8 @@ def test_a_result_published_while_the_connection_was_down_is_not_missed(
         return await waiting
 
     assert _run(main) == "while away"
+    # Nothing the waiter opened, before or after the loss, outlives the loop.
+    assert _waiter_connections_closed(client)
 
 
 def test_the_connection_closes_when_nothing_is_waited_on(
@@ -208,13 +223,30 @@ def test_the_connection_closes_when_nothing_is_waited_on(
 
     async def main() -> tuple[int, int]:
         await aio.result(task_id, timeout=5)
-        during = _pubsub_clients(client)
-        await _until(lambda: _pubsub_clients(client) == 0, "the idle close", timeout=5)
+        during = _waiter_connections(client)
+        await _until(lambda: _waiter_connections(client) == 0, "the idle close", timeout=5)
         # And the next wait opens it again.
         await aio.result(task_id, timeout=5)
-        return during, _pubsub_clients(client)
+        return during, _waiter_connections(client)
 
-    assert _run(main) == (1, 1)
+    # The pub/sub connection and the one that read the stored state, both times.
+    assert _run(main) == (2, 2)
+    assert _waiter_connections_closed(client)
+
+
+def test_a_wait_right_after_another_on_the_same_task_reads_the_stored_result(
+    celery_app: Any, client: redis.Redis
+) -> None:
+    """The first wait's channel is still subscribed when the second starts (its
+    UNSUBSCRIBE not yet sent), and the stored result was published long before: the
+    second wait reads it instead of waiting for a message that will not come."""
+    task_id = _id()
+    celery_app.backend.store_result(task_id, "stored", states.SUCCESS)
+
+    async def main() -> list[Any]:
+        return [await aio.result(task_id, timeout=5) for _ in range(3)]
+
+    assert _run(main) == ["stored"] * 3
 
 
 def test_send_keeps_celerys_blocking_consumer_out(celery_app: Any, client: redis.Redis) -> None:
