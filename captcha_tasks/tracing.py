@@ -1,0 +1,316 @@
+"""OpenTelemetry traces of solves: one trace from the caller's send to the result, whatever
+worker ends it.
+
+Nothing here needs OpenTelemetry. Without its API installed every function is a no-op;
+with the API and no SDK set up, spans are the API's non-recording ones: nothing is
+recorded and next to nothing paid. :func:`setup` (a worker at start, and each pool
+process after its fork) installs the SDK from the standard ``OTEL_*`` variables when
+they name an exporter (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), unless a tracer provider is installed already
+(``opentelemetry-instrument``, or the application's own).
+
+A solve's trace context travels as W3C ``traceparent`` (and ``tracestate``): in the
+Celery message's headers from the caller (:func:`inject_into`), then in the job's record
+in Redis from its admission on (:func:`carrier`: the admission span's context), so the
+engine that submits, reads and ends it, on any worker and after any redelivery, adds
+its spans to the same trace.
+
+Attributes are the OpenTelemetry semantic conventions' where they exist (``messaging.*``
+for the task, ``http.*``/``server.*`` for provider calls) and ``captcha_tasks.*``:
+types, provider names, captcha ids, counts and costs. Never a key, a token, a cookie,
+a proxy's credentials or a URL's query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "TRACER_NAME",
+    "attached",
+    "carrier",
+    "current_trace_id",
+    "emit",
+    "inject_into",
+    "install_log_trace_ids",
+    "setup",
+    "span",
+    "to_ns",
+]
+
+log = logging.getLogger(__name__)
+
+#: The instrumentation scope of every span here.
+TRACER_NAME = "captcha_tasks"
+#: The variables that ask for an exporter (any one of them set turns the SDK on).
+EXPORTER_VARIABLES = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+try:
+    from opentelemetry import context as _context
+    from opentelemetry import propagate as _propagate
+    from opentelemetry import trace as _trace
+except ImportError:  # the [otel] extra is not installed: every function is a no-op
+    _trace = None  # type: ignore[assignment]
+
+_setup_lock = threading.Lock()
+
+
+def enabled() -> bool:
+    """Whether OpenTelemetry's API is installed (spans may be recorded)."""
+    return _trace is not None
+
+
+def _tracer() -> Any:
+    from .version import __version__
+
+    return _trace.get_tracer(TRACER_NAME, __version__)
+
+
+def to_ns(epoch_seconds: float) -> int:
+    """Epoch seconds as OpenTelemetry's nanoseconds."""
+    return int(epoch_seconds * 1e9)
+
+
+# -- the context --------------------------------------------------------------------
+
+
+def carrier() -> str:
+    """The running span's context as the job record keeps it (JSON of ``traceparent`` and
+    ``tracestate``); "" when no span is recording."""
+    if _trace is None or not _trace.get_current_span().get_span_context().is_valid:
+        return ""
+    headers: dict[str, str] = {}
+    _propagate.inject(headers)
+    kept = {k: v for k, v in headers.items() if k in ("traceparent", "tracestate")}
+    return json.dumps(kept, separators=(",", ":")) if kept else ""
+
+
+def _context_of(parent: str | Mapping[str, Any] | None) -> Any:
+    """The context a :func:`carrier` string or a message's headers carry (None: none)."""
+    if _trace is None or not parent:
+        return None
+    if isinstance(parent, str):
+        try:
+            parent = json.loads(parent)
+        except ValueError:
+            return None
+        if not isinstance(parent, dict):
+            return None
+    headers = {k: str(parent[k]) for k in ("traceparent", "tracestate") if parent.get(k)}
+    return _propagate.extract(headers) if headers else None
+
+
+def inject_into(headers: dict[str, Any]) -> None:
+    """Put the running span's context in a message's ``headers`` (``traceparent``)."""
+    if _trace is not None:
+        _propagate.inject(headers)
+
+
+def current_trace_id() -> str:
+    """The running span's trace id (32 hex digits), or "" when none is recording."""
+    if _trace is None:
+        return ""
+    found = _trace.get_current_span().get_span_context()
+    return format(found.trace_id, "032x") if found.is_valid else ""
+
+
+# -- spans --------------------------------------------------------------------------
+
+
+def _kind(kind: str) -> Any:
+    return getattr(_trace.SpanKind, kind.upper())
+
+
+def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None and v != ""}
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    parent: str | Mapping[str, Any] | None = None,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    start_time: float | None = None,
+) -> Iterator[Any]:
+    """A span, current inside the block (its trace id in log lines), the child of
+    ``parent`` (a :func:`carrier` string or a message's headers; None: the running
+    span). An exception leaving the block is recorded on it, its status ERROR. Yields
+    the span (None without OpenTelemetry)."""
+    if _trace is None:
+        yield None
+        return
+    context = _context_of(parent) if parent is not None else None
+    with _tracer().start_as_current_span(
+        name,
+        context=context,
+        kind=_kind(kind),
+        attributes=_clean(attributes or {}),
+        start_time=None if start_time is None else to_ns(start_time),
+    ) as current:
+        yield current
+
+
+def emit(
+    name: str,
+    *,
+    parent: str | Mapping[str, Any] | None,
+    start: float,
+    end: float,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    error: BaseException | str | None = None,
+) -> None:
+    """A span that already happened, from ``start`` to ``end`` (epoch seconds): a wait,
+    or an outcome. ``error``: its status is ERROR with that description."""
+    if _trace is None:
+        return
+    done = _tracer().start_span(
+        name,
+        context=_context_of(parent),
+        kind=_kind(kind),
+        attributes=_clean(attributes or {}),
+        start_time=to_ns(start),
+    )
+    if error is not None:
+        set_error(done, error)
+    done.end(end_time=to_ns(max(start, end)))
+
+
+@contextlib.contextmanager
+def attached(parent: str | Mapping[str, Any] | None) -> Iterator[None]:
+    """Inside, ``parent`` (a :func:`carrier` string) is the running context: what is
+    logged carries its trace id, and spans started are its children."""
+    context = _context_of(parent)
+    if context is None:
+        yield
+        return
+    token = _context.attach(context)
+    try:
+        yield
+    finally:
+        _context.detach(token)
+
+
+def set_error(current: Any, error: BaseException | str) -> None:
+    """Mark ``current`` failed with ``error`` (its type and code as attributes)."""
+    if current is None or _trace is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    if isinstance(error, BaseException):
+        current.set_attribute("error.type", type(error).__name__)
+        code = getattr(error, "code", None)
+        if code:
+            current.set_attribute("captcha_tasks.error_code", str(code))
+        description = f"{type(error).__name__}: {getattr(error, 'code', '') or ''}".rstrip(": ")
+    else:
+        current.set_attribute("error.type", error)
+        description = error
+    current.set_status(Status(StatusCode.ERROR, description))
+
+
+# -- the SDK ------------------------------------------------------------------------
+
+
+def setup() -> bool:
+    """Install OpenTelemetry's SDK from the ``OTEL_*`` variables if they name an exporter
+    and nothing is installed yet; True if this call installed it. Call it in each process
+    that records spans, after any fork (a worker's main process and each pool process)."""
+    if _trace is None or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    if not any(os.environ.get(name) for name in EXPORTER_VARIABLES):
+        return False
+    with _setup_lock:
+        if not isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
+            return False  # installed already: by opentelemetry-instrument, or by us
+        try:
+            provider = _sdk_provider()
+        except ImportError as exc:
+            log.warning("OpenTelemetry: %s; no traces (pip install 'captcha_tasks[otel]')", exc)
+            return False
+        if provider is None:
+            return False
+        _trace.set_tracer_provider(provider)
+    return True
+
+
+def _sdk_provider() -> Any:
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    names = [
+        name.strip()
+        for name in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+        if name.strip()
+    ]
+    exporters: list[Any] = []
+    for name in names:
+        if name in ("otlp", "otlp_proto_http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        elif name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name != "none":
+            log.warning("OpenTelemetry: no exporter named %r here (otlp, console, none)", name)
+    if not exporters:
+        return None
+    defaults = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "captcha_tasks"}
+    # The sampler comes from OTEL_TRACES_SAMPLER(_ARG), the resource's other attributes
+    # from OTEL_RESOURCE_ATTRIBUTES: the SDK reads them itself.
+    provider = TracerProvider(resource=Resource.create(defaults))
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def flush(timeout_s: float = 5.0) -> None:
+    """Export what is buffered (a process about to end)."""
+    if _trace is None:
+        return
+    provider = _trace.get_tracer_provider()
+    force_flush = getattr(provider, "force_flush", None)
+    if force_flush is not None:
+        force_flush(int(timeout_s * 1000))
+
+
+# -- log lines ----------------------------------------------------------------------
+
+
+def install_log_trace_ids() -> None:
+    """Every log record made from now on carries ``otelTraceID`` and ``otelSpanID`` (the
+    names OpenTelemetry's logging instrumentation uses; "0" when no span is recording)
+    and ``trace``: `` trace=<id>`` inside a span, else "" (the worker's log format
+    shows it)."""
+    if getattr(logging.getLogRecordFactory(), "_captcha_tasks_traces", False):
+        return
+    make = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        context = _trace.get_current_span().get_span_context() if _trace is not None else None
+        if context is not None and context.is_valid:
+            trace_id = format(context.trace_id, "032x")
+            span_id = format(context.span_id, "016x")
+            shown = f" trace={trace_id}"
+        else:
+            trace_id = span_id = "0"
+            shown = ""
+        record.__dict__.update(otelTraceID=trace_id, otelSpanID=span_id, trace=shown)
+        return record
+
+    factory._captcha_tasks_traces = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

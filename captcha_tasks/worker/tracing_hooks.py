@@ -1,0 +1,107 @@
+"""Where a solve's trace meets Celery: the send's producer span and the context in the
+message, the admission's consumer span, and OpenTelemetry's SDK in each worker process
+(:mod:`captcha_tasks.tracing` has the spans themselves).
+
+With ``opentelemetry-instrumentation-celery`` on, its spans are the send and the run of
+the admitting execution: this module then adds no producer span of its own, and the
+admission span is the child of the run span, so nothing is recorded twice and the stock
+span of an admission (milliseconds) is the parent of the solve's, not taken for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from celery import signals
+
+from .. import tracing
+
+__all__ = ["admission_span"]
+
+#: The tasks whose sends carry a trace (this application's).
+_OURS = "captcha_tasks."
+
+
+def _stock_celery_instrumented() -> bool:
+    """Whether ``opentelemetry-instrumentation-celery`` is on in this process."""
+    try:
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    except ImportError:
+        return False
+    return bool(CeleryInstrumentor().is_instrumented_by_opentelemetry)  # type: ignore[no-untyped-call]
+
+
+@signals.before_task_publish.connect  # type: ignore[untyped-decorator]
+def _on_send(sender: str | None = None, headers: dict[str, Any] | None = None, **_: Any) -> None:
+    """The caller's send: a producer span, its context in the message's headers."""
+    if not tracing.enabled() or headers is None or not str(sender or "").startswith(_OURS):
+        return
+    if "traceparent" in headers or _stock_celery_instrumented():
+        return  # the stock instrumentation's producer span carries the context
+    with tracing.span(
+        f"send {sender}",
+        kind="producer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.message.id": headers.get("id"),
+            "messaging.destination.name": headers.get("task"),
+        },
+    ):
+        tracing.inject_into(headers)
+
+
+@contextlib.contextmanager
+def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterator[Any]:
+    """The consumer span of a solve's admission, in the caller's trace: the parent of
+    everything the engine does for it (its context is stored with the job)."""
+    request = task.request
+    headers = {name: getattr(request, name, None) for name in ("traceparent", "tracestate")}
+    # The stock instrumentation's run span is current: the admission is its child.
+    parent = None if tracing.current_trace_id() else headers
+    delivery = getattr(request, "delivery_info", None) or {}
+    with tracing.span(
+        f"process {task.name}",
+        parent=parent,
+        kind="consumer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.message.id": request.id,
+            "messaging.destination.name": delivery.get("routing_key"),
+            "messaging.consumer.group.name": request.hostname,
+            "captcha_tasks.type": captcha_type,
+            "captcha_tasks.route": ",".join(route),
+        },
+    ) as span:
+        yield span
+
+
+@signals.celeryd_init.connect  # type: ignore[untyped-decorator]
+def _on_celeryd_init(**_: Any) -> None:
+    # Before the worker sets its logging up: every record carries the trace id that
+    # the worker's log format shows.
+    tracing.install_log_trace_ids()
+
+
+@signals.worker_init.connect  # type: ignore[untyped-decorator]
+def _on_worker_init(**_: Any) -> None:
+    tracing.install_log_trace_ids()
+    tracing.setup()
+
+
+@signals.worker_process_init.connect  # type: ignore[untyped-decorator]
+def _on_worker_process_init(**_: Any) -> None:
+    # A pool process after its fork: the SDK's span processor restarts its thread in a
+    # forked child itself; set up here if the parent had nothing to inherit.
+    tracing.setup()
+
+
+@signals.worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+@signals.worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _on_shutdown(**_: Any) -> None:
+    tracing.flush()

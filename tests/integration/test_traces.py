@@ -1,0 +1,158 @@
+"""OpenTelemetry traces of solves, exported by real workers over OTLP/HTTP to a receiver
+this test runs, decoded with the protocol's own classes.
+
+The caller sends from inside a span of its own (the SDK's in-memory exporter keeps it);
+worker A admits the solve and submits it, then stops (a warm shutdown, its spans
+flushed); worker B's engine reads the captcha and stores the result. Everything is one
+trace: the send, A's admission, A's wait for a thread and submit, B's reads and B's
+result, parented through the job's record in Redis.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+import redis
+
+from captcha_tasks import solve_recaptcha_v2
+from captcha_tasks.settings import get_settings
+from captcha_tasks.state import Keys
+from captcha_tasks_dev.procs import wait_until
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan
+from tests.support.workers import worker_env
+
+pytestmark = pytest.mark.integration
+
+V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+
+
+@pytest.fixture
+def receiver() -> Any:
+    with OtlpReceiver() as running:
+        yield running
+
+
+@pytest.fixture
+def caller_spans() -> Any:
+    """This process's spans, in the SDK's in-memory exporter (one provider per process:
+    OpenTelemetry's global is set once)."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+
+
+def _traced_env(sandbox_url: str, receiver: OtlpReceiver, instance: str) -> dict[str, str]:
+    return worker_env(
+        sandbox_url,
+        OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+        OTEL_SERVICE_NAME="captcha-worker",
+        OTEL_RESOURCE_ATTRIBUTES=f"service.instance.id={instance}",
+        OTEL_BSP_SCHEDULE_DELAY="100",
+    )
+
+
+def _named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
+    return [s for s in spans if s.name == name]
+
+
+def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
+    celery_app: Any,
+    redis_url: str,
+    sandbox_factory: Any,
+    worker_factory: Any,
+    receiver: OtlpReceiver,
+    caller_spans: Any,
+) -> None:
+    from opentelemetry import trace
+
+    # 100 s solves at the tests' time scale: 5 s, time for A to stop after its submit.
+    sandbox = sandbox_factory(latency={"recaptcha_v2": 100.0}, jitter=0.0)
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    keys = Keys(get_settings().key_prefix)
+    a = worker_factory(_traced_env(sandbox.url, receiver, "a"), name="trace-a@127.0.0.1")
+    with trace.get_tracer("test").start_as_current_span("caller") as caller:
+        result = solve_recaptcha_v2.delay(V2_KEY, "https://example.com/traced")
+    trace_id = format(caller.get_span_context().trace_id, "032x")
+    wait_until(
+        lambda: client.hget(keys.job(result.id), "state") == "polling",
+        timeout=30,
+        interval=0.05,
+        what="worker A's submit",
+    )
+    a.proc.send_signal(signal.SIGTERM)  # a warm shutdown: its engine stops, spans flushed
+    a.proc.wait(timeout=30)
+    b = worker_factory(_traced_env(sandbox.url, receiver, "b"), name="trace-b@127.0.0.1")
+    solved = result.get(timeout=60)
+    wait_until(
+        lambda: _named(receiver.spans, "captcha_tasks.result"),
+        timeout=15,
+        interval=0.05,
+        what="the result's span",
+    )
+
+    (send,) = [s for s in caller_spans.get_finished_spans() if s.name.startswith("send ")]
+    assert format(send.context.trace_id, "032x") == trace_id
+    assert send.kind == trace.SpanKind.PRODUCER
+    assert send.attributes["messaging.message.id"] == result.id
+
+    spans = [s for s in receiver.spans if s.trace_id == trace_id]
+    assert {s.trace_id for s in receiver.spans} == {trace_id}  # nothing outside the trace
+    (admit,) = [s for s in spans if s.kind == "consumer"]
+    assert admit.name == "process captcha_tasks.solve_recaptcha_v2"
+    assert admit.parent_id == format(send.context.span_id, "016x")
+    assert admit.attributes["messaging.message.id"] == result.id
+    assert admit.attributes["captcha_tasks.outcome"] == "admitted"
+    assert admit.resource["service.instance.id"] == "a"
+    assert admit.resource["service.name"] == "captcha-worker"
+
+    (wait,) = _named(spans, "captcha_tasks.wait_for_thread")
+    (submit,) = _named(spans, "captcha_tasks.submit")
+    reads = sorted(_named(spans, "captcha_tasks.read"), key=lambda s: s.start_ns)
+    (end,) = _named(spans, "captcha_tasks.result")
+    # The engine's spans are the admission's children, whichever worker made them.
+    assert {s.parent_id for s in (wait, submit, *reads, end)} == {admit.span_id}
+    assert (wait.resource["service.instance.id"], submit.resource["service.instance.id"]) == (
+        "a",
+        "a",
+    )
+    # A may have read once before it stopped; the answer was B's to read and store.
+    assert (reads[-1].resource["service.instance.id"], end.resource["service.instance.id"]) == (
+        "b",
+        "b",
+    )
+    # In order: admitted, waited, sent, read until the answer, ended.
+    starts = [admit.start_ns, wait.end_ns, submit.start_ns, reads[0].start_ns, end.start_ns]
+    assert starts == sorted(starts)
+    assert submit.kind == "client"
+    assert submit.attributes["captcha_tasks.captcha_id"] == solved["captcha_id"]
+    assert submit.attributes["captcha_tasks.provider"] == solved["provider"]
+    assert [r.attributes["captcha_tasks.answer"] for r in reads][-1] == "ready"
+    assert all(r.attributes["captcha_tasks.answer"] == "not_ready" for r in reads[:-1])
+    assert end.attributes["captcha_tasks.outcome"] == "solved"
+    assert end.attributes["captcha_tasks.reads"] == solved["polls"] == len(reads)
+    assert end.status != 2
+
+    # The worker's log lines of the solve lead to its trace.
+    admitted = [line for line in a.log().splitlines() if f"[{result.id}] admitted" in line]
+    assert admitted and f"trace={trace_id}" in admitted[0]
+    ended = [line for line in b.log().splitlines() if f"[{result.id}] succeeded" in line]
+    assert ended and f"trace={trace_id}" in ended[0]
+
+    # No secret in anything exported: the provider key, the token.
+    from captcha_tasks_sandbox import DEV_API_KEY
+
+    exported = receiver.raw
+    assert DEV_API_KEY.encode() not in exported
+    assert str(solved["solution"]).encode() not in exported
