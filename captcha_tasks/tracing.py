@@ -37,6 +37,7 @@ __all__ = [
     "carrier",
     "current_trace_id",
     "emit",
+    "event",
     "inject_into",
     "install_log_trace_ids",
     "setup",
@@ -186,6 +187,12 @@ def emit(
     if error is not None:
         set_error(done, error)
     done.end(end_time=to_ns(max(start, end)))
+
+
+def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    """An event on the running span (a page loaded, a verdict), if one is recording."""
+    if _trace is not None:
+        _trace.get_current_span().add_event(name, _clean(attributes or {}))
 
 
 @contextlib.contextmanager

@@ -2,10 +2,12 @@
 message, the admission's consumer span, and OpenTelemetry's SDK in each worker process
 (:mod:`captcha_tasks.tracing` has the spans themselves).
 
-With ``opentelemetry-instrumentation-celery`` on, its spans are the send and the run of
-the admitting execution: this module then adds no producer span of its own, and the
-admission span is the child of the run span, so nothing is recorded twice and the stock
-span of an admission (milliseconds) is the parent of the solve's, not taken for it.
+With ``opentelemetry-instrumentation-celery`` on, its producer span is the send's: this
+module then adds none of its own. The admission span is the child of the span current
+when it starts (the stock run span, where the stock instrumentation sees the admitting
+execution run), else of the context in the message (the producer span: an admission in
+the worker's consumer, where it sees no run). Nothing is recorded twice, and the stock
+spans of an admission (milliseconds) are not taken for the solve.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from celery import signals
 
 from .. import tracing
 
-__all__ = ["admission_span"]
+__all__ = ["admission_span", "page_span"]
 
 #: The tasks whose sends carry a trace (this application's).
 _OURS = "captcha_tasks."
@@ -76,6 +79,31 @@ def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterat
             "messaging.consumer.group.name": request.hostname,
             "captcha_tasks.type": captcha_type,
             "captcha_tasks.route": ",".join(route),
+        },
+    ) as span:
+        yield span
+
+
+@contextlib.contextmanager
+def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[Any]:
+    """A step of a page's fetch (``fetch_page``, ``submit_challenge``) as a consumer
+    span in the caller's trace: the solves it sends, and the steps after them, are its
+    children through their messages. Only the page's host name, never its URL (a query
+    or credentials in it are not ours to record)."""
+    host = (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+    request = task.request
+    headers = {name_: getattr(request, name_, None) for name_ in ("traceparent", "tracestate")}
+    parent = None if tracing.current_trace_id() else headers
+    with tracing.span(
+        name,
+        parent=parent,
+        kind="consumer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "process",
+            "messaging.message.id": request.id,
+            "server.address": host,
+            **{f"captcha_tasks.{k}": v for k, v in attributes.items()},
         },
     ) as span:
         yield span

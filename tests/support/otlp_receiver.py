@@ -43,6 +43,8 @@ class ReceivedSpan:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
+    #: ``{"name", "attributes"}`` each
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class OtlpReceiver(BackgroundServer):
@@ -114,6 +116,13 @@ class OtlpReceiver(BackgroundServer):
                             attributes={a.key: _value(a.value) for a in s.attributes},
                             resource=resource,
                             scope=scope_spans.scope.name,
+                            events=[
+                                {
+                                    "name": e.name,
+                                    "attributes": {a.key: _value(a.value) for a in e.attributes},
+                                }
+                                for e in s.events
+                            ],
                         )
                     )
         with self._lock:
