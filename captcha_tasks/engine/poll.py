@@ -33,6 +33,9 @@ __all__ = ["Poller"]
 
 log = logging.getLogger(__name__)
 
+#: A job's reads by one engine: one span, an event per read.
+_READS = tracing.SpanOfEvents("captcha_tasks.reads")
+
 
 class Poller:
     """Polls for one engine (``provider`` may be replaced)."""
@@ -98,8 +101,9 @@ class Poller:
         answers: Mapping[str, Polled],
         error: Exception | None,
     ) -> None:
-        """A read span in each job's trace: one request for all of ``jobs`` (batched) or
-        one each, what it found for the job (``captcha_tasks.answer``)."""
+        """Each job's read in its trace, as an event of one ``captcha_tasks.reads`` span
+        per job and engine (:class:`~captcha_tasks.tracing.SpanOfEvents`): one request for
+        all of ``jobs`` (batched) or one each, what it found (``captcha_tasks.answer``)."""
         if not tracing.enabled():
             return
         end = time.time()
@@ -111,22 +115,27 @@ class Poller:
                 answer = "not_ready"
             else:
                 answer = getattr(found, "code", None) or type(found).__name__
-            tracing.emit(
-                "captcha_tasks.read",
-                parent=job.trace,
+            _READS.step(
+                job.task_id,
+                job.trace,
                 start=started,
                 end=end,
-                kind="client",
                 attributes={
                     "captcha_tasks.type": job.type,
                     "captcha_tasks.provider": self.parts.queue.provider_name,
                     "captcha_tasks.captcha_id": job.captcha_id,
+                    "captcha_tasks.answer": answer,
+                    "messaging.message.id": job.task_id,
+                },
+                event={
+                    "name": "read",
                     "captcha_tasks.read": job.polls + 1,
                     "captcha_tasks.batched": len(jobs) > 1,
                     "captcha_tasks.batch_size": len(jobs),
                     "captcha_tasks.answer": answer,
-                    "messaging.message.id": job.task_id,
                 },
+                # The last read here: answered, or an error that ends or moves the job.
+                final=found is not None,
                 error=error,
             )
 

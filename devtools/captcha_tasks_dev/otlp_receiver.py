@@ -1,6 +1,7 @@
 """An OTLP/HTTP trace receiver on loopback: what an OpenTelemetry Collector's ``otlphttp``
 receiver takes (``POST /v1/traces``, protobuf, gzip or not), decoded with the protocol's
-own generated classes (``opentelemetry-proto``) into :class:`ReceivedSpan` records."""
+own generated classes (``opentelemetry-proto``) into :class:`ReceivedSpan` records. The
+trace tests export to it, and so does ``bench solve --traces``' traced run."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
-
-from tests.support.servers import BackgroundServer
 
 __all__ = ["OtlpReceiver", "ReceivedSpan"]
 
@@ -43,17 +42,16 @@ class ReceivedSpan:
     attributes: dict[str, Any] = field(default_factory=dict)
     resource: dict[str, Any] = field(default_factory=dict)
     scope: str = ""
-    #: ``{"name", "attributes"}`` each
+    #: ``{"name", "time_ns", "attributes"}`` each
     events: list[dict[str, Any]] = field(default_factory=list)
 
 
-class OtlpReceiver(BackgroundServer):
-    """Spans POSTed to :attr:`url` ``/v1/traces``, in :attr:`spans` (thread-safe copy)."""
+class OtlpReceiver:
+    """Spans POSTed to :attr:`url` ``/v1/traces``, in :attr:`spans` (thread-safe copy);
+    served by a thread between :meth:`start` and :meth:`stop` (or a ``with`` block).
+    ``port``: 0 for any free one."""
 
-    thread_name = "otlp-receiver"
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, port: int = 0) -> None:
         self._spans: list[ReceivedSpan] = []
         self._bodies: list[bytes] = []
         self._lock = threading.Lock()
@@ -78,7 +76,25 @@ class OtlpReceiver(BackgroundServer):
             def log_message(self, *_: Any) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="otlp-receiver", daemon=True
+        )
+
+    def start(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(timeout=5)
+        self._server.server_close()
+
+    def __enter__(self) -> OtlpReceiver:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
 
     @property
     def url(self) -> str:
@@ -119,6 +135,7 @@ class OtlpReceiver(BackgroundServer):
                             events=[
                                 {
                                     "name": e.name,
+                                    "time_ns": e.time_unix_nano,
                                     "attributes": {a.key: _value(a.value) for a in e.attributes},
                                 }
                                 for e in s.events
@@ -128,12 +145,3 @@ class OtlpReceiver(BackgroundServer):
         with self._lock:
             self._spans += decoded
             self._bodies.append(body)
-
-    def _serve(self) -> None:
-        self._server.serve_forever(poll_interval=0.1)
-
-    def _shutdown(self) -> None:
-        self._server.shutdown()
-
-    def _cleanup(self) -> None:
-        self._server.server_close()
