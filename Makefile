@@ -157,6 +157,7 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery
 	$(BIN)/captcha-tasks-dev bench solve --provider capsolver --skip-baseline
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.
 	$(BIN)/captcha-tasks-dev bench solve --callbacks --solves 1200
+	$(BIN)/captcha-tasks-dev bench solve --traces --solves 1200
 	$(BIN)/captcha-tasks-dev bench pages
 	$(BIN)/captcha-tasks-dev bench routing
 	@# solve_altcha's proof of work, solved by the worker: solves per second per core for

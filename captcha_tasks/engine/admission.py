@@ -72,11 +72,13 @@ def admit_unless_pooled(
     pool: str = "",
     proxy_id: str = "",
     route: Sequence[str] = (),
+    trace: str = "",
 ) -> int:
     """:func:`admit`, in the same round trip as the look for a token pool ``pool_id``
     (the pool of ``captcha``; "" for none): :data:`POOLED` without queueing anything
     if that pool has tokens or is registered (take from it, then :func:`admit`),
-    :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`."""
+    :data:`SEEN` for a task id admitted before, else :data:`ADMITTED`. ``trace``: the
+    solve's trace context (:func:`captcha_tasks.tracing.carrier`), kept with the job."""
     captcha.validate(max_image_bytes=settings.max_image_bytes)
     now = clock_of(client)() if now is None else now  # compared by every engine
     deadline_s = settings.scaled(DEADLINE[captcha.type])
@@ -100,6 +102,8 @@ def admit_unless_pooled(
         "proxy_id": proxy_id,
         "route": ",".join(route),
         "request": json.dumps(request, separators=(",", ":"), default=str) if request else "",
+        # The admission span's context: the engine's spans join the caller's trace.
+        "trace": trace,
     }
     keys = Keys(settings.key_prefix)
     providers = settings.providers()

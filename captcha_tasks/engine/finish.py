@@ -12,10 +12,11 @@ import contextlib
 import decimal
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, Protocol, cast
 
-from .. import errors
+from .. import errors, tracing
 from ..errors import CaptchaTasksError, SolverError
 from ..provider import CAPTCHA_CLASSES, Answer, CaptchaType
 from ..provider.kind import AnswerContext
@@ -130,6 +131,8 @@ class Finisher:
         # With ``then`` (the engine's refill) this caller takes the freed threads itself.
         ended = self.queue.finish_many(ends, now, wake=then is None)
         won = [s for s, ok in zip(solved, ended, strict=True) if ok]
+        for s in won:
+            self._traced(s.job, result=s.result)
         if won and then is not None:
             try:
                 then()
@@ -197,7 +200,40 @@ class Finisher:
                 task_id=job.task_id,
             )
         else:
-            self.completer.succeed(job, result)
+            with tracing.attached(job.trace):  # its log line carries the trace id
+                self.completer.succeed(job, result)
+
+    def _traced(
+        self,
+        job: Job,
+        *,
+        result: dict[str, Any] | None = None,
+        error: CaptchaTasksError | None = None,
+    ) -> None:
+        """The outcome's span in the job's trace: solved (provider, cost, reads) or the
+        typed error."""
+        if not tracing.enabled():
+            return
+        attributes: dict[str, Any] = {
+            "captcha_tasks.type": job.type,
+            "captcha_tasks.provider": self.provider_name,
+            "captcha_tasks.outcome": "solved" if error is None else "failed",
+            "captcha_tasks.submits": job.submits,
+            "messaging.message.id": job.task_id,
+        }
+        if result is not None:
+            attributes["captcha_tasks.reads"] = result.get("polls")
+            attributes["captcha_tasks.cost"] = result.get("cost")
+            attributes["captcha_tasks.pool"] = bool(job.pool) or None
+        at = time.time()  # this host's clock, as every span's
+        tracing.emit(
+            "captcha_tasks.result",
+            parent=job.trace,
+            start=at,
+            end=at,
+            attributes=attributes,
+            error=error,
+        )
 
     def fail(self, job: Job, error: CaptchaTasksError, *, expected: str = "") -> bool:
         """``job`` ends with ``error``; False if it had ended already. A polled job's
@@ -214,11 +250,13 @@ class Finisher:
         ):
             return False
         self.observer.failed(job.type, _source(job), error)
+        self._traced(job, error=error)
         if job.pool:
             log.warning("engine %s: a pool fill failed: %s", self.name, error)
             self.pool.fill_ended(job.pool, job.task_id)
         else:
-            self.completer.fail(job, error)
+            with tracing.attached(job.trace):
+                self.completer.fail(job, error)
         self.queue.reported(job.task_id)
         return True
 

@@ -92,6 +92,9 @@ class Job:
     #: longer the job's is refused (another engine took the job over).
     claim: str = ""
     claimed_by: str = ""
+    #: The solve's trace context (``captcha_tasks.tracing.carrier``: the admission
+    #: span's), "" when it was admitted with no trace recording.
+    trace: str = ""
 
     @classmethod
     def from_fields(cls, task_id: str, fields: dict[str, str]) -> Job:
@@ -121,6 +124,7 @@ class Job:
             provider=fields.get("provider", ""),
             claim=fields.get("claim", ""),
             claimed_by=fields.get("claimed_by", ""),
+            trace=fields.get("trace", ""),
         )
 
     def captcha(self) -> Captcha:

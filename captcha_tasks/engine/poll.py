@@ -11,8 +11,10 @@ the provider would answer with a lost task: past its read cap or its retention."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 
+from .. import tracing
 from ..errors import (
     CaptchaUnsolvable,
     ClientError,
@@ -30,6 +32,9 @@ from .parts import EngineParts
 __all__ = ["Poller"]
 
 log = logging.getLogger(__name__)
+
+#: A job's reads by one engine: one span, an event per read.
+_READS = tracing.SpanOfEvents("captcha_tasks.reads")
 
 
 class Poller:
@@ -63,12 +68,15 @@ class Poller:
                 freed |= self.parts.finisher.fail(job, SolveTimeout(stop))
         if not readable:
             return freed
+        started = time.time()  # the read spans' times: this host's clock, as every span's
         try:
             answers = self._get_answers(readable)
         except (TransientSolverError, PermanentSolverError) as exc:
+            self._traced(readable, started, {}, exc)
             self._failed(readable, exc, now)
             return freed
         at = self.parts.clock()
+        self._traced(readable, started, answers, None)
         solved: list[tuple[Job, Answer]] = []
         others: list[tuple[Job, Polled]] = []
         for job in readable:
@@ -85,6 +93,51 @@ class Poller:
             for job, answer in others:
                 freed |= self._found(job, answer, at)
         return freed
+
+    def _traced(
+        self,
+        jobs: Sequence[Job],
+        started: float,
+        answers: Mapping[str, Polled],
+        error: Exception | None,
+    ) -> None:
+        """Each job's read in its trace, as an event of one ``captcha_tasks.reads`` span
+        per job and engine (:class:`~captcha_tasks.tracing.SpanOfEvents`): one request for
+        all of ``jobs`` (batched) or one each, what it found (``captcha_tasks.answer``)."""
+        if not tracing.enabled():
+            return
+        end = time.time()
+        for job in jobs:
+            found = answers.get(job.captcha_id) if error is None else error
+            if isinstance(found, Answer):
+                answer = "ready"
+            elif found is None:
+                answer = "not_ready"
+            else:
+                answer = getattr(found, "code", None) or type(found).__name__
+            _READS.step(
+                job.task_id,
+                job.trace,
+                start=started,
+                end=end,
+                attributes={
+                    "captcha_tasks.type": job.type,
+                    "captcha_tasks.provider": self.parts.queue.provider_name,
+                    "captcha_tasks.captcha_id": job.captcha_id,
+                    "captcha_tasks.answer": answer,
+                    "messaging.message.id": job.task_id,
+                },
+                event={
+                    "name": "read",
+                    "captcha_tasks.read": job.polls + 1,
+                    "captcha_tasks.batched": len(jobs) > 1,
+                    "captcha_tasks.batch_size": len(jobs),
+                    "captcha_tasks.answer": answer,
+                },
+                # The last read here: answered, or an error that ends or moves the job.
+                final=found is not None,
+                error=error,
+            )
 
     @property
     def protocol(self) -> Dialect:

@@ -16,6 +16,7 @@ import time
 
 import redis
 
+from .. import tracing
 from ..errors import (
     CaptchaTasksError,
     InsufficientFunds,
@@ -71,12 +72,38 @@ class Submitter:
                 job.task_id,
             )
             return
-        try:
-            pushed = {"callback_url": callback_url} if callback_url else {}
-            captcha_id = self.provider.submit(captcha, proxy=proxy, **pushed)
-        except CaptchaTasksError as exc:
-            self.parts.observer.submitted(job.type, exc)
-            self._submit_failed(job, exc)
+        # The wait for a thread of the provider's budget (a first submit's: from its
+        # admission), then the submit, in the solve's trace.
+        if job.submits == 0:
+            # Spans are in this host's time; the wait's length is in Redis's clock.
+            now = time.time()
+            tracing.emit(
+                "captcha_tasks.wait_for_thread",
+                parent=job.trace,
+                start=now - max(0.0, sending_at - job.enqueued_at),
+                end=now,
+                attributes=self._span_attributes(job),
+            )
+        failed: CaptchaTasksError | None = None
+        captcha_id = ""
+        with tracing.span(
+            "captcha_tasks.submit",
+            parent=job.trace,
+            kind="client",
+            attributes={**self._span_attributes(job), "captcha_tasks.callback": bool(callback_url)},
+        ) as span:
+            try:
+                pushed = {"callback_url": callback_url} if callback_url else {}
+                captcha_id = self.provider.submit(captcha, proxy=proxy, **pushed)
+            except CaptchaTasksError as exc:
+                failed = exc
+                tracing.set_error(span, exc)
+            else:
+                if span is not None:
+                    span.set_attribute("captcha_tasks.captcha_id", captcha_id)
+        if failed is not None:
+            self.parts.observer.submitted(job.type, failed)
+            self._submit_failed(job, failed)
         else:
             self.parts.observer.submitted(job.type)
             self.parts.breaker.ok()
@@ -97,6 +124,15 @@ class Submitter:
             first = self.parts.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.parts.observer.noted("submitted_after_end")
+
+    def _span_attributes(self, job: Job) -> dict[str, object]:
+        return {
+            "captcha_tasks.type": job.type,
+            "captcha_tasks.provider": self.parts.queue.provider_name,
+            "captcha_tasks.protocol": self.parts.queue.config.protocol,
+            "captcha_tasks.attempt": job.submits + 1,
+            "messaging.message.id": job.task_id,
+        }
 
     def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
         """The captcha and proxy to send; None if the job failed instead."""

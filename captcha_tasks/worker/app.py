@@ -92,8 +92,9 @@ def _install_steps() -> None:
 
 _install_steps()
 # The inspect commands (fleet_version, solves): the `celery` command line sends only those
-# registered in its own process, so they are registered wherever the app is imported.
-from . import inspect_commands  # noqa: E402, F401
+# registered in its own process, so they are registered wherever the app is imported; so
+# are the trace hooks (a send's context in its message, the SDK in each worker process).
+from . import inspect_commands, tracing_hooks  # noqa: E402, F401
 
 
 @signals.worker_init.connect  # type: ignore[untyped-decorator]

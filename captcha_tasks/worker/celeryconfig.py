@@ -122,6 +122,12 @@ result_accept_content = ["json"]
 task_acks_late = True
 task_reject_on_worker_lost = True
 worker_prefetch_multiplier = 1
+# Celery's formats with the trace id of a solve's lines (`` trace=<32 hex>``, nothing
+# outside a span: captcha_tasks.tracing.install_log_trace_ids).
+worker_log_format = "[%(asctime)s: %(levelname)s/%(processName)s]%(trace)s %(message)s"
+worker_task_log_format = (
+    "[%(asctime)s: %(levelname)s/%(processName)s]%(trace)s %(task_name)s[%(task_id)s]: %(message)s"
+)
 worker_cancel_long_running_tasks_on_connection_loss = True
 
 result_expires = _settings.result_expires

@@ -42,6 +42,7 @@ from celery.exceptions import Ignore
 from celery.signals import task_revoked
 from celery.utils.nodenames import worker_direct
 
+from .. import tracing
 from ..errors import ChallengeRejected, InvalidTaskInput, NoProxyAvailable
 from ..provider import Captcha, HCaptcha, RecaptchaV2, Turnstile
 from ..results import PageResult
@@ -62,6 +63,7 @@ from .app import app
 from .redacted import RedactedTask
 from .session_bases import continues_later, release_and_wake, schedule_sweeper, wake
 from .task_bases import PageTask
+from .tracing_hooks import page_span
 from .typed import task
 
 __all__ = [
@@ -215,6 +217,15 @@ def fetch_page(
     fields = _check_options(form, isolated)
     settings = self.settings
     check_url(url, settings)
+    with page_span(self, "captcha_tasks.fetch_page", url, isolated=isolated):
+        return _fetch_page(self, url, fields, isolated)
+
+
+def _fetch_page(
+    self: FetchPageTask, url: str, fields: dict[str, str], isolated: bool
+) -> PageResult:
+    """:func:`fetch_page`'s body, inside its span."""
+    settings = self.settings
     if not isolated:
         # Someone is solving this host's challenge right now: wait for their cookies
         # rather than load (and be challenged by) the page again meanwhile.
@@ -225,6 +236,7 @@ def fetch_page(
                 raise wait
     page = fetch(self.browser(), url, settings)
     challenge = detect_challenge(page)
+    _traced_load(page, challenge)
     if challenge is None:
         if fields:
             page = submit(self.browser(), page.url, settings, fields)
@@ -258,6 +270,17 @@ def fetch_page(
     return _solve_under_lock(self, url, _host(page.url), fields)
 
 
+def _traced_load(page: Page, challenge: Challenge | None) -> None:
+    """A page load as an event of the running page span: its status, the challenge found."""
+    tracing.event(
+        "page loaded",
+        {
+            "http.response.status_code": page.status,
+            "captcha_tasks.challenge": challenge.type if challenge is not None else "none",
+        },
+    )
+
+
 def _solve_under_lock(
     task: PageTask, url: str, host: str, fields: dict[str, str], *, attempt: int = 1
 ) -> PageResult:
@@ -272,6 +295,7 @@ def _solve_under_lock(
         CookieStore(client, settings).apply(task.http, host, task.cookie_visitor(task.http))
         page = fetch(task.browser(), url, settings)
         challenge = detect_challenge(page)
+        _traced_load(page, challenge)
         if challenge is None:
             release_and_wake(task.app, lock)
             return _result(page, solved=False, source=None)
@@ -362,6 +386,49 @@ def submit_challenge(
     reported to its provider once, and while ``CAPTCHA_TASKS_PAGE_ATTEMPTS`` allows the
     task goes on as a fresh ``solve | submit_challenge`` (same task id, the session
     lock handed on); ``ChallengeRejected`` once the attempts are spent."""
+    with page_span(
+        self,
+        "captcha_tasks.submit_challenge",
+        url,
+        attempt=attempt if isinstance(attempt, int) else None,
+        challenge=challenge_type if isinstance(challenge_type, str) else None,
+    ):
+        return _submit_challenge(
+            self,
+            solved,
+            url=url,
+            action=action,
+            fields=fields,
+            token_field=token_field,
+            challenge_type=challenge_type,
+            form=form,
+            host=host,
+            lock_token=lock_token,
+            isolated=isolated,
+            sitekey=sitekey,
+            attempt=attempt,
+            refused=refused,
+        )
+
+
+def _submit_challenge(
+    self: PageTask,
+    solved: dict[str, Any],
+    *,
+    url: str,
+    action: str,
+    fields: dict[str, str],
+    token_field: str,
+    challenge_type: str,
+    form: dict[str, str],
+    host: str,
+    lock_token: str,
+    isolated: bool,
+    sitekey: str,
+    attempt: int,
+    refused: list[str] | None,
+) -> PageResult:
+    """:func:`submit_challenge`'s body, inside its span."""
     settings = self.settings
     if not isinstance(host, str) or not isinstance(lock_token, str):
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")
@@ -402,6 +469,7 @@ def submit_challenge(
         try:
             page = _submit_token(self, challenge, solved["solution"], _check_form(form))
         except ChallengeRejected:
+            tracing.event("token refused", {"captcha_tasks.attempt": attempt})
             if attempt >= settings.page_attempts or challenge_type not in _RETRIED:
                 _judged(self, solve_id, accepted=False)
                 raise
@@ -432,6 +500,7 @@ def submit_challenge(
                 _host(action),
             )
         else:
+            tracing.event("token accepted", {"captcha_tasks.attempt": attempt})
             _judged(self, solve_id, accepted=True)
         # The waiters read the cookies as soon as the lock is free: save them first.
         self.save_cookies()

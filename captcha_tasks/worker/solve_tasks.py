@@ -22,6 +22,7 @@ from typing import Any, Literal, cast
 
 from celery.exceptions import Ignore
 
+from .. import tracing
 from ..caller.checks import refuse_unoffered
 from ..errors import ClientError, InvalidApiKey, InvalidTaskInput, TransientSolverError
 from ..provider import (
@@ -48,6 +49,7 @@ from .celery_internals.admit_inline import NotInline, admitting_inline
 from .celery_internals.request import RedactedRequest
 from .redacted import RedactedTask
 from .task_bases import CheckedTask
+from .tracing_hooks import admission_span
 from .typed import task
 
 __all__ = [
@@ -208,36 +210,44 @@ class SolveTask(CheckedTask):
         names = ordered(
             client, self.settings, names, captcha.type, getattr(captcha, "pageurl", None)
         )
-        queue = functools.partial(
-            admit_unless_pooled,
-            client,
-            self.settings,
-            self.request.id,
-            captcha,
-            request=_routing(self.request),
-            proxy_id=proxy_id or "",
-            route=names,
-        )
-        # One round trip unless a token pool may serve it (a redelivered message's
-        # job is queued, in flight or done: SEEN, and no token is taken for it).
-        outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
-        if outcome == POOLED:
-            if admitting_inline():
-                raise NotInline  # a token is the pool's to take (this queued nothing)
-            pooled = TokenPool(client, self.settings).take(captcha)
-            if pooled is not None:
-                solve_observer().solved(captcha.type, "pool")
-                return cast("SolveResult[Any]", pooled)
-            outcome = queue()
-        # The engine stores this task's result and logs its outcome; this run records no
-        # state of its own (Celery's "ignored" line for it is not logged at INFO:
-        # worker.celery_internals.tracer).
-        log.info(
-            "Task %s[%s] %s",
-            self.request.shadow or self.name,
-            self.request.id,
-            "admitted" if outcome == ADMITTED else "admitted before: not queued again",
-        )
+        with admission_span(self, captcha.type, names) as span:
+            queue = functools.partial(
+                admit_unless_pooled,
+                client,
+                self.settings,
+                self.request.id,
+                captcha,
+                request=_routing(self.request),
+                proxy_id=proxy_id or "",
+                route=names,
+                trace=tracing.carrier(),
+            )
+            # One round trip unless a token pool may serve it (a redelivered message's
+            # job is queued, in flight or done: SEEN, and no token is taken for it).
+            outcome = queue(pool_id=("" if routed else pool_id_for(captcha) or ""))
+            if outcome == POOLED:
+                if admitting_inline():
+                    raise NotInline  # a token is the pool's to take (this queued nothing)
+                pooled = TokenPool(client, self.settings).take(captcha)
+                if pooled is not None:
+                    solve_observer().solved(captcha.type, "pool")
+                    if span is not None:
+                        span.set_attribute("captcha_tasks.outcome", "pooled")
+                    return cast("SolveResult[Any]", pooled)
+                outcome = queue()
+            if span is not None:
+                span.set_attribute(
+                    "captcha_tasks.outcome", "admitted" if outcome == ADMITTED else "seen"
+                )
+            # The engine stores this task's result and logs its outcome; this run records
+            # no state of its own (Celery's "ignored" line for it is not logged at INFO:
+            # worker.celery_internals.tracer).
+            log.info(
+                "Task %s[%s] %s",
+                self.request.shadow or self.name,
+                self.request.id,
+                "admitted" if outcome == ADMITTED else "admitted before: not queued again",
+            )
         raise Ignore()
 
 

@@ -139,7 +139,7 @@ ROWS: tuple[Row, ...] = (
 #: The extras a user installs (``pip install 'captcha_tasks[mcp]'``): the newest and oldest
 #: rows install each and take each requirement's range at both ends. The others
 #: (:data:`TOOLING_EXTRAS`) are this repository's own tools.
-USER_EXTRAS = ("aio", "mcp", "nats", "playwright", "scrapy")
+USER_EXTRAS = ("aio", "mcp", "nats", "otel", "playwright", "scrapy")
 TOOLING_EXTRAS = ("compat", "dev", "sdk")
 #: The checkout's other distributions, installed editable in every row's venv beside the
 #: package: the sandbox the tests solve against, the process helpers they start it with.
@@ -156,6 +156,7 @@ EXTRA_TESTS: Mapping[str, tuple[str, ...]] = {
         "tests/unit/test_settings_mcp.py",
     ),
     "nats": ("tests/integration/test_bridge_nats.py", "tests/unit/bridge/test_bridge.py"),
+    "otel": ("tests/integration/test_traces.py", "tests/unit/test_tracing.py"),
     "playwright": (
         "tests/integration/test_playwright.py",
         "tests/unit/contrib/test_browser_cookies.py",

@@ -244,9 +244,11 @@ def test_a_solve_task_alone_loads_no_page_workflow(tmp_path: Path) -> None:
     # (the declarations shape their answers with it), the generated kinds' tasks, the
     # task decorator, and the caller's package with its checks and typed tasks. The
     # import's wall time, a median of 15 fresh interpreters, was 0.48 s to 0.50 s with 16
-    # declarations: within the noise of one run.
+    # declarations: within the noise of one run. Two more since: the trace hooks (a send's
+    # context in its message) and the tracing module, which imports OpenTelemetry only
+    # when a span is first made.
     declarations = {m for m in loaded if m.startswith("captcha_tasks.provider.kinds.")}
-    assert len(loaded - declarations) <= 57
+    assert len(loaded - declarations) <= 59
 
 
 def test_the_worker_only_parts_load_when_named(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "captcha_tasks"
 # Aligned by hand, one layer a line (the formatter would put each module on its own line
 # and lose which ones share a layer).
 LAYERS: dict[str, int] = {
-    "errors": 0, "redaction": 0, "version": 0, "forksafe": 0, "lazy": 0, "results": 0,
+    "errors": 0, "redaction": 0, "version": 0, "forksafe": 0, "lazy": 0, "results": 0, "tracing": 0,
     "settings": 1,
     "state": 2,
     "provider": 3,

@@ -1,10 +1,16 @@
-"""``captcha-tasks-dev bench solve --callbacks``: the same solves collected by polls (the
-default, no callback URL) and by callbacks the sandbox pushes, with and without dropped
-callbacks, each on a fresh Redis, sandbox and workers in one invocation.
+"""Variants of captcha_tasks' own design side by side, each on a fresh Redis, sandbox
+and workers in one invocation:
 
-What it shows: provider reads per solve, the collection delay (answer ready at the
-sandbox -> result stored, p50/p95) and solves lost. Every worker of a run listens on
-one callback port (SO_REUSEPORT), as workers of one host do in production.
+- ``captcha-tasks-dev bench solve --callbacks``: the same solves collected by polls (the
+  default, no callback URL) and by callbacks the sandbox pushes, with and without
+  dropped callbacks. What it shows: provider reads per solve, the collection delay
+  (answer ready at the sandbox -> result stored, p50/p95) and solves lost. Every worker
+  of a run listens on one callback port (SO_REUSEPORT), as workers of one host do in
+  production.
+- ``captcha-tasks-dev bench solve --traces``: the same solves with OpenTelemetry's SDK
+  off (nothing set up: the API's non-recording spans) and on (every span exported over
+  OTLP/HTTP to a receiver the run holds, as to a collector). What it shows: worker CPU
+  per solve, and throughput, each way.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _designs(opts: BenchOptions, drop_rate: float) -> list[Any]:
+def _designs(opts: BenchOptions, drop_rate: float, mode: str = "callbacks") -> list[Any]:
+    if mode == "traces":
+        return _traced_designs(opts)
     polls = dataclasses.replace(_ours(opts), name="polls", label="polls only")
     token = secrets.token_hex(24)
 
@@ -59,20 +67,37 @@ def _designs(opts: BenchOptions, drop_rate: float) -> list[Any]:
     return designs
 
 
+def _traced_designs(opts: BenchOptions) -> list[Any]:
+    ours = _ours(opts)
+    off = dataclasses.replace(ours, name="untraced", label="tracing off")
+    env = {
+        **ours.more.get("env", {}),
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "",  # the receiver's, once _run_one has started it
+        "OTEL_SERVICE_NAME": "captcha-tasks-bench",
+    }
+    more = {**ours.more, "env": env}
+    return [off, dataclasses.replace(ours, name="traced", label="tracing on", more=more)]
+
+
 def run_callback_bench(
-    opts: BenchOptions, say: Progress | None = None, *, drop_rate: float = 0.2
+    opts: BenchOptions,
+    say: Progress | None = None,
+    *,
+    drop_rate: float = 0.2,
+    mode: str = "callbacks",
 ) -> dict[str, Any]:
-    """Run the designs (polls, callbacks, callbacks with ``drop_rate`` dropped) in turn,
-    each in a fresh Python process (``captcha_tasks.app`` is configured once per
-    process); each stops every process it started, on errors too."""
+    """Run the designs in turn (``mode`` ``callbacks``: polls, callbacks, callbacks with
+    ``drop_rate`` dropped; ``traces``: tracing off, then on), each in a fresh Python
+    process (``captcha_tasks.app`` is configured once per process); each stops every
+    process it started, on errors too."""
     say = say or (lambda message: None)
     started = time.monotonic()
-    names = [d.name for d in _designs(opts, drop_rate)]
+    names = [d.name for d in _designs(opts, drop_rate, mode)]
     fields = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
     fields["log_dir"] = None if opts.log_dir is None else str(opts.log_dir)
     designs = {}
     for name in names:
-        argv = [sys.executable, "-m", __name__, json.dumps([name, fields, drop_rate])]
+        argv = [sys.executable, "-m", __name__, json.dumps([name, fields, drop_rate, mode])]
         run = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
         if run.returncode != 0:
             raise CaptchaTasksError(f"the {name} run failed (exit {run.returncode})")
@@ -88,6 +113,7 @@ def run_callback_bench(
         "provider": opts.provider,
         "time_scale": round(opts.time_scale, 6),
         "drop_rate": drop_rate,
+        "mode": mode,
         "cpus": os.cpu_count(),
     }
     return {
@@ -97,22 +123,36 @@ def run_callback_bench(
     }
 
 
-def _run_one(name: str, fields: dict[str, Any], drop_rate: float) -> tuple[str, dict[str, Any]]:
+def _run_one(
+    name: str, fields: dict[str, Any], drop_rate: float, mode: str
+) -> tuple[str, dict[str, Any]]:
     """One design's run in this (fresh) process: its label and metrics."""
     if fields.get("log_dir"):
         fields["log_dir"] = Path(fields["log_dir"])
     opts = BenchOptions(**fields)
-    design = next(d for d in _designs(opts, drop_rate) if d.name == name)
+    design = next(d for d in _designs(opts, drop_rate, mode) if d.name == name)
     procs = Processes.logging_to(opts.log_dir, f"captcha-tasks-bench-{name}-")
     succeeded = False
+    receiver = None
 
     def say(message: str) -> None:
         print(f"[bench] {message}", file=sys.stderr, flush=True)
 
+    env = design.more.get("env", {})
+    if "OTEL_EXPORTER_OTLP_ENDPOINT" in env:
+        from ..otlp_receiver import OtlpReceiver
+
+        receiver = OtlpReceiver().start()
+        more = {**design.more, "env": {**env, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}}
+        design = dataclasses.replace(design, more=more)
     try:
         (run,) = procs.run_each([partial(_run_design, design, opts, say=say)])
         succeeded = True
+        if receiver is not None:
+            run.metrics["spans_exported"] = len(receiver.spans)
     finally:
+        if receiver is not None:
+            receiver.stop()
         if opts.log_dir is None and succeeded:
             shutil.rmtree(procs.log_dir, ignore_errors=True)
         elif not succeeded:
@@ -131,6 +171,8 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("throughput / (T/L)", "fraction_of_t_over_l", "{}"),
     ("makespan (s)", "makespan_seconds", "{}"),
     ("max in flight", "max_in_flight", "{}"),
+    ("worker CPU per solve (s)", "worker_cpu_per_solve", "{}"),
+    ("spans exported", "spans_exported", "{}"),
 )
 
 
@@ -142,7 +184,7 @@ def format_callback_report(report: dict[str, Any]) -> str:
         d["lost"] = int(d.get("failures") or 0) + int(d.get("unfinished") or 0)
     width = max(len(d["label"]) for d in designs) + 2
     lines = [
-        f"bench solve --callbacks: T={p['threads']}, L={p['latency']} s, "
+        f"bench solve --{p.get('mode', 'callbacks')}: T={p['threads']}, L={p['latency']} s, "
         f"{p['solves']} solves, {p['workers']} workers, provider {p['provider']}, "
         f"time scale {p['time_scale']}, {p['cpus']} CPUs, {report['wall_seconds']} s",
         "figure".ljust(30) + "".join(d["label"].rjust(width) for d in designs),
@@ -154,5 +196,5 @@ def format_callback_report(report: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    _name, _fields, _drop = json.loads(sys.argv[1])
-    print(json.dumps(_run_one(_name, _fields, _drop)))
+    _name, _fields, _drop, _mode = json.loads(sys.argv[1])
+    print(json.dumps(_run_one(_name, _fields, _drop, _mode)))

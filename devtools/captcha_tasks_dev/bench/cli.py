@@ -157,6 +157,12 @@ def bench_group() -> None:
     "delay, solves lost).",
 )
 @click.option(
+    "--traces",
+    is_flag=True,
+    help="Instead: captcha_tasks with OpenTelemetry off and on (every span exported over "
+    "OTLP/HTTP to a receiver the run holds): worker CPU per solve each way.",
+)
+@click.option(
     "--callback-drop-rate",
     type=click.FloatRange(0.0, 1.0),
     default=0.2,
@@ -170,7 +176,12 @@ def bench_group() -> None:
     help="Also draw throughput over time of each design to this PNG (matplotlib).",
 )
 def solve_command(
-    as_json: bool, callbacks: bool, callback_drop_rate: float, plot: Path | None, **options: Any
+    as_json: bool,
+    callbacks: bool,
+    traces: bool,
+    callback_drop_rate: float,
+    plot: Path | None,
+    **options: Any,
 ) -> None:
     """Throughput, latency overhead, provider traffic and CPU per solve: captcha_tasks
     against what a user writes instead (the official client in a Celery task) and the
@@ -180,8 +191,9 @@ def solve_command(
     Progress goes to stderr; the report (or --json) to stdout. Ctrl-C stops every
     process the run started.
     """
-    if callbacks:
-        run = partial(run_callback_bench, drop_rate=callback_drop_rate)
+    if callbacks or traces:
+        mode = "traces" if traces else "callbacks"
+        run = partial(run_callback_bench, drop_rate=callback_drop_rate, mode=mode)
         _run_and_print(run, BenchOptions(**options), format_callback_report, as_json)
         return
     report = _run_and_print(run_bench, BenchOptions(**options), format_report, as_json)

@@ -1,0 +1,450 @@
+"""OpenTelemetry traces of solves: one trace from the caller's send to the result, whatever
+worker ends it.
+
+Nothing here needs OpenTelemetry. Without its API installed every function is a no-op;
+with the API and no SDK set up, spans are the API's non-recording ones: nothing is
+recorded and next to nothing paid. :func:`setup` (a worker at start, and each pool
+process after its fork) installs the SDK from the standard ``OTEL_*`` variables when
+they name an exporter (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), unless a tracer provider is installed already
+(``opentelemetry-instrument``, or the application's own).
+
+A solve's trace context travels as W3C ``traceparent`` (and ``tracestate``): in the
+Celery message's headers from the caller (:func:`inject_into`), then in the job's record
+in Redis from its admission on (:func:`carrier`: the admission span's context), so the
+engine that submits, reads and ends it, on any worker and after any redelivery, adds
+its spans to the same trace.
+
+Attributes are the OpenTelemetry semantic conventions' where they exist (``messaging.*``
+for the task, ``http.*``/``server.*`` for provider calls) and ``captcha_tasks.*``:
+types, provider names, captcha ids, counts and costs. Never a key, a token, a cookie,
+a proxy's credentials or a URL's query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import threading
+import types
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "TRACER_NAME",
+    "SpanOfEvents",
+    "attached",
+    "carrier",
+    "current_trace_id",
+    "emit",
+    "event",
+    "inject_into",
+    "install_log_trace_ids",
+    "setup",
+    "span",
+    "to_ns",
+]
+
+log = logging.getLogger(__name__)
+
+#: The instrumentation scope of every span here.
+TRACER_NAME = "captcha_tasks"
+#: The variables that ask for an exporter (any one of them set turns the SDK on).
+EXPORTER_VARIABLES = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+
+_setup_lock = threading.Lock()
+#: OpenTelemetry's API modules once looked for (None: not installed; False: not yet).
+_found: Any = False
+
+
+def _api() -> Any:
+    """OpenTelemetry's API (``.trace``, ``.propagate``, ``.context``), imported on first
+    use so that an application that imports the tasks pays nothing for it until a span
+    is made; None when the [otel] extra is not installed (every function is a no-op)."""
+    global _found
+    if _found is False:
+        try:
+            from opentelemetry import context, propagate, trace
+        except ImportError:
+            _found = None
+        else:
+            _found = types.SimpleNamespace(trace=trace, propagate=propagate, context=context)
+    return _found
+
+
+def enabled() -> bool:
+    """Whether OpenTelemetry's API is installed (spans may be recorded)."""
+    return _api() is not None
+
+
+#: The tracer of the provider in force, made once: the SDK makes a new one on every
+#: ``get_tracer`` call (a quarter of a span's cost, measured).
+_tracer_of: tuple[Any, Any] = (None, None)
+
+
+def _tracer() -> Any:
+    global _tracer_of
+    provider = _api().trace.get_tracer_provider()
+    if _tracer_of[0] is not provider:
+        from .version import __version__
+
+        _tracer_of = (provider, provider.get_tracer(TRACER_NAME, __version__))
+    return _tracer_of[1]
+
+
+def to_ns(epoch_seconds: float) -> int:
+    """Epoch seconds as OpenTelemetry's nanoseconds."""
+    return int(epoch_seconds * 1e9)
+
+
+# -- the context --------------------------------------------------------------------
+
+
+def carrier() -> str:
+    """The running span's context as the job record keeps it (JSON of ``traceparent`` and
+    ``tracestate``); "" when no span is recording."""
+    if _api() is None or not _api().trace.get_current_span().get_span_context().is_valid:
+        return ""
+    headers: dict[str, str] = {}
+    _api().propagate.inject(headers)
+    kept = {k: v for k, v in headers.items() if k in ("traceparent", "tracestate")}
+    return json.dumps(kept, separators=(",", ":")) if kept else ""
+
+
+def _context_of(parent: str | Mapping[str, Any] | None) -> Any:
+    """The context a :func:`carrier` string or a message's headers carry (None: none)."""
+    if _api() is None or not parent:
+        return None
+    if isinstance(parent, str):
+        return _context_of_text(parent)
+    headers = {k: str(parent[k]) for k in ("traceparent", "tracestate") if parent.get(k)}
+    return _api().propagate.extract(headers) if headers else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _context_of_text(text: str) -> Any:
+    """A job's kept context, parsed once for all its spans (contexts are immutable)."""
+    try:
+        parent = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(parent, dict):
+        return None
+    return _context_of(parent)
+
+
+def inject_into(headers: dict[str, Any]) -> None:
+    """Put the running span's context in a message's ``headers`` (``traceparent``)."""
+    if _api() is not None:
+        _api().propagate.inject(headers)
+
+
+def current_trace_id() -> str:
+    """The running span's trace id (32 hex digits), or "" when none is recording."""
+    if _api() is None:
+        return ""
+    found = _api().trace.get_current_span().get_span_context()
+    return format(found.trace_id, "032x") if found.is_valid else ""
+
+
+# -- spans --------------------------------------------------------------------------
+
+
+def _kind(kind: str) -> Any:
+    return getattr(_api().trace.SpanKind, kind.upper())
+
+
+def _clean(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attributes.items() if v is not None and v != ""}
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    parent: str | Mapping[str, Any] | None = None,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    start_time: float | None = None,
+) -> Iterator[Any]:
+    """A span, current inside the block (its trace id in log lines), the child of
+    ``parent`` (a :func:`carrier` string or a message's headers; None: the running
+    span). An exception leaving the block is recorded on it, its status ERROR. Yields
+    the span (None without OpenTelemetry)."""
+    if _api() is None:
+        yield None
+        return
+    context = _context_of(parent) if parent is not None else None
+    with _tracer().start_as_current_span(
+        name,
+        context=context,
+        kind=_kind(kind),
+        attributes=_clean(attributes or {}),
+        start_time=None if start_time is None else to_ns(start_time),
+    ) as current:
+        yield current
+
+
+def emit(
+    name: str,
+    *,
+    parent: str | Mapping[str, Any] | None,
+    start: float,
+    end: float,
+    kind: str = "internal",
+    attributes: Mapping[str, Any] | None = None,
+    error: BaseException | str | None = None,
+) -> None:
+    """A span that already happened, from ``start`` to ``end`` (epoch seconds): a wait,
+    or an outcome. ``error``: its status is ERROR with that description."""
+    if _api() is None:
+        return
+    done = _tracer().start_span(
+        name,
+        context=_context_of(parent),
+        kind=_kind(kind),
+        attributes=_clean(attributes or {}),
+        start_time=to_ns(start),
+    )
+    if error is not None:
+        set_error(done, error)
+    done.end(end_time=to_ns(max(start, end)))
+
+
+def event(name: str, attributes: Mapping[str, Any] | None = None) -> None:
+    """An event on the running span (a page loaded, a verdict), if one is recording."""
+    if _api() is not None:
+        _api().trace.get_current_span().add_event(name, _clean(attributes or {}))
+
+
+@contextlib.contextmanager
+def attached(parent: str | Mapping[str, Any] | None) -> Iterator[None]:
+    """Inside, ``parent`` (a :func:`carrier` string) is the running context: what is
+    logged carries its trace id, and spans started are its children."""
+    context = _context_of(parent)
+    if context is None:
+        yield
+        return
+    token = _api().context.attach(context)
+    try:
+        yield
+    finally:
+        _api().context.detach(token)
+
+
+def set_error(current: Any, error: BaseException | str) -> None:
+    """Mark ``current`` failed with ``error`` (its type and code as attributes)."""
+    if current is None or _api() is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    if isinstance(error, BaseException):
+        current.set_attribute("error.type", type(error).__name__)
+        code = getattr(error, "code", None)
+        if code:
+            current.set_attribute("captcha_tasks.error_code", str(code))
+        description = f"{type(error).__name__}: {getattr(error, 'code', '') or ''}".rstrip(": ")
+    else:
+        current.set_attribute("error.type", error)
+        description = error
+    current.set_status(Status(StatusCode.ERROR, description))
+
+
+class SpanOfEvents:
+    """Repeated steps of one job (its reads) as one span with an event each, rather than
+    a span each: a job read ten times costs one span. A job's span is made when a step
+    is its last here (``final``: answered, failed), when it holds :data:`MAX_EVENTS`, or
+    once it has had no step for :data:`IDLE_S` seconds (another engine reads it now, or
+    it ended elsewhere), and on :func:`flush` (a worker stopping)."""
+
+    #: Events per span at most, and seconds without a step before a job's span is made.
+    MAX_EVENTS = 100
+    IDLE_S = 30.0
+
+    def __init__(self, name: str, kind: str = "client") -> None:
+        self.name, self.kind = name, kind
+        self._open: dict[str, _Steps] = {}
+        self._lock = threading.Lock()
+        self._swept = 0.0
+        _buffers.add(self)
+
+    def step(
+        self,
+        key: str,
+        parent: str,
+        *,
+        start: float,
+        end: float,
+        attributes: Mapping[str, Any],
+        event: Mapping[str, Any],
+        final: bool = False,
+        error: BaseException | str | None = None,
+    ) -> None:
+        """One step of ``key``'s job (``parent``: its :func:`carrier`), from ``start`` to
+        ``end``: ``event`` its attributes, ``attributes`` the span's (the last step's
+        win)."""
+        if _api() is None:
+            return
+        done: list[_Steps] = []
+        with self._lock:
+            steps = self._open.get(key)
+            if steps is None:
+                steps = self._open[key] = _Steps(parent, start)
+            steps.add(end, attributes, event, error)
+            if final or error is not None or len(steps.events) >= self.MAX_EVENTS:
+                done.append(self._open.pop(key))
+            if end - self._swept > self.IDLE_S:
+                self._swept = end
+                idle = [k for k, v in self._open.items() if end - v.end > self.IDLE_S]
+                done += [self._open.pop(k) for k in idle]
+        for steps in done:
+            steps.emit(self.name, self.kind)
+
+    def flush(self) -> None:
+        with self._lock:
+            done, self._open = list(self._open.values()), {}
+        for steps in done:
+            steps.emit(self.name, self.kind)
+
+
+class _Steps:
+    def __init__(self, parent: str, start: float) -> None:
+        self.parent, self.start, self.end = parent, start, start
+        self.attributes: dict[str, Any] = {}
+        self.events: list[tuple[float, dict[str, Any]]] = []
+        self.error: BaseException | str | None = None
+
+    def add(
+        self,
+        end: float,
+        attributes: Mapping[str, Any],
+        event: Mapping[str, Any],
+        error: BaseException | str | None,
+    ) -> None:
+        self.end = max(self.end, end)
+        self.attributes.update(attributes)
+        self.events.append((end, _clean(event)))
+        self.error = error if error is not None else self.error
+
+    def emit(self, name: str, kind: str) -> None:
+        done = _tracer().start_span(
+            name,
+            context=_context_of(self.parent),
+            kind=_kind(kind),
+            attributes=_clean({**self.attributes, "captcha_tasks.steps": len(self.events)}),
+            start_time=to_ns(self.start),
+        )
+        for at, attributes in self.events:
+            done.add_event(attributes.pop("name", "step"), attributes, timestamp=to_ns(at))
+        if self.error is not None:
+            set_error(done, self.error)
+        done.end(end_time=to_ns(self.end))
+
+
+_buffers: weakref.WeakSet[SpanOfEvents] = weakref.WeakSet()
+
+
+# -- the SDK ------------------------------------------------------------------------
+
+
+def setup() -> bool:
+    """Install OpenTelemetry's SDK from the ``OTEL_*`` variables if they name an exporter
+    and nothing is installed yet; True if this call installed it. Call it in each process
+    that records spans, after any fork (a worker's main process and each pool process)."""
+    if _api() is None or os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    if not any(os.environ.get(name) for name in EXPORTER_VARIABLES):
+        return False
+    with _setup_lock:
+        if not isinstance(_api().trace.get_tracer_provider(), _api().trace.ProxyTracerProvider):
+            return False  # installed already: by opentelemetry-instrument, or by us
+        try:
+            provider = _sdk_provider()
+        except ImportError as exc:
+            log.warning("OpenTelemetry: %s; no traces (pip install 'captcha_tasks[otel]')", exc)
+            return False
+        if provider is None:
+            return False
+        _api().trace.set_tracer_provider(provider)
+    return True
+
+
+def _sdk_provider() -> Any:
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    names = [
+        name.strip()
+        for name in os.environ.get("OTEL_TRACES_EXPORTER", "otlp").split(",")
+        if name.strip()
+    ]
+    exporters: list[Any] = []
+    for name in names:
+        if name in ("otlp", "otlp_proto_http"):
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            exporters.append(OTLPSpanExporter())
+        elif name == "console":
+            exporters.append(ConsoleSpanExporter())
+        elif name != "none":
+            log.warning("OpenTelemetry: no exporter named %r here (otlp, console, none)", name)
+    if not exporters:
+        return None
+    defaults = {} if os.environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "captcha_tasks"}
+    # The sampler comes from OTEL_TRACES_SAMPLER(_ARG), the resource's other attributes
+    # from OTEL_RESOURCE_ATTRIBUTES: the SDK reads them itself.
+    provider = TracerProvider(resource=Resource.create(defaults))
+    for exporter in exporters:
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider
+
+
+def flush(timeout_s: float = 5.0) -> None:
+    """Make the spans of steps still open (:class:`SpanOfEvents`) and export what is
+    buffered (a process about to end)."""
+    if _api() is None:
+        return
+    for buffer in list(_buffers):
+        buffer.flush()
+    provider = _api().trace.get_tracer_provider()
+    force_flush = getattr(provider, "force_flush", None)
+    if force_flush is not None:
+        force_flush(int(timeout_s * 1000))
+
+
+# -- log lines ----------------------------------------------------------------------
+
+
+def install_log_trace_ids() -> None:
+    """Every log record made from now on carries ``otelTraceID`` and ``otelSpanID`` (the
+    names OpenTelemetry's logging instrumentation uses; "0" when no span is recording)
+    and ``trace``: `` trace=<id>`` inside a span, else "" (the worker's log format
+    shows it)."""
+    if getattr(logging.getLogRecordFactory(), "_captcha_tasks_traces", False):
+        return
+    make = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        context = _api().trace.get_current_span().get_span_context() if _api() is not None else None
+        if context is not None and context.is_valid:
+            trace_id = format(context.trace_id, "032x")
+            span_id = format(context.span_id, "016x")
+            shown = f" trace={trace_id}"
+        else:
+            trace_id = span_id = "0"
+            shown = ""
+        record.__dict__.update(otelTraceID=trace_id, otelSpanID=span_id, trace=shown)
+        return record
+
+    factory._captcha_tasks_traces = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)

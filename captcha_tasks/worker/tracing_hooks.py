@@ -1,0 +1,135 @@
+"""Where a solve's trace meets Celery: the send's producer span and the context in the
+message, the admission's consumer span, and OpenTelemetry's SDK in each worker process
+(:mod:`captcha_tasks.tracing` has the spans themselves).
+
+With ``opentelemetry-instrumentation-celery`` on, its producer span is the send's: this
+module then adds none of its own. The admission span is the child of the span current
+when it starts (the stock run span, where the stock instrumentation sees the admitting
+execution run), else of the context in the message (the producer span: an admission in
+the worker's consumer, where it sees no run). Nothing is recorded twice, and the stock
+spans of an admission (milliseconds) are not taken for the solve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from celery import signals
+
+from .. import tracing
+
+__all__ = ["admission_span", "page_span"]
+
+#: The tasks whose sends carry a trace (this application's).
+_OURS = "captcha_tasks."
+
+
+def _stock_celery_instrumented() -> bool:
+    """Whether ``opentelemetry-instrumentation-celery`` is on in this process."""
+    try:
+        from opentelemetry.instrumentation.celery import CeleryInstrumentor
+    except ImportError:
+        return False
+    return bool(CeleryInstrumentor().is_instrumented_by_opentelemetry)  # type: ignore[no-untyped-call]
+
+
+@signals.before_task_publish.connect  # type: ignore[untyped-decorator]
+def _on_send(sender: str | None = None, headers: dict[str, Any] | None = None, **_: Any) -> None:
+    """The caller's send: a producer span, its context in the message's headers."""
+    if not tracing.enabled() or headers is None or not str(sender or "").startswith(_OURS):
+        return
+    if "traceparent" in headers or _stock_celery_instrumented():
+        return  # the stock instrumentation's producer span carries the context
+    with tracing.span(
+        f"send {sender}",
+        kind="producer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "send",
+            "messaging.operation.name": "send",
+            "messaging.message.id": headers.get("id"),
+            "messaging.destination.name": headers.get("task"),
+        },
+    ):
+        tracing.inject_into(headers)
+
+
+@contextlib.contextmanager
+def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterator[Any]:
+    """The consumer span of a solve's admission, in the caller's trace: the parent of
+    everything the engine does for it (its context is stored with the job)."""
+    request = task.request
+    headers = {name: getattr(request, name, None) for name in ("traceparent", "tracestate")}
+    # The stock instrumentation's run span is current: the admission is its child.
+    parent = None if tracing.current_trace_id() else headers
+    delivery = getattr(request, "delivery_info", None) or {}
+    with tracing.span(
+        f"process {task.name}",
+        parent=parent,
+        kind="consumer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "process",
+            "messaging.operation.name": "process",
+            "messaging.message.id": request.id,
+            "messaging.destination.name": delivery.get("routing_key"),
+            "messaging.consumer.group.name": request.hostname,
+            "captcha_tasks.type": captcha_type,
+            "captcha_tasks.route": ",".join(route),
+        },
+    ) as span:
+        yield span
+
+
+@contextlib.contextmanager
+def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[Any]:
+    """A step of a page's fetch (``fetch_page``, ``submit_challenge``) as a consumer
+    span in the caller's trace: the solves it sends, and the steps after them, are its
+    children through their messages. Only the page's host name, never its URL (a query
+    or credentials in it are not ours to record)."""
+    host = (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+    request = task.request
+    headers = {name_: getattr(request, name_, None) for name_ in ("traceparent", "tracestate")}
+    parent = None if tracing.current_trace_id() else headers
+    with tracing.span(
+        name,
+        parent=parent,
+        kind="consumer",
+        attributes={
+            "messaging.system": "celery",
+            "messaging.operation.type": "process",
+            "messaging.message.id": request.id,
+            "server.address": host,
+            **{f"captcha_tasks.{k}": v for k, v in attributes.items()},
+        },
+    ) as span:
+        yield span
+
+
+@signals.celeryd_init.connect  # type: ignore[untyped-decorator]
+def _on_celeryd_init(**_: Any) -> None:
+    # Before the worker sets its logging up: every record carries the trace id that
+    # the worker's log format shows.
+    tracing.install_log_trace_ids()
+
+
+@signals.worker_init.connect  # type: ignore[untyped-decorator]
+def _on_worker_init(**_: Any) -> None:
+    tracing.install_log_trace_ids()
+    tracing.setup()
+
+
+@signals.worker_process_init.connect  # type: ignore[untyped-decorator]
+def _on_worker_process_init(**_: Any) -> None:
+    # A pool process after its fork: the SDK's span processor restarts its thread in a
+    # forked child itself; set up here if the parent had nothing to inherit.
+    tracing.setup()
+
+
+@signals.worker_process_shutdown.connect  # type: ignore[untyped-decorator]
+@signals.worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _on_shutdown(**_: Any) -> None:
+    tracing.flush()

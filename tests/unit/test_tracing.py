@@ -1,0 +1,134 @@
+"""``captcha_tasks.tracing``: the context kept with a job, spans parented by it, the SDK
+set up from the ``OTEL_*`` variables only when they ask for it, and trace ids in log
+records. Spans go to the SDK's in-memory exporter (this process's one tracer provider)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from captcha_tasks import tracing
+from captcha_tasks.errors import CaptchaUnsolvable
+
+trace = pytest.importorskip("opentelemetry.trace")
+
+
+@pytest.fixture
+def spans() -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    exporter.shutdown()
+
+
+def test_the_context_kept_with_a_job_parents_the_engines_spans(spans: Any) -> None:
+    with tracing.span("admission", kind="consumer") as admission:
+        kept = tracing.carrier()
+    assert set(json.loads(kept)) == {"traceparent"}
+    # Later, in another thread or process: the engine's spans from the job's field.
+    with tracing.span("captcha_tasks.submit", parent=kept, kind="client"):
+        pass
+    tracing.emit("captcha_tasks.wait_for_thread", parent=kept, start=100.0, end=102.5)
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    for name in ("captcha_tasks.submit", "captcha_tasks.wait_for_thread"):
+        assert by_name[name].parent.span_id == admission.get_span_context().span_id
+        assert by_name[name].context.trace_id == admission.get_span_context().trace_id
+    wait = by_name["captcha_tasks.wait_for_thread"]
+    assert (wait.start_time, wait.end_time) == (100_000_000_000, 102_500_000_000)
+
+
+def test_a_failure_is_the_spans_status_with_its_type_and_code(spans: Any) -> None:
+    tracing.emit(
+        "captcha_tasks.result",
+        parent=None,
+        start=1.0,
+        end=1.0,
+        error=CaptchaUnsolvable("no luck", "ERROR_CAPTCHA_UNSOLVABLE"),
+    )
+    (done,) = spans.get_finished_spans()
+    assert done.status.status_code == trace.StatusCode.ERROR
+    assert done.attributes["error.type"] == "CaptchaUnsolvable"
+    assert done.attributes["captcha_tasks.error_code"] == "ERROR_CAPTCHA_UNSOLVABLE"
+
+
+@pytest.mark.parametrize("kept", ["not json", "[1]", '{"traceparent": "garbage"}'])
+def test_a_context_that_says_nothing_is_ignored_not_a_crash(spans: Any, kept: str) -> None:
+    with tracing.span("captcha_tasks.submit", parent=kept):
+        pass
+    tracing.emit("captcha_tasks.result", parent=kept, start=1.0, end=2.0)
+    recorded = spans.get_finished_spans()
+    assert [s.name for s in recorded] == ["captcha_tasks.submit", "captcha_tasks.result"]
+    assert all(s.context.is_valid for s in recorded)
+
+
+def test_outside_a_span_there_is_no_context_to_keep() -> None:
+    assert tracing.carrier() == ""
+    assert tracing.current_trace_id() == ""
+
+
+def test_log_records_carry_the_trace_id_inside_a_span(spans: Any) -> None:
+    tracing.install_log_trace_ids()
+    logger = logging.getLogger("test_tracing")
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        logger.warning("outside")
+        with tracing.span("solve") as current:
+            logger.warning("inside")
+    finally:
+        logger.removeHandler(handler)
+    trace_id = format(current.get_span_context().trace_id, "032x")
+    outside, inside = seen
+    assert (outside.trace, outside.otelTraceID) == ("", "0")  # type: ignore[attr-defined]
+    assert (inside.trace, inside.otelTraceID) == (f" trace={trace_id}", trace_id)  # type: ignore[attr-defined]
+
+
+def _setup_in_a_fresh_process(env: dict[str, str]) -> str:
+    """What ``setup()`` does in a new process with only ``env``'s OTEL_* variables: the
+    tracer provider's class name after it."""
+    code = (
+        "from captcha_tasks import tracing; from opentelemetry import trace; "
+        "print(tracing.setup(), type(trace.get_tracer_provider()).__name__)"
+    )
+    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_without_an_exporter_named_nothing_is_set_up() -> None:
+    assert _setup_in_a_fresh_process({}) == "False ProxyTracerProvider"
+    assert _setup_in_a_fresh_process({"OTEL_SERVICE_NAME": "w"}) == "False ProxyTracerProvider"
+
+
+def test_an_exporter_named_sets_the_sdk_up_unless_disabled() -> None:
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    assert _setup_in_a_fresh_process(endpoint) == "True TracerProvider"
+    assert _setup_in_a_fresh_process({"OTEL_TRACES_EXPORTER": "console"}) == "True TracerProvider"
+    disabled = {**endpoint, "OTEL_SDK_DISABLED": "true"}
+    assert _setup_in_a_fresh_process(disabled) == "False ProxyTracerProvider"
