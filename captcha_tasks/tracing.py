@@ -174,11 +174,14 @@ def span(
     kind: str = "internal",
     attributes: Mapping[str, Any] | None = None,
     start_time: float | None = None,
+    passing: tuple[type[BaseException], ...] = (),
 ) -> Iterator[Any]:
     """A span, current inside the block (its trace id in log lines), the child of
     ``parent`` (a :func:`carrier` string or a message's headers; None: the running
-    span). An exception leaving the block is recorded on it, its status ERROR. Yields
-    the span (None without OpenTelemetry)."""
+    span). An exception leaving the block marks it failed (its type and code, status
+    ERROR), but for the ``passing`` ones: a task's control flow (Celery's ``Ignore`` of
+    a task that replaced itself, a retry) ends it as it is. Yields the span (None
+    without OpenTelemetry)."""
     if _api() is None:
         yield None
         return
@@ -189,8 +192,16 @@ def span(
         kind=_kind(kind),
         attributes=_clean(attributes or {}),
         start_time=None if start_time is None else to_ns(start_time),
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
-        yield current
+        try:
+            yield current
+        except passing:
+            raise
+        except BaseException as exc:
+            set_error(current, exc)
+            raise
 
 
 def emit(

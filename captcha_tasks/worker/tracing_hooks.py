@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from celery import signals
+from celery.exceptions import Ignore, Retry
 
 from .. import tracing
 
@@ -25,6 +26,10 @@ __all__ = ["admission_span", "page_span"]
 
 #: The tasks whose sends carry a trace (this application's).
 _OURS = "captcha_tasks."
+#: What a task raises to say how it goes on, not that it failed: it replaced itself
+#: (``Ignore``: a page's solve and post follow), or is sent again (``Retry``: a page
+#: parked for a host's lock).
+_CONTROL_FLOW: tuple[type[BaseException], ...] = (Ignore, Retry)
 
 
 def _stock_celery_instrumented() -> bool:
@@ -66,10 +71,14 @@ def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterat
     # The stock instrumentation's run span is current: the admission is its child.
     parent = None if tracing.current_trace_id() else headers
     delivery = getattr(request, "delivery_info", None) or {}
+    from .celery_internals.admit_inline import NotInline
+
     with tracing.span(
         f"process {task.name}",
         parent=parent,
         kind="consumer",
+        # NotInline: a pooled token is the pool process's to take (admitted there).
+        passing=(*_CONTROL_FLOW, NotInline),
         attributes={
             "messaging.system": "celery",
             "messaging.operation.type": "process",
@@ -98,6 +107,7 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
         name,
         parent=parent,
         kind="consumer",
+        passing=_CONTROL_FLOW,
         attributes={
             "messaging.system": "celery",
             "messaging.operation.type": "process",

@@ -289,6 +289,8 @@ def test_a_page_whose_first_token_is_refused_is_one_trace_with_its_retry(
     assert [s.attributes["captcha_tasks.attempt"] for s in steps] == [1, 2]
     verdicts = [[e["name"] for e in s.events if e["name"].startswith("token")] for s in steps]
     assert verdicts == [["token refused"], ["token accepted"]]
+    # A step that replaced itself (the solve and the post follow) did not fail.
+    assert [s.status for s in (fetch, *steps)] == [0, 0, 0]
     # Each post comes after its own solve: the step is the child of that solve's trace.
     assert "process captcha_tasks.solve_recaptcha_v2" in ancestors(steps[0])
     assert ancestors(steps[1])[-1] == "captcha_tasks.fetch_page"

@@ -132,3 +132,19 @@ def test_an_exporter_named_sets_the_sdk_up_unless_disabled() -> None:
     assert _setup_in_a_fresh_process({"OTEL_TRACES_EXPORTER": "console"}) == "True TracerProvider"
     disabled = {**endpoint, "OTEL_SDK_DISABLED": "true"}
     assert _setup_in_a_fresh_process(disabled) == "False ProxyTracerProvider"
+
+
+def test_a_tasks_control_flow_ends_its_span_as_it_is_and_a_failure_marks_it(
+    spans: Any,
+) -> None:
+    class GoesOn(Exception):
+        """As Celery's Ignore of a task that replaced itself."""
+
+    with pytest.raises(GoesOn), tracing.span("replaced", passing=(GoesOn,)):
+        raise GoesOn
+    with pytest.raises(CaptchaUnsolvable), tracing.span("failed"):
+        raise CaptchaUnsolvable("no luck", "ERROR_CAPTCHA_UNSOLVABLE")
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    assert by_name["replaced"].status.status_code == trace.StatusCode.UNSET
+    assert by_name["failed"].status.status_code == trace.StatusCode.ERROR
+    assert by_name["failed"].attributes["captcha_tasks.error_code"] == "ERROR_CAPTCHA_UNSOLVABLE"
