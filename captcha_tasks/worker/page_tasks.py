@@ -63,7 +63,6 @@ from .app import app
 from .redacted import RedactedTask
 from .session_bases import continues_later, release_and_wake, schedule_sweeper, wake
 from .task_bases import PageTask
-from .tracing_hooks import page_span
 from .typed import task
 
 __all__ = [
@@ -217,15 +216,6 @@ def fetch_page(
     fields = _check_options(form, isolated)
     settings = self.settings
     check_url(url, settings)
-    with page_span(self, "captcha_tasks.fetch_page", url, isolated=isolated):
-        return _fetch_page(self, url, fields, isolated)
-
-
-def _fetch_page(
-    self: FetchPageTask, url: str, fields: dict[str, str], isolated: bool
-) -> PageResult:
-    """:func:`fetch_page`'s body, inside its span."""
-    settings = self.settings
     if not isolated:
         # Someone is solving this host's challenge right now: wait for their cookies
         # rather than load (and be challenged by) the page again meanwhile.
@@ -386,49 +376,6 @@ def submit_challenge(
     reported to its provider once, and while ``CAPTCHA_TASKS_PAGE_ATTEMPTS`` allows the
     task goes on as a fresh ``solve | submit_challenge`` (same task id, the session
     lock handed on); ``ChallengeRejected`` once the attempts are spent."""
-    with page_span(
-        self,
-        "captcha_tasks.submit_challenge",
-        url,
-        attempt=attempt if isinstance(attempt, int) else None,
-        challenge=challenge_type if isinstance(challenge_type, str) else None,
-    ):
-        return _submit_challenge(
-            self,
-            solved,
-            url=url,
-            action=action,
-            fields=fields,
-            token_field=token_field,
-            challenge_type=challenge_type,
-            form=form,
-            host=host,
-            lock_token=lock_token,
-            isolated=isolated,
-            sitekey=sitekey,
-            attempt=attempt,
-            refused=refused,
-        )
-
-
-def _submit_challenge(
-    self: PageTask,
-    solved: dict[str, Any],
-    *,
-    url: str,
-    action: str,
-    fields: dict[str, str],
-    token_field: str,
-    challenge_type: str,
-    form: dict[str, str],
-    host: str,
-    lock_token: str,
-    isolated: bool,
-    sitekey: str,
-    attempt: int,
-    refused: list[str] | None,
-) -> PageResult:
-    """:func:`submit_challenge`'s body, inside its span."""
     settings = self.settings
     if not isinstance(host, str) or not isinstance(lock_token, str):
         raise InvalidTaskInput("submit_challenge: host and lock_token must be strings")

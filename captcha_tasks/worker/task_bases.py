@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import kombu.exceptions
@@ -36,6 +37,7 @@ from ..settings import Settings, get_settings
 from ..state import state_redis
 from .redacted import RedactedTask
 from .session_bases import PinnedProxyTask, SessionLockTask, SharedCookiesTask
+from .tracing_hooks import page_span
 
 __all__ = [
     "CheckedTask",
@@ -215,6 +217,22 @@ class PageTask(SharedCookiesTask, SessionLockTask, PinnedProxyTask, CheckedTask)
     #: Its ``Ignore`` (replaced by a solve and a submit, or parked) is logged by the
     #: task itself: Celery's "ignored" line goes to DEBUG (:mod:`.celery_internals.tracer`).
     logs_its_ignore = True
+    #: Outermost: every step of a page (its fetch, each post of a token) is a span of
+    #: the page's trace, the cookies' and the lock's work inside it.
+    scopes = ("trace_scope",)
+
+    def trace_scope(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        """This step's span (``captcha_tasks.fetch_page``, ``captcha_tasks.submit_challenge``):
+        the page's host, the attempt and the challenge's type where the step has them."""
+        url = kwargs.get("url", args[0] if args else None)
+        return page_span(
+            self,
+            f"captcha_tasks.{self.name.rpartition('.')[2]}",
+            url,
+            isolated=kwargs.get("isolated"),
+            attempt=kwargs.get("attempt", 1 if "challenge_type" in kwargs else None),
+            challenge=kwargs.get("challenge_type"),
+        )
 
     def cookie_host(self, args: tuple[Any, ...], kwargs: Any) -> str | None:
         if kwargs.get("isolated"):

@@ -113,7 +113,12 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
             "messaging.operation.type": "process",
             "messaging.message.id": request.id,
             "server.address": host,
-            **{f"captcha_tasks.{k}": v for k, v in attributes.items()},
+            # What the message carried, as far as it is well formed (the task checks it).
+            **{
+                f"captcha_tasks.{k}": v
+                for k, v in attributes.items()
+                if isinstance(v, bool | int | float | str)
+            },
         },
     ) as span:
         yield span
