@@ -99,7 +99,7 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
     span in the caller's trace: the solves it sends, and the steps after them, are its
     children through their messages. Only the page's host name, never its URL (a query
     or credentials in it are not ours to record)."""
-    host = (urlsplit(url).hostname or "") if isinstance(url, str) else ""
+    host = _hostname(url)
     request = task.request
     headers = {name_: getattr(request, name_, None) for name_ in ("traceparent", "tracestate")}
     parent = None if tracing.current_trace_id() else headers
@@ -122,6 +122,17 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
         },
     ) as span:
         yield span
+
+
+def _hostname(url: object) -> str:
+    """``url``'s host name; "" for anything else (the step runs before the task checks
+    its arguments: a malformed URL is the task's to refuse, with its typed error)."""
+    if not isinstance(url, str):
+        return ""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:  # "http://[": an unclosed IPv6 literal
+        return ""
 
 
 @signals.celeryd_init.connect  # type: ignore[untyped-decorator]
