@@ -19,8 +19,9 @@ import pytest
 import redis
 
 from captcha_tasks import solve_recaptcha_v2
+from captcha_tasks.session.proxies import ProxyPool
 from captcha_tasks.settings import get_settings
-from captcha_tasks.state import Keys
+from captcha_tasks.state import Keys, state_redis
 from captcha_tasks_dev.otlp_receiver import OtlpReceiver, ReceivedSpan
 from captcha_tasks_dev.procs import wait_until
 from tests.support.workers import worker_env
@@ -28,6 +29,7 @@ from tests.support.workers import worker_env
 pytestmark = pytest.mark.integration
 
 V2_KEY = "6Le-wvkSAAAAAPBMRTvw0Q4Muexq9bi0DJwx_mJ-"
+PROXY_PASSWORD = "pr0xy-s3cret-9f2c"
 
 
 @pytest.fixture
@@ -84,8 +86,13 @@ def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     keys = Keys(get_settings().key_prefix)
     a = worker_factory(_traced_env(sandbox.url, receiver, "a"), name="trace-a@127.0.0.1")
+    # Solved through a pool proxy: its password goes to the provider, never to a span.
+    settings = get_settings()
+    proxy_id = ProxyPool(state_redis(settings), settings).add(
+        f"http://traceuser:{PROXY_PASSWORD}@127.0.0.1:3128"
+    )
     with trace.get_tracer("test").start_as_current_span("caller") as caller:
-        result = solve_recaptcha_v2.delay(V2_KEY, "https://example.com/traced")
+        result = solve_recaptcha_v2.delay(V2_KEY, "https://example.com/traced", proxy_id=proxy_id)
     trace_id = format(caller.get_span_context().trace_id, "032x")
     wait_until(
         lambda: client.hget(keys.job(result.id), "state") == "polling",
@@ -171,7 +178,8 @@ def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
     from captcha_tasks_sandbox import DEV_API_KEY
 
     exported = receiver.raw
-    for secret in (DEV_API_KEY, str(solved["solution"])):
+    assert sandbox.stats()["submitted"] == 1
+    for secret in (DEV_API_KEY, str(solved["solution"]), PROXY_PASSWORD):
         assert secret.encode() not in exported
         assert secret not in a.log() and secret not in b.log()
 
