@@ -13,6 +13,7 @@ spans of an admission (milliseconds) are not taken for the solve.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -32,13 +33,21 @@ _OURS = "captcha_tasks."
 _CONTROL_FLOW: tuple[type[BaseException], ...] = (Ignore, Retry)
 
 
-def _stock_celery_instrumented() -> bool:
-    """Whether ``opentelemetry-instrumentation-celery`` is on in this process."""
+@functools.cache
+def _stock_instrumentor() -> Any:
+    """``opentelemetry-instrumentation-celery``'s instrumentor class, None when it is not
+    installed (looked for once: a failed import searches the whole path every time)."""
     try:
         from opentelemetry.instrumentation.celery import CeleryInstrumentor
     except ImportError:
-        return False
-    return bool(CeleryInstrumentor().is_instrumented_by_opentelemetry)  # type: ignore[no-untyped-call]
+        return None
+    return CeleryInstrumentor
+
+
+def _stock_celery_instrumented() -> bool:
+    """Whether ``opentelemetry-instrumentation-celery`` is on in this process."""
+    instrumentor = _stock_instrumentor()
+    return instrumentor is not None and bool(instrumentor().is_instrumented_by_opentelemetry)
 
 
 @signals.before_task_publish.connect  # type: ignore[untyped-decorator]
