@@ -1,9 +1,9 @@
 """OpenTelemetry traces of solves: one trace from the caller's send to the result, whatever
 worker ends it.
 
-Nothing here needs OpenTelemetry. Without its API installed every function is a no-op;
-with the API and no SDK set up, spans are the API's non-recording ones: nothing is
-recorded and next to nothing paid. :func:`setup` (a worker at start, and each pool
+Nothing here needs OpenTelemetry. Without its API installed, or with no tracer provider
+set up, no span is made at all (:func:`enabled`): nothing is recorded and next to nothing
+paid. :func:`setup` (a worker at start, and each pool
 process after its fork) installs the SDK from the standard ``OTEL_*`` variables when
 they name an exporter (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT`` or
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), unless a tracer provider is installed already
@@ -81,8 +81,14 @@ def _api() -> Any:
 
 
 def enabled() -> bool:
-    """Whether OpenTelemetry's API is installed (spans may be recorded)."""
-    return _api() is not None
+    """Whether spans are recorded in this process: OpenTelemetry's API is installed and a
+    tracer provider is set up (by :func:`setup`, ``opentelemetry-instrument`` or the
+    application). Without one, :func:`span`, :func:`emit` and
+    :meth:`SpanOfEvents.step` do nothing at all, not even a non-recording span."""
+    api = _api()
+    return api is not None and not isinstance(
+        api.trace.get_tracer_provider(), api.trace.ProxyTracerProvider
+    )
 
 
 #: The tracer of the provider in force, made once: the SDK makes a new one on every
@@ -181,8 +187,8 @@ def span(
     span). An exception leaving the block marks it failed (its type and code, status
     ERROR), but for the ``passing`` ones: a task's control flow (Celery's ``Ignore`` of
     a task that replaced itself, a retry) ends it as it is. Yields the span (None
-    without OpenTelemetry)."""
-    if _api() is None:
+    when nothing is recorded here: :func:`enabled`)."""
+    if not enabled():
         yield None
         return
     context = _context_of(parent) if parent is not None else None
@@ -216,7 +222,7 @@ def emit(
 ) -> None:
     """A span that already happened, from ``start`` to ``end`` (epoch seconds): a wait,
     or an outcome. ``error``: its status is ERROR with that description."""
-    if _api() is None:
+    if not enabled():
         return
     done = _tracer().start_span(
         name,
@@ -302,7 +308,7 @@ class SpanOfEvents:
         """One step of ``key``'s job (``parent``: its :func:`carrier`), from ``start`` to
         ``end``: ``event`` its attributes, ``attributes`` the span's (the last step's
         win)."""
-        if _api() is None:
+        if not enabled():
             return
         done: list[_Steps] = []
         with self._lock:

@@ -24,6 +24,7 @@ from captcha_tasks.settings import get_settings
 from captcha_tasks.state import Keys, state_redis
 from captcha_tasks_dev.otlp_receiver import OtlpReceiver, ReceivedSpan
 from captcha_tasks_dev.procs import wait_until
+from tests.support.otel_spans import memory_exporter
 from tests.support.workers import worker_env
 
 pytestmark = pytest.mark.integration
@@ -40,21 +41,9 @@ def receiver() -> Any:
 
 @pytest.fixture
 def caller_spans() -> Any:
-    """This process's spans, in the SDK's in-memory exporter (one provider per process:
-    OpenTelemetry's global is set once)."""
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
+    """This process's spans (the caller's send), in the SDK's in-memory exporter."""
+    with memory_exporter() as exporter:
+        yield exporter
 
 
 def _traced_env(sandbox_url: str, receiver: OtlpReceiver, instance: str) -> dict[str, str]:

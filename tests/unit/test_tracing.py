@@ -14,24 +14,15 @@ import pytest
 
 from captcha_tasks import tracing
 from captcha_tasks.errors import CaptchaUnsolvable
+from tests.support.otel_spans import memory_exporter
 
 trace = pytest.importorskip("opentelemetry.trace")
 
 
 @pytest.fixture
 def spans() -> Any:
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    exporter = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield exporter
-    exporter.shutdown()
+    with memory_exporter() as exporter:
+        yield exporter
 
 
 def test_the_context_kept_with_a_job_parents_the_engines_spans(spans: Any) -> None:
@@ -148,3 +139,23 @@ def test_a_tasks_control_flow_ends_its_span_as_it_is_and_a_failure_marks_it(
     assert by_name["replaced"].status.status_code == trace.StatusCode.UNSET
     assert by_name["failed"].status.status_code == trace.StatusCode.ERROR
     assert by_name["failed"].attributes["captcha_tasks.error_code"] == "ERROR_CAPTCHA_UNSOLVABLE"
+
+
+def test_with_no_tracer_provider_no_span_is_made_at_all() -> None:
+    code = (
+        "from captcha_tasks import tracing\n"
+        "with tracing.span('s') as made: pass\n"
+        "reads = tracing.SpanOfEvents('r')\n"
+        "reads.step('t', '', start=1.0, end=2.0, attributes={}, event={})\n"
+        "print(tracing.enabled(), made, len(reads._open))\n"
+    )
+    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "None", "0"]

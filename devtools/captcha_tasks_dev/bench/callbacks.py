@@ -8,7 +8,7 @@ and workers in one invocation:
   of a run listens on one callback port (SO_REUSEPORT), as workers of one host do in
   production.
 - ``captcha-tasks-dev bench solve --traces``: the same solves with OpenTelemetry's SDK
-  off (nothing set up: the API's non-recording spans) and on (every span exported over
+  off (no tracer provider set up: no span is made) and on (every span exported over
   OTLP/HTTP to a receiver the run holds, as to a collector). What it shows: worker CPU
   per solve, and throughput, each way.
 """
