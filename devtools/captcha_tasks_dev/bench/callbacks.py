@@ -9,8 +9,9 @@ and workers in one invocation:
   production.
 - ``captcha-tasks-dev bench solve --traces``: the same solves with OpenTelemetry's SDK
   off (no tracer provider set up: no span is made) and on (every span exported over
-  OTLP/HTTP to a receiver the run holds, as to a collector). What it shows: worker CPU
-  per solve, and throughput, each way.
+  OTLP/HTTP to a receiver the run holds, as to a collector; the ``OTEL_*`` variables of
+  the run's environment, a sampler's say, apply), both at the same time, twice. What it
+  shows: worker CPU per solve, and throughput, each way; spans, and attributes per solve.
 """
 
 from __future__ import annotations
@@ -85,25 +86,56 @@ def run_callback_bench(
     *,
     drop_rate: float = 0.2,
     mode: str = "callbacks",
+    rounds: int = 2,
 ) -> dict[str, Any]:
-    """Run the designs in turn (``mode`` ``callbacks``: polls, callbacks, callbacks with
-    ``drop_rate`` dropped; ``traces``: tracing off, then on), each in a fresh Python
-    process (``captcha_tasks.app`` is configured once per process); each stops every
-    process it started, on errors too."""
+    """Run the designs (``mode`` ``callbacks``: polls, callbacks, callbacks with
+    ``drop_rate`` dropped, in turn; ``traces``: tracing off and on at the same time,
+    ``rounds`` times), each in a fresh Python process (``captcha_tasks.app`` is
+    configured once per process) that stops every process it started, on errors too.
+
+    Traced and untraced run at once, each on its own Redis, sandbox and workers, so
+    that what else the machine does in those seconds weighs on both alike: run one
+    after the other, the same design's CPU per solve differs by up to a fifth between
+    runs on a shared machine, more than tracing costs."""
     say = say or (lambda message: None)
     started = time.monotonic()
     names = [d.name for d in _designs(opts, drop_rate, mode)]
     fields = {f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)}
     fields["log_dir"] = None if opts.log_dir is None else str(opts.log_dir)
-    designs = {}
-    for name in names:
+
+    def start(name: str) -> subprocess.Popen[str]:
         argv = [sys.executable, "-m", __name__, json.dumps([name, fields, drop_rate, mode])]
-        run = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+
+    def finish(name: str, run: subprocess.Popen[str]) -> tuple[str, dict[str, Any]]:
+        out, _ = run.communicate()
         if run.returncode != 0:
             raise CaptchaTasksError(f"the {name} run failed (exit {run.returncode})")
-        label, metrics = json.loads(run.stdout.strip().splitlines()[-1])
-        designs[name] = {"label": label, **metrics}
+        label, metrics = json.loads(out.strip().splitlines()[-1])
         say(f"{label}: done")
+        return label, metrics
+
+    designs: dict[str, dict[str, Any]] = {}
+    if mode == "traces":
+        for round_ in range(1, rounds + 1):
+            runs = {name: start(name) for name in names}
+            try:
+                for name, run in runs.items():
+                    label, metrics = finish(name, run)
+                    designs[f"{name}_{round_}"] = {
+                        "label": f"{label} ({round_})",
+                        "round": round_,
+                        **metrics,
+                    }
+            finally:
+                for run in runs.values():
+                    if run.poll() is None:
+                        run.terminate()
+                        run.wait(timeout=60)
+    else:
+        for name in names:
+            label, metrics = finish(name, start(name))
+            designs[name] = {"label": label, **metrics}
     parameters = {
         "threads": opts.threads,
         "latency": opts.latency,
@@ -114,6 +146,7 @@ def run_callback_bench(
         "time_scale": round(opts.time_scale, 6),
         "drop_rate": drop_rate,
         "mode": mode,
+        "rounds": rounds if mode == "traces" else 1,
         "cpus": os.cpu_count(),
     }
     return {
@@ -149,7 +182,16 @@ def _run_one(
         (run,) = procs.run_each([partial(_run_design, design, opts, say=say)])
         succeeded = True
         if receiver is not None:
-            run.metrics["spans_exported"] = len(receiver.spans)
+            spans = receiver.spans
+            done = max(1, int(run.metrics.get("completed") or 0))
+            run.metrics["spans_exported"] = len(spans)
+            run.metrics["span_events_per_solve"] = round(
+                sum(len(s.events) for s in spans) / done, 2
+            )
+            attributes = sum(
+                len(s.attributes) + sum(len(e["attributes"]) for e in s.events) for s in spans
+            )
+            run.metrics["span_attributes_per_solve"] = round(attributes / done, 1)
     finally:
         if receiver is not None:
             receiver.stop()
@@ -173,6 +215,8 @@ _ROWS: tuple[tuple[str, str, str], ...] = (
     ("max in flight", "max_in_flight", "{}"),
     ("worker CPU per solve (s)", "worker_cpu_per_solve", "{}"),
     ("spans exported", "spans_exported", "{}"),
+    ("span events per solve", "span_events_per_solve", "{}"),
+    ("attributes per solve", "span_attributes_per_solve", "{}"),
 )
 
 
@@ -192,7 +236,30 @@ def format_callback_report(report: dict[str, Any]) -> str:
     for label, key, fmt in _ROWS:
         cells = ["-" if d.get(key) is None else fmt.format(d[key]) for d in designs]
         lines.append(label.ljust(30) + "".join(c.rjust(width) for c in cells))
+    if p.get("mode") == "traces":
+        lines.append(_traced_over_untraced(report["designs"]))
     return "\n".join(lines)
+
+
+def _traced_over_untraced(designs: dict[str, dict[str, Any]]) -> str:
+    """Worker CPU per solve traced over untraced: each round's (the two ran at the same
+    time), and all rounds' (CPU seconds over solves, summed)."""
+    rounds = sorted({d["round"] for d in designs.values()})
+    ratios = []
+    summed = {"untraced": [0.0, 0], "traced": [0.0, 0]}
+    for round_ in rounds:
+        per_solve = {}
+        for name in summed:
+            d = designs[f"{name}_{round_}"]
+            per_solve[name] = d["worker_cpu_per_solve"]
+            summed[name][0] += d["worker_cpu_seconds"]
+            summed[name][1] += d["completed"]
+        ratios.append(f"round {round_} {per_solve['traced'] / per_solve['untraced']:.3f}")
+    whole = {name: cpu / max(1, done) for name, (cpu, done) in summed.items()}
+    return (
+        "worker CPU per solve, tracing on / off (whole runs, each round's two at once): "
+        f"{', '.join(ratios)}; all rounds {whole['traced'] / whole['untraced']:.3f}"
+    )
 
 
 if __name__ == "__main__":
