@@ -24,6 +24,7 @@ a proxy's credentials or a URL's query.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -33,15 +34,17 @@ import types
 import weakref
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = [
     "TRACER_NAME",
-    "SpanOfEvents",
+    "SpanOfSteps",
     "attached",
     "carrier",
     "current_trace_id",
     "emit",
     "event",
+    "http_reply",
     "inject_into",
     "install_log_trace_ids",
     "setup",
@@ -84,7 +87,7 @@ def enabled() -> bool:
     """Whether spans are recorded in this process: OpenTelemetry's API is installed and a
     tracer provider is set up (by :func:`setup`, ``opentelemetry-instrument`` or the
     application). Without one, :func:`span`, :func:`emit` and
-    :meth:`SpanOfEvents.step` do nothing at all, not even a non-recording span."""
+    :meth:`SpanOfSteps.step` do nothing at all, not even a non-recording span."""
     api = _api()
     return api is not None and not isinstance(
         api.trace.get_tracer_provider(), api.trace.ProxyTracerProvider
@@ -104,6 +107,39 @@ def _tracer() -> Any:
 
         _tracer_of = (provider, provider.get_tracer(TRACER_NAME, __version__))
     return _tracer_of[1]
+
+
+#: Whether the sampler of the provider in force follows a parent's decision.
+_follows_of: tuple[Any, bool] = (None, False)
+
+
+def _left_out(parent: str | Mapping[str, Any] | None) -> bool:
+    """Whether a span under ``parent`` (a :func:`carrier` string) would be dropped
+    anyway: its context was not sampled and the sampler follows the parent's decision
+    (the SDK's default, and every ``parentbased_*`` one). Such spans are not made at all,
+    so the solves a sampler leaves out cost next to nothing."""
+    global _follows_of
+    if not isinstance(parent, str) or not parent:
+        return False
+    provider = _api().trace.get_tracer_provider()
+    if _follows_of[0] is not provider:
+        try:
+            from opentelemetry.sdk.trace.sampling import ParentBased
+        except ImportError:  # a provider of another SDK: its sampler decides
+            follows = False
+        else:
+            follows = isinstance(getattr(provider, "sampler", None), ParentBased)
+        _follows_of = (provider, follows)
+    return _follows_of[1] and not _sampled(parent)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sampled(text: str) -> bool:
+    context = _context_of_text(text)
+    found = None if context is None else _api().trace.get_current_span(context).get_span_context()
+    if found is None or not found.is_valid:
+        return True  # no parent: the sampler decides
+    return bool(found.trace_flags.sampled)
 
 
 def to_ns(epoch_seconds: float) -> int:
@@ -181,14 +217,17 @@ def span(
     attributes: Mapping[str, Any] | None = None,
     start_time: float | None = None,
     passing: tuple[type[BaseException], ...] = (),
+    http: bool = False,
 ) -> Iterator[Any]:
     """A span, current inside the block (its trace id in log lines), the child of
     ``parent`` (a :func:`carrier` string or a message's headers; None: the running
     span). An exception leaving the block marks it failed (its type and code, status
     ERROR), but for the ``passing`` ones: a task's control flow (Celery's ``Ignore`` of
-    a task that replaced itself, a retry) ends it as it is. Yields the span (None
-    when nothing is recorded here: :func:`enabled`)."""
-    if not enabled():
+    a task that replaced itself, a retry) ends it as it is. ``http``: the block makes
+    one request to a provider, whose method, address and status the span records
+    (:func:`http_reply`). Yields the span (None when nothing is recorded here:
+    :func:`enabled`)."""
+    if not enabled() or _left_out(parent):
         yield None
         return
     context = _context_of(parent) if parent is not None else None
@@ -201,6 +240,7 @@ def span(
         record_exception=False,
         set_status_on_exception=False,
     ) as current:
+        token = _http_span.set(current) if http else None
         try:
             yield current
         except passing:
@@ -208,6 +248,37 @@ def span(
         except BaseException as exc:
             set_error(current, exc)
             raise
+        finally:
+            if token is not None:
+                _http_span.reset(token)
+
+
+#: The span of the provider request being made in this context (``span(http=True)``).
+_http_span: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "captcha_tasks_http_span", default=None
+)
+
+
+def http_reply(url: str, status: int, method: str = "POST") -> None:
+    """A provider request to ``url`` got an answer with ``status`` (0: none came): the
+    HTTP semantic conventions' attributes on the span that asked for them
+    (``span(http=True)``), if any. The URL without its query or credentials: the
+    provider's endpoint, never what was sent to it."""
+    current = _http_span.get()
+    if current is None:
+        return
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    attributes: dict[str, Any] = {
+        "http.request.method": method,
+        "server.address": host,
+        "server.port": parts.port or (443 if parts.scheme == "https" else 80),
+        "url.full": f"{parts.scheme}://{netloc}{parts.path}",
+    }
+    if status:
+        attributes["http.response.status_code"] = status
+    current.set_attributes(attributes)
 
 
 def emit(
@@ -222,7 +293,7 @@ def emit(
 ) -> None:
     """A span that already happened, from ``start`` to ``end`` (epoch seconds): a wait,
     or an outcome. ``error``: its status is ERROR with that description."""
-    if not enabled():
+    if not enabled() or _left_out(parent):
         return
     done = _tracer().start_span(
         name,
@@ -275,15 +346,22 @@ def set_error(current: Any, error: BaseException | str) -> None:
     current.set_status(Status(StatusCode.ERROR, description))
 
 
-class SpanOfEvents:
-    """Repeated steps of one job (its reads) as one span with an event each, rather than
-    a span each: a job read ten times costs one span. A job's span is made when a step
-    is its last here (``final``: answered, failed), when it holds :data:`MAX_EVENTS`, or
-    once it has had no step for :data:`IDLE_S` seconds (another engine reads it now, or
-    it ended elsewhere), and on :func:`flush` (a worker stopping)."""
+class SpanOfSteps:
+    """Repeated steps of one job (its reads) as one span, its steps kept as arrays of
+    the span's attributes rather than an event each: ``captcha_tasks.steps`` (how
+    many), ``captcha_tasks.step_ends_ms`` (when each ended, in ms from the span's
+    start) and each of the steps' ``figures`` (one element a step, in order). A job
+    read ten times costs one span and a few attributes; an event per read would cost
+    a worker more than the rest of the solve's spans together (``bench solve
+    --traces``).
 
-    #: Events per span at most, and seconds without a step before a job's span is made.
-    MAX_EVENTS = 100
+    A job's span is made when a step is its last here (``final``: answered, failed),
+    when it holds :data:`MAX_STEPS`, or once it has had no step for :data:`IDLE_S`
+    seconds (another engine reads it now, or it ended elsewhere), and on
+    :func:`flush` (a worker stopping)."""
+
+    #: Steps per span at most, and seconds without a step before a job's span is made.
+    MAX_STEPS = 100
     IDLE_S = 30.0
 
     def __init__(self, name: str, kind: str = "client") -> None:
@@ -301,22 +379,22 @@ class SpanOfEvents:
         start: float,
         end: float,
         attributes: Mapping[str, Any],
-        event: Mapping[str, Any],
+        figures: Mapping[str, int | float | str | bool] | None = None,
         final: bool = False,
         error: BaseException | str | None = None,
     ) -> None:
         """One step of ``key``'s job (``parent``: its :func:`carrier`), from ``start`` to
-        ``end``: ``event`` its attributes, ``attributes`` the span's (the last step's
+        ``end``: ``figures`` its numbers, ``attributes`` the span's (the last step's
         win)."""
-        if not enabled():
+        if not enabled() or _left_out(parent):
             return
         done: list[_Steps] = []
         with self._lock:
             steps = self._open.get(key)
             if steps is None:
                 steps = self._open[key] = _Steps(parent, start)
-            steps.add(end, attributes, event, error)
-            if final or error is not None or len(steps.events) >= self.MAX_EVENTS:
+            steps.add(end, attributes, figures or {}, error)
+            if final or error is not None or len(steps.ends) >= self.MAX_STEPS:
                 done.append(self._open.pop(key))
             if end - self._swept > self.IDLE_S:
                 self._swept = end
@@ -336,37 +414,44 @@ class _Steps:
     def __init__(self, parent: str, start: float) -> None:
         self.parent, self.start, self.end = parent, start, start
         self.attributes: dict[str, Any] = {}
-        self.events: list[tuple[float, dict[str, Any]]] = []
+        self.ends: list[float] = []
+        self.figures: dict[str, list[Any]] = {}
         self.error: BaseException | str | None = None
 
     def add(
         self,
         end: float,
         attributes: Mapping[str, Any],
-        event: Mapping[str, Any],
+        figures: Mapping[str, Any],
         error: BaseException | str | None,
     ) -> None:
         self.end = max(self.end, end)
         self.attributes.update(attributes)
-        self.events.append((end, _clean(event)))
+        self.ends.append(end)
+        for name, value in figures.items():
+            self.figures.setdefault(name, []).append(value)
         self.error = error if error is not None else self.error
 
     def emit(self, name: str, kind: str) -> None:
+        attributes = {
+            **self.attributes,
+            **self.figures,
+            "captcha_tasks.steps": len(self.ends),
+            "captcha_tasks.step_ends_ms": [round((at - self.start) * 1000) for at in self.ends],
+        }
         done = _tracer().start_span(
             name,
             context=_context_of(self.parent),
             kind=_kind(kind),
-            attributes=_clean({**self.attributes, "captcha_tasks.steps": len(self.events)}),
+            attributes=_clean(attributes),
             start_time=to_ns(self.start),
         )
-        for at, attributes in self.events:
-            done.add_event(attributes.pop("name", "step"), attributes, timestamp=to_ns(at))
         if self.error is not None:
             set_error(done, self.error)
         done.end(end_time=to_ns(self.end))
 
 
-_buffers: weakref.WeakSet[SpanOfEvents] = weakref.WeakSet()
+_buffers: weakref.WeakSet[SpanOfSteps] = weakref.WeakSet()
 
 
 # -- the SDK ------------------------------------------------------------------------
@@ -426,7 +511,7 @@ def _sdk_provider() -> Any:
 
 
 def flush(timeout_s: float = 5.0) -> None:
-    """Make the spans of steps still open (:class:`SpanOfEvents`) and export what is
+    """Make the spans of steps still open (:class:`SpanOfSteps`) and export what is
     buffered (a process about to end)."""
     if _api() is None:
         return

@@ -34,7 +34,7 @@ __all__ = ["Poller"]
 log = logging.getLogger(__name__)
 
 #: A job's reads by one engine: one span, an event per read.
-_READS = tracing.SpanOfEvents("captcha_tasks.reads")
+_READS = tracing.SpanOfSteps("captcha_tasks.reads")
 
 
 class Poller:
@@ -101,9 +101,10 @@ class Poller:
         answers: Mapping[str, Polled],
         error: Exception | None,
     ) -> None:
-        """Each job's read in its trace, as an event of one ``captcha_tasks.reads`` span
-        per job and engine (:class:`~captcha_tasks.tracing.SpanOfEvents`): one request for
-        all of ``jobs`` (batched) or one each, what it found (``captcha_tasks.answer``)."""
+        """Each job's read in its trace, a step of one ``captcha_tasks.reads`` span per job
+        and engine (:class:`~captcha_tasks.tracing.SpanOfSteps`): when it ended, how many
+        captchas its request asked for (``captcha_tasks.batch_sizes``: ``jobs``, batched,
+        or one), and the last one's answer (``captcha_tasks.answer``)."""
         if not tracing.enabled():
             return
         end = time.time()
@@ -121,19 +122,11 @@ class Poller:
                 start=started,
                 end=end,
                 attributes={
-                    "captcha_tasks.type": job.type,
                     "captcha_tasks.provider": self.parts.queue.provider_name,
                     "captcha_tasks.captcha_id": job.captcha_id,
                     "captcha_tasks.answer": answer,
-                    "messaging.message.id": job.task_id,
                 },
-                event={
-                    "name": "read",
-                    "captcha_tasks.read": job.polls + 1,
-                    "captcha_tasks.batched": len(jobs) > 1,
-                    "captcha_tasks.batch_size": len(jobs),
-                    "captcha_tasks.answer": answer,
-                },
+                figures={"captcha_tasks.batch_sizes": len(jobs)},
                 # The last read here: answered, or an error that ends or moves the job.
                 final=found is not None,
                 error=error,

@@ -82,7 +82,7 @@ class Submitter:
                 parent=job.trace,
                 start=now - max(0.0, sending_at - job.enqueued_at),
                 end=now,
-                attributes=self._span_attributes(job),
+                attributes={"captcha_tasks.provider": self.parts.queue.provider_name},
             )
         failed: CaptchaTasksError | None = None
         captcha_id = ""
@@ -90,7 +90,14 @@ class Submitter:
             "captcha_tasks.submit",
             parent=job.trace,
             kind="client",
-            attributes={**self._span_attributes(job), "captcha_tasks.callback": bool(callback_url)},
+            http=True,
+            attributes={
+                "captcha_tasks.type": job.type,
+                "captcha_tasks.provider": self.parts.queue.provider_name,
+                "captcha_tasks.protocol": self.parts.queue.config.protocol,
+                "captcha_tasks.attempt": job.submits + 1,
+                "captcha_tasks.callback": bool(callback_url) or None,
+            },
         ) as span:
             try:
                 pushed = {"callback_url": callback_url} if callback_url else {}
@@ -124,15 +131,6 @@ class Submitter:
             first = self.parts.grid.first_poll(at, wait, ready)
             if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
                 self.parts.observer.noted("submitted_after_end")
-
-    def _span_attributes(self, job: Job) -> dict[str, object]:
-        return {
-            "captcha_tasks.type": job.type,
-            "captcha_tasks.provider": self.parts.queue.provider_name,
-            "captcha_tasks.protocol": self.parts.queue.config.protocol,
-            "captcha_tasks.attempt": job.submits + 1,
-            "messaging.message.id": job.task_id,
-        }
 
     def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
         """The captcha and proxy to send; None if the job failed instead."""

@@ -1,6 +1,6 @@
 """A trace's spans drawn as a waterfall (matplotlib): one bar per span, in start order,
 indented under its parent, coloured by the service instance that recorded it, a mark
-at each of its events (a read each, on a ``captcha_tasks.reads`` span). The
+at each of its events and steps (a read each, on a ``captcha_tasks.reads`` span). The
 monitoring guide's picture is drawn from the spans real workers exported in
 ``tests/integration/test_traces.py`` (``CAPTCHA_TASKS_TRACE_PICTURE``: the PNG's path)."""
 
@@ -48,7 +48,9 @@ def draw_trace(spans: Sequence[Any], path: Path, *, title: str = "") -> None:
         colour = colours.get(instance, "#8172b3")
         ax.barh(row, width, left=left, color=colour, height=0.6, alpha=0.85)
         ticks = [(e["time_ns"] - start) / 1e9 for e in getattr(s, "events", []) if "time_ns" in e]
-        if ticks:  # the events (a read each): a mark at each
+        # A span of steps (tracing.SpanOfSteps): when each ended, in ms from its start.
+        ticks += [left + ms / 1000 for ms in s.attributes.get("captcha_tasks.step_ends_ms", [])]
+        if ticks:  # the events and steps (a read each): a mark at each
             ax.plot(ticks, [row] * len(ticks), "|", color="black", markersize=12)
         answer = s.attributes.get("captcha_tasks.answer")
         steps = s.attributes.get("captcha_tasks.steps")
@@ -60,7 +62,7 @@ def draw_trace(spans: Sequence[Any], path: Path, *, title: str = "") -> None:
     ax.set_xlabel("seconds since the send")
     ax.set_title(title or "one solve's trace", fontsize=10)
     handles = [Rectangle((0, 0), 1, 1, color=colours[i]) for i in instances]
-    ax.legend(handles, [f"worker {i}" for i in instances], loc="lower right", fontsize=8)
+    ax.legend(handles, [f"worker {i}" for i in instances], loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

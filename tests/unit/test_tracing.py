@@ -145,8 +145,8 @@ def test_with_no_tracer_provider_no_span_is_made_at_all() -> None:
     code = (
         "from captcha_tasks import tracing\n"
         "with tracing.span('s') as made: pass\n"
-        "reads = tracing.SpanOfEvents('r')\n"
-        "reads.step('t', '', start=1.0, end=2.0, attributes={}, event={})\n"
+        "reads = tracing.SpanOfSteps('r')\n"
+        "reads.step('t', '', start=1.0, end=2.0, attributes={})\n"
         "print(tracing.enabled(), made, len(reads._open))\n"
     )
     clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
@@ -159,3 +159,81 @@ def test_with_no_tracer_provider_no_span_is_made_at_all() -> None:
         check=True,
     )
     assert done.stdout.split() == ["False", "None", "0"]
+
+
+def test_a_jobs_reads_are_one_span_whose_arrays_say_when_and_how_many(spans: Any) -> None:
+    with tracing.span("admission", kind="consumer"):
+        kept = tracing.carrier()
+    reads = tracing.SpanOfSteps("captcha_tasks.reads")
+    for i, (size, answer) in enumerate([(20, "not_ready"), (1, "not_ready"), (7, "ready")]):
+        reads.step(
+            "job-1",
+            kept,
+            start=10.0 + i,
+            end=10.25 + i,
+            attributes={"captcha_tasks.answer": answer},
+            figures={"captcha_tasks.batch_sizes": size},
+            final=answer == "ready",
+        )
+    (read,) = [s for s in spans.get_finished_spans() if s.name == "captcha_tasks.reads"]
+    assert read.attributes["captcha_tasks.steps"] == 3
+    assert list(read.attributes["captcha_tasks.step_ends_ms"]) == [250, 1250, 2250]
+    assert list(read.attributes["captcha_tasks.batch_sizes"]) == [20, 1, 7]
+    assert read.attributes["captcha_tasks.answer"] == "ready"
+    assert (read.start_time, read.end_time) == (10_000_000_000, 12_250_000_000)
+    assert not read.events
+
+
+def test_a_jobs_steps_not_ended_here_are_a_span_once_flushed(spans: Any) -> None:
+    reads = tracing.SpanOfSteps("captcha_tasks.reads")
+    reads.step("job-2", "", start=1.0, end=1.5, attributes={}, figures={"f": 1})
+    assert not spans.get_finished_spans()  # not its last read yet: nothing made
+    tracing.flush()
+    (read,) = spans.get_finished_spans()
+    assert read.attributes["captcha_tasks.steps"] == 1
+
+
+def test_a_provider_request_is_on_the_span_that_asked_for_it_without_its_query(
+    spans: Any,
+) -> None:
+    with tracing.span("captcha_tasks.submit", kind="client", http=True):
+        tracing.http_reply("https://user:pw@api.example.com/createTask?key=s3cret", 200)
+    with tracing.span("other"):
+        tracing.http_reply("https://api.example.com/getTaskResult", 500)
+    tracing.http_reply("http://[::1]:8080/in.php", 0)  # no span asked: nothing, no error
+    with tracing.span("submit to a port", http=True):
+        tracing.http_reply("http://[::1]:8080/in.php", 0)  # no answer came
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    assert dict(by_name["captcha_tasks.submit"].attributes) == {
+        "http.request.method": "POST",
+        "server.address": "api.example.com",
+        "server.port": 443,
+        "url.full": "https://api.example.com/createTask",
+        "http.response.status_code": 200,
+    }
+    assert not by_name["other"].attributes
+    assert dict(by_name["submit to a port"].attributes) == {
+        "http.request.method": "POST",
+        "server.address": "::1",
+        "server.port": 8080,
+        "url.full": "http://[::1]:8080/in.php",
+    }
+
+
+def test_under_a_context_not_sampled_no_span_is_made(spans: Any) -> None:
+    sampled_out = json.dumps({"traceparent": f"00-{'ab' * 16}-{'cd' * 8}-00"})
+    sampled_in = json.dumps({"traceparent": f"00-{'ef' * 16}-{'cd' * 8}-01"})
+    for kept in (sampled_out, sampled_in):
+        with tracing.span("captcha_tasks.submit", parent=kept) as made:
+            tracing.emit("captcha_tasks.result", parent=kept, start=1.0, end=1.0)
+            tracing.SpanOfSteps("captcha_tasks.reads").step(
+                "job", kept, start=1.0, end=1.0, attributes={}, final=True
+            )
+        assert (made is None) == (kept == sampled_out)
+    finished = spans.get_finished_spans()
+    assert sorted(s.name for s in finished) == [
+        "captcha_tasks.reads",
+        "captcha_tasks.result",
+        "captcha_tasks.submit",
+    ]
+    assert {format(s.context.trace_id, "032x") for s in finished} == {"ef" * 16}
