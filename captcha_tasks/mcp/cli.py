@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from .. import tracing
 from ..settings import get_settings
 from ..settings.parsing import agent_name as parse_agent_name
 from ..settings.parsing import usd
@@ -83,6 +84,8 @@ def mcp_command(
 
     with one_line_errors("captcha-tasks mcp"):
         settings = get_settings()
+        # Traces of the agents' calls, as a worker's: from the OTEL_* variables, if set.
+        tracing.setup()
         if max_spend_per_hour is None:
             spend = settings.mcp_max_spend_per_hour
         else:

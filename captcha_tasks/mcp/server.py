@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import aio
+from .. import aio, tracing
 from ..errors import CaptchaTasksError, InvalidTaskInput
 from ..settings import get_settings
 from ..state.keys import Keys
@@ -174,7 +174,18 @@ def _solve_tool(
 
     async def tool(ctx: Any, **kwargs: Any) -> dict[str, Any]:
         given = {k: v for k, v in kwargs.items() if v is not None}
-        return await tools.run_task(ctx, name, given, fields)
+        # The call in the solve's trace: the task's send and the solve are its children.
+        # The agent by its name only, never its token.
+        with tracing.span(
+            f"tools/call {name}",
+            kind="server",
+            attributes={
+                "mcp.method.name": "tools/call",
+                "gen_ai.tool.name": name,
+                "captcha_tasks.agent": tools.agent_of(ctx).name,
+            },
+        ):
+            return await tools.run_task(ctx, name, given, fields)
 
     ctx_param = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=context_class)
     signature = inspect.Signature([*params, ctx_param], return_annotation=dict[str, Any])

@@ -136,14 +136,26 @@ def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
     assert submit.kind == "client"
     assert submit.attributes["captcha_tasks.captcha_id"] == solved["captcha_id"]
     assert submit.attributes["captcha_tasks.provider"] == solved["provider"]
-    # Each engine's reads of it: one span, an event per read, what each found.
-    found = [e["attributes"]["captcha_tasks.answer"] for r in reads for e in r.events]
-    assert found == ["not_ready"] * (len(found) - 1) + ["ready"]
-    assert [e["attributes"]["captcha_tasks.read"] for r in reads for e in r.events] == list(
-        range(1, len(found) + 1)
+    # The provider request, as the HTTP semantic conventions say: its endpoint, no query.
+    sandbox_at = sandbox.url.split("//")[1]
+    assert submit.attributes["http.request.method"] == "POST"
+    assert submit.attributes["http.response.status_code"] == 200
+    assert submit.attributes["url.full"] == f"http://{sandbox_at}/in.php"
+    assert f"{submit.attributes['server.address']}:{submit.attributes['server.port']}" == (
+        sandbox_at
     )
+    # Each engine's reads of it: one span, each read's end and batch size in arrays; the
+    # last read found the answer.
+    assert [r.attributes["captcha_tasks.answer"] for r in reads][-1] == "ready"
+    counts = [r.attributes["captcha_tasks.steps"] for r in reads]
+    for r in reads:
+        ends = r.attributes["captcha_tasks.step_ends_ms"]
+        assert len(ends) == len(r.attributes["captcha_tasks.batch_sizes"])
+        assert len(ends) == r.attributes["captcha_tasks.steps"]
+        assert ends == sorted(ends)
+        assert ends[-1] == pytest.approx((r.end_ns - r.start_ns) / 1e6, abs=1)
     assert end.attributes["captcha_tasks.outcome"] == "solved"
-    assert end.attributes["captcha_tasks.reads"] == solved["polls"] == len(found)
+    assert end.attributes["captcha_tasks.reads"] == solved["polls"] == sum(counts)
     assert end.status != 2
 
     picture = os.environ.get("CAPTCHA_TASKS_TRACE_PICTURE")
@@ -299,3 +311,72 @@ def test_a_page_whose_first_token_is_refused_is_one_trace_with_its_retry(
     for secret in (dev_api_key("2captcha"), dev_api_key("captchaai")):
         assert secret.encode() not in exported
     assert b"Cookie" not in exported and b"cookie=" not in exported
+
+
+def test_an_agents_call_over_mcp_is_one_trace_that_never_holds_its_token(
+    celery_app: Any, tmp_path: Path, sandbox_factory: Any, worker_factory: Any, receiver: Any
+) -> None:
+    pytest.importorskip("mcp")
+    import json
+
+    from captcha_tasks_dev.procs import free_port, logged, spawn, stop_process, wait_ready
+    from tests.integration.test_mcp import COMMAND, SITEKEY, _http, _json, _run
+    from tests.support.workers import ROOT
+
+    token = "agent-trace-token-5e1f0c7a9b"
+    sandbox = sandbox_factory()
+    worker = worker_factory(_traced_env(sandbox.url, receiver, "w"), name="mcp-w@127.0.0.1")
+    agents_file = tmp_path / "agents.json"
+    agents_file.write_text(json.dumps({"agents": [{"name": "tracer", "token": token}]}))
+    port = free_port()
+    server_env = {
+        **os.environ,
+        **_traced_env(sandbox.url, receiver, "mcp"),
+        "CAPTCHA_TASKS_MCP_AGENTS_FILE": str(agents_file),
+    }
+    argv = [COMMAND, "mcp", "--transport", "http", "--port", str(port)]
+    server = spawn("mcp", argv, tmp_path / "mcp.log", env=server_env, cwd=ROOT)
+    try:
+        wait_ready(server, logged(server, "/mcp for tracer"), timeout=60, what="mcp server")
+
+        async def call() -> Any:
+            async with _http(f"http://127.0.0.1:{port}/mcp", token) as session:
+                arguments = {"sitekey": SITEKEY, "pageurl": "https://example.com/agent"}
+                return _json(await session.call_tool("solve_recaptcha_v2", arguments))
+
+        solved = _run(call())
+        wait_until(
+            lambda: bool(_named(receiver.spans, "captcha_tasks.result")),
+            timeout=15,
+            interval=0.05,
+            what="the result's span",
+        )
+    finally:
+        stop_process(server.proc)  # its spans are flushed as it exits
+    wait_until(
+        lambda: bool(_named(receiver.spans, "tools/call solve_recaptcha_v2")),
+        timeout=15,
+        interval=0.05,
+        what="the server's span of the call",
+    )
+
+    spans = receiver.spans
+    (call_span,) = _named(spans, "tools/call solve_recaptcha_v2")
+    assert call_span.kind == "server"
+    assert call_span.attributes["captcha_tasks.agent"] == "tracer"
+    # One trace: the call, its task's send, the admission, the engine's spans.
+    assert {s.trace_id for s in spans} == {call_span.trace_id}
+    by_id = {s.span_id: s for s in spans}
+    (send,) = [s for s in spans if s.kind == "producer"]
+    assert send.parent_id == call_span.span_id
+    (admit,) = [s for s in spans if s.kind == "consumer"]
+    assert by_id[admit.parent_id] is send
+    (end,) = _named(spans, "captcha_tasks.result")
+    assert end.attributes["messaging.message.id"] == solved["task_id"]
+    # The agent's token is in no exported byte and no log line, nor the provider's key.
+    from captcha_tasks_sandbox import DEV_API_KEY
+
+    exported = receiver.raw
+    for secret in (token, DEV_API_KEY, str(solved["solution"])):
+        assert secret.encode() not in exported
+        assert secret not in server.output() and secret not in worker.log()
