@@ -225,8 +225,8 @@ def span(
     ERROR), but for the ``passing`` ones: a task's control flow (Celery's ``Ignore`` of
     a task that replaced itself, a retry) ends it as it is. ``http``: the block makes
     one request to a provider, whose method, address and status the span records
-    (:func:`http_reply`). Yields the span (None when nothing is recorded here:
-    :func:`enabled`)."""
+    (:func:`http_reply`); the stock HTTP instrumentations make no second span of it.
+    Yields the span (None when nothing is recorded here: :func:`enabled`)."""
     if not enabled() or _left_out(parent):
         yield None
         return
@@ -241,6 +241,7 @@ def span(
         set_status_on_exception=False,
     ) as current:
         token = _http_span.set(current) if http else None
+        suppressed = _suppress_http() if http else None
         try:
             yield current
         except passing:
@@ -249,6 +250,8 @@ def span(
             set_error(current, exc)
             raise
         finally:
+            if suppressed is not None:
+                _api().context.detach(suppressed)
             if token is not None:
                 _http_span.reset(token)
 
@@ -257,6 +260,17 @@ def span(
 _http_span: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "captcha_tasks_http_span", default=None
 )
+
+
+def _suppress_http() -> Any:
+    """Tell the stock HTTP instrumentations (urllib3's, requests') to make no span of the
+    request made inside: the span that asked for it is that request's client span, with
+    its HTTP attributes, as an SDK's call span is in botocore's instrumentation. The
+    context token to detach; None if this API has no such key."""
+    key = getattr(_api().context, "_SUPPRESS_HTTP_INSTRUMENTATION_KEY", None)
+    if key is None:
+        return None
+    return _api().context.attach(_api().context.set_value(key, True))
 
 
 def http_reply(url: str, status: int, method: str = "POST") -> None:

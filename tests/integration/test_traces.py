@@ -185,7 +185,7 @@ def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
         assert secret not in a.log() and secret not in b.log()
 
 
-def test_with_the_stock_celery_instrumentation_nothing_is_twice_and_parents_hold(
+def test_with_the_stock_instrumentations_nothing_is_twice_and_parents_hold(
     celery_app: Any,
     sandbox_factory: Any,
     worker_factory: Any,
@@ -194,15 +194,17 @@ def test_with_the_stock_celery_instrumentation_nothing_is_twice_and_parents_hold
 ) -> None:
     from opentelemetry import trace
 
-    # Not in the [otel] extra: the dev set has it; `make compat`'s rows have not.
+    # Not in the [otel] extra: the dev set has them; `make compat`'s rows have not.
     celery_instrumentation = pytest.importorskip("opentelemetry.instrumentation.celery")
+    pytest.importorskip("opentelemetry.instrumentation.urllib3")
+    pytest.importorskip("opentelemetry.instrumentation.redis")
     CeleryInstrumentor = celery_instrumentation.CeleryInstrumentor
 
     sandbox = sandbox_factory()
     worker_factory(
         _traced_env(sandbox.url, receiver, "a"),
         name="stock-a@127.0.0.1",
-        extra_args=["--include", "tests.support.otel_celery"],
+        extra_args=["--include", "tests.support.otel_stock"],
     )
     CeleryInstrumentor().instrument()  # the caller's side too, as an application would
     try:
@@ -223,6 +225,7 @@ def test_with_the_stock_celery_instrumentation_nothing_is_twice_and_parents_hold
     sends = [s for s in caller_spans.get_finished_spans() if s.kind == trace.SpanKind.PRODUCER]
     assert [s.name for s in sends] == ["apply_async/captcha_tasks.solve_recaptcha_v2"]
     spans = [s for s in receiver.spans if s.trace_id == trace_id]
+    by_id = {s.span_id: s for s in spans}
     (admit,) = [s for s in spans if s.name == "process captcha_tasks.solve_recaptcha_v2"]
     # The worker admits a solve in its consumer (worker.celery_internals.admit_inline),
     # where the stock instrumentation sees no run: the admission is the child of the
@@ -237,8 +240,20 @@ def test_with_the_stock_celery_instrumentation_nothing_is_twice_and_parents_hold
         "captcha_tasks.result",
     }
     assert {s.parent_id for s in engine} == {admit.span_id}
-    names = [s.name for s in spans]
-    assert len(names) == len(set(names))  # nothing recorded twice
+    # redis-py's spans of the admission's commands are its children; every span of the
+    # trace has its parent in it (or is the caller's).
+    redis_spans = [s for s in spans if s.attributes.get("db.system") == "redis"]
+    assert redis_spans and {s.parent_id for s in redis_spans} <= set(by_id)
+    assert any(s.parent_id == admit.span_id for s in redis_spans)
+    assert all(s.parent_id in by_id for s in spans if s is not admit)
+    # The submit is the provider request's one client span: urllib3's made none under it.
+    (submit,) = _named(spans, "captcha_tasks.submit")
+    assert submit.attributes["http.response.status_code"] == 200
+    assert not [s for s in spans if s.parent_id == submit.span_id]
+    http_spans = [s for s in spans if s.kind == "client" and s.name in ("POST", "GET")]
+    assert not http_spans
+    ours = [s.name for s in spans if s not in redis_spans]
+    assert len(ours) == len(set(ours))  # nothing recorded twice
 
 
 def test_a_page_whose_first_token_is_refused_is_one_trace_with_its_retry(
