@@ -104,9 +104,10 @@ class Finisher:
         self.name = name
         self.clock = clock
 
-    def succeed(self, job: Job, answer: Answer, at: float) -> bool:
-        """``job`` got ``answer`` at ``at``; False if it had ended already."""
-        return bool(self.succeed_many([(job, answer)], at))
+    def succeed(self, job: Job, answer: Answer, at: float, *, read_at: float | None = None) -> bool:
+        """``job`` got ``answer`` at ``at`` (by a read sent at ``read_at``); False if it
+        had ended already."""
+        return bool(self.succeed_many([(job, answer)], at, read_at=read_at))
 
     def succeed_many(
         self,
@@ -115,6 +116,7 @@ class Finisher:
         *,
         then: Callable[[], None] | None = None,
         exact: bool = False,
+        read_at: float | None = None,
     ) -> int:
         """End every job of ``answered`` with its answer, got at ``at``: one round trip
         ends them all and frees their threads; ``then`` (if any of them was still this
@@ -122,6 +124,8 @@ class Finisher:
         callers told, so a freed thread takes its next captcha without waiting for that.
         ``exact``: the answers came when they were ready (pushed by the provider), so
         each is an exact sample of its ready time, not a read that found it late.
+        ``read_at``: when the read that found them was sent (``at`` if not given), what
+        their ready times are learned from, as every read's and submit's send time is.
         Returns how many this caller ended (the others had ended already)."""
         if not answered:
             return 0
@@ -142,7 +146,7 @@ class Finisher:
         events = getattr(self.completer, "batched", contextlib.nullcontext)
         with self.learner.batched(), events():
             for s in won:
-                self._tell_solved(s, at, exact=exact)
+                self._tell_solved(s, at, exact=exact, read_at=read_at)
         self.queue.reported_many([s.job.task_id for s in won])
         return len(won)
 
@@ -174,22 +178,27 @@ class Finisher:
         spend = Spend(self.provider_name, job.type, at, cost)
         return _Solved(job, answer, result, fields, spend, cost_source)
 
-    def _tell_solved(self, solved: _Solved, at: float, *, exact: bool = False) -> None:
-        """What follows a solve this caller ended: spend, stats, learning, and the
-        token to its pool or the result to its caller (reported by the caller after)."""
+    def _tell_solved(
+        self, solved: _Solved, at: float, *, exact: bool = False, read_at: float | None = None
+    ) -> None:
+        """What follows a solve this caller ended at ``at``: spend, stats, learning (its
+        ready time: by ``read_at``, when the read that found it was sent), and the token
+        to its pool or the result to its caller (reported by the caller after)."""
         job, answer, result = solved.job, solved.answer, solved.result
         tell_spent(solved.spend, solved.cost_source)
         self.observer.solved(
             job.type, _source(job), seconds=result["solve_seconds"], polls=result["polls"]
         )
         if job.submitted_at is not None:
-            start = job.submitted_at
+            # Every time here is a request's send time (the submit's, the reads'): a
+            # busy worker reads answers late, not its requests' times.
+            start, found = job.submitted_at, at if read_at is None else read_at
             not_ready_at = job.last_poll_at - start if job.last_poll_at else None
             self.learner.observe(
-                job.type, not_ready_at=not_ready_at, ready_at=at - start, exact=exact
+                job.type, not_ready_at=not_ready_at, ready_at=found - start, exact=exact
             )
             if self.breaker is not None:  # far slower than it learned: a sick provider
-                self.breaker.answered(at - start, self.learner.learned(job.type))
+                self.breaker.answered(found - start, self.learner.learned(job.type))
         if job.pool:
             # A fill: the token goes to its pool and to no caller (single use).
             self.pool.put(

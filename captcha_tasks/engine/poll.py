@@ -69,6 +69,7 @@ class Poller:
         if not readable:
             return freed
         started = time.time()  # the read spans' times: this host's clock, as every span's
+        read_at = self.parts.clock()  # what ready times are learned from: the send time
         try:
             answers = self._get_answers(readable)
         except (TransientSolverError, PermanentSolverError) as exc:
@@ -87,11 +88,11 @@ class Poller:
                 others.append((job, answer))
         # The answered ones first, in one round trip: their threads are free at the
         # provider already, and the next captchas go out before their results are stored.
-        ended = self.parts.finisher.succeed_many(solved, at, then=self.on_freed)
+        ended = self.parts.finisher.succeed_many(solved, at, then=self.on_freed, read_at=read_at)
         freed |= bool(ended) and self.on_freed is None
         with self.parts.queue.batched():  # the unanswered ones' reschedules: one round trip
             for job, answer in others:
-                freed |= self._found(job, answer, at)
+                freed |= self._found(job, answer, at, read_at=read_at)
         return freed
 
     def _traced(
@@ -155,12 +156,13 @@ class Poller:
         self.parts.finisher.fail(job, answer)
         return f"failed ({answer.code})"
 
-    def _found(self, job: Job, answer: Polled, at: float) -> bool:
-        """Act on what a poll found for ``job``; True if that freed its thread."""
+    def _found(self, job: Job, answer: Polled, at: float, *, read_at: float) -> bool:
+        """Act on what a poll sent at ``read_at`` found for ``job`` (by ``at``); True if
+        that freed its thread."""
         if isinstance(answer, Answer):
-            return self.parts.finisher.succeed(job, answer, at)
+            return self.parts.finisher.succeed(job, answer, at, read_at=read_at)
         if answer is None or self._too_fast(answer):
-            return self._not_ready(job, at, too_fast=answer is not None)
+            return self._not_ready(job, at, too_fast=answer is not None, read_at=read_at)
         if isinstance(answer, CaptchaUnsolvable) and job.resubmits < 1:
             return self._resubmit(job, at)
         return self.parts.finisher.fail(job, answer)
@@ -181,8 +183,9 @@ class Poller:
         code = self.parts.grid.rules.too_fast_code
         return code is not None and isinstance(answer, RateLimited) and answer.code == code
 
-    def _not_ready(self, job: Job, at: float, *, too_fast: bool) -> bool:
-        """No answer yet: poll again later, or give up (deadline, the provider's rules)."""
+    def _not_ready(self, job: Job, at: float, *, too_fast: bool, read_at: float) -> bool:
+        """No answer yet (by a read sent at ``read_at``): poll again later, or give up
+        (deadline, the provider's rules)."""
         if too_fast:
             self.parts.observer.noted("poll_too_fast")
             next_at = self.parts.grid.back_off(job.polls, at)
@@ -197,7 +200,7 @@ class Poller:
         if stop is not None:
             return self.parts.finisher.fail(job, SolveTimeout(stop))
         # A refused read counts toward the provider's cap but tells nothing of the answer.
-        self.parts.queue.reschedule(job, next_at, polled=not too_fast, at=at, reads=1)
+        self.parts.queue.reschedule(job, next_at, polled=not too_fast, at=read_at, reads=1)
         return False
 
     def _rules_stop(self, job: Job, at: float, *, reads: int, next_at: float) -> str | None:

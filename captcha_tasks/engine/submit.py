@@ -101,6 +101,9 @@ class Submitter:
         ) as span:
             try:
                 pushed = {"callback_url": callback_url} if callback_url else {}
+                # Its submit time, as every read's: when the request went, not when its
+                # answer was read (late, on a busy worker).
+                sent_at = self.parts.clock()
                 captcha_id = self.provider.submit(captcha, proxy=proxy, **pushed)
             except CaptchaTasksError as exc:
                 failed = exc
@@ -128,8 +131,10 @@ class Submitter:
                     ready=learned,
                 )
                 ready = None
-            first = self.parts.grid.first_poll(at, wait, ready)
-            if not self._record_submitted(job, captcha_id, at, first, sending_at + self.claim_s):
+            first = max(self.parts.grid.first_poll(sent_at, wait, ready), at)
+            if not self._record_submitted(
+                job, captcha_id, sent_at, first, sending_at + self.claim_s
+            ):
                 self.parts.observer.noted("submitted_after_end")
 
     def _prepare(self, job: Job) -> tuple[Captcha, Proxy | None] | None:
