@@ -135,6 +135,8 @@ def _left_out(parent: str | Mapping[str, Any] | None) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _sampled(text: str) -> bool:
+    """Whether the context a :func:`carrier` string keeps was sampled (True if it keeps
+    none: the sampler decides)."""
     context = _context_of_text(text)
     found = None if context is None else _api().trace.get_current_span(context).get_span_context()
     if found is None or not found.is_valid:

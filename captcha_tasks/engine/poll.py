@@ -33,7 +33,7 @@ __all__ = ["Poller"]
 
 log = logging.getLogger(__name__)
 
-#: A job's reads by one engine: one span, an event per read.
+#: A job's reads by one engine: one span, its reads as arrays of its attributes.
 _READS = tracing.SpanOfSteps("captcha_tasks.reads")
 
 
