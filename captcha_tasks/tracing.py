@@ -9,9 +9,10 @@ they name an exporter (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT``
 ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), unless a tracer provider is installed already
 (``opentelemetry-instrument``, or the application's own).
 
-A solve's trace context travels as W3C ``traceparent`` (and ``tracestate``): in the
-Celery message's headers from the caller (:func:`inject_into`), then in the job's record
-in Redis from its admission on (:func:`carrier`: the admission span's context), so the
+A solve's trace context travels in the Celery message's headers from the caller
+(:func:`inject_into`: the process's propagators, W3C ``traceparent`` and ``tracestate``
+unless ``OTEL_PROPAGATORS`` says otherwise), then in the job's record in Redis from its
+admission on (:func:`carrier`: the admission span's context, always as W3C's), so the
 engine that submits, reads and ends it, on any worker and after any redelivery, adds
 its spans to the same trace.
 
@@ -44,6 +45,7 @@ __all__ = [
     "current_trace_id",
     "emit",
     "event",
+    "header_names",
     "http_reply",
     "inject_into",
     "install_log_trace_ids",
@@ -152,24 +154,35 @@ def to_ns(epoch_seconds: float) -> int:
 # -- the context --------------------------------------------------------------------
 
 
+@functools.cache
+def _w3c() -> Any:
+    """W3C Trace Context's propagator: the job record's format, whatever propagators the
+    process's messages use (``OTEL_PROPAGATORS``)."""
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    return TraceContextTextMapPropagator()
+
+
 def carrier() -> str:
     """The running span's context as the job record keeps it (JSON of ``traceparent`` and
-    ``tracestate``); "" when no span is recording."""
+    ``tracestate``, W3C's, whatever the messages' propagators); "" when no span is
+    recording."""
     if _api() is None or not _api().trace.get_current_span().get_span_context().is_valid:
         return ""
     headers: dict[str, str] = {}
-    _api().propagate.inject(headers)
-    kept = {k: v for k, v in headers.items() if k in ("traceparent", "tracestate")}
-    return json.dumps(kept, separators=(",", ":")) if kept else ""
+    _w3c().inject(headers)
+    return json.dumps(headers, separators=(",", ":")) if headers else ""
 
 
 def _context_of(parent: str | Mapping[str, Any] | None) -> Any:
-    """The context a :func:`carrier` string or a message's headers carry (None: none)."""
+    """The context a :func:`carrier` string or a message's headers carry (None: none).
+    Headers are read by the process's propagators (``OTEL_PROPAGATORS``, W3C's by
+    default), as the sender wrote them."""
     if _api() is None or not parent:
         return None
     if isinstance(parent, str):
         return _context_of_text(parent)
-    headers = {k: str(parent[k]) for k in ("traceparent", "tracestate") if parent.get(k)}
+    headers = {k: str(v) for k, v in parent.items() if isinstance(v, str | bytes) and v}
     return _api().propagate.extract(headers) if headers else None
 
 
@@ -182,7 +195,16 @@ def _context_of_text(text: str) -> Any:
         return None
     if not isinstance(parent, dict):
         return None
-    return _context_of(parent)
+    kept = {k: str(parent[k]) for k in ("traceparent", "tracestate") if parent.get(k)}
+    return _w3c().extract(kept) if kept else None
+
+
+def header_names() -> tuple[str, ...]:
+    """The message headers the process's propagators read and write (``traceparent`` and
+    ``tracestate`` by default; others under ``OTEL_PROPAGATORS``)."""
+    if _api() is None:
+        return ("traceparent", "tracestate")
+    return tuple(sorted(_api().propagate.get_global_textmap().fields))
 
 
 def inject_into(headers: dict[str, Any]) -> None:

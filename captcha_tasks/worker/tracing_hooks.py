@@ -55,7 +55,9 @@ def _on_send(sender: str | None = None, headers: dict[str, Any] | None = None, *
     """The caller's send: a producer span, its context in the message's headers."""
     if not tracing.enabled() or headers is None or not str(sender or "").startswith(_OURS):
         return
-    if "traceparent" in headers or _stock_celery_instrumented():
+    # A context in the headers already (the trace's own headers, not its baggage).
+    context_headers = set(tracing.header_names()) - {"tracestate", "baggage"}
+    if any(name in headers for name in context_headers) or _stock_celery_instrumented():
         return  # the stock instrumentation's producer span carries the context
     with tracing.span(
         f"send {sender}",
@@ -76,7 +78,7 @@ def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterat
     """The consumer span of a solve's admission, in the caller's trace: the parent of
     everything the engine does for it (its context is stored with the job)."""
     request = task.request
-    headers = {name: getattr(request, name, None) for name in ("traceparent", "tracestate")}
+    headers = {name: getattr(request, name, None) for name in tracing.header_names()}
     # The stock instrumentation's run span is current: the admission is its child.
     parent = None if tracing.current_trace_id() else headers
     delivery = getattr(request, "delivery_info", None) or {}
@@ -110,7 +112,7 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
     or credentials in it are not ours to record)."""
     host = _hostname(url)
     request = task.request
-    headers = {name_: getattr(request, name_, None) for name_ in ("traceparent", "tracestate")}
+    headers = {name_: getattr(request, name_, None) for name_ in tracing.header_names()}
     parent = None if tracing.current_trace_id() else headers
     with tracing.span(
         name,

@@ -237,3 +237,43 @@ def test_under_a_context_not_sampled_no_span_is_made(spans: Any) -> None:
         "captcha_tasks.submit",
     ]
     assert {format(s.context.trace_id, "032x") for s in finished} == {"ef" * 16}
+
+
+class _OwnHeader:
+    """A propagator of another format than W3C's (as B3's is), one header of its own."""
+
+    fields = frozenset({"x-own-trace"})
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = None) -> None:
+        found = trace.get_current_span(context).get_span_context()
+        carrier["x-own-trace"] = f"{found.trace_id:032x}:{found.span_id:016x}"
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = None) -> Any:
+        from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+        trace_id, span_id = (int(x, 16) for x in carrier["x-own-trace"].split(":"))
+        found = SpanContext(trace_id, span_id, True, TraceFlags(TraceFlags.SAMPLED))
+        return trace.set_span_in_context(NonRecordingSpan(found), context)
+
+
+def test_the_job_keeps_w3c_whatever_propagators_the_messages_use(spans: Any) -> None:
+    from opentelemetry import propagate
+
+    before = propagate.get_global_textmap()
+    propagate.set_global_textmap(_OwnHeader())  # type: ignore[arg-type]
+    try:
+        assert tracing.header_names() == ("x-own-trace",)
+        headers: dict[str, Any] = {}
+        with tracing.span("send", kind="producer") as send:
+            tracing.inject_into(headers)
+        assert set(headers) == {"x-own-trace"}
+        # The worker reads the message's own header, and keeps W3C's in the job.
+        with tracing.span("admission", parent=headers, kind="consumer") as admission:
+            kept = tracing.carrier()
+        assert set(json.loads(kept)) == {"traceparent"}
+        tracing.emit("captcha_tasks.result", parent=kept, start=1.0, end=1.0)
+    finally:
+        propagate.set_global_textmap(before)
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    assert by_name["admission"].parent.span_id == send.get_span_context().span_id
+    assert by_name["captcha_tasks.result"].parent.span_id == (admission.get_span_context().span_id)
