@@ -34,7 +34,7 @@ import threading
 import types
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -96,43 +96,49 @@ def enabled() -> bool:
     )
 
 
-#: The tracer of the provider in force, made once: the SDK makes a new one on every
-#: ``get_tracer`` call (a quarter of a span's cost, measured).
-_tracer_of: tuple[Any, Any] = (None, None)
+class _InForce(NamedTuple):
+    """What the spans here need of the tracer provider in force, found once per provider."""
+
+    provider: Any
+    #: Made once: the SDK makes a new tracer on every ``get_tracer`` call (a quarter of a
+    #: span's cost, measured).
+    tracer: Any
+    #: Whether its sampler follows a parent's decision (the SDK's default, and every
+    #: ``parentbased_*`` one).
+    follows_parent: bool
 
 
-def _tracer() -> Any:
-    global _tracer_of
+_in_force: _InForce | None = None
+
+
+def _provider() -> _InForce:
+    global _in_force
     provider = _api().trace.get_tracer_provider()
-    if _tracer_of[0] is not provider:
+    if _in_force is None or _in_force.provider is not provider:
         from .version import __version__
 
-        _tracer_of = (provider, provider.get_tracer(TRACER_NAME, __version__))
-    return _tracer_of[1]
-
-
-#: Whether the sampler of the provider in force follows a parent's decision.
-_follows_of: tuple[Any, bool] = (None, False)
-
-
-def _left_out(parent: str | Mapping[str, Any] | None) -> bool:
-    """Whether a span under ``parent`` (a :func:`carrier` string) would be dropped
-    anyway: its context was not sampled and the sampler follows the parent's decision
-    (the SDK's default, and every ``parentbased_*`` one). Such spans are not made at all,
-    so the solves a sampler leaves out cost next to nothing."""
-    global _follows_of
-    if not isinstance(parent, str) or not parent:
-        return False
-    provider = _api().trace.get_tracer_provider()
-    if _follows_of[0] is not provider:
         try:
             from opentelemetry.sdk.trace.sampling import ParentBased
         except ImportError:  # a provider of another SDK: its sampler decides
             follows = False
         else:
             follows = isinstance(getattr(provider, "sampler", None), ParentBased)
-        _follows_of = (provider, follows)
-    return _follows_of[1] and not _sampled(parent)
+        _in_force = _InForce(provider, provider.get_tracer(TRACER_NAME, __version__), follows)
+    return _in_force
+
+
+def _tracer() -> Any:
+    return _provider().tracer
+
+
+def _left_out(parent: str | Mapping[str, Any] | None) -> bool:
+    """Whether a span under ``parent`` (a :func:`carrier` string) would be dropped
+    anyway: its context was not sampled and the sampler follows the parent's decision.
+    Such spans are not made at all, so the solves a sampler leaves out cost next to
+    nothing."""
+    if not isinstance(parent, str) or not parent:
+        return False
+    return _provider().follows_parent and not _sampled(parent)
 
 
 @functools.lru_cache(maxsize=4096)

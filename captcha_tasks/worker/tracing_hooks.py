@@ -12,9 +12,8 @@ spans of an admission (milliseconds) are not taken for the solve.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,57 +72,62 @@ def _on_send(sender: str | None = None, headers: dict[str, Any] | None = None, *
         tracing.inject_into(headers)
 
 
-@contextlib.contextmanager
-def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Iterator[Any]:
-    """The consumer span of a solve's admission, in the caller's trace: the parent of
-    everything the engine does for it (its context is stored with the job)."""
+def _consumer_span(
+    task: Any,
+    name: str,
+    attributes: dict[str, Any],
+    passing: tuple[type[BaseException], ...] = _CONTROL_FLOW,
+) -> Any:
+    """A consumer span of ``task``'s message in the caller's trace: the child of the stock
+    instrumentation's run span when one is current, else of the context the message's
+    headers carry. ``attributes`` beside the messaging conventions' own."""
     request = task.request
-    headers = {name: getattr(request, name, None) for name in tracing.header_names()}
-    # The stock instrumentation's run span is current: the admission is its child.
-    parent = None if tracing.current_trace_id() else headers
-    delivery = getattr(request, "delivery_info", None) or {}
-    from .celery_internals.admit_inline import NotInline
-
-    with tracing.span(
-        f"process {task.name}",
-        parent=parent,
+    headers = {header: getattr(request, header, None) for header in tracing.header_names()}
+    return tracing.span(
+        name,
+        parent=None if tracing.current_trace_id() else headers,
         kind="consumer",
-        # NotInline: a pooled token is the pool process's to take (admitted there).
-        passing=(*_CONTROL_FLOW, NotInline),
+        passing=passing,
         attributes={
             "messaging.system": "celery",
             "messaging.operation.type": "process",
             "messaging.operation.name": "process",
             "messaging.message.id": request.id,
+            **attributes,
+        },
+    )
+
+
+def admission_span(task: Any, captcha_type: str, route: Sequence[str]) -> Any:
+    """The consumer span of a solve's admission, in the caller's trace: the parent of
+    everything the engine does for it (its context is stored with the job)."""
+    from .celery_internals.admit_inline import NotInline
+
+    delivery = getattr(task.request, "delivery_info", None) or {}
+    return _consumer_span(
+        task,
+        f"process {task.name}",
+        {
             "messaging.destination.name": delivery.get("routing_key"),
-            "messaging.consumer.group.name": request.hostname,
+            "messaging.consumer.group.name": task.request.hostname,
             "captcha_tasks.type": captcha_type,
             "captcha_tasks.route": ",".join(route),
         },
-    ) as span:
-        yield span
+        # NotInline: a pooled token is the pool process's to take (admitted there).
+        passing=(*_CONTROL_FLOW, NotInline),
+    )
 
 
-@contextlib.contextmanager
-def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[Any]:
+def page_span(task: Any, name: str, url: object, **attributes: Any) -> Any:
     """A step of a page's fetch (``fetch_page``, ``submit_challenge``) as a consumer
     span in the caller's trace: the solves it sends, and the steps after them, are its
     children through their messages. Only the page's host name, never its URL (a query
     or credentials in it are not ours to record)."""
-    host = _hostname(url)
-    request = task.request
-    headers = {name_: getattr(request, name_, None) for name_ in tracing.header_names()}
-    parent = None if tracing.current_trace_id() else headers
-    with tracing.span(
+    return _consumer_span(
+        task,
         name,
-        parent=parent,
-        kind="consumer",
-        passing=_CONTROL_FLOW,
-        attributes={
-            "messaging.system": "celery",
-            "messaging.operation.type": "process",
-            "messaging.message.id": request.id,
-            "server.address": host,
+        {
+            "server.address": _hostname(url),
             # What the message carried, as far as it is well formed (the task checks it).
             **{
                 f"captcha_tasks.{k}": v
@@ -131,8 +135,7 @@ def page_span(task: Any, name: str, url: object, **attributes: Any) -> Iterator[
                 if isinstance(v, bool | int | float | str)
             },
         },
-    ) as span:
-        yield span
+    )
 
 
 def _hostname(url: object) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from typing import Any
@@ -100,7 +101,7 @@ def _setup_in_a_fresh_process(env: dict[str, str]) -> str:
         "from captcha_tasks import tracing; from opentelemetry import trace; "
         "print(tracing.setup(), type(trace.get_tracer_provider()).__name__)"
     )
-    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
         [sys.executable, "-c", code],
         env={**clean, **env},
@@ -149,7 +150,7 @@ def test_with_no_tracer_provider_no_span_is_made_at_all() -> None:
         "reads.step('t', '', start=1.0, end=2.0, attributes={})\n"
         "print(tracing.enabled(), made, len(reads._open))\n"
     )
-    clean = {k: v for k, v in __import__("os").environ.items() if not k.startswith("OTEL_")}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     done = subprocess.run(
         [sys.executable, "-c", code],
         env=clean,
