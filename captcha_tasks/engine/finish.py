@@ -135,8 +135,6 @@ class Finisher:
         # With ``then`` (the engine's refill) this caller takes the freed threads itself.
         ended = self.queue.finish_many(ends, now, wake=then is None)
         won = [s for s, ok in zip(solved, ended, strict=True) if ok]
-        for s in won:
-            self._traced(s.job, result=s.result)
         if won and then is not None:
             try:
                 then()
@@ -146,6 +144,8 @@ class Finisher:
         events = getattr(self.completer, "batched", contextlib.nullcontext)
         with self.learner.batched(), events():
             for s in won:
+                # Its span after the refill: making spans would hold the freed threads.
+                self._traced(s.job, result=s.result)
                 self._tell_solved(s, at, exact=exact, read_at=read_at)
         self.queue.reported_many([s.job.task_id for s in won])
         return len(won)

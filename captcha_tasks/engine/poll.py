@@ -73,11 +73,11 @@ class Poller:
         try:
             answers = self._get_answers(readable)
         except (TransientSolverError, PermanentSolverError) as exc:
-            self._traced(readable, started, {}, exc)
+            self._traced(readable, (started, time.time()), {}, exc)
             self._failed(readable, exc, now)
             return freed
         at = self.parts.clock()
-        self._traced(readable, started, answers, None)
+        read = (started, time.time())
         solved: list[tuple[Job, Answer]] = []
         others: list[tuple[Job, Polled]] = []
         for job in readable:
@@ -93,22 +93,25 @@ class Poller:
         with self.parts.queue.batched():  # the unanswered ones' reschedules: one round trip
             for job, answer in others:
                 freed |= self._found(job, answer, at, read_at=read_at)
+        # The spans after the refill: making them would hold the freed threads.
+        self._traced(readable, read, answers, None)
         return freed
 
     def _traced(
         self,
         jobs: Sequence[Job],
-        started: float,
+        read: tuple[float, float],
         answers: Mapping[str, Polled],
         error: Exception | None,
     ) -> None:
         """Each job's read in its trace, a step of one ``captcha_tasks.reads`` span per job
         and engine (:class:`~captcha_tasks.tracing.SpanOfSteps`): when it ended, how many
         captchas its request asked for (``captcha_tasks.batch_sizes``: ``jobs``, batched,
-        or one), and the last one's answer (``captcha_tasks.answer``)."""
+        or one), and the last one's answer (``captcha_tasks.answer``). ``read``: when its
+        request started and ended, in this host's clock, as every span's."""
         if not tracing.enabled():
             return
-        end = time.time()
+        started, end = read
         for job in jobs:
             found = answers.get(job.captcha_id) if error is None else error
             if isinstance(found, Answer):
