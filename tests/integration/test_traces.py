@@ -60,6 +60,15 @@ def _named(spans: list[ReceivedSpan], name: str) -> list[ReceivedSpan]:
     return [s for s in spans if s.name == name]
 
 
+def _ended(spans: list[ReceivedSpan]) -> bool:
+    """Whether the solve's result span and its last reads' span have come: an engine
+    makes them after refilling the threads the answers freed, the reads' last."""
+    reads = _named(spans, "captcha_tasks.reads")
+    return bool(_named(spans, "captcha_tasks.result")) and any(
+        r.attributes.get("captcha_tasks.answer") == "ready" for r in reads
+    )
+
+
 def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
     celery_app: Any,
     redis_url: str,
@@ -94,10 +103,10 @@ def test_a_solve_admitted_on_one_worker_and_ended_on_another_is_one_trace(
     b = worker_factory(_traced_env(sandbox.url, receiver, "b"), name="trace-b@127.0.0.1")
     solved = result.get(timeout=60)
     wait_until(
-        lambda: bool(_named(receiver.spans, "captcha_tasks.result")),
+        lambda: _ended(receiver.spans),
         timeout=15,
         interval=0.05,
-        what="the result's span",
+        what="the result's span and the last reads' span",
     )
 
     (send,) = [s for s in caller_spans.get_finished_spans() if s.name.startswith("send ")]
@@ -215,10 +224,10 @@ def test_with_the_stock_instrumentations_nothing_is_twice_and_parents_hold(
         CeleryInstrumentor().uninstrument()
     trace_id = format(caller.get_span_context().trace_id, "032x")
     wait_until(
-        lambda: bool(_named(receiver.spans, "captcha_tasks.result")),
+        lambda: _ended(receiver.spans),
         timeout=15,
         interval=0.05,
-        what="the result's span",
+        what="the result's span and the last reads' span",
     )
 
     # The send: the stock producer span only, no second one of ours.
