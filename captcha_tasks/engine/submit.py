@@ -72,18 +72,8 @@ class Submitter:
                 job.task_id,
             )
             return
-        # The wait for a thread of the provider's budget (a first submit's: from its
-        # admission), then the submit, in the solve's trace.
-        if job.submits == 0:
-            # Spans are in this host's time; the wait's length is in Redis's clock.
-            now = time.time()
-            tracing.emit(
-                "captcha_tasks.wait_for_thread",
-                parent=job.trace,
-                start=now - max(0.0, sending_at - job.enqueued_at),
-                end=now,
-                attributes={"captcha_tasks.provider": self.parts.queue.provider_name},
-            )
+        # Spans are in this host's time; the wait's length is in Redis's clock.
+        waited_until = time.time()
         failed: CaptchaTasksError | None = None
         captcha_id = ""
         with tracing.span(
@@ -111,6 +101,17 @@ class Submitter:
             else:
                 if span is not None:
                     span.set_attribute("captcha_tasks.captcha_id", captcha_id)
+        if job.submits == 0:
+            # The wait for a thread of the provider's budget (a first submit's: from its
+            # admission), the submit's sibling in the solve's trace; made after the
+            # request, which it would otherwise hold up.
+            tracing.emit(
+                "captcha_tasks.wait_for_thread",
+                parent=job.trace,
+                start=waited_until - max(0.0, sending_at - job.enqueued_at),
+                end=waited_until,
+                attributes={"captcha_tasks.provider": self.parts.queue.provider_name},
+            )
         if failed is not None:
             self.parts.observer.submitted(job.type, failed)
             self._submit_failed(job, failed)
