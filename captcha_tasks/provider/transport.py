@@ -49,9 +49,11 @@ __all__ = [
     "MAX_RESPONSE_BYTES",
     "POOL_MAXSIZE",
     "Connections",
+    "DeadlinePassed",
     "HttpSession",
     "Reply",
     "RequestFailed",
+    "arrived",
     "close_shared_session",
     "make_session",
     "post",
@@ -292,7 +294,7 @@ def post(
                 stream=True,
             ) as response:
                 status = response.status_code
-                body, cut = _read_body(response, deadline)
+                body, cut = _read_body(response, deadline, timeout)
                 return Reply(status, response.headers.get("Content-Type", ""), body, cut)
         except (
             requests.RequestException,
@@ -304,7 +306,7 @@ def post(
             raise RequestFailed(
                 f"{what} to {url}: {_describe(exc)}", maybe_sent=maybe_sent
             ) from exc
-        except _TooSlow:
+        except DeadlinePassed:
             detail = f"{what} to {url}: no complete answer within {timeout:g} s"
             raise RequestFailed(detail, maybe_sent=not _refused(status)) from None
     finally:
@@ -312,26 +314,55 @@ def post(
         tracing.http_reply(url, status)
 
 
-class _TooSlow(Exception):
-    pass
+class DeadlinePassed(Exception):
+    """An answer's deadline passed before the whole of it arrived (:func:`arrived`)."""
 
 
-def _read_body(response: StreamedResponse, deadline: float) -> tuple[bytes, bool]:
-    # The read timeout bounds each socket read; this bounds the whole answer, so a
-    # server dripping bytes cannot hold a worker forever. read1 returns whatever has
-    # arrived (iter_content would block until a whole chunk is there).
-    raw = response.raw
+def arrived(
+    raw: Any, deadline: float, *, read_timeout: float, read_size: int = 16_384
+) -> Iterator[bytes]:
+    """The body of ``raw`` (urllib3's response), decoded, chunk by chunk as it arrives,
+    until its end or :class:`DeadlinePassed` at ``deadline`` (``time.monotonic()``).
+    Each socket read waits at most ``read_timeout`` and what is left before the
+    deadline: a server dripping bytes, each in time, is given up at the deadline, not a
+    read timeout after it. ``read1`` returns whatever has arrived (``iter_content``
+    would wait for a whole chunk)."""
     read1 = getattr(raw, "read1", None)  # urllib3 >= 2
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed
+        _socket_timeout(raw, min(read_timeout, left))
+        try:
+            chunk = read1(read_size, decode_content=True) if read1 else raw.read(1024, True)
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+            if left < read_timeout:  # this read waited for the deadline, not its timeout
+                raise DeadlinePassed from None
+            raise
+        if not chunk:
+            return
+        yield chunk
+
+
+def _socket_timeout(raw: Any, seconds: float) -> None:
+    """Bound the next read of ``raw``'s socket by ``seconds``."""
+    sock = getattr(getattr(raw, "connection", None), "sock", None)
+    if sock is not None:
+        sock.settimeout(max(seconds, 0.001))
+
+
+def _read_body(
+    response: StreamedResponse, deadline: float, read_timeout: float
+) -> tuple[bytes, bool]:
+    # Up to MAX_RESPONSE_BYTES and a little more, to know there was more: a bigger
+    # answer is cut, and its connection closed rather than drained.
     chunks: list[bytes] = []
     size = 0
-    while size <= MAX_RESPONSE_BYTES:
-        if time.monotonic() > deadline:
-            raise _TooSlow
-        chunk = read1(16_384, decode_content=True) if read1 else raw.read(1024, decode_content=True)
-        if not chunk:
-            break
+    for chunk in arrived(response.raw, deadline, read_timeout=read_timeout):
         chunks.append(chunk)
         size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            break
     body = b"".join(chunks)
     return body[:MAX_RESPONSE_BYTES], size > MAX_RESPONSE_BYTES
 

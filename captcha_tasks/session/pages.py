@@ -56,6 +56,7 @@ from ..errors import (
     TargetNotAllowed,
 )
 from ..provider.kinds.cloudflare_challenge import MAX_HTML
+from ..provider.transport import DeadlinePassed, arrived
 from ..redaction import mask_url, mask_urls_in
 from ..settings import Settings
 
@@ -350,10 +351,14 @@ def _left(url: str, deadline: float, settings: Settings) -> float:
     """Seconds left before ``deadline``, or :class:`PageTooSlow` when none are."""
     left = deadline - time.monotonic()
     if left <= 0:
-        raise PageTooSlow(
-            f"{_where(url)} took over CAPTCHA_TASKS_PAGE_DEADLINE ({settings.page_deadline:g} s)"
-        )
+        raise _too_slow(url, settings)
     return left
+
+
+def _too_slow(url: str, settings: Settings) -> PageTooSlow:
+    return PageTooSlow(
+        f"{_where(url)} took over CAPTCHA_TASKS_PAGE_DEADLINE ({settings.page_deadline:g} s)"
+    )
 
 
 def _where(url: str) -> str:
@@ -398,22 +403,21 @@ def _read_body(response: requests.Response, url: str, deadline: float, settings:
     encoded = response.headers.get("Content-Encoding", "identity").lower() != "identity"
     if length.isdigit() and int(length) > limit and not encoded:
         raise _too_large(url, settings, f"its Content-Length is {int(length):,} bytes")
-    raw = response.raw
-    read1 = getattr(raw, "read1", None)  # urllib3 >= 2: what has arrived, not a whole chunk
     chunks: list[bytes] = []
     size = 0
-    while True:
-        _socket_timeout(raw, min(PAGE_TIMEOUT[1], _left(url, deadline, settings)))
-        try:
-            chunk = read1(READ_SIZE, decode_content=True) if read1 else raw.read(1024, True)
-        except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
-            raise _unreadable(url, exc, deadline, settings) from None
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(url, settings, "more than that was sent")
-        chunks.append(chunk)
+    try:
+        for chunk in arrived(
+            response.raw, deadline, read_timeout=PAGE_TIMEOUT[1], read_size=READ_SIZE
+        ):
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(url, settings, "more than that was sent")
+            chunks.append(chunk)
+    except DeadlinePassed:
+        raise _too_slow(url, settings) from None
+    except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+        raise _unreadable(url, exc, deadline, settings) from None
+    return b"".join(chunks)
 
 
 def _too_large(url: str, settings: Settings, detail: str) -> PageTooLarge:
@@ -421,14 +425,6 @@ def _too_large(url: str, settings: Settings, detail: str) -> PageTooLarge:
         f"{_where(url)}: an answer over CAPTCHA_TASKS_MAX_PAGE_BYTES "
         f"({settings.max_page_bytes:,} bytes): {detail}"
     )
-
-
-def _socket_timeout(raw: Any, seconds: float) -> None:
-    """Bound the next read of ``raw``'s socket by ``seconds`` (the deadline's rest), so a
-    site that stops sending is given up at the deadline, not a read timeout after it."""
-    sock = getattr(getattr(raw, "connection", None), "sock", None)
-    if sock is not None:
-        sock.settimeout(max(seconds, 0.001))
 
 
 def _text(response: requests.Response, body: bytes) -> str:

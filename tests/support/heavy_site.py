@@ -10,6 +10,8 @@ must refuse within ``CAPTCHA_TASKS_MAX_PAGE_BYTES`` and ``CAPTCHA_TASKS_PAGE_DEA
 - ``/silent``: the head, then nothing for :attr:`HeavySite.drip_for` seconds.
 - ``/small``: a short page.
 
+A POST (a provider's call) is answered as a GET of its path.
+
 :attr:`HeavySite.sent` counts the body bytes each path put on the wire (what a reader
 that stops early never asked for is not sent).
 """
@@ -54,6 +56,10 @@ class HeavySite(BackgroundServer):
                 # A reader that gave up: what it refused is not sent.
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     site._answer(self, kind, int(size or 0))
+
+            def do_POST(self) -> None:  # a provider's call: its form read, then as GET
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
