@@ -11,9 +11,11 @@ it, and each is bounded there.
   one the gate does not hold (ended, expired, never issued), reaches the SDK with an id it
   never issued in its place, so it is answered exactly as an unknown session is (``404
   Session not found``): whether an id exists is not confirmed to an agent it is not
-  theirs. At most :data:`MAX_SESSIONS` are held (``503`` for one more); an id is
-  forgotten when its agent deletes it or after :data:`SESSION_IDLE_SECONDS` with no
-  request of it in flight, as the SDK ends an idle session.
+  theirs. At most :data:`MAX_SESSIONS` are held, each agent's equal share of them at most
+  (``429`` for one more of an agent that holds its share: one agent's sessions never
+  leave another without room); an id is forgotten when its agent deletes it or after
+  :data:`SESSION_IDLE_SECONDS` with no request of it in flight, as the SDK ends an idle
+  session.
 
 Each refusal is a short JSON object, ``{"error": "..."}``, and a log line naming the agent,
 never its token nor a session id.
@@ -26,7 +28,8 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -118,7 +121,8 @@ class _Session:
 
 class Sessions:
     """The MCP session ids the SDK issued, each with the agent it was issued to, at most
-    ``cap`` of them; one with no request in flight for ``idle_seconds`` is forgotten."""
+    ``cap`` of them, and at most :attr:`per_agent` of one agent's (:meth:`share`); one
+    with no request in flight for ``idle_seconds`` is forgotten."""
 
     def __init__(
         self,
@@ -128,13 +132,27 @@ class Sessions:
     ) -> None:
         self.cap = cap
         self.idle_seconds = idle_seconds
+        #: The sessions one agent may hold, those it is opening included.
+        self.per_agent = cap
         self._clock = clock
         self._held: dict[str, _Session] = {}
-        #: Requests that may open a session, each holding a place until it is answered.
+        #: Requests that may open a session, each holding a place until it is answered,
+        #: and each agent's sessions, held and being opened.
         self._opening = 0
+        self._of_agent: Counter[str] = Counter()
 
     def __len__(self) -> int:
         return len(self._held)
+
+    def share(self, agents: Collection[str]) -> None:
+        """Give each of ``agents`` an equal share of the cap, the shares together no
+        more than it: however many sessions one agent opens, each other agent still has
+        room for its own."""
+        self.per_agent = max(1, self.cap // max(1, len(agents)))
+
+    def of_agent(self, agent: str) -> int:
+        """The sessions ``agent`` holds or is opening."""
+        return self._of_agent[agent]
 
     def owner(self, session_id: str) -> str | None:
         """The agent ``session_id`` was issued to, or ``None`` (never issued, ended, or
@@ -143,27 +161,33 @@ class Sessions:
         if session is None:
             return None
         if session.in_flight == 0 and self._clock() - session.idle_since > self.idle_seconds:
-            del self._held[session_id]
+            self.forget(session_id)
             return None
         return session.agent
 
-    def reserve(self) -> bool:
-        """A place for one more session, held until :meth:`release`; ``False`` at the cap
-        (once the sessions idle too long are forgotten)."""
-        if len(self._held) + self._opening >= self.cap:
+    def reserve(self, agent: str) -> bool:
+        """A place for one more session of ``agent``, held until :meth:`release`;
+        ``False`` at the cap or at the agent's share (once the sessions idle too long are
+        forgotten)."""
+        if not self._room_for(agent):
             self._expire()
-        if len(self._held) + self._opening >= self.cap:
+        if not self._room_for(agent):
             return False
         self._opening += 1
+        self._of_agent[agent] += 1
         return True
 
-    def release(self) -> None:
-        """The request that held a place has been answered (it may have opened a session)."""
+    def release(self, agent: str) -> None:
+        """The request of ``agent`` that held a place has been answered (it may have
+        opened a session, which :meth:`bind` counted)."""
         self._opening -= 1
+        self._of_agent[agent] -= 1
 
     def bind(self, session_id: str, agent: str) -> None:
         """The SDK issued ``session_id`` in answer to a request of ``agent``."""
+        self.forget(session_id)
         self._held[session_id] = _Session(agent, idle_since=self._clock())
+        self._of_agent[agent] += 1
 
     def enter(self, session_id: str) -> None:
         """A request of ``session_id`` is being served: it is not idle meanwhile."""
@@ -179,8 +203,13 @@ class Sessions:
             session.idle_since = self._clock()
 
     def forget(self, session_id: str) -> None:
-        """``session_id`` ended (its agent deleted it)."""
-        self._held.pop(session_id, None)
+        """``session_id`` ended (its agent deleted it, or it was idle too long)."""
+        session = self._held.pop(session_id, None)
+        if session is not None:
+            self._of_agent[session.agent] -= 1
+
+    def _room_for(self, agent: str) -> bool:
+        return len(self._held) + self._opening < self.cap and self._of_agent[agent] < self.per_agent
 
     def _expire(self) -> None:
         for session_id in list(self._held):
@@ -213,6 +242,7 @@ class Gate:
         self.max_body_bytes = max_body_bytes
         self.max_json_depth = max_json_depth
         self.sessions = sessions if sessions is not None else Sessions()
+        self.sessions.share([agent.name for agent in agents])
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -271,11 +301,15 @@ class Gate:
     ) -> None:
         """A request without a session id, which may open one: the id the SDK answers with
         is bound to ``agent``."""
-        if not self.sessions.reserve():
+        if not self.sessions.reserve(agent.name):
+            # The agents' shares together are at most the cap: a refusal is a share held.
+            share, cap = self.sessions.per_agent, self.sessions.cap
             log.warning(
-                "MCP session for agent %s refused: %d are open", agent.name, len(self.sessions)
+                "MCP session for agent %s refused: it holds its share, %d", agent.name, share
             )
-            await _answer(send, 503, "too many open sessions")
+            await _answer(
+                send, 429, f"this agent holds its share of the sessions ({share} of {cap})"
+            )
             return
 
         async def binding(message: Message) -> None:
@@ -288,7 +322,7 @@ class Gate:
         try:
             await self.app(scope, receive, binding)
         finally:
-            self.sessions.release()
+            self.sessions.release(agent.name)
 
     async def _in_session(
         self,

@@ -200,12 +200,11 @@ def test_only_an_answered_session_id_is_bound() -> None:
 
 def test_sessions_are_capped_and_idle_ones_forgotten() -> None:
     now = [1000.0]
-    sessions = Sessions(cap=2, idle_seconds=60, clock=lambda: now[0])
-    gate = Gate(Behind(), AGENTS, sessions=sessions)
+    sessions = Sessions(cap=4, idle_seconds=60, clock=lambda: now[0])
+    gate = Gate(Behind(), AGENTS, sessions=sessions)  # two agents: two places each
     sessions.bind("s1", "a")
-    sessions.bind("s2", "b")
-    answer = _call(gate)
-    assert (answer.status, answer.body) == (503, {"error": "too many open sessions"})
+    sessions.bind("s2", "a")
+    assert _call(gate).status == 429
 
     # s1 has a request in flight (a stream): however long, it is not idle.
     sessions.enter("s1")
@@ -217,6 +216,33 @@ def test_sessions_are_capped_and_idle_ones_forgotten() -> None:
     assert sessions.owner("s1") == "a"
     now[0] += 1
     assert sessions.owner("s1") is None and len(sessions) == 0
+
+
+def test_no_agent_holds_more_than_its_share_of_the_sessions() -> None:
+    # Two agents share a cap of 4: two places each. a, holding its two, is refused a
+    # third; b, whose places a cannot take, still opens its own.
+    sessions = Sessions(cap=4, idle_seconds=60)
+    gate = Gate(Behind(), AGENTS, sessions=sessions)
+    sessions.bind("a1", "a")
+    sessions.bind("a2", "a")
+    answer = _call(gate, TOKEN_A)
+    assert answer.status == 429
+    assert answer.body == {"error": "this agent holds its share of the sessions (2 of 4)"}
+    assert _call(gate, TOKEN_B).status == 200
+
+    # A session a ends gives its place back to a.
+    _call(gate, TOKEN_A, method="DELETE", session="a1")
+    assert _call(gate, TOKEN_A).status == 200
+
+
+def test_an_agents_share_counts_the_sessions_it_is_opening() -> None:
+    sessions = Sessions(cap=2, idle_seconds=60)
+    sessions.share(["a", "b"])
+    assert sessions.reserve("a")  # its initialize is being answered
+    assert not sessions.reserve("a")
+    assert sessions.reserve("b")
+    sessions.release("a")
+    assert sessions.reserve("a")
 
 
 def test_the_lifespan_passes_through() -> None:
