@@ -90,10 +90,7 @@ def enabled() -> bool:
     tracer provider is set up (by :func:`setup`, ``opentelemetry-instrument`` or the
     application). Without one, :func:`span`, :func:`emit` and
     :meth:`SpanOfSteps.step` do nothing at all, not even a non-recording span."""
-    api = _api()
-    return api is not None and not isinstance(
-        api.trace.get_tracer_provider(), api.trace.ProxyTracerProvider
-    )
+    return _in_force_now() is not None
 
 
 class _InForce(NamedTuple):
@@ -111,34 +108,41 @@ class _InForce(NamedTuple):
 _in_force: _InForce | None = None
 
 
-def _provider() -> _InForce:
+def _in_force_now() -> _InForce | None:
+    """The tracer provider in force, with what derives from it; None when spans are not
+    recorded here (:func:`enabled`). One look at the global provider a span."""
     global _in_force
-    provider = _api().trace.get_tracer_provider()
-    if _in_force is None or _in_force.provider is not provider:
-        from .version import __version__
+    api = _api()
+    if api is None:
+        return None
+    provider = api.trace.get_tracer_provider()
+    if _in_force is not None and _in_force.provider is provider:
+        return _in_force
+    if isinstance(provider, api.trace.ProxyTracerProvider):
+        return None
+    from .version import __version__
 
-        try:
-            from opentelemetry.sdk.trace.sampling import ParentBased
-        except ImportError:  # a provider of another SDK: its sampler decides
-            follows = False
-        else:
-            follows = isinstance(getattr(provider, "sampler", None), ParentBased)
-        _in_force = _InForce(provider, provider.get_tracer(TRACER_NAME, __version__), follows)
+    try:
+        from opentelemetry.sdk.trace.sampling import ParentBased
+    except ImportError:  # a provider of another SDK: its sampler decides
+        follows = False
+    else:
+        follows = isinstance(getattr(provider, "sampler", None), ParentBased)
+    _in_force = _InForce(provider, provider.get_tracer(TRACER_NAME, __version__), follows)
     return _in_force
 
 
-def _tracer() -> Any:
-    return _provider().tracer
-
-
-def _left_out(parent: str | Mapping[str, Any] | None) -> bool:
-    """Whether a span under ``parent`` (a :func:`carrier` string) would be dropped
-    anyway: its context was not sampled and the sampler follows the parent's decision.
-    Such spans are not made at all, so the solves a sampler leaves out cost next to
-    nothing."""
-    if not isinstance(parent, str) or not parent:
-        return False
-    return _provider().follows_parent and not _sampled(parent)
+def _recording(parent: str | Mapping[str, Any] | None) -> Any:
+    """The tracer to make a span under ``parent`` with; None when nothing is recorded
+    here, or when the span would be dropped anyway: ``parent`` (a :func:`carrier`
+    string) was not sampled and the sampler follows the parent's decision. Such spans
+    are not made at all, so the solves a sampler leaves out cost next to nothing."""
+    force = _in_force_now()
+    if force is None:
+        return None
+    if force.follows_parent and isinstance(parent, str) and parent and not _sampled(parent):
+        return None
+    return force.tracer
 
 
 @functools.lru_cache(maxsize=4096)
@@ -257,11 +261,12 @@ def span(
     one request to a provider, whose method, address and status the span records
     (:func:`http_reply`); the stock HTTP instrumentations make no second span of it.
     Yields the span (None when nothing is recorded here: :func:`enabled`)."""
-    if not enabled() or _left_out(parent):
+    tracer = _recording(parent)
+    if tracer is None:
         yield None
         return
     context = _context_of(parent) if parent is not None else None
-    with _tracer().start_as_current_span(
+    with tracer.start_as_current_span(
         name,
         context=context,
         kind=_kind(kind),
@@ -337,9 +342,10 @@ def emit(
 ) -> None:
     """A span that already happened, from ``start`` to ``end`` (epoch seconds): a wait,
     or an outcome. ``error``: its status is ERROR with that description."""
-    if not enabled() or _left_out(parent):
+    tracer = _recording(parent)
+    if tracer is None:
         return
-    done = _tracer().start_span(
+    done = tracer.start_span(
         name,
         context=_context_of(parent),
         kind=_kind(kind),
@@ -430,13 +436,14 @@ class SpanOfSteps:
         """One step of ``key``'s job (``parent``: its :func:`carrier`), from ``start`` to
         ``end``: ``figures`` its numbers, ``attributes`` the span's (the last step's
         win)."""
-        if not enabled() or _left_out(parent):
+        tracer = _recording(parent)
+        if tracer is None:
             return
         done: list[_Steps] = []
         with self._lock:
             steps = self._open.get(key)
             if steps is None:
-                steps = self._open[key] = _Steps(parent, start)
+                steps = self._open[key] = _Steps(tracer, parent, start)
             steps.add(end, attributes, figures or {}, error)
             if final or error is not None or len(steps.ends) >= self.MAX_STEPS:
                 done.append(self._open.pop(key))
@@ -455,8 +462,8 @@ class SpanOfSteps:
 
 
 class _Steps:
-    def __init__(self, parent: str, start: float) -> None:
-        self.parent, self.start, self.end = parent, start, start
+    def __init__(self, tracer: Any, parent: str, start: float) -> None:
+        self.tracer, self.parent, self.start, self.end = tracer, parent, start, start
         self.attributes: dict[str, Any] = {}
         self.ends: list[float] = []
         self.figures: dict[str, list[Any]] = {}
@@ -483,7 +490,7 @@ class _Steps:
             "captcha_tasks.steps": len(self.ends),
             "captcha_tasks.step_ends_ms": [round((at - self.start) * 1000) for at in self.ends],
         }
-        done = _tracer().start_span(
+        done = self.tracer.start_span(
             name,
             context=_context_of(self.parent),
             kind=_kind(kind),

@@ -150,10 +150,6 @@ class Sessions:
         room for its own."""
         self.per_agent = max(1, self.cap // max(1, len(agents)))
 
-    def of_agent(self, agent: str) -> int:
-        """The sessions ``agent`` holds or is opening."""
-        return self._of_agent[agent]
-
     def owner(self, session_id: str) -> str | None:
         """The agent ``session_id`` was issued to, or ``None`` (never issued, ended, or
         idle too long)."""

@@ -282,33 +282,30 @@ def post(
     deadline = time.monotonic() + connect_timeout + timeout
     status = 0  # the answer's status, once its head has arrived
     try:
-        try:
-            # POST keeps secrets in the body; redirects would resend it as a GET.
-            with session.post(
-                url,
-                data=dict(data) if json_body is None else None,
-                files=(dict(files) or None) if json_body is None else None,
-                json=dict(json_body) if json_body is not None else None,
-                timeout=(connect_timeout, timeout),
-                allow_redirects=False,
-                stream=True,
-            ) as response:
-                status = response.status_code
-                body, cut = _read_body(response, deadline, timeout)
-                return Reply(status, response.headers.get("Content-Type", ""), body, cut)
-        except (
-            requests.RequestException,
-            urllib3.exceptions.HTTPError,
-            http.client.HTTPException,
-            OSError,
-        ) as exc:
-            maybe_sent = not (_never_sent(exc) or _refused(status))
-            raise RequestFailed(
-                f"{what} to {url}: {_describe(exc)}", maybe_sent=maybe_sent
-            ) from exc
-        except DeadlinePassed:
-            detail = f"{what} to {url}: no complete answer within {timeout:g} s"
-            raise RequestFailed(detail, maybe_sent=not _refused(status)) from None
+        # POST keeps secrets in the body; redirects would resend it as a GET.
+        with session.post(
+            url,
+            data=dict(data) if json_body is None else None,
+            files=(dict(files) or None) if json_body is None else None,
+            json=dict(json_body) if json_body is not None else None,
+            timeout=(connect_timeout, timeout),
+            allow_redirects=False,
+            stream=True,
+        ) as response:
+            status = response.status_code
+            body, cut = _read_body(response, deadline, timeout)
+            return Reply(status, response.headers.get("Content-Type", ""), body, cut)
+    except (
+        requests.RequestException,
+        urllib3.exceptions.HTTPError,
+        http.client.HTTPException,
+        OSError,
+    ) as exc:
+        maybe_sent = not (_never_sent(exc) or _refused(status))
+        raise RequestFailed(f"{what} to {url}: {_describe(exc)}", maybe_sent=maybe_sent) from exc
+    except DeadlinePassed:
+        detail = f"{what} to {url}: no complete answer within {timeout:g} s"
+        raise RequestFailed(detail, maybe_sent=not _refused(status)) from None
     finally:
         # The request on its span, if it asked for it (the submit's: tracing.span).
         tracing.http_reply(url, status)

@@ -12,6 +12,7 @@ spans of an admission (milliseconds) are not taken for the solve.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -81,6 +82,8 @@ def _consumer_span(
     """A consumer span of ``task``'s message in the caller's trace: the child of the stock
     instrumentation's run span when one is current, else of the context the message's
     headers carry. ``attributes`` beside the messaging conventions' own."""
+    if not tracing.enabled():
+        return contextlib.nullcontext()
     request = task.request
     headers = {header: getattr(request, header, None) for header in tracing.header_names()}
     return tracing.span(
