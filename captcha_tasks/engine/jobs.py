@@ -70,6 +70,11 @@ class Job:
     polls: int = 0
     #: Reads of the captchas before a resubmit: the result counts every read of a solve.
     earlier_polls: int = 0
+    #: Of ``polls``, those its reader made while keeping it (:mod:`.reader`), not in its
+    #: hash yet: a resubmit, its end or its reader's stop writes them there.
+    unsaved_polls: int = 0
+    #: The score its reader last gave its schedule entry (None: not held by a reader).
+    entry_score: float | None = None
     #: Scaled token lifetime; None for answers that do not expire (image text, GeeTest).
     token_ttl_s: float | None = None
     #: A fill job's pool id: its token goes to that pool, never to a caller.

@@ -19,6 +19,7 @@ than its claim, which comes back) is refused.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
@@ -34,6 +35,7 @@ from ..state.keys import SPEND_TTL, STRUCTURE_TTL, Keys
 from ..state.scripts import run, run_replicated, script
 from .jobs import Job
 from .own_due import OwnSchedule
+from .reader import Reader
 from .spend import Spend, minute_of, to_nano
 
 __all__ = ["Claimed", "SolveQueue"]
@@ -111,6 +113,9 @@ class SolveQueue:
         self.in_flight = 0
         #: The polls this queue's own calls scheduled, as its engine's loop reads them.
         self.scheduled = OwnSchedule()
+        #: The engine's part in reading this provider's captchas: while it holds the
+        #: lease, an unanswered captcha stays with it between reads (:mod:`.reader`).
+        self.reader: Reader | None = None
 
     def route_without(self, job: Job) -> str:
         """``job``'s route without this provider: where it may go next ("" if nowhere)."""
@@ -151,13 +156,14 @@ class SolveQueue:
     def claim(self, now: float, n: int) -> list[Claimed]:
         """Claim up to ``n`` jobs whose next poll (or whose claim) is due: no other
         engine takes them until the claim runs out."""
+        until = now + self.claim_s
         raw = run(
-            self.redis,
-            "claim",
-            [self.due_key],
-            [now, now + self.claim_s, n, self.keys.job_prefix, self.claimer],
+            self.redis, "claim", [self.due_key], [now, until, n, self.keys.job_prefix, self.claimer]
         )
-        return self._claimed(raw)
+        return [
+            Claimed(dataclasses.replace(job, entry_score=until), fields)
+            for job, fields in self._claimed(raw)
+        ]
 
     def release_claim(self, task_id: str, now: float) -> None:
         """Give a claimed job back at once (this engine has no thread for it after all)."""
@@ -236,7 +242,18 @@ class SolveQueue:
         False if the job moved on."""
         last_poll_at = at if polled else (job.last_poll_at or "")
         count = (1 if polled else 0) if reads is None else reads
-        args = [job.task_id, job.captcha_id, next_at, count, last_poll_at, job.claim]
+        # Reads its reader kept unsaved are written with it where this one goes to Redis.
+        saved = count + job.unsaved_polls
+        args = [job.task_id, job.captcha_id, next_at, saved, last_poll_at, job.claim]
+        if self.reader is not None:
+            read = dataclasses.replace(
+                job,
+                polls=job.polls + count,
+                unsaved_polls=job.unsaved_polls + count,
+                last_poll_at=at if polled else job.last_poll_at,
+            )
+            if self.reader.keep(read, next_at):  # its loop reads it at next_at
+                return True
         deferred: list[Any] | None = getattr(self._local, "deferred", None)
         if deferred is not None:
             deferred += args
@@ -298,12 +315,15 @@ class SolveQueue:
         args = [job.task_id, expected, captcha_id, not_before, STRUCTURE_TTL, counter]
         sending = expected == "sending"
         args += [
-            1 if polling else 0,
+            1 + job.unsaved_polls if polling else 0,
             route,
             "" if sending else job.claim,
             self.claimer if sending else "",
         ]
-        return bool(run(self.redis, "requeue", keys, args))
+        requeued = bool(run(self.redis, "requeue", keys, args))
+        if requeued:
+            self._moved_on([job.task_id])
+        return requeued
 
     def finish(
         self,
@@ -323,7 +343,10 @@ class SolveQueue:
         ``expected``: only if the job is still in that state under the caller's claim
         (a send given up on: not if its sender recorded the captcha since)."""
         call = self._finish_call(job, state, fields, now, captcha_id, spend, expected)
-        return bool(run(self.redis, "finish", *call))
+        ended = bool(run(self.redis, "finish", *call))
+        if ended:
+            self._moved_on([job.task_id])
+        return ended
 
     def finish_many(
         self,
@@ -340,8 +363,14 @@ class SolveQueue:
             self._finish_call(job, state, fields, now, job.captcha_id, spend, wake=wake)
             for job, state, fields, spend in ends
         ]
-        results = self._pipelined("finish", calls) if calls else []
-        return [bool(result) for result in results]
+        ended = [bool(result) for result in (self._pipelined("finish", calls) if calls else [])]
+        self._moved_on([job.task_id for (job, *_), won in zip(ends, ended, strict=True) if won])
+        return ended
+
+    def _moved_on(self, task_ids: Sequence[str]) -> None:
+        """Jobs this engine ended or requeued: its reader reads them no more."""
+        if self.reader is not None and task_ids:
+            self.reader.forget(task_ids)
 
     def _finish_call(
         self,

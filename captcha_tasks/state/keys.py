@@ -9,7 +9,8 @@ key                           type    what
                                       time they may be submitted (FIFO, back-off).
 ``{p}solve:due``              zset    task ids at the provider (or being submitted),
                                       scored by their next poll time; a claimed
-                                      entry is pushed to its claim's expiry.
+                                      entry is pushed to its claim's expiry, one its
+                                      reader holds to a lease ahead.
 ``{p}solve:budget``           zset    the thread budget: task ids holding a thread,
                                       scored by their lease's expiry.
 ``{p}solve:wake``             list    nudges for idle engines (new work, freed slot).
@@ -25,6 +26,10 @@ key                           type    what
                                       (``default``: ``solve:provider_limit``).
 ``{p}solve:due:{name}``        zset    a named provider's poll schedule, as
                                       ``solve:due`` (``default``: ``solve:due`` itself).
+``{p}solve:reader:{name}``     string  the engine that reads a provider's captchas
+                                      (its name and a random part): its lease.
+                                      TTL: the lease (``READER_LEASE``, scaled),
+                                      renewed by its holder every third of it.
 ``{p}provider:{name}:breaker`` hash   a provider's circuit breaker: state,
                                       open until, failures in a row, the probe's
                                       holder. TTL: ``BREAKER_TTL``, renewed by writes.
@@ -217,6 +222,10 @@ class Keys:
     def due_of(self, name: str) -> str:
         """A provider's poll schedule; ``default``'s is :attr:`due` itself."""
         return self.due if name == _DEFAULT_PROVIDER else f"{self.due}:{name}"
+
+    def reader_of(self, name: str) -> str:
+        """Which engine reads a provider's captchas now (its lease: ``reader_hold.lua``)."""
+        return f"{self.prefix}solve:reader:{name}"
 
     def breaker(self, name: str) -> str:
         return f"{self.prefix}provider:{name}:breaker"
