@@ -145,6 +145,7 @@ class Engine:
             due_key=self.queue.due_key,
             name=name,
             lease_s=max(1.0, settings.scaled(READER_LEASE)),
+            max_read_s=self.claim_s,
         )
         self.learner = FirstPollLearner(settings, client, provider=self.provider_name)
         self.breaker = Breaker(client, settings, self.provider_name, clock=clock)
@@ -439,19 +440,22 @@ class Engine:
             self._poll_due_at = now + self.reader.lease_s / 3
             return False
         kept = self.reader.take_due(now, free * per_call)
-        room = free * per_call - len(kept)
-        claimed = self.queue.claim(now, room) if room > 0 and self.reader.holding else []
+        try:
+            room = free * per_call - len(kept)
+            claimed = self.queue.claim(now, room) if room > 0 and self.reader.holding else []
+            fresh = {job.task_id for job, _ in claimed}
+            taken = [job for job, fields in claimed if self._take_claimed(job, fields)]
+        except BaseException:  # Redis failed: the kept ones are read at the next turn
+            self.reader.put_back(kept)
+            raise
+        self.reader.reading(taken, now)
+        polls = [job for job in kept if job.task_id not in fresh] + taken
         # Took all it asked for: more may be due. Else nothing else is until the next
         # poll this engine's own calls scheduled, or one the next look at Redis finds.
         more = len(claimed) >= room
         self._poll_due_at = (
             0.0 if more else min(self.queue.scheduled.next_after(now), self.reader.next_at())
         )
-        fresh = {job.task_id for job, _ in claimed}
-        polls = [job for job in kept if job.task_id not in fresh]
-        taken = [job for job, fields in claimed if self._take_claimed(job, fields)]
-        self.reader.reading(taken)
-        polls += taken
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]
             with self._busy_lock:  # marked here, before a revoke's turn can look

@@ -14,8 +14,9 @@ off from Redis), the next reader claims each of them within a lease, as after an
 engine's crash. An entry that is gone or moved without its reader (the captcha ended,
 was resubmitted or revoked, another engine claimed it) is let go at that check: such
 a captcha may be read once more before it, and that read changes nothing (its end,
-reschedule and requeue are fenced by its state, its captcha id and its claim). An
-engine that stops lets go of the lease with its captchas due at their own times and
+reschedule and requeue are fenced by its state, its captcha id and its claim). So is
+a captcha taken to read longer than a claim ago whose read never ended. An engine that
+stops lets go of the lease with its captchas due at their own times and
 their reads counted in their jobs.
 
 What a reader that dies loses: the reads it kept unsaved (the result's ``polls`` and a
@@ -59,6 +60,7 @@ class Reader:
         due_key: str,
         name: str,
         lease_s: float,
+        max_read_s: float,
     ) -> None:
         self.redis = client
         self.key = keys.reader_of(provider)
@@ -66,10 +68,13 @@ class Reader:
         self.due_key = due_key
         self.token = f"{name}:{secrets.token_hex(4)}"
         self.lease_s = lease_s
+        #: Longest a read may take (its engine's claim): a captcha taken to read longer
+        #: ago is let go at the next renewal, and the next claim takes it.
+        self.max_read_s = max_read_s
         self._lock = threading.Lock()
         #: Kept between reads, and being read (each with its schedule entry's score).
         self._kept: dict[str, _Kept] = {}
-        self._reading: dict[str, Job] = {}
+        self._reading: dict[str, tuple[Job, float]] = {}
         #: Whether this engine held the lease when it last asked.
         self.holding = False
         self._renewed_at = float("-inf")
@@ -82,7 +87,10 @@ class Reader:
         if now - self._renewed_at < self.lease_s / 3:
             return self.holding
         with self._lock:
-            held = [*self._kept.values(), *(_Kept(job, 0.0) for job in self._reading.values())]
+            for task_id, (_, since) in list(self._reading.items()):
+                if now - since > self.max_read_s:  # a read that never ended: let go
+                    del self._reading[task_id]
+            held = [*self._kept.values(), *(_Kept(job, 0.0) for job, _ in self._reading.values())]
         score = now + self.lease_s
         args: list[object] = [self.token, self._lease_ms, repr(score)]
         for kept in held:
@@ -104,7 +112,8 @@ class Reader:
                         del self._kept[task_id]
                 elif task_id in self._reading:
                     if flag:
-                        self._reading[task_id] = _scored(self._reading[task_id], score)
+                        job, since = self._reading[task_id]
+                        self._reading[task_id] = (_scored(job, score), since)
                     else:
                         del self._reading[task_id]
         return True
@@ -115,11 +124,12 @@ class Reader:
 
     # -- the captchas held -------------------------------------------------------------
 
-    def reading(self, jobs: Iterable[Job]) -> None:
-        """Claimed captchas this reader reads now (their entries' scores on them)."""
+    def reading(self, jobs: Iterable[Job], now: float) -> None:
+        """Claimed captchas this reader reads from ``now`` (their entries' scores on
+        them)."""
         with self._lock:
             for job in jobs:
-                self._reading[job.task_id] = job
+                self._reading[job.task_id] = (job, now)
 
     def take_due(self, now: float, n: int) -> list[Job]:
         """Up to ``n`` kept captchas due by ``now``, soonest first, now being read (none
@@ -133,17 +143,25 @@ class Reader:
             )[:n]
             for kept in due:
                 del self._kept[kept.job.task_id]
-                self._reading[kept.job.task_id] = kept.job
+                self._reading[kept.job.task_id] = (kept.job, now)
         return [kept.job for kept in due]
+
+    def put_back(self, jobs: Iterable[Job]) -> None:
+        """Kept captchas taken to read that were not read after all: due at once."""
+        with self._lock:
+            for job in jobs:
+                taken = self._reading.pop(job.task_id, None)
+                if taken is not None:
+                    self._kept[job.task_id] = _Kept(taken[0], 0.0)
 
     def keep(self, job: Job, next_at: float) -> bool:
         """Keep a captcha just read, to read again at ``next_at``; False if this engine
         does not hold it (it no longer reads, or the captcha moved on meanwhile)."""
         with self._lock:
-            held = self._reading.pop(job.task_id, None)
-            if held is None or not self.holding:
+            taken = self._reading.pop(job.task_id, None)
+            if taken is None or not self.holding:
                 return False
-            self._kept[job.task_id] = _Kept(_scored(job, held.entry_score), next_at)
+            self._kept[job.task_id] = _Kept(_scored(job, taken[0].entry_score), next_at)
             return True
 
     def forget(self, task_ids: Iterable[str]) -> None:
@@ -176,7 +194,7 @@ class Reader:
         reader, and the reads it kept unsaved counted in its job."""
         with self._lock:
             held = [(kept.job, kept.next_at) for kept in self._kept.values()]
-            held += [(job, 0.0) for job in self._reading.values()]
+            held += [(job, 0.0) for job, _ in self._reading.values()]
             self._kept, self._reading = {}, {}
         if self.holding:
             self._move(held, release=True)

@@ -202,6 +202,7 @@ MONITOR_EXCLUDED: Mapping[str, str] = {
     "job": "a job record holds a page task's arguments (form fields, cookies)",
     "job_prefix": "as job",
     "wake": "nudges between engines: nothing to show",
+    "reader_of": "which engine reads a provider's captchas, a lease between engines",
     "cookies": "session cookies of the sites",
     "visitor_cookies": "as cookies (one visitor's, under the host's cookies key)",
     "page_cookies": "as cookies (one isolated page's, under the host's cookies key)",
