@@ -6,7 +6,8 @@ must refuse within ``CAPTCHA_TASKS_MAX_PAGE_BYTES`` and ``CAPTCHA_TASKS_PAGE_DEA
 - ``/bomb/<MB>``: gzip-encoded, a few hundred kB on the wire that decode to that many
   megabytes.
 - ``/drip``: the head at once, then one byte every :attr:`HeavySite.drip_every` seconds
-  for as long as the reader reads (at most :attr:`HeavySite.drip_for` seconds).
+  for as long as the reader reads (at most :attr:`HeavySite.drip_for` seconds; from
+  :attr:`HeavySite.fade_after` seconds on, nothing more, the connection kept open).
 - ``/silent``: the head, then nothing for :attr:`HeavySite.drip_for` seconds.
 - ``/small``: a short page.
 
@@ -38,10 +39,13 @@ _BLOCK = (b"<p>" + b"x" * 1016 + b"</p>\n") * 1024
 class HeavySite(BackgroundServer):
     thread_name = "heavy-site"
 
-    def __init__(self, *, drip_every: float = 0.2, drip_for: float = 60.0) -> None:
+    def __init__(
+        self, *, drip_every: float = 0.2, drip_for: float = 60.0, fade_after: float = float("inf")
+    ) -> None:
         super().__init__()
         self.drip_every = drip_every
         self.drip_for = drip_for
+        self.fade_after = fade_after
         self.sent: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -108,9 +112,10 @@ class HeavySite(BackgroundServer):
             handler.send_header("Content-Length", str(1_000_000))
             handler.end_headers()
             handler.wfile.flush()
-            until = time.monotonic() + self.drip_for
+            start = time.monotonic()
+            until, fade = start + self.drip_for, start + self.fade_after
             while time.monotonic() < until and not self._stopping.is_set():
-                if kind == "drip":
+                if kind == "drip" and time.monotonic() < fade:
                     handler.wfile.write(b"x")
                     handler.wfile.flush()
                     self._count(kind, 1)
