@@ -3,20 +3,20 @@
 One engine per configured provider runs in each worker process (see
 :mod:`captcha_tasks.worker.engine_step`: with several providers each has its own client,
 budget and poll schedule, and ``acquire.lua`` routes every job to one of them); it
-holds no Celery worker slot. Its state is in Redis, but for the reads its reader
-has not saved, so any engine can take any job over: a job whose engine dies is
-picked up by another once its claim (or its reader's lease) runs out, and a
-rolling restart loses nothing.
+holds no Celery worker slot. All its state is in Redis (but for the reads a reader
+has not saved, with ``CAPTCHA_TASKS_READERS=one``), so any engine can take any job
+over: a job whose engine dies is picked up by another once its claim (or its
+reader's lease) runs out, and a rolling restart loses nothing.
 
 A loop claims due work and hands provider calls (through the
 :class:`~captcha_tasks.provider.Provider` interface) to a small thread pool:
 
 - **acquire**: take free threads of the cluster-wide budget for the oldest waiting
   jobs (:mod:`.queue`, one Lua script) and submit them;
-- **poll**: while this engine holds the provider's reader lease (:mod:`.reader`: one
-  engine reads at a time), claim jobs whose next poll is due, take those it keeps
-  between reads when they are due, and ask the provider for all of them in one
-  request where it reads many at once, else one by one (:mod:`.poll`);
+- **poll**: claim jobs whose next poll is due (with ``CAPTCHA_TASKS_READERS=one``, only
+  while this engine holds the provider's reader lease, and with the ones it keeps
+  between reads, :mod:`.reader`) and ask the provider for all of them in one request
+  where it reads many at once, else one by one (:mod:`.poll`);
 - a call that frees a thread (an answer, an error) immediately acquires and
   submits the next waiting job in the same thread: no queue hop between a thread
   freed at the provider and the next captcha sent to it.
@@ -138,15 +138,19 @@ class Engine:
         )
         #: The configured provider this engine drives (several: one engine each).
         self.provider_name = self.queue.provider_name
-        self.reader = self.queue.reader = Reader(
-            client,
-            self.queue.keys,
-            provider=self.provider_name,
-            due_key=self.queue.due_key,
-            name=name,
-            lease_s=max(1.0, settings.scaled(READER_LEASE)),
-            max_read_s=self.claim_s,
-        )
+        #: With ``CAPTCHA_TASKS_READERS=one``, this engine's part in the provider's one
+        #: reader (:mod:`.reader`); None: every engine claims and reads.
+        self.reader: Reader | None = None
+        if settings.readers == "one":
+            self.reader = self.queue.reader = Reader(
+                client,
+                self.queue.keys,
+                provider=self.provider_name,
+                due_key=self.queue.due_key,
+                name=name,
+                lease_s=max(1.0, settings.scaled(READER_LEASE)),
+                max_read_s=self.claim_s,
+            )
         self.learner = FirstPollLearner(settings, client, provider=self.provider_name)
         self.breaker = Breaker(client, settings, self.provider_name, clock=clock)
         self.finisher = Finisher(
@@ -249,8 +253,9 @@ class Engine:
         self.wakes.join(timeout)
         with contextlib.suppress(redis.RedisError):  # else its mark expires on its own
             self.refusal.forget()
-        with contextlib.suppress(redis.RedisError):  # else its lease runs out on its own
-            self.reader.stop()
+        if self.reader is not None:
+            with contextlib.suppress(redis.RedisError):  # else its lease runs out on its own
+                self.reader.stop()
 
     def revoke(self, task_ids: Iterable[str], reason: str = "revoked") -> None:
         """Revoke these solves (Celery's ``revoke`` reached this worker), on the engine's
@@ -353,15 +358,19 @@ class Engine:
             self._poll_due_at, self._waiting_at = self.queue.next_work(now)
             self._looked_at = now
             self.grid.note_load(self.queue.in_flight)
-            if not self.refusal.paused:
+            if self.reader is not None and not self.refusal.paused:
                 self.reader.look(now)
         else:
             self._poll_due_at = min(self._poll_due_at, self.queue.scheduled.next_after())
-        if self.reader.holding:
-            self._poll_due_at = min(self._poll_due_at, self.reader.next_at())
-        else:  # another engine reads: this one only looks at the lease now and then
-            self._poll_due_at = min(now + self.reader.lease_s / 3, 1.0 + now)
+        reader = self.reader
+        if reader is not None:
+            if reader.holding:
+                self._poll_due_at = min(self._poll_due_at, reader.next_at())
+            else:  # another engine reads: this one only looks at the lease now and then
+                self._poll_due_at = min(now + reader.lease_s / 3, 1.0 + now)
         wait = min(max(min(self._poll_due_at, self._waiting_at) - now, 0.005), 1.0)
+        if reader is not None and reader.holding:  # back in time to renew the lease
+            wait = min(wait, reader.lease_s / 3)
         if not self.wakes.woken:
             if self._in_flight() > 0:
                 # Our own calls will change what is due: look again soon, never busily.
@@ -406,7 +415,7 @@ class Engine:
         # Paused after a refused key: resume only once the provider takes it again, so a
         # misconfigured worker never touches more than the calls it had in flight.
         if self.refusal.holds(self.provider):
-            if self.reader.holding:  # its key refused: another engine's may read them
+            if self.reader is not None and self.reader.holding:  # another engine reads
                 self.reader.stop()
             f = self.finisher
             self.refusal.fail_all_if_alone(self.queue, f.fail, f.report_again, self._hand_on)
@@ -436,33 +445,39 @@ class Engine:
             return False
         per_call = BATCH_MAX if self.grid.batch else 1
         now = self.clock()
-        if not self.reader.look(now):
-            self._poll_due_at = now + self.reader.lease_s / 3
+        reader = self.reader
+        if reader is not None and not reader.look(now):
+            self._poll_due_at = now + reader.lease_s / 3
             return False
-        kept = self.reader.take_due(now, free * per_call)
+        kept = reader.take_due(now, free * per_call) if reader is not None else []
         try:
             room = free * per_call - len(kept)
-            claimed = self.queue.claim(now, room) if room > 0 and self.reader.holding else []
+            claimed = self.queue.claim(now, room) if room > 0 else []
             fresh = {job.task_id for job, _ in claimed}
             taken = [job for job, fields in claimed if self._take_claimed(job, fields)]
         except BaseException:  # Redis failed: the kept ones are read at the next turn
-            self.reader.put_back(kept)
+            if reader is not None:
+                reader.put_back(kept)
             raise
-        self.reader.reading(taken, now)
         polls = [job for job in kept if job.task_id not in fresh] + taken
         # Took all it asked for: more may be due. Else nothing else is until the next
         # poll this engine's own calls scheduled, or one the next look at Redis finds.
         more = len(claimed) >= room
-        self._poll_due_at = (
-            0.0 if more else min(self.queue.scheduled.next_after(now), self.reader.next_at())
-        )
+        self._poll_due_at = 0.0 if more else self.queue.scheduled.next_after(now)
+        if reader is not None:
+            reader.reading(taken, now)
+            self._poll_due_at = min(self._poll_due_at, reader.next_at())
         for start in range(0, len(polls), per_call):
             batch = polls[start : start + per_call]
             with self._busy_lock:  # marked here, before a revoke's turn can look
                 self._reading.update(job.task_id for job in batch)
             if not self._spawn(self._poll, batch):
                 self._read_ended(batch)
-                self.reader.give_back(batch, self.clock())
+                if reader is not None:
+                    reader.give_back(batch, self.clock())
+                else:
+                    for job in batch:
+                        self.queue.release_claim(job.task_id, self.clock())
                 self._poll_due_at = 0.0
         return bool(claimed) or bool(kept)
 
@@ -550,7 +565,8 @@ class Engine:
         # The call's end kicks the loop (``_spawn``): a revoke the read held back is
         # settled at its next turn, before that turn claims more reads.
         ids = {job.task_id for job in jobs}
-        self.reader.read_ended(ids)
+        if self.reader is not None:
+            self.reader.read_ended(ids)
         with self._busy_lock:
             self._reading -= ids
         if not self._revoking:  # the common case: no revoke waits (read without the lock)

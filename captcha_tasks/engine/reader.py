@@ -1,4 +1,5 @@
-"""One engine of a cluster reads a provider's captchas at a time: its reader.
+"""One engine of a cluster reads a provider's captchas at a time: its reader
+(``CAPTCHA_TASKS_READERS=one``; by default every engine claims and reads).
 
 Every engine submits; only the one holding the provider's reader lease claims captchas
 from the poll schedule and reads them, so one request at a tick of the poll grid asks

@@ -86,6 +86,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], str]] = {
             "CAPTCHA_TASKS_HTTP_TIMEOUT",
             "CAPTCHA_TASKS_STARTUP_TIMEOUT",
             "CAPTCHA_TASKS_ENGINE_THREADS",
+            "CAPTCHA_TASKS_READERS",
             "CAPTCHA_TASKS_MAX_IMAGE_BYTES",
             "CAPTCHA_TASKS_ALTCHA_MAX_NUMBER",
             "CAPTCHA_TASKS_ALTCHA_MAX_SECONDS",

@@ -3,6 +3,7 @@ goes to the next reader when it stops, dies or is cut off, never read by two."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -231,7 +232,7 @@ def two_engines(client: redis.Redis, settings: Settings) -> Iterator[Callable[..
         for name in ("engine@a", "engine@b"):
             outcomes = Outcomes()
             engine = Engine(
-                settings,
+                dataclasses.replace(settings, readers="one"),
                 client,
                 reads.of(name),
                 outcomes,
