@@ -217,6 +217,8 @@ class Engine:
         self._revoke_looked = float("-inf")
         # Task ids this engine is reading at the provider now (under ``_busy_lock``).
         self._reading: set[str] = set()
+        # Since when this engine, its provider's reader, has had no free call thread.
+        self._no_thread_since: float | None = None
 
     @property
     def provider(self) -> Provider:
@@ -360,6 +362,7 @@ class Engine:
             self.grid.note_load(self.queue.in_flight)
             if self.reader is not None and not self.refusal.paused:
                 self.reader.look(now)
+                self._step_aside_if_stuck(self.reader, now)
         else:
             self._poll_due_at = min(self._poll_due_at, self.queue.scheduled.next_after())
         reader = self.reader
@@ -382,6 +385,24 @@ class Engine:
             # takeable now. Wake-ups say nothing of polls (those are due by time, as
             # the look above saw), so no claim for them.
             self._waiting_at = 0.0
+
+    def _step_aside_if_stuck(self, reader: Reader, now: float) -> None:
+        """A reader with no free call thread for a whole lease reads nothing meanwhile:
+        it lets another engine read (its calls go on)."""
+        if not reader.holding or self._free_calls() > 0:
+            self._no_thread_since = None
+            return
+        if self._no_thread_since is None:
+            self._no_thread_since = now
+        elif now - self._no_thread_since > reader.lease_s:
+            log.warning(
+                "engine %s: no free call thread for %.1f s: another engine reads %s's captchas",
+                self.name,
+                now - self._no_thread_since,
+                self.provider_name,
+            )
+            reader.step_aside(now)
+            self._no_thread_since = None
 
     def _in_flight(self) -> int:
         with self._busy_lock:

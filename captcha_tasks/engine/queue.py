@@ -160,10 +160,11 @@ class SolveQueue:
         raw = run(
             self.redis, "claim", [self.due_key], [now, until, n, self.keys.job_prefix, self.claimer]
         )
-        return [
-            Claimed(dataclasses.replace(job, entry_score=until), fields)
-            for job, fields in self._claimed(raw)
-        ]
+        claimed = self._claimed(raw)
+        if self.reader is None:
+            return claimed
+        # The reader keeps what it reads under the score this claim gave its entry.
+        return [Claimed(dataclasses.replace(job, entry_score=until), f) for job, f in claimed]
 
     def release_claim(self, task_id: str, now: float) -> None:
         """Give a claimed job back at once (this engine has no thread for it after all)."""

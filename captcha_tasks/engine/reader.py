@@ -190,6 +190,12 @@ class Reader:
         self.read_ended(job.task_id for job in jobs)
         self._move([(job, now) for job in jobs], release=False)
 
+    def step_aside(self, now: float) -> None:
+        """Let go of the lease (as :meth:`stop`) and take it again no sooner than a lease
+        from ``now``: another engine reads meanwhile, if there is one."""
+        self.stop()
+        self._renewed_at = now + self.lease_s
+
     def stop(self) -> None:
         """Let go of the lease: every captcha held due at its own time for the next
         reader, and the reads it kept unsaved counted in its job."""

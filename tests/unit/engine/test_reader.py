@@ -44,7 +44,8 @@ def queue(client: redis.Redis, settings: Settings) -> SolveQueue:
 
 
 def _reader(client: redis.Redis, keys: Keys, queue: SolveQueue, name: str) -> Reader:
-    return Reader(
+    """A reader for ``queue``'s provider; the queue's own (as its engine's) if it has none."""
+    reader = Reader(
         client,
         keys,
         provider=queue.provider_name,
@@ -53,6 +54,9 @@ def _reader(client: redis.Redis, keys: Keys, queue: SolveQueue, name: str) -> Re
         lease_s=LEASE_S,
         max_read_s=MAX_READ_S,
     )
+    if queue.reader is None:
+        queue.reader = reader
+    return reader
 
 
 def test_a_kept_captcha_is_read_again_when_due_with_nothing_written_for_its_read(
@@ -61,7 +65,6 @@ def test_a_kept_captcha_is_read_again_when_due_with_nothing_written_for_its_read
     reader = _reader(client, keys, queue, "engine@a")
     job = _polling_job(queue, admit_jobs)
     assert reader.look(time.time())
-    queue.reader = reader
     reader.reading([job], time.time())
     before = client.hgetall(keys.job(job.task_id)), client.zscore(queue.due_key, job.task_id)
     at = time.time()
@@ -155,7 +158,6 @@ def test_a_stopping_reader_lets_go_with_its_captchas_due_and_their_reads_counted
     a, b = _reader(client, keys, queue, "engine@a"), _reader(client, keys, queue, "engine@b")
     job = _polling_job(queue, admit_jobs)
     assert a.look(time.time())
-    queue.reader = a
     a.reading([job], time.time())
     at = time.time()
     for _ in range(3):
@@ -297,3 +299,50 @@ def test_a_redis_error_between_taking_kept_captchas_and_reading_them_loses_none(
     assert failed.is_set()
     results = {k: v for _, o in engines for k, v in o.results.items()}
     assert set(results) == set(ids)
+
+
+def test_a_reader_with_no_free_call_thread_lets_another_engine_read(
+    client: redis.Redis, settings: Settings, admit_jobs: Callable[..., list[str]]
+) -> None:
+    release = threading.Event()
+    reads = _Reads(lambda captcha_id, poll: ready_on_poll(captcha_id, poll, 2))
+    stuck_provider = reads.of("engine@a")
+    read_of_a = stuck_provider.get_many
+
+    def held_read(captcha_ids: Iterable[str]) -> dict[str, Polled]:
+        release.wait(20)  # its one call thread is held: it can read nothing else
+        return read_of_a(captcha_ids)
+
+    stuck_provider.get_many = held_read  # type: ignore[method-assign]
+    one = dataclasses.replace(settings, readers="one")
+    started: list[tuple[Engine, Outcomes]] = []
+    try:
+        for name, provider, threads in (
+            ("engine@a", stuck_provider, 1),
+            ("engine@b", reads.of("engine@b"), 4),
+        ):
+            outcomes = Outcomes()
+            engine = Engine(
+                dataclasses.replace(one, engine_threads=threads),
+                client,
+                provider,
+                outcomes,
+                live_workers=lambda: ["a", "b"],
+                name=name,
+            )
+            started.append((engine.start(), outcomes))
+            if name == "engine@a":
+                reader = engine.reader
+                assert reader is not None
+                wait_until(lambda r=reader: r.holding, timeout=5, what="engine@a reads")
+        ids = admit_jobs(3)
+        ended = lambda: sum(o.ended() for _, o in started)  # noqa: E731
+        # a's read never comes back; after a lease without a free thread, b reads them all.
+        wait_until(lambda: ended() == 3, timeout=20, what="3 solves read by engine@b")
+        results = {k: v for _, o in started for k, v in o.results.items()}
+        assert set(results) == set(ids)
+        assert reads.by_engine.get("engine@b", 0) >= 3
+    finally:
+        release.set()
+        for engine, _ in started:
+            engine.stop(timeout=10)
