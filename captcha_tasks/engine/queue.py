@@ -241,11 +241,7 @@ class SolveQueue:
         """Poll ``job`` again at ``next_at``; ``polled``: a poll found no answer ``at``,
         else no poll told anything; ``reads``: reads to count (default: 1 if ``polled``).
         False if the job moved on."""
-        last_poll_at = at if polled else (job.last_poll_at or "")
         count = (1 if polled else 0) if reads is None else reads
-        # Reads its reader kept unsaved are written with it where this one goes to Redis.
-        saved = count + job.unsaved_polls
-        args = [job.task_id, job.captcha_id, next_at, saved, last_poll_at, job.claim]
         if self.reader is not None:
             read = dataclasses.replace(
                 job,
@@ -255,6 +251,10 @@ class SolveQueue:
             )
             if self.reader.keep(read, next_at):  # its loop reads it at next_at
                 return True
+        last_poll_at = at if polled else (job.last_poll_at or "")
+        # Reads its reader kept unsaved are written with it where this one goes to Redis.
+        saved = count + job.unsaved_polls
+        args = [job.task_id, job.captcha_id, next_at, saved, last_poll_at, job.claim]
         deferred: list[Any] | None = getattr(self._local, "deferred", None)
         if deferred is not None:
             deferred += args
@@ -365,7 +365,8 @@ class SolveQueue:
             for job, state, fields, spend in ends
         ]
         ended = [bool(result) for result in (self._pipelined("finish", calls) if calls else [])]
-        self._moved_on([job.task_id for (job, *_), won in zip(ends, ended, strict=True) if won])
+        if self.reader is not None:
+            self._moved_on([job.task_id for (job, *_), won in zip(ends, ended, strict=True) if won])
         return ended
 
     def _moved_on(self, task_ids: Sequence[str]) -> None:

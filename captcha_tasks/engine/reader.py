@@ -91,32 +91,29 @@ class Reader:
             for task_id, (_, since) in list(self._reading.items()):
                 if now - since > self.max_read_s:  # a read that never ended: let go
                     del self._reading[task_id]
-            held = [*self._kept.values(), *(_Kept(job, 0.0) for job, _ in self._reading.values())]
+            held = [kept.job for kept in self._kept.values()]
+            held += [job for job, _ in self._reading.values()]
         score = now + self.lease_s
         args: list[object] = [self.token, self._lease_ms, repr(score)]
-        for kept in held:
-            args += [kept.job.task_id, repr(kept.job.entry_score)]
+        for job in held:
+            args += [job.task_id, repr(job.entry_score)]
         flags = run(self.redis, "reader_hold", [self.key, self.due_key], args)
         self._renewed_at = now
         if flags is None:
             self._lost()
             return False
         self.holding = True
-        with self._lock:
-            for kept, flag in zip(held, flags, strict=True):
-                task_id = kept.job.task_id
+        with self._lock:  # each held captcha, wherever it is now: rescored, or let go
+            for job, flag in zip(held, flags, strict=True):
+                task_id = job.task_id
                 if task_id in self._kept:
+                    kept = self._kept.pop(task_id)
                     if flag:
-                        one = self._kept[task_id]
-                        self._kept[task_id] = _Kept(_scored(one.job, score), one.next_at)
-                    else:
-                        del self._kept[task_id]
+                        self._kept[task_id] = _Kept(_scored(kept.job, score), kept.next_at)
                 elif task_id in self._reading:
+                    reading, since = self._reading.pop(task_id)
                     if flag:
-                        job, since = self._reading[task_id]
-                        self._reading[task_id] = (_scored(job, score), since)
-                    else:
-                        del self._reading[task_id]
+                        self._reading[task_id] = (_scored(reading, score), since)
         return True
 
     @property

@@ -38,6 +38,14 @@ def _polling_job(queue: SolveQueue, admit_jobs: Callable[..., list[str]]) -> Job
     return polled
 
 
+def _reading_one(reader: Reader, queue: SolveQueue, admit_jobs: Callable[..., list[str]]) -> Job:
+    """One polling job, its reader holding the lease and reading it now."""
+    job = _polling_job(queue, admit_jobs)
+    assert reader.look(time.time())
+    reader.reading([job], time.time())
+    return job
+
+
 @pytest.fixture
 def queue(client: redis.Redis, settings: Settings) -> SolveQueue:
     return SolveQueue(client, settings, claim_s=30.0, claimer="engine@a")
@@ -63,9 +71,7 @@ def test_a_kept_captcha_is_read_again_when_due_with_nothing_written_for_its_read
     client: redis.Redis, keys: Keys, queue: SolveQueue, admit_jobs: Callable[..., list[str]]
 ) -> None:
     reader = _reader(client, keys, queue, "engine@a")
-    job = _polling_job(queue, admit_jobs)
-    assert reader.look(time.time())
-    reader.reading([job], time.time())
+    job = _reading_one(reader, queue, admit_jobs)
     before = client.hgetall(keys.job(job.task_id)), client.zscore(queue.due_key, job.task_id)
     at = time.time()
     assert queue.reschedule(job, at + 0.2, polled=True, at=at)
@@ -88,9 +94,7 @@ def test_a_kept_captcha_whose_entry_moved_is_let_go(
     moved_by: str,
 ) -> None:
     reader = _reader(client, keys, queue, "engine@a")
-    job = _polling_job(queue, admit_jobs)
-    assert reader.look(time.time())
-    reader.reading([job], time.time())
+    job = _reading_one(reader, queue, admit_jobs)
     at = time.time()
     assert reader.keep(job, at + 0.1)
     if moved_by == "ended":
@@ -110,10 +114,8 @@ def test_a_reader_whose_lease_another_took_reads_and_moves_nothing_it_kept(
     client: redis.Redis, keys: Keys, queue: SolveQueue, admit_jobs: Callable[..., list[str]]
 ) -> None:
     a, b = _reader(client, keys, queue, "engine@a"), _reader(client, keys, queue, "engine@b")
-    job = _polling_job(queue, admit_jobs)
-    assert a.look(time.time())
+    job = _reading_one(a, queue, admit_jobs)
     assert not b.look(time.time())  # one reader at a time
-    a.reading([job], time.time())
     at = time.time()
     assert a.keep(job, at + 0.1)
     score = client.zscore(queue.due_key, job.task_id)
@@ -134,9 +136,7 @@ def test_a_dead_readers_captchas_are_claimed_by_the_next_within_a_lease(
     admit_jobs: Callable[..., list[str]],
 ) -> None:
     a, b = _reader(client, keys, queue, "engine@a"), _reader(client, keys, queue, "engine@b")
-    job = _polling_job(queue, admit_jobs)
-    assert a.look(time.time())
-    a.reading([job], time.time())
+    job = _reading_one(a, queue, admit_jobs)
     assert a.keep(job, time.time())
     time.sleep(LEASE_S / 3)
     renewed = time.time()
@@ -156,9 +156,7 @@ def test_a_stopping_reader_lets_go_with_its_captchas_due_and_their_reads_counted
     client: redis.Redis, keys: Keys, queue: SolveQueue, admit_jobs: Callable[..., list[str]]
 ) -> None:
     a, b = _reader(client, keys, queue, "engine@a"), _reader(client, keys, queue, "engine@b")
-    job = _polling_job(queue, admit_jobs)
-    assert a.look(time.time())
-    a.reading([job], time.time())
+    job = _reading_one(a, queue, admit_jobs)
     at = time.time()
     for _ in range(3):
         assert queue.reschedule(job, at + 0.05, polled=True, at=at)
@@ -174,9 +172,7 @@ def test_kept_captchas_taken_for_a_read_that_did_not_start_are_read_next_time(
     client: redis.Redis, keys: Keys, queue: SolveQueue, admit_jobs: Callable[..., list[str]]
 ) -> None:
     reader = _reader(client, keys, queue, "engine@a")
-    job = _polling_job(queue, admit_jobs)
-    assert reader.look(time.time())
-    reader.reading([job], time.time())
+    job = _reading_one(reader, queue, admit_jobs)
     at = time.time()
     assert reader.keep(job, at)
     (taken,) = reader.take_due(at, 10)
