@@ -142,7 +142,7 @@ class Finisher:
                 log.warning("engine %s: taking the freed threads failed: %s", self.name, exc)
         # Their events reach the broker together where the completer batches them.
         events = getattr(self.completer, "batched", contextlib.nullcontext)
-        with self.learner.batched(), events():
+        with events():
             for s in won:
                 # Its span after the refill: making spans would hold the freed threads.
                 self._traced(s.job, result=s.result)

@@ -69,7 +69,7 @@ from .reader import Reader
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
 from .submit import Submitter
-from .timing import BATCH_LEARN_QUANTILE, FirstPollLearner, PollGrid
+from .timing import BATCH_LEARN_QUANTILE, SAMPLES_FLUSH_EVERY, FirstPollLearner, PollGrid
 from .wakes import WakeListener
 
 __all__ = ["Completer", "Engine", "EngineStats", "claim_seconds"]
@@ -255,6 +255,8 @@ class Engine:
         self.wakes.join(timeout)
         with contextlib.suppress(redis.RedisError):  # else its mark expires on its own
             self.refusal.forget()
+        with contextlib.suppress(redis.RedisError):  # else they are lost: they are samples
+            self.learner.flush()
         if self.reader is not None:
             with contextlib.suppress(redis.RedisError):  # else its lease runs out on its own
                 self.reader.stop()
@@ -360,6 +362,8 @@ class Engine:
             self._poll_due_at, self._waiting_at = self.queue.next_work(now)
             self._looked_at = now
             self.grid.note_load(self.queue.in_flight)
+            # Samples of the last second's solves, if no solve since has written them.
+            self.learner.flush(SAMPLES_FLUSH_EVERY)
             if self.reader is not None and not self.refusal.paused:
                 self.reader.look(now)
                 self._step_aside_if_stuck(self.reader, now)

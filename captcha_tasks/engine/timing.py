@@ -10,12 +10,11 @@ for nothing. Polled one by one, every later poll is placed by the same samples t
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import redis
 
@@ -31,6 +30,7 @@ __all__ = [
     "FIRST_POLL",
     "POLL_INTERVAL",
     "READ_MARGIN",
+    "SAMPLES_FLUSH_EVERY",
     "TOKEN_TTL",
     "FirstPollLearner",
     "PollGrid",
@@ -68,6 +68,9 @@ LEARN_QUANTILE = 0.2
 BATCH_LEARN_QUANTILE = 0.05
 LEARN_WINDOW = 256
 LEARN_MIN_SAMPLES = 8
+#: Seconds a learner holds the samples it observed before writing them to Redis: a
+#: worker writes its samples at most once a second, in one round trip, not per solve.
+SAMPLES_FLUSH_EVERY = 1.0
 #: Reads of one captcha keep this multiple of the provider's least interval apart:
 #: engines on several hosts poll the same captcha by their own clocks.
 READ_MARGIN = 1.2
@@ -113,7 +116,9 @@ class FirstPollLearner:
         self.refresh = refresh
         self._cache: dict[str, tuple[float, float | None, ReadyTimes | None, float]] = {}
         self._lock = threading.Lock()
-        self._local = threading.local()
+        #: Samples observed and not yet written, by type; when they last were written.
+        self._pending: dict[str, list[str]] = {}
+        self._flushed_at = float("-inf")
         #: The quantile of ready times the first poll aims at (batched polls: lower).
         self.first_quantile = LEARN_QUANTILE
         self._quantiles = poll_quantiles(settings.poll_reads)
@@ -141,8 +146,11 @@ class FirstPollLearner:
             cached = self._cache.get(captcha_type)
             if cached and now - cached[3] < self.refresh:
                 return cached[:3]
-        raw = self.client.lrange(self.keys.timing(captcha_type, self.provider), 0, LEARN_WINDOW - 1)
-        samples = [float(v) for v in raw]
+        # This worker's own samples first, in the same round trip: it learns from them too.
+        pipe = self.client.pipeline(transaction=False)
+        self._write_pending(pipe)
+        pipe.lrange(self.keys.timing(captcha_type, self.provider), 0, LEARN_WINDOW - 1)
+        samples = [float(v) for v in pipe.execute()[-1]]
         value = self.default(captcha_type)
         learned = ready = None
         if len(samples) >= LEARN_MIN_SAMPLES:
@@ -173,6 +181,10 @@ class FirstPollLearner:
         first poll answered) and of the poll that answered; ``exact``: the answer came
         when it was ready (pushed by the provider), at ``ready_at``.
 
+        The sample is held here and written with the others of the last second
+        (:data:`SAMPLES_FLUSH_EVERY`; :meth:`flush`), or before this learner next reads
+        the samples from Redis: a solve costs no write of its own.
+
         With callbacks on, only exact solves are learned: a read that found the answer
         is a lost callback's fallback, made once nearly every answer has been ready a
         while, and tells only that it was ready by then. Stored as a sample it would
@@ -184,30 +196,35 @@ class FirstPollLearner:
             return
         low = 0.5 * ready_at if not_ready_at is None else not_ready_at
         sample = low + self.rng.random() * (ready_at - low)
-        key = self.keys.timing(captcha_type, self.provider)
-        batch: redis.client.Pipeline | None = getattr(self._local, "pipe", None)
-        pipe = batch if batch is not None else self.client.pipeline(transaction=True)
-        pipe.lpush(key, f"{sample:.4f}")
-        pipe.ltrim(key, 0, LEARN_WINDOW - 1)
-        pipe.expire(key, STRUCTURE_TTL)
-        if batch is None:
-            pipe.execute()
+        with self._lock:
+            self._pending.setdefault(captcha_type, []).append(f"{sample:.4f}")
+        self.flush(SAMPLES_FLUSH_EVERY)
 
-    @contextlib.contextmanager
-    def batched(self) -> Iterator[None]:
-        """The solves observed inside (this thread's) are written at the end,
-        in one round trip (a batch poll's answers)."""
-        if getattr(self._local, "pipe", None) is not None:  # nested: the outer one writes
-            yield
-            return
-        pipe = self.client.pipeline(transaction=True)
-        self._local.pipe = pipe
-        try:
-            yield
-        finally:
-            self._local.pipe = None
-            if len(pipe):
-                pipe.execute()
+    def flush(self, older_than: float = 0.0) -> None:
+        """Write the samples observed here and not yet written, in one round trip, if
+        the last write is ``older_than`` seconds old (0: now, as at a worker's stop)."""
+        with self._lock:
+            if not self._pending or time.monotonic() - self._flushed_at < older_than:
+                return
+        pipe = self.client.pipeline(transaction=False)
+        self._write_pending(pipe)
+        pipe.execute()
+
+    def _write_pending(self, pipe: redis.client.Pipeline) -> None:
+        """Queue on ``pipe`` the writes of the samples held: newest first in each type's
+        list, which keeps the :data:`LEARN_WINDOW` newest. Trimming is not atomic with
+        the push: a read between them sees a few more than the window, which is harmless.
+        Samples whose write fails are lost: they are a sample."""
+        with self._lock:
+            if not self._pending:
+                return
+            pending, self._pending = self._pending, {}
+            self._flushed_at = time.monotonic()
+        for captcha_type, samples in pending.items():
+            key = self.keys.timing(captcha_type, self.provider)
+            pipe.lpush(key, *samples)
+            pipe.ltrim(key, 0, LEARN_WINDOW - 1)
+            pipe.expire(key, STRUCTURE_TTL)
 
 
 class PollGrid:

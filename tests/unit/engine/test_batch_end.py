@@ -167,10 +167,10 @@ def test_batched_first_polls_aim_lower_than_one_by_one(
     one_by_one = FirstPollLearner(settings, client, provider="unit-first")
     batched = FirstPollLearner(settings, client, provider="unit-first")
     batched.first_quantile = BATCH_LEARN_QUANTILE
-    with one_by_one.batched():
-        for s in samples:
-            # A last empty poll just below the answer: the sample is (nearly) s.
-            one_by_one.observe("recaptcha_v2", not_ready_at=s - 1e-6, ready_at=s)
+    for s in samples:
+        # A last empty poll just below the answer: the sample is (nearly) s.
+        one_by_one.observe("recaptcha_v2", not_ready_at=s - 1e-6, ready_at=s)
+    one_by_one.flush()
     assert batched.first_poll("recaptcha_v2") < one_by_one.first_poll("recaptcha_v2")
     # What "slower than usual" compares to stays the same quantile in both.
     assert batched.learned("recaptcha_v2") == one_by_one.learned("recaptcha_v2")

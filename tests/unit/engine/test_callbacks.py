@@ -372,6 +372,7 @@ def test_a_lost_callback_s_fallback_read_teaches_nothing_a_callback_its_exact_ti
     key = Keys(cb_settings.key_prefix).timing("recaptcha_v2", engine.provider_name)
     for _ in range(LEARN_MIN_SAMPLES):  # callbacks taught them: 0.1 s from submit
         engine.learner.observe("recaptcha_v2", not_ready_at=None, ready_at=0.1, exact=True)
+    engine.learner.flush()
     learned = client.lrange(key, 0, -1)
     engine.start()
     try:

@@ -272,12 +272,39 @@ def test_a_sample_lies_in_the_interval_the_polls_saw(learner_for, client, settin
     for _ in range(LEARN_WINDOW // 2 + 10):
         learner.observe("image", not_ready_at=1.5, ready_at=1.9)
         learner.observe("image", not_ready_at=None, ready_at=2.0)  # the first poll answered
+    learner.flush()
     samples = [float(v) for v in client.lrange(key, 0, -1)]
     assert len(samples) == LEARN_WINDOW  # bounded: the newest only
     between = samples[1::2]
     first_hits = samples[0::2]
     assert all(1.5 <= s <= 1.9 for s in between) and len(set(between)) > 10  # spread
     assert all(1.0 <= s <= 2.0 for s in first_hits)  # the first poll's later half
+
+
+def test_a_workers_samples_reach_redis_in_one_write_a_second(learner_for, client, settings) -> None:  # type: ignore[no-untyped-def]
+    learner = learner_for()
+    other = learner_for()  # another worker's learner: it sees only what was written
+    key = Keys(settings.key_prefix).timing("image", "captchaai")
+
+    def pushes() -> int:
+        return int(client.info("commandstats").get("cmdstat_lpush", {}).get("calls", 0))
+
+    before = pushes()
+    for i in range(40):
+        learner.observe("image", not_ready_at=1.5, ready_at=1.6 + i / 100)
+    # The first solve's sample is written at once; the next ones within the second wait.
+    assert pushes() - before == 1 and client.llen(key) == 1
+    assert other.ready_times("image") is None  # one sample: too few to learn from
+    # This worker learns from its own samples before they are written...
+    ready = learner.ready_times("image")
+    assert ready is not None and len(ready.samples) == 40
+    # ...and reading them wrote them, with the rest, in one push.
+    assert pushes() - before == 2 and client.llen(key) == 40
+    learner.observe("image", not_ready_at=1.5, ready_at=1.7)
+    learner.flush()  # as at a worker's stop
+    assert client.llen(key) == 41 and pushes() - before == 3
+    learner.flush()  # nothing held: nothing written
+    assert pushes() - before == 3
 
 
 def test_each_provider_learns_its_own_ready_times(learner_for) -> None:  # type: ignore[no-untyped-def]
