@@ -197,7 +197,9 @@ class FirstPollLearner:
         low = 0.5 * ready_at if not_ready_at is None else not_ready_at
         sample = low + self.rng.random() * (ready_at - low)
         with self._lock:
-            self._pending.setdefault(captcha_type, []).append(f"{sample:.4f}")
+            held = self._pending.setdefault(captcha_type, [])
+            held.append(f"{sample:.4f}")
+            del held[:-LEARN_WINDOW]  # only the newest are kept in Redis anyway
         self.flush(SAMPLES_FLUSH_EVERY)
 
     def flush(self, older_than: float = 0.0) -> None:

@@ -104,17 +104,19 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, scan)
 local taken = {}
 local lane_name = ARGV[6 + 2 * lane]
 
-local function take(id, job, lease)
+local function take(id, job, lease, claim)
   redis.call('ZREM', KEYS[1], id)
   if lease then
     redis.call('ZADD', KEYS[3 * lane], now + lease, id)
   end
   redis.call('ZADD', KEYS[2], claim_until, id)
-  redis.call('HSET', job, 'state', 'submitting', 'provider', lane_name)
-  redis.call('HINCRBY', job, 'claim', 1)
+  local fields = {'state', 'submitting', 'provider', lane_name,
+                  'claim', (tonumber(claim) or 0) + 1}
   if claimer ~= '' then
-    redis.call('HSET', job, 'claimed_by', claimer)
+    table.insert(fields, 'claimed_by')
+    table.insert(fields, claimer)
   end
+  redis.call('HSET', job, unpack(fields))
   table.insert(taken, id)
   table.insert(taken, redis.call('HGETALL', job))
 end
@@ -124,12 +126,12 @@ for _, id in ipairs(ids) do
     break
   end
   local job = ARGV[4] .. id
-  local f = redis.call('HMGET', job, 'lease_s', 'route', 'queue_deadline')
+  local f = redis.call('HMGET', job, 'lease_s', 'route', 'queue_deadline', 'claim')
   local lease = tonumber(f[1])
   if not lease then
     redis.call('ZREM', KEYS[1], id) -- its hash is gone: a stale entry
   elseif (tonumber(f[3]) or now) < now then
-    take(id, job, nil)
+    take(id, job, nil, f[4])
   else
     local pick = nil
     for _, i in ipairs(route_of(f[2])) do
@@ -141,7 +143,7 @@ for _, id in ipairs(ids) do
     if pick then
       free[pick] = free[pick] - 1
       if pick == lane then
-        take(id, job, lease)
+        take(id, job, lease, f[4])
         if usable[lane] == 'probe' then
           redis.call('HSET', KEYS[3 * lane + 2], 'state', 'half_open', 'probe', id,
                      'probe_until', claim_until)
@@ -154,7 +156,10 @@ for _, id in ipairs(ids) do
     end
   end
 end
-for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3 * lane]}) do
-  redis.call('EXPIRE', key, ARGV[5])
+-- The keys written to keep their TTL from their last write (waiting only shrinks here:
+-- its writers, admit.lua and requeue.lua, refresh its TTL).
+if #taken > 0 then
+  redis.call('EXPIRE', KEYS[2], ARGV[5])
+  redis.call('EXPIRE', KEYS[3 * lane], ARGV[5])
 end
 return taken

@@ -11,7 +11,8 @@
 -- (result, callbacks) and then removes it (``reported``). If the caller dies first,
 -- another engine claims the entry after report_until and reports the stored outcome,
 -- so an ended job is never left unreported.
-local state = redis.call('HGET', KEYS[1], 'state')
+local f = redis.call('HMGET', KEYS[1], 'state', 'captcha_id', 'claim')
+local state = f[1]
 if state ~= 'polling' and state ~= 'sending' and state ~= 'submitting'
    and state ~= 'waiting' then
   return 0
@@ -19,8 +20,7 @@ end
 if ARGV[8] ~= '' and state ~= ARGV[8] then
   return 0
 end
-local f = redis.call('HMGET', KEYS[1], 'captcha_id', 'claim')
-if (ARGV[2] ~= '' and f[1] ~= ARGV[2]) or (ARGV[9] ~= '' and f[2] ~= ARGV[9]) then
+if (ARGV[2] ~= '' and f[2] ~= ARGV[2]) or (ARGV[9] ~= '' and f[3] ~= ARGV[9]) then
   return 0
 end
 redis.call('HSET', KEYS[1], 'state', ARGV[3], unpack(ARGV, 11))
