@@ -69,7 +69,7 @@ from .reader import Reader
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
 from .submit import Submitter
-from .timing import BATCH_LEARN_QUANTILE, SAMPLES_FLUSH_EVERY, FirstPollLearner, PollGrid
+from .timing import BATCH_LEARN_QUANTILE, FirstPollLearner, PollGrid
 from .wakes import WakeListener
 
 __all__ = ["Completer", "Engine", "EngineStats", "claim_seconds"]
@@ -363,7 +363,7 @@ class Engine:
             self._looked_at = now
             self.grid.note_load(self.queue.in_flight)
             # Samples of the last second's solves, if no solve since has written them.
-            self.learner.flush(SAMPLES_FLUSH_EVERY)
+            self.learner.flush_if_due()
             if self.reader is not None and not self.refusal.paused:
                 self.reader.look(now)
                 self._step_aside_if_stuck(self.reader, now)

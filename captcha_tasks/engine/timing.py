@@ -107,6 +107,7 @@ class FirstPollLearner:
         refresh: float = 1.0,
         provider: str = DEFAULT_PROVIDER,
         rng: random.Random | None = None,
+        flush_every: float = SAMPLES_FLUSH_EVERY,
     ) -> None:
         self.settings = settings
         self.rng = rng or random.Random()
@@ -114,6 +115,8 @@ class FirstPollLearner:
         self.keys = Keys(settings.key_prefix)
         self.provider = provider  # each provider's timings are its own
         self.refresh = refresh
+        #: Seconds the samples observed here are held before they are written.
+        self.flush_every = flush_every
         self._cache: dict[str, tuple[float, float | None, ReadyTimes | None, float]] = {}
         self._lock = threading.Lock()
         #: Samples observed and not yet written, by type; when they last were written.
@@ -181,9 +184,9 @@ class FirstPollLearner:
         first poll answered) and of the poll that answered; ``exact``: the answer came
         when it was ready (pushed by the provider), at ``ready_at``.
 
-        The sample is held here and written with the others of the last second
-        (:data:`SAMPLES_FLUSH_EVERY`; :meth:`flush`), or before this learner next reads
-        the samples from Redis: a solve costs no write of its own.
+        The sample is held here and written with the others of the last
+        :attr:`flush_every` seconds (:meth:`flush_if_due`), or before this learner next
+        reads the samples from Redis: a solve costs no write of its own.
 
         With callbacks on, only exact solves are learned: a read that found the answer
         is a lost callback's fallback, made once nearly every answer has been ready a
@@ -200,14 +203,18 @@ class FirstPollLearner:
             held = self._pending.setdefault(captcha_type, [])
             held.append(f"{sample:.4f}")
             del held[:-LEARN_WINDOW]  # only the newest are kept in Redis anyway
-        self.flush(SAMPLES_FLUSH_EVERY)
+        self.flush_if_due()
 
-    def flush(self, older_than: float = 0.0) -> None:
-        """Write the samples observed here and not yet written, in one round trip, if
-        the last write is ``older_than`` seconds old (0: now, as at a worker's stop)."""
+    def flush_if_due(self) -> None:
+        """:meth:`flush`, if the last write is :attr:`flush_every` seconds old."""
         with self._lock:
-            if not self._pending or time.monotonic() - self._flushed_at < older_than:
+            if not self._pending or time.monotonic() - self._flushed_at < self.flush_every:
                 return
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the samples observed here and not yet written, in one round trip (as at
+        a worker's stop)."""
         pipe = self.client.pipeline(transaction=False)
         self._write_pending(pipe)
         pipe.execute()

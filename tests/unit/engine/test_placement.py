@@ -281,8 +281,10 @@ def test_a_sample_lies_in_the_interval_the_polls_saw(learner_for, client, settin
     assert all(1.0 <= s <= 2.0 for s in first_hits)  # the first poll's later half
 
 
-def test_a_workers_samples_reach_redis_in_one_write_a_second(learner_for, client, settings) -> None:  # type: ignore[no-untyped-def]
+def test_a_workers_samples_are_held_and_written_together(learner_for, client, settings) -> None:  # type: ignore[no-untyped-def]
     learner = learner_for()
+    # An hour between writes: the samples after the first are held whatever the load.
+    learner.flush_every = 3600.0
     other = learner_for()  # another worker's learner: it sees only what was written
     key = Keys(settings.key_prefix).timing("image", "captchaai")
 
@@ -292,7 +294,7 @@ def test_a_workers_samples_reach_redis_in_one_write_a_second(learner_for, client
     before = pushes()
     for i in range(40):
         learner.observe("image", not_ready_at=1.5, ready_at=1.6 + i / 100)
-    # The first solve's sample is written at once; the next ones within the second wait.
+    # The first solve's sample is written at once; the next ones wait.
     assert pushes() - before == 1 and client.llen(key) == 1
     assert other.ready_times("image") is None  # one sample: too few to learn from
     # This worker learns from its own samples before they are written...
@@ -305,6 +307,9 @@ def test_a_workers_samples_reach_redis_in_one_write_a_second(learner_for, client
     assert client.llen(key) == 41 and pushes() - before == 3
     learner.flush()  # nothing held: nothing written
     assert pushes() - before == 3
+    learner.flush_every = 0.0
+    learner.observe("image", not_ready_at=1.5, ready_at=1.8)  # due: written at once
+    assert client.llen(key) == 42 and pushes() - before == 4
 
 
 def test_each_provider_learns_its_own_ready_times(learner_for) -> None:  # type: ignore[no-untyped-def]
