@@ -74,8 +74,7 @@ class Poller:
             answers = self._get_answers(readable)
         except (TransientSolverError, PermanentSolverError) as exc:
             self._traced(readable, (started, time.time()), {}, exc)
-            self._failed(readable, exc, now)
-            return freed
+            return self._failed(readable, exc, now) or freed
         at = self.parts.clock()
         read = (started, time.time())
         solved: list[tuple[Job, Answer]] = []
@@ -223,8 +222,11 @@ class Poller:
 
     def _failed(
         self, jobs: Sequence[Job], exc: TransientSolverError | PermanentSolverError, now: float
-    ) -> None:
-        """The poll request itself failed: every job of it waits, or fails."""
+    ) -> bool:
+        """The poll request itself failed (sent ``now``): every job of it waits, or fails;
+        True if that freed a thread. A job past its deadline fails with SolveTimeout, as
+        one whose read found no answer does: reads that keep failing end it in time."""
+        freed = False
         if isinstance(exc, TransientSolverError):
             self.parts.observer.noted(f"poll_retry:{exc.code}")
             # The captchas stay here whatever the breaker decides.
@@ -239,9 +241,17 @@ class Poller:
             )
             # Where reads are capped, a failed one may have counted at the provider.
             reads = 1 if self.parts.grid.rules.max_reads is not None else 0
+            at = self.parts.clock()
             with self.parts.queue.batched():
                 for job in jobs:
-                    self.parts.queue.reschedule(job, later, polled=False, at=now, reads=reads)
+                    if at > job.solve_deadline():
+                        stop = (
+                            f"no answer {job.deadline_s:.0f} s after submit: its last reads "
+                            f"failed ({exc.code or type(exc).__name__}: {exc})"
+                        )
+                        freed |= self.parts.finisher.fail(job, SolveTimeout(stop))
+                    else:
+                        self.parts.queue.reschedule(job, later, polled=False, at=now, reads=reads)
         elif isinstance(exc, InvalidApiKey):
             # The captchas are fine at the provider; our key is not: another engine (or
             # this one with a corrected key) polls them again before their deadlines.
@@ -252,7 +262,8 @@ class Poller:
                 )
         else:
             for job in jobs:
-                self.parts.finisher.fail(job, exc)
+                freed |= self.parts.finisher.fail(job, exc)
+        return freed
 
     def _get_answers(self, jobs: Sequence[Job]) -> Mapping[str, Polled]:
         rules = self.parts.grid.rules

@@ -426,6 +426,28 @@ def test_slow_poll_answers_are_retried_and_every_job_submits_once(
     assert all(result["submits"] == 1 for result in outcomes.results.values())
 
 
+@pytest.mark.parametrize("readers", ["all", "one"])
+def test_reads_that_keep_failing_end_in_a_timeout_at_the_deadline(
+    sandbox_factory: Any, make_engines: Any, readers: str
+) -> None:
+    # Every read answers 502 (a transient error: retried) from the moment of submit on.
+    sandbox = sandbox_factory(fail_rate=1.0, fault_paths=("res.php",))
+    engines, outcomes = make_engines(sandbox.url, readers=readers)
+    ids = _admit(engines[0], 3)
+    deadline = engines[0].settings.scaled(180.0)  # reCAPTCHA v2's, scaled: 9 s
+    started = time.monotonic()
+    wait_until(lambda: outcomes.ended() == 3, timeout=deadline + 15, what="3 timeouts")
+    took = time.monotonic() - started
+    for task_id in ids:
+        error = outcomes.errors[task_id]
+        assert isinstance(error, SolveTimeout), error
+        assert "502" in str(error) or "HTTP" in str(error), error  # the reads' failure named
+    # Given up at the deadline, not before it and not long after (a retry's back-off).
+    assert deadline * 0.9 <= took <= deadline + 5, took
+    stats = sandbox.stats()
+    assert stats["submitted"] == 3 and stats["duplicates"] == 0 and stats["errors_injected"] >= 3
+
+
 def test_502_bursts_on_submit_are_retried_and_every_job_submits_once(
     sandbox_factory: Any, make_engines: Any
 ) -> None:
