@@ -81,8 +81,9 @@ CLASSIC_RULES = PollRules(
     first_read_after=5.0,
     calls_per_captcha=20,
     # res.php joins a batch's answers with "|", which FunCaptcha tokens contain
-    # ("<token>|r=eu-west-1|meta=3|pk=..."): a batch holding one cannot be split.
-    single_reads=frozenset({"funcaptcha"}),
+    # ("<token>|r=eu-west-1|meta=3|pk=...") and so does a GeeTest v3 answer (its
+    # seccode is "<validate>|jordan"): a batch holding one cannot be split.
+    single_reads=frozenset({"funcaptcha", "geetest"}),
     batch_user_agent=False,
     source="2captcha.com/2captcha-api: first poll ~5 s (15-20 s reCAPTCHA v2), then ~5 s; "
     "ban above 20 res.php calls per captcha + 1200",

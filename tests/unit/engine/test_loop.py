@@ -12,7 +12,7 @@ import redis
 
 from captcha_tasks.engine import Engine, admit
 from captcha_tasks.errors import BadRequest, CaptchaUnsolvable, InvalidApiKey
-from captcha_tasks.provider import FunCaptcha, Polled, Turnstile
+from captcha_tasks.provider import FunCaptcha, GeeTest, Polled, Turnstile
 from captcha_tasks.settings import Settings
 from captcha_tasks.state import Keys
 from captcha_tasks_dev.procs import wait_until
@@ -145,6 +145,34 @@ def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a
     singles = [ids for kind, ids in provider.requests if kind == "get"]
     assert len(batches) == 4 and all(sorted(ids) == recaptchas for ids in batches)
     assert all(singles.count([captcha_id]) == 4 for captcha_id in lonely)
+
+
+def test_geetest_v3_captchas_are_read_one_by_one(
+    make_engine: MakeEngine, client: redis.Redis, settings: Settings, keys: Keys
+) -> None:
+    # A GeeTest v3 answer's seccode is "<validate>|jordan": res.php's batch answer,
+    # joined with "|", could not be split. Three submitted at one time share their ticks.
+    provider = FakeProvider(lambda captcha_id, poll: ready_on_poll(captcha_id, poll, 3))
+    task_ids = [str(uuid.uuid4()) for _ in range(3)]
+    for i, task_id in enumerate(task_ids):
+        captcha = GeeTest(
+            "f1ab2cdefa3456789012345678901234",
+            "12345678abc90123d45678ef90123a456b",
+            f"https://example.com/gt/{i}",
+        )
+        assert admit(client, settings, task_id, captcha)
+    clock = HeldClock()
+    _, outcomes = make_engine(provider, threads=3, clock=clock)
+    wait_until(
+        lambda: all(client.hget(keys.job(t), "state") == "polling" for t in task_ids),
+        timeout=20,
+        what="3 submits",
+    )
+    clock.release()
+    wait_until(lambda: outcomes.ended() == 3, timeout=30, what="3 ends")
+    assert len(outcomes.results) == 3, outcomes.errors
+    assert provider.count("get_many") == 0
+    assert provider.count("get") == 9  # each read alone, answered on its third
 
 
 def test_an_unsolvable_captcha_is_resubmitted_once_then_fails(
