@@ -225,12 +225,14 @@ class _Reads:
 def two_engines(client: redis.Redis, settings: Settings) -> Iterator[Callable[..., list]]:
     engines: list[Engine] = []
 
-    def make(reads: _Reads) -> list[tuple[Engine, Outcomes]]:
+    def make(
+        reads: _Reads, modes: tuple[str, str] = ("one", "one")
+    ) -> list[tuple[Engine, Outcomes]]:
         out = []
-        for name in ("engine@a", "engine@b"):
+        for name, mode in zip(("engine@a", "engine@b"), modes, strict=True):
             outcomes = Outcomes()
             engine = Engine(
-                dataclasses.replace(settings, readers="one"),
+                dataclasses.replace(settings, readers=mode),
                 client,
                 reads.of(name),
                 outcomes,
@@ -267,6 +269,24 @@ def test_of_two_engines_one_reads_every_captcha_and_a_stop_hands_them_on(
     assert set(results) == set(ids + more)
     assert all(r["polls"] == 4 for r in results.values()), results
     assert other.reader.holding
+
+
+def test_engines_reading_all_and_one_together_solve_every_captcha_once(
+    two_engines: Callable[..., list[tuple[Engine, Outcomes]]],
+    admit_jobs: Callable[..., list[str]],
+) -> None:
+    # A rolling deploy from CAPTCHA_TASKS_READERS=all to one runs both for a while.
+    reads = _Reads(lambda captcha_id, poll: ready_on_poll(captcha_id, poll, 4))
+    (every, every_out), (one, one_out) = two_engines(reads, modes=("all", "one"))
+    ids = admit_jobs(12)
+    outcomes = (every_out, one_out)
+    wait_until(lambda: sum(o.ended() for o in outcomes) == 12, timeout=30, what="12 solves")
+    assert not set(every_out.results) & set(one_out.results)  # none ended twice
+    results = {**every_out.results, **one_out.results}
+    assert set(results) == set(ids), {**every_out.errors, **one_out.errors}
+    assert reads.shared.count("submit") == 12
+    assert all(r["submits"] == 1 and r["polls"] == 4 for r in results.values()), results
+    assert one.reader is not None and one.reader.holding and every.reader is None
 
 
 def test_a_redis_error_between_taking_kept_captchas_and_reading_them_loses_none(
