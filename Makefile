@@ -153,7 +153,7 @@ bench: $(STAMP)  ## Benchmarks: solve throughput vs the official SDK in a Celery
 	CAPTCHA_TASKS_POLL_READS=3 $(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --no-batch
 	@# Each Redis role (broker, results, state) on a server of its own: its cost per solve.
 	$(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --split-redis
-	CAPTCHA_TASKS_READERS=one $(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --split-redis
+	CAPTCHA_TASKS_READERS=all $(BIN)/captcha-tasks-dev bench solve --solves 1200 --skip-baseline --split-redis
 	@# The JSON protocol (CapSolver's dialect); the other columns, classic only, ran above.
 	$(BIN)/captcha-tasks-dev bench solve --provider capsolver --skip-baseline
 	@# Answers pushed by the provider: polls only, callbacks, 20 % of callbacks dropped.

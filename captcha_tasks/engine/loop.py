@@ -4,17 +4,17 @@ One engine per configured provider runs in each worker process (see
 :mod:`captcha_tasks.worker.engine_step`: with several providers each has its own client,
 budget and poll schedule, and ``acquire.lua`` routes every job to one of them); it
 holds no Celery worker slot. All its state is in Redis (but for the reads a reader
-has not saved, with ``CAPTCHA_TASKS_READERS=one``), so any engine can take any job
-over: a job whose engine dies is picked up by another once its claim (or its
-reader's lease) runs out, and a rolling restart loses nothing.
+has not saved, where one engine reads: ``CAPTCHA_TASKS_READERS=one``, the default), so
+any engine can take any job over: a job whose engine dies is picked up by another once
+its claim (or its reader's lease) runs out, and a rolling restart loses nothing.
 
 A loop claims due work and hands provider calls (through the
 :class:`~captcha_tasks.provider.Provider` interface) to a small thread pool:
 
 - **acquire**: take free threads of the cluster-wide budget for the oldest waiting
   jobs (:mod:`.queue`, one Lua script) and submit them;
-- **poll**: claim jobs whose next poll is due (with ``CAPTCHA_TASKS_READERS=one``, only
-  while this engine holds the provider's reader lease, and with the ones it keeps
+- **poll**: claim jobs whose next poll is due (with ``CAPTCHA_TASKS_READERS=one``, the
+  default, only while this engine holds the provider's reader lease, and with the ones it keeps
   between reads, :mod:`.reader`) and ask the provider for all of them in one request
   where it reads many at once, else one by one (:mod:`.poll`);
 - a call that frees a thread (an answer, an error) immediately acquires and
@@ -66,6 +66,7 @@ from .poll import Poller
 from .pool import TokenPool
 from .queue import SolveQueue
 from .reader import Reader
+from .reader import supported as reader_supported
 from .refusal import KeyRefusal, LiveWorkers
 from .retries import RetryLog
 from .submit import Submitter
@@ -240,6 +241,14 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> Engine:
+        if self.reader is not None and not reader_supported(self.redis, self.queue.due_key):
+            log.warning(
+                "engine %s: this Redis lacks ZMSCORE (Redis 6.2), which one reader needs: "
+                "every engine reads %s's captchas, as with CAPTCHA_TASKS_READERS=all",
+                self.name,
+                self.provider_name,
+            )
+            self.reader = self.queue.reader = None
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
         self.wakes.start()

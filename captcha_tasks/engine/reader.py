@@ -1,5 +1,5 @@
 """One engine of a cluster reads a provider's captchas at a time: its reader
-(``CAPTCHA_TASKS_READERS=one``; by default every engine claims and reads).
+(``CAPTCHA_TASKS_READERS=one``, the default; with ``all`` every engine claims and reads).
 
 Every engine submits; only the one holding the provider's reader lease claims captchas
 from the poll schedule and reads them, so one request at a tick of the poll grid asks
@@ -38,7 +38,20 @@ from ..state.keys import Keys
 from ..state.scripts import run
 from .jobs import Job
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "supported"]
+
+
+def supported(client: redis.Redis, due_key: str) -> bool:
+    """Whether this Redis runs a reader's scripts: they use ``ZMSCORE`` (Redis 6.2). A
+    Redis that cannot be asked now counts as one that can: its scripts then fail as any
+    call does, and are retried."""
+    try:
+        client.zmscore(due_key, ["probe"])
+    except redis.ResponseError as exc:
+        return "unknown command" not in str(exc).lower()
+    except redis.RedisError:
+        return True
+    return True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -187,12 +187,13 @@ class Settings:
     poll_reads: float = 2.0
     #: ``CAPTCHA_TASKS_ENGINE_THREADS``: concurrent provider calls per worker's engine.
     engine_threads: int = 16
-    #: ``CAPTCHA_TASKS_READERS``: which engines read a provider's captchas. ``all``: any
-    #: engine claims the captchas due, each read moving them in Redis. ``one``: the
+    #: ``CAPTCHA_TASKS_READERS``: which engines read a provider's captchas. ``one``: the
     #: engine holding the provider's reader lease reads them all and keeps each between
-    #: reads in memory, about a third fewer Redis commands a solve with batch reads
-    #: (engine.reader); every worker of a cluster must have the same.
-    readers: Literal["all", "one"] = "all"
+    #: reads in memory (engine.reader; Redis 6.2: on an older one every engine reads).
+    #: ``all``: any engine claims the captchas due, each read moving them in Redis, about
+    #: half again as many Redis commands a solve with batch reads. A cluster may run both
+    #: while a rolling deploy changes it.
+    readers: Literal["all", "one"] = "one"
     #: ``CAPTCHA_TASKS_ALLOWED_DOMAINS``: comma-separated hosts that page tasks may
     #: fetch (``example.com`` also allows its subdomains; IP literals allowed only as
     #: written). Empty: page tasks fetch nothing.

@@ -86,6 +86,8 @@ PYTHON_COMMANDS = (
     "zadd",
     "zcard",
     "zcount",
+    # Whether this Redis has what one reader needs (engine/reader.py): Redis 6.2.
+    "zmscore",
     "zrange",
     "zrangebyscore",
     "zrem",

@@ -362,3 +362,40 @@ def test_a_reader_with_no_free_call_thread_lets_another_engine_read(
         release.set()
         for engine, _ in started:
             engine.stop(timeout=10)
+
+
+def test_a_redis_without_zmscore_reads_with_every_engine(
+    client: redis.Redis,
+    settings: Settings,
+    admit_jobs: Callable[..., list[str]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A Redis older than 6.2 answers ZMSCORE, as any command it lacks, with an error.
+    class Redis5(redis.Redis):
+        def execute_command(self, *args, **options):  # type: ignore[no-untyped-def]
+            if str(args[0]).upper() == "ZMSCORE":
+                raise redis.ResponseError(
+                    "ERR unknown command 'ZMSCORE', with args beginning with:"
+                )
+            return super().execute_command(*args, **options)
+
+    old = Redis5(connection_pool=client.connection_pool)
+    outcomes = Outcomes()
+    engine = Engine(
+        dataclasses.replace(settings, readers="one"),
+        old,
+        FakeProvider(lambda captcha_id, poll: ready_on_poll(captcha_id, poll, 2)),
+        outcomes,
+        live_workers=lambda: ["a"],
+        name="engine@old",
+    )
+    assert engine.reader is not None  # asked for
+    engine.start()
+    try:
+        ids = admit_jobs(3)
+        wait_until(lambda: outcomes.ended() == 3, timeout=20, what="3 solves")
+    finally:
+        engine.stop(timeout=10)
+    assert engine.reader is None  # every engine reads, as with all
+    assert set(outcomes.results) == set(ids), outcomes.errors
+    assert "lacks ZMSCORE" in caplog.text
