@@ -14,9 +14,9 @@ A loop claims due work and hands provider calls (through the
 - **acquire**: take free threads of the cluster-wide budget for the oldest waiting
   jobs (:mod:`.queue`, one Lua script) and submit them;
 - **poll**: claim jobs whose next poll is due (with ``CAPTCHA_TASKS_READERS=one``, the
-  default, only while this engine holds the provider's reader lease, and with the ones it keeps
-  between reads, :mod:`.reader`) and ask the provider for all of them in one request
-  where it reads many at once, else one by one (:mod:`.poll`);
+  default, only while this engine holds the provider's reader lease, and with the ones
+  it keeps between reads, :mod:`.reader`) and ask the provider for all of them in one
+  request where it reads many at once, else one by one (:mod:`.poll`);
 - a call that frees a thread (an answer, an error) immediately acquires and
   submits the next waiting job in the same thread: no queue hop between a thread
   freed at the provider and the next captcha sent to it.
