@@ -196,9 +196,9 @@ class Poller:
             ready = self.parts.learner.ready_times(job.type) if self.parts.grid.learns else None
             next_at = self.parts.grid.next_poll(job.polls, at, since=job.submitted_at, ready=ready)
         reads = job.polls + 1
-        stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
-        if at > job.solve_deadline():
-            stop = f"no answer {job.deadline_s:.0f} s after submit ({reads} reads)"
+        stop = _past_deadline(job, at, f" ({reads} reads)")
+        if stop is None:
+            stop = self._rules_stop(job, at, reads=reads, next_at=next_at)
         if stop is not None:
             return self.parts.finisher.fail(job, SolveTimeout(stop))
         # A refused read counts toward the provider's cap but tells nothing of the answer.
@@ -243,12 +243,10 @@ class Poller:
             reads = 1 if self.parts.grid.rules.max_reads is not None else 0
             at = self.parts.clock()
             with self.parts.queue.batched():
+                why = f": its last reads failed ({exc.code or type(exc).__name__}: {exc})"
                 for job in jobs:
-                    if at > job.solve_deadline():
-                        stop = (
-                            f"no answer {job.deadline_s:.0f} s after submit: its last reads "
-                            f"failed ({exc.code or type(exc).__name__}: {exc})"
-                        )
+                    stop = _past_deadline(job, at, why)
+                    if stop is not None:
                         freed |= self.parts.finisher.fail(job, SolveTimeout(stop))
                     else:
                         self.parts.queue.reschedule(job, later, polled=False, at=now, reads=reads)
@@ -301,3 +299,11 @@ class Poller:
                     raise
                 out[captcha_id] = exc
         return out
+
+
+def _past_deadline(job: Job, at: float, why: str) -> str | None:
+    """Why ``job`` is given up ``at`` (``why``: what its reads found), if its deadline has
+    passed; None while it has not."""
+    if at <= job.solve_deadline():
+        return None
+    return f"no answer {job.deadline_s:.0f} s after submit{why}"

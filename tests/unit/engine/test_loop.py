@@ -101,6 +101,15 @@ class HeldClock:
             self._released = time.monotonic()
 
 
+def _wait_all_polling(client: redis.Redis, keys: Keys, task_ids: list[str]) -> None:
+    """Until every one of ``task_ids`` is submitted (its clock held: they share ticks)."""
+    wait_until(
+        lambda: all(client.hget(keys.job(t), "state") == "polling" for t in task_ids),
+        timeout=20,
+        what=f"{len(task_ids)} submits",
+    )
+
+
 def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a_batch(
     make_engine: MakeEngine,
     admit_jobs: Callable[..., list[str]],
@@ -129,11 +138,7 @@ def test_a_funcaptcha_and_a_challenge_turnstile_are_read_on_their_own_never_in_a
     assert admit(client, settings, task_ids[-1], challenge)
     clock = HeldClock()
     _, outcomes = make_engine(provider, threads=5, clock=clock)
-    wait_until(
-        lambda: all(client.hget(keys.job(t), "state") == "polling" for t in task_ids),
-        timeout=20,
-        what="5 submits",
-    )
+    _wait_all_polling(client, keys, task_ids)
     assert provider.count("get") == provider.count("get_many") == 0
     clock.release()
     wait_until(lambda: outcomes.ended() == 5, timeout=30, what="5 solves")
@@ -163,11 +168,7 @@ def test_geetest_v3_captchas_are_read_one_by_one(
         assert admit(client, settings, task_id, captcha)
     clock = HeldClock()
     _, outcomes = make_engine(provider, threads=3, clock=clock)
-    wait_until(
-        lambda: all(client.hget(keys.job(t), "state") == "polling" for t in task_ids),
-        timeout=20,
-        what="3 submits",
-    )
+    _wait_all_polling(client, keys, task_ids)
     clock.release()
     wait_until(lambda: outcomes.ended() == 3, timeout=30, what="3 ends")
     assert len(outcomes.results) == 3, outcomes.errors
